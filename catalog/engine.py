@@ -1,0 +1,85 @@
+"""Catalog URLs and SQLAlchemy engines: where the embedded catalog lives, SQLite locking, Postgres driver."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.engine.url import URL
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.pool import StaticPool
+
+from catalog.errors import CatalogUnavailable
+
+ENV_URL = "DAL_CATALOG_URL"
+ENV_HOME = "DAL_HOME"
+SQLITE_BUSY_TIMEOUT_S = 120
+
+
+def data_dir() -> Path:
+    """dal's data directory: ``$DAL_HOME``, else the platform's user data dir (``~/.local/share/dal`` on Linux)."""
+    home = os.environ.get(ENV_HOME)
+    return Path(home).expanduser() if home else platformdirs.user_data_path("dal")
+
+
+def default_url() -> str:
+    """``$DAL_CATALOG_URL``, else the embedded SQLite catalog ``<data dir>/catalog.db``."""
+    return os.environ.get(ENV_URL) or f"sqlite:///{data_dir() / 'catalog.db'}"
+
+
+def display_url(url: str | URL) -> str:
+    """The URL with any password masked, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparseable URL>"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # let SQLAlchemy's begin event own transactions (pysqlite's implicit BEGIN is not serialisable)
+    dbapi_connection.isolation_level = None
+    cur = dbapi_connection.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.close()
+
+
+def _sqlite_begin(conn: Any) -> None:
+    # write transactions take the database lock up front, so two publishers never deadlock on upgrade
+    immediate = conn.get_execution_options().get("dal_write", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for a catalog URL (SQLite files get WAL and a busy timeout; Postgres uses psycopg 3).
+
+    Raises:
+        CatalogUnavailable: the URL is malformed or its driver is not installed (with the install hint).
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as e:
+        raise CatalogUnavailable(f"invalid catalog URL {url!r}: {e}") from e
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        else:
+            kwargs["poolclass"] = StaticPool
+            kwargs["connect_args"] = {"check_same_thread": False}
+    elif parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except (NoSuchModuleError, ModuleNotFoundError) as e:
+        hint = " (pip install 'dal[postgres]')" if parsed.get_backend_name() == "postgresql" else ""
+        raise CatalogUnavailable(f"no database driver for {display_url(parsed)}: {e}{hint}") from e
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+    return engine

@@ -1,0 +1,64 @@
+"""One error hierarchy for the catalog; ``dal.errors`` extends it for data I/O.
+
+``DalError`` lives here (not in ``dal``) because the catalog package never imports ``dal``;
+``dal.errors`` re-exports it so users only ever see one base class.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class DalError(Exception):
+    """Base class of every error dal raises on purpose."""
+
+
+class CatalogError(DalError):
+    """Something about the catalog (metadata) went wrong."""
+
+
+class InvalidName(CatalogError, ValueError):
+    """A dataset name or tag does not follow the naming rules."""
+
+
+class NotFound(CatalogError, LookupError):
+    """A named thing is not in the catalog; the message suggests close names."""
+
+    def __init__(self, what: str, key: str = "", candidates: Iterable[str] = (), hint: str = "") -> None:
+        close = difflib.get_close_matches(key, list(candidates), n=3, cutoff=0.6) if key else []
+        message = f"{what} not found"
+        if close:
+            message += "; did you mean " + ", ".join(repr(c) for c in close) + "?"
+        elif hint:
+            message += f"; {hint}"
+        super().__init__(message)
+        self.suggestions = tuple(close)
+
+
+class DatasetNotFound(NotFound):
+    """No dataset of that name."""
+
+
+class VersionNotFound(NotFound):
+    """No version of a dataset matches a number, tag or timestamp."""
+
+
+class DatasetExists(CatalogError):
+    """A dataset of that name exists already (with different settings)."""
+
+
+class TagExists(CatalogError):
+    """The tag already points at another version of the dataset."""
+
+
+class VersionConflict(CatalogError):
+    """A version for this storage version is recorded already, or the catalog moved underneath."""
+
+
+class CatalogUnavailable(CatalogError):
+    """The catalog database cannot be reached or opened."""
+
+
+class CatalogOutOfDate(CatalogError):
+    """The catalog database schema is older (or newer) than this dal needs."""

@@ -1,0 +1,142 @@
+"""SQLAlchemy 2.x models of the catalog. Only ``catalog.store`` touches these; callers get ``catalog.types``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores aware datetimes as UTC; returns them aware (SQLite has no time zones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime stored in the catalog; pass an aware datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class DatasetRow(Base):
+    __tablename__ = "dal_datasets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    format: Mapped[str] = mapped_column(String(32))
+    location: Mapped[str] = mapped_column(Text)
+    description: Mapped[str] = mapped_column(Text, default="")
+    owner: Mapped[str] = mapped_column(String(200), default="")
+    time_column: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # -1 before the first version; bumped under a row lock so numbers are gap-free
+    current_version: Mapped[int] = mapped_column(Integer, default=-1)
+    properties: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SchemaRow(Base):
+    __tablename__ = "dal_schemas"
+    __table_args__ = (UniqueConstraint("dataset_id", "fingerprint", name="uq_dal_schemas_fingerprint"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dal_datasets.id", ondelete="CASCADE"), index=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    fields: Mapped[list[SchemaFieldRow]] = relationship(
+        order_by="SchemaFieldRow.position", cascade="all, delete-orphan", lazy="selectin"
+    )
+
+
+class SchemaFieldRow(Base):
+    __tablename__ = "dal_schema_fields"
+    __table_args__ = (UniqueConstraint("schema_id", "position", name="uq_dal_schema_fields_position"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    schema_id: Mapped[int] = mapped_column(ForeignKey("dal_schemas.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(Text)
+    type: Mapped[str] = mapped_column(Text)
+    nullable: Mapped[bool] = mapped_column(Boolean, default=True)
+    dtype: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    shape: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    codec: Mapped[str | None] = mapped_column(String(200), nullable=True)
+
+
+class VersionRow(Base):
+    __tablename__ = "dal_versions"
+    __table_args__ = (
+        UniqueConstraint("dataset_id", "number", name="uq_dal_versions_number"),
+        UniqueConstraint("dataset_id", "storage_version", name="uq_dal_versions_storage_version"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dal_datasets.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    operation: Mapped[str] = mapped_column(String(64))
+    row_count: Mapped[int] = mapped_column(BigInteger)
+    file_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    storage_version: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    schema_id: Mapped[int] = mapped_column(ForeignKey("dal_schemas.id"))
+    partition_columns: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    properties: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    schema: Mapped[SchemaRow] = relationship(lazy="joined")
+    tags: Mapped[list[TagRow]] = relationship(lazy="selectin", order_by="TagRow.name", viewonly=True)
+
+
+class PartitionRow(Base):
+    __tablename__ = "dal_partitions"
+    __table_args__ = (UniqueConstraint("version_id", "key", name="uq_dal_partitions_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("dal_versions.id", ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(Text)
+    values: Mapped[list[Any]] = mapped_column(JSON)
+    row_count: Mapped[int] = mapped_column(BigInteger)
+    file_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class TagRow(Base):
+    __tablename__ = "dal_tags"
+    __table_args__ = (UniqueConstraint("dataset_id", "name", name="uq_dal_tags_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dal_datasets.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    version_id: Mapped[int] = mapped_column(ForeignKey("dal_versions.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

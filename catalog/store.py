@@ -1,0 +1,480 @@
+"""The catalog API: datasets, numbered immutable versions, schemas, partitions and tags.
+
+Every method opens its own short transaction and returns frozen values from ``catalog.types``.
+Backend errors are translated at this boundary into ``catalog.errors``.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.orm import Session
+
+from catalog import migrate
+from catalog.engine import default_url, display_url, make_engine
+from catalog.errors import (
+    CatalogError,
+    CatalogUnavailable,
+    DatasetExists,
+    DatasetNotFound,
+    TagExists,
+    VersionConflict,
+    VersionNotFound,
+)
+from catalog.models import DatasetRow, PartitionRow, SchemaFieldRow, SchemaRow, TagRow, VersionRow, utcnow
+from catalog.types import (
+    DatasetInfo,
+    Field,
+    Partition,
+    Schema,
+    SchemaDiff,
+    VersionDraft,
+    VersionInfo,
+    diff_schemas,
+    validate_name,
+    validate_tag,
+)
+
+VersionRef = int | str | datetime | None
+FORMATS = ("delta", "petastorm", "parquet")
+
+
+def _like_pattern(pattern: str) -> str:
+    """Translate a shell glob (``*``, ``?``) into a LIKE pattern with ``\\`` as the escape character."""
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped.replace("*", "%").replace("?", "_")
+
+
+def _as_utc(ts: datetime) -> datetime:
+    """Naive timestamps are taken as UTC (documented)."""
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+
+
+class Catalog:
+    """A handle on one catalog database (SQLite file or PostgreSQL).
+
+    Args:
+        url: any SQLAlchemy URL; default ``$DAL_CATALOG_URL`` or the embedded SQLite file.
+        create: create the catalog tables when the database is empty (first use).
+
+    Raises:
+        CatalogUnavailable: the database cannot be reached.
+        CatalogOutOfDate: the database needs ``dal db upgrade``.
+    """
+
+    def __init__(self, url: str | None = None, *, create: bool = True) -> None:
+        self.url = url or default_url()
+        self._engine = make_engine(self.url)
+        self._write_engine = self._engine.execution_options(dal_write=True)
+        if create:
+            with self._translate():
+                migrate.ensure_current(self._engine)
+
+    def __repr__(self) -> str:
+        return f"Catalog({display_url(self.url)!r})"
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        try:
+            yield
+        except CatalogError:
+            raise
+        except (OperationalError, DBAPIError) as e:
+            if isinstance(e, IntegrityError):
+                raise
+            first = str(e.orig).strip().splitlines()[0] if e.orig is not None else str(e)
+            raise CatalogUnavailable(f"catalog {display_url(self.url)} failed: {first}") from e
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with self._translate(), Session(self._engine) as s:
+            yield s
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with self._translate(), Session(self._write_engine) as s, s.begin():
+            yield s
+
+    def revision(self) -> str | None:
+        """The catalog schema revision recorded in the database (``None`` when never migrated)."""
+        with self._translate(), self._engine.connect() as conn:
+            return migrate.current_revision(conn)
+
+    def upgrade(self) -> tuple[str | None, str]:
+        """Upgrade the catalog schema to this dal's head revision; return (before, after)."""
+        with self._translate():
+            return migrate.upgrade(self._engine)
+
+    # -- datasets -----------------------------------------------------------------------------
+
+    def list_datasets(self, pattern: str | None = None) -> list[DatasetInfo]:
+        """Datasets sorted by name; ``pattern`` is a glob on the name (``weather.*``) or, without
+        wildcards, a case-insensitive substring of the name or description."""
+        stmt = select(DatasetRow).order_by(DatasetRow.name)
+        if pattern:
+            if any(c in pattern for c in "*?"):
+                stmt = stmt.where(DatasetRow.name.like(_like_pattern(pattern), escape="\\"))
+            else:
+                needle = f"%{_like_pattern(pattern.lower())}%"
+                stmt = stmt.where(
+                    or_(
+                        func.lower(DatasetRow.name).like(needle, escape="\\"),
+                        func.lower(DatasetRow.description).like(needle, escape="\\"),
+                    )
+                )
+        with self._read() as s:
+            return [self._dataset_info(r) for r in s.scalars(stmt)]
+
+    def get_dataset(self, name: str) -> DatasetInfo:
+        """The dataset called ``name``. Raises ``DatasetNotFound`` (with close names) or ``InvalidName``."""
+        with self._read() as s:
+            return self._dataset_info(self._dataset_row(s, name))
+
+    def create_dataset(
+        self,
+        name: str,
+        *,
+        format: str,
+        location: str,
+        description: str = "",
+        owner: str | None = None,
+        time_column: str | None = None,
+        properties: Mapping[str, Any] | None = None,
+        exist_ok: bool = False,
+    ) -> DatasetInfo:
+        """Record a new dataset (no versions yet).
+
+        With ``exist_ok`` an existing dataset of the same format and location is returned as is.
+
+        Raises:
+            InvalidName: bad name. DatasetExists: the name is taken (or taken with other settings).
+        """
+        validate_name(name)
+        if format not in FORMATS:
+            raise CatalogError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+        row = DatasetRow(
+            name=name,
+            format=format,
+            location=location,
+            description=description,
+            owner=owner if owner is not None else getpass.getuser(),
+            time_column=time_column,
+            properties=dict(properties or {}),
+            current_version=-1,
+        )
+        try:
+            with self._write() as s:
+                s.add(row)
+                s.flush()
+                return self._dataset_info(row)
+        except IntegrityError as e:
+            existing = self.get_dataset(name)
+            if exist_ok and (existing.format, existing.location) == (format, location):
+                return existing
+            raise DatasetExists(f"dataset {name!r} exists already ({existing.format} at {existing.location})") from e
+
+    def update_dataset(
+        self, name: str, *, description: str | None = None, time_column: str | None = None
+    ) -> DatasetInfo:
+        """Change a dataset's description or time column (its versions are untouched)."""
+        with self._write() as s:
+            row = self._dataset_row(s, name)
+            if description is not None:
+                row.description = description
+            if time_column is not None:
+                row.time_column = time_column
+            row.updated_at = utcnow()
+            return self._dataset_info(row)
+
+    def delete_dataset(self, name: str) -> None:
+        """Remove a dataset and all its versions from the catalog (the data files are not touched)."""
+        with self._write() as s:
+            row = self._dataset_row(s, name)
+            s.delete(row)
+
+    # -- versions -----------------------------------------------------------------------------
+
+    def publish(self, name: str, draft: VersionDraft) -> VersionInfo:
+        """Record the next version of ``name``; numbers are gap-free even with concurrent publishers.
+
+        Raises:
+            DatasetNotFound; TagExists: a requested tag is on another version;
+            VersionConflict: ``draft.storage_version`` is recorded already.
+        """
+        for t in draft.tags:
+            validate_tag(t)
+        if draft.row_count < 0 or draft.file_count < 0 or draft.size_bytes < 0:
+            raise CatalogError("row_count, file_count and size_bytes must be >= 0")
+        unknown = [c for c in draft.partition_columns if c not in draft.schema.names]
+        if unknown:
+            raise CatalogError(f"partition columns {unknown} are not in the schema")
+        with self._write() as s:
+            # the row lock (Postgres) / BEGIN IMMEDIATE (SQLite) serialises publishers of one dataset
+            ds = self._dataset_row(s, name, for_update=True)
+            if draft.storage_version is not None:
+                clash = s.scalar(
+                    select(VersionRow.number).where(
+                        VersionRow.dataset_id == ds.id, VersionRow.storage_version == draft.storage_version
+                    )
+                )
+                if clash is not None:
+                    raise VersionConflict(
+                        f"{name}: storage version {draft.storage_version} is recorded already as version {clash}"
+                    )
+            taken = s.scalars(select(TagRow.name).where(TagRow.dataset_id == ds.id, TagRow.name.in_(draft.tags))).all()
+            if taken:
+                raise TagExists(
+                    f"{name}: tag(s) {', '.join(sorted(taken))} exist already; move them with dal tag --force"
+                )
+            ds.current_version += 1
+            ds.updated_at = utcnow()
+            version = VersionRow(
+                dataset_id=ds.id,
+                number=ds.current_version,
+                created_at=_as_utc(draft.committed_at) if draft.committed_at else utcnow(),
+                operation=draft.operation,
+                row_count=draft.row_count,
+                file_count=draft.file_count,
+                size_bytes=draft.size_bytes,
+                storage_version=draft.storage_version,
+                schema=self._schema_row(s, ds.id, draft.schema),
+                partition_columns=list(draft.partition_columns),
+                properties=dict(draft.properties),
+            )
+            s.add(version)
+            s.flush()
+            s.add_all(
+                PartitionRow(
+                    version_id=version.id,
+                    key=p.key,
+                    values=[list(kv) for kv in p.values],
+                    row_count=p.row_count,
+                    file_count=p.file_count,
+                    size_bytes=p.size_bytes,
+                )
+                for p in draft.partitions
+            )
+            s.add_all(TagRow(dataset_id=ds.id, name=t, version_id=version.id) for t in draft.tags)
+            s.flush()
+            s.refresh(version, ["tags"])
+            return self._version_info(name, version)
+
+    def versions(self, name: str) -> list[VersionInfo]:
+        """The history of ``name``, oldest first."""
+        with self._read() as s:
+            ds = self._dataset_row(s, name)
+            rows = s.scalars(select(VersionRow).where(VersionRow.dataset_id == ds.id).order_by(VersionRow.number))
+            return [self._version_info(name, r) for r in rows]
+
+    def version(self, name: str, ref: VersionRef = None) -> VersionInfo:
+        """Resolve ``ref`` to one version of ``name``.
+
+        ``ref`` is ``None``/``"latest"`` (the newest), a version number (int or digits), a tag, or a
+        datetime / ISO-8601 string (the version current at that time; naive times are UTC).
+
+        Raises:
+            VersionNotFound: no such number or tag, or the time is before the first version.
+        """
+        with self._read() as s:
+            ds = self._dataset_row(s, name)
+            return self._version_info(name, self._resolve(s, ds, ref))
+
+    def schema(self, name: str, ref: VersionRef = None) -> Schema:
+        """The schema of one version (default: the newest)."""
+        return self.version(name, ref).schema
+
+    def diff(self, name: str, old: VersionRef, new: VersionRef) -> SchemaDiff:
+        """Fields added, removed and changed from version ``old`` to version ``new``."""
+        with self._read() as s:
+            ds = self._dataset_row(s, name)
+            a, b = self._resolve(s, ds, old), self._resolve(s, ds, new)
+            return diff_schemas(self._schema(a.schema), self._schema(b.schema), a.number, b.number)
+
+    def partitions(self, name: str, ref: VersionRef = None) -> tuple[Partition, ...]:
+        """The partitions present in one version, sorted by their path."""
+        with self._read() as s:
+            ds = self._dataset_row(s, name)
+            v = self._resolve(s, ds, ref)
+            rows = s.scalars(select(PartitionRow).where(PartitionRow.version_id == v.id).order_by(PartitionRow.key))
+            return tuple(
+                Partition(
+                    values=tuple((str(k), None if val is None else str(val)) for k, val in r.values),
+                    row_count=r.row_count,
+                    file_count=r.file_count,
+                    size_bytes=r.size_bytes,
+                )
+                for r in rows
+            )
+
+    # -- tags -----------------------------------------------------------------------------------
+
+    def tag(self, name: str, ref: VersionRef, tag: str, *, force: bool = False) -> VersionInfo:
+        """Put ``tag`` on a version. A tag names one version; moving it needs ``force=True``.
+
+        Raises:
+            TagExists: the tag is on another version and ``force`` is false.
+        """
+        validate_tag(tag)
+        with self._write() as s:
+            ds = self._dataset_row(s, name, for_update=True)
+            target = self._resolve(s, ds, ref)
+            existing = s.scalar(select(TagRow).where(TagRow.dataset_id == ds.id, TagRow.name == tag))
+            if existing is not None and existing.version_id != target.id:
+                if not force:
+                    held = s.get_one(VersionRow, existing.version_id).number
+                    raise TagExists(f"{name}: tag {tag!r} is on version {held}; use --force to move it")
+                existing.version_id = target.id
+            elif existing is None:
+                s.add(TagRow(dataset_id=ds.id, name=tag, version_id=target.id))
+            s.flush()
+            s.refresh(target, ["tags"])
+            return self._version_info(name, target)
+
+    def untag(self, name: str, tag: str) -> None:
+        """Remove ``tag`` from ``name``. Raises ``VersionNotFound`` if there is no such tag."""
+        with self._write() as s:
+            ds = self._dataset_row(s, name, for_update=True)
+            row = s.scalar(select(TagRow).where(TagRow.dataset_id == ds.id, TagRow.name == tag))
+            if row is None:
+                raise VersionNotFound(f"tag {tag!r} of {name}", tag, self._tags(s, ds.id))
+            s.delete(row)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _dataset_row(self, s: Session, name: str, *, for_update: bool = False) -> DatasetRow:
+        validate_name(name)
+        stmt = select(DatasetRow).where(DatasetRow.name == name)
+        if for_update:
+            stmt = stmt.with_for_update()
+        row = s.scalar(stmt)
+        if row is None:
+            raise DatasetNotFound(f"dataset {name!r}", name, s.scalars(select(DatasetRow.name)).all())
+        return row
+
+    @staticmethod
+    def _tags(s: Session, dataset_id: int) -> Sequence[str]:
+        return s.scalars(select(TagRow.name).where(TagRow.dataset_id == dataset_id)).all()
+
+    def _resolve(self, s: Session, ds: DatasetRow, ref: VersionRef) -> VersionRow:
+        base = select(VersionRow).where(VersionRow.dataset_id == ds.id)
+        if isinstance(ref, bool):
+            raise TypeError("version must be an int, a tag, a datetime or None, not a bool")
+        if isinstance(ref, str) and ref.strip().isdigit():
+            ref = int(ref)
+        if ref is None or ref == "latest":
+            row = s.scalar(base.order_by(VersionRow.number.desc()).limit(1))
+            if row is None:
+                raise VersionNotFound(f"any version of {ds.name!r}", hint="the dataset has no versions yet")
+            return row
+        if isinstance(ref, int):
+            row = s.scalar(base.where(VersionRow.number == ref))
+            if row is None:
+                latest = "none yet" if ds.current_version < 0 else f"0..{ds.current_version}"
+                raise VersionNotFound(f"version {ref} of {ds.name!r}", hint=f"versions are {latest}")
+            return row
+        if isinstance(ref, str):
+            text = ref
+            tag = s.scalar(select(TagRow).where(TagRow.dataset_id == ds.id, TagRow.name == text))
+            if tag is not None:
+                return s.get_one(VersionRow, tag.version_id)
+            try:
+                ref = datetime.fromisoformat(text)
+            except ValueError:
+                tags = self._tags(s, ds.id)
+                raise VersionNotFound(
+                    f"version {text!r} of {ds.name!r}",
+                    text,
+                    tags,
+                    hint=f"tags are {', '.join(sorted(tags))}" if tags else "it has no tags",
+                ) from None
+        if isinstance(ref, datetime):
+            at = _as_utc(ref)
+            row = s.scalar(base.where(VersionRow.created_at <= at).order_by(VersionRow.number.desc()).limit(1))
+            if row is None:
+                first = s.scalar(base.order_by(VersionRow.number).limit(1))
+                hint = f"its first version is from {first.created_at.isoformat()}" if first else "it has no versions"
+                raise VersionNotFound(f"a version of {ds.name!r} as of {at.isoformat()}", hint=hint)
+            return row
+        raise TypeError(f"version must be an int, a tag, a datetime or None, not {type(ref).__name__}")
+
+    @staticmethod
+    def _schema_row(s: Session, dataset_id: int, schema: Schema) -> SchemaRow:
+        fp = schema.fingerprint()
+        row = s.scalar(select(SchemaRow).where(SchemaRow.dataset_id == dataset_id, SchemaRow.fingerprint == fp))
+        if row is None:
+            row = SchemaRow(
+                dataset_id=dataset_id,
+                fingerprint=fp,
+                fields=[
+                    SchemaFieldRow(
+                        position=i,
+                        name=f.name,
+                        type=f.type,
+                        nullable=f.nullable,
+                        dtype=f.dtype,
+                        shape=None if f.shape is None else list(f.shape),
+                        codec=f.codec,
+                    )
+                    for i, f in enumerate(schema.fields)
+                ],
+            )
+            s.add(row)
+        return row
+
+    @staticmethod
+    def _schema(row: SchemaRow) -> Schema:
+        return Schema(
+            tuple(
+                Field(
+                    name=f.name,
+                    type=f.type,
+                    nullable=f.nullable,
+                    dtype=f.dtype,
+                    shape=None if f.shape is None else tuple(f.shape),
+                    codec=f.codec,
+                )
+                for f in row.fields
+            )
+        )
+
+    @staticmethod
+    def _dataset_info(r: DatasetRow) -> DatasetInfo:
+        return DatasetInfo(
+            name=r.name,
+            format=r.format,
+            location=r.location,
+            description=r.description,
+            owner=r.owner,
+            time_column=r.time_column,
+            created_at=r.created_at,
+            updated_at=r.updated_at,
+            latest_version=None if r.current_version < 0 else r.current_version,
+            properties=dict(r.properties or {}),
+        )
+
+    def _version_info(self, name: str, r: VersionRow) -> VersionInfo:
+        return VersionInfo(
+            dataset=name,
+            number=r.number,
+            created_at=r.created_at,
+            operation=r.operation,
+            row_count=r.row_count,
+            file_count=r.file_count,
+            size_bytes=r.size_bytes,
+            storage_version=r.storage_version,
+            schema=self._schema(r.schema),
+            partition_columns=tuple(r.partition_columns or ()),
+            tags=tuple(t.name for t in r.tags),
+            properties=dict(r.properties or {}),
+        )

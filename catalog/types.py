@@ -1,0 +1,287 @@
+"""Frozen value objects passed between the catalog and the rest of dal (never ORM rows)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from catalog.errors import InvalidName
+
+# letters, digits, '_' and '-' in dot-separated parts: no path separators, no empty part, so no '..'
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$")
+_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+MAX_NAME_LENGTH = 200
+
+
+def validate_name(name: object) -> str:
+    """Return ``name`` if it is a valid dotted dataset name, else raise ``InvalidName``."""
+    if not isinstance(name, str) or not name:
+        raise InvalidName(f"invalid dataset name {name!r}: expected a non-empty string like 'weather.radar_v2'")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidName(f"invalid dataset name {name[:40]!r}...: longer than {MAX_NAME_LENGTH} characters")
+    if not _NAME_RE.match(name):
+        raise InvalidName(
+            f"invalid dataset name {name!r}: use letters, digits, '_' and '-' in parts separated by single "
+            "dots (e.g. 'weather.radar_v2'); no '/', '\\', spaces, empty parts or '..'"
+        )
+    return name
+
+
+def validate_tag(tag: object) -> str:
+    """Return ``tag`` if it is a valid tag name (not all digits, so it never shadows a version number)."""
+    if not isinstance(tag, str) or not _TAG_RE.match(tag) or len(tag) > 100:
+        raise InvalidName(f"invalid tag {tag!r}: use letters, digits, '_', '-' and '.' (e.g. 'prod', '2026-q3')")
+    if tag.isdigit():
+        raise InvalidName(f"invalid tag {tag!r}: a tag cannot be all digits (it would read as a version number)")
+    if tag == "latest":
+        raise InvalidName("invalid tag 'latest': it is reserved for the newest version")
+    return tag
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column: Arrow type string, nullability, and for tensor fields numpy dtype, shape and codec."""
+
+    name: str
+    type: str
+    nullable: bool = True
+    dtype: str | None = None
+    shape: tuple[int | None, ...] | None = None
+    codec: str | None = None
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.shape is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "type": self.type, "nullable": self.nullable}
+        if self.dtype is not None:
+            out["dtype"] = self.dtype
+        if self.shape is not None:
+            out["shape"] = list(self.shape)
+        if self.codec is not None:
+            out["codec"] = self.codec
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Field:
+        shape = d.get("shape")
+        return cls(
+            name=str(d["name"]),
+            type=str(d["type"]),
+            nullable=bool(d.get("nullable", True)),
+            dtype=d.get("dtype"),
+            shape=None if shape is None else tuple(None if s is None else int(s) for s in shape),
+            codec=d.get("codec"),
+        )
+
+    def describe(self) -> str:
+        """A short human description: the type, or dtype[shape] via codec for tensor fields."""
+        if self.shape is None:
+            return self.type
+        dims = ", ".join("?" if s is None else str(s) for s in self.shape)
+        return f"{self.dtype}[{dims}] ({self.codec or 'raw'})"
+
+
+@dataclass(frozen=True)
+class Schema:
+    """An ordered tuple of fields."""
+
+    fields: tuple[Field, ...] = ()
+
+    def __iter__(self) -> Iterator[Field]:
+        return iter(self.fields)
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    def get(self, name: str) -> Field | None:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        return None
+
+    def fingerprint(self) -> str:
+        """A stable hash of the fields, used to share identical schemas between versions."""
+        payload = json.dumps([f.to_dict() for f in self.fields], sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [f.to_dict() for f in self.fields]
+
+    @classmethod
+    def from_list(cls, items: list[Mapping[str, Any]]) -> Schema:
+        return cls(tuple(Field.from_dict(d) for d in items))
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One field present in both schemas whose definition differs."""
+
+    name: str
+    old: Field
+    new: Field
+
+
+@dataclass(frozen=True)
+class SchemaDiff:
+    """The difference between the schemas of two versions."""
+
+    old_version: int
+    new_version: int
+    added: tuple[Field, ...]
+    removed: tuple[Field, ...]
+    changed: tuple[FieldChange, ...]
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.added or self.removed or self.changed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old_version": self.old_version,
+            "new_version": self.new_version,
+            "added": [f.to_dict() for f in self.added],
+            "removed": [f.to_dict() for f in self.removed],
+            "changed": [{"name": c.name, "old": c.old.to_dict(), "new": c.new.to_dict()} for c in self.changed],
+        }
+
+
+def diff_schemas(old: Schema, new: Schema, old_version: int, new_version: int) -> SchemaDiff:
+    """Compare two schemas by field name."""
+    old_by_name = {f.name: f for f in old}
+    new_by_name = {f.name: f for f in new}
+    return SchemaDiff(
+        old_version=old_version,
+        new_version=new_version,
+        added=tuple(f for f in new if f.name not in old_by_name),
+        removed=tuple(f for f in old if f.name not in new_by_name),
+        changed=tuple(
+            FieldChange(f.name, old_by_name[f.name], f)
+            for f in new
+            if f.name in old_by_name and old_by_name[f.name] != f
+        ),
+    )
+
+
+PartitionValues = tuple[tuple[str, str | None], ...]
+
+
+def partition_key(values: PartitionValues) -> str:
+    """Hive-style path of a partition (``date=2026-01-01/hour=3``); null values as ``__null__``."""
+    return "/".join(f"{k}={'__null__' if v is None else v}" for k, v in values)
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition present in a version: its column values (as strings) and its size."""
+
+    values: PartitionValues
+    row_count: int
+    file_count: int = 0
+    size_bytes: int = 0
+
+    @property
+    def key(self) -> str:
+        return partition_key(self.values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "partition": self.key,
+            "values": dict(self.values),
+            "row_count": self.row_count,
+            "file_count": self.file_count,
+            "size_bytes": self.size_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """A dataset as the catalog knows it (no data I/O)."""
+
+    name: str
+    format: str
+    location: str
+    description: str
+    owner: str
+    time_column: str | None
+    created_at: datetime
+    updated_at: datetime
+    latest_version: int | None
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "format": self.format,
+            "location": self.location,
+            "description": self.description,
+            "owner": self.owner,
+            "time_column": self.time_column,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "latest_version": self.latest_version,
+            "properties": dict(self.properties),
+        }
+
+
+@dataclass(frozen=True)
+class VersionDraft:
+    """What a writer publishes; the catalog turns it into a numbered ``VersionInfo``."""
+
+    operation: str
+    schema: Schema
+    row_count: int
+    file_count: int = 0
+    size_bytes: int = 0
+    storage_version: int | None = None
+    committed_at: datetime | None = None
+    partition_columns: tuple[str, ...] = ()
+    partitions: tuple[Partition, ...] = ()
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One immutable, numbered version of a dataset."""
+
+    dataset: str
+    number: int
+    created_at: datetime
+    operation: str
+    row_count: int
+    file_count: int
+    size_bytes: int
+    storage_version: int | None
+    schema: Schema
+    partition_columns: tuple[str, ...]
+    tags: tuple[str, ...]
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self, *, with_schema: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "dataset": self.dataset,
+            "version": self.number,
+            "created_at": self.created_at.isoformat(),
+            "operation": self.operation,
+            "row_count": self.row_count,
+            "file_count": self.file_count,
+            "size_bytes": self.size_bytes,
+            "storage_version": self.storage_version,
+            "partition_columns": list(self.partition_columns),
+            "tags": list(self.tags),
+            "properties": dict(self.properties),
+        }
+        if with_schema:
+            out["schema"] = self.schema.to_list()
+        return out

@@ -1,0 +1,96 @@
+"""Shared fixtures: catalog URLs for SQLite and the real PostgreSQL server, isolated per test.
+
+Under CI=true nothing may skip: a skipped test fails the session (see pytest_sessionfinish).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+PG_URL = os.environ.get("DAL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+_skipped: list[str] = []
+
+
+def _pg_available() -> str | None:
+    try:
+        eng = sa.create_engine(PG_URL, connect_args={"connect_timeout": 3})
+        with eng.connect() as c:
+            c.execute(sa.text("SELECT 1"))
+        eng.dispose()
+        return None
+    except Exception as e:
+        return (
+            f"PostgreSQL at {PG_URL} does not answer ({type(e).__name__}); start it with: "
+            "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
+        )
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    problem = _pg_available()
+    if problem:
+        if IN_CI:
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return PG_URL
+
+
+def _pg_schema_url(schema: str) -> str:
+    sep = "&" if "?" in PG_URL else "?"
+    return f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL schema for one test (dropped afterwards)."""
+    schema = f"dal_test_{uuid.uuid4().hex[:12]}"
+    eng = sa.create_engine(pg_server)
+    with eng.begin() as c:
+        c.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield _pg_schema_url(schema)
+    finally:
+        with eng.begin() as c:
+            c.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        eng.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: os.PathLike[str]) -> str:
+    return f"sqlite:///{tmp_path}/catalog.db"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def catalog_url(request: pytest.FixtureRequest) -> str:
+    """Each catalog test runs once on SQLite and once on the real PostgreSQL."""
+    name = "sqlite_url" if request.param == "sqlite" else "pg_url"
+    return str(request.getfixturevalue(name))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never touch the developer's real catalog or warehouse."""
+    home = tmp_path_factory.mktemp("dal_home")
+    monkeypatch.setenv("DAL_HOME", str(home))
+    monkeypatch.delenv("DAL_CATALOG_URL", raising=False)
+    monkeypatch.delenv("DAL_WAREHOUSE", raising=False)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped:
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if IN_CI and _skipped:
+        print(f"\nCI=true: {len(_skipped)} test(s) skipped, which CI does not allow:")
+        for nodeid in _skipped:
+            print(f"  {nodeid}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

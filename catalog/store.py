@@ -210,7 +210,7 @@ class Catalog:
 
         Raises:
             DatasetNotFound; TagExists: a requested tag is on another version;
-            VersionConflict: ``draft.storage_version`` is recorded already.
+            VersionConflict: ``draft.storage_version`` is not newer than every recorded storage version.
         """
         for t in draft.tags:
             validate_tag(t)
@@ -223,14 +223,12 @@ class Catalog:
             # the row lock (Postgres) / BEGIN IMMEDIATE (SQLite) serialises publishers of one dataset
             ds = self._dataset_row(s, name, for_update=True)
             if draft.storage_version is not None:
-                clash = s.scalar(
-                    select(VersionRow.number).where(
-                        VersionRow.dataset_id == ds.id, VersionRow.storage_version == draft.storage_version
-                    )
-                )
-                if clash is not None:
+                # catalog versions follow storage versions in order: a duplicate or an older one is refused
+                newest = s.scalar(select(func.max(VersionRow.storage_version)).where(VersionRow.dataset_id == ds.id))
+                if newest is not None and draft.storage_version <= newest:
                     raise VersionConflict(
-                        f"{name}: storage version {draft.storage_version} is recorded already as version {clash}"
+                        f"{name}: storage version {draft.storage_version} is not after the newest recorded "
+                        f"storage version {newest}"
                     )
             taken = s.scalars(select(TagRow.name).where(TagRow.dataset_id == ds.id, TagRow.name.in_(draft.tags))).all()
             if taken:

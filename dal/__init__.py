@@ -1,8 +1,15 @@
-"""dal: a versioned data access layer for ML training on Spark-built datasets."""
+"""dal: a versioned data access layer for ML training on Spark-built datasets.
+
+import dal
+dal.write(df, "weather.radar", partition_by=["date"])      # a new catalog version
+ds = dal.open("weather.radar", version="prod")             # pinned: same rows forever
+table = ds.to_arrow()
+"""
 
 from dal import errors
-from dal.api import get_catalog
+from dal.api import get_catalog, open, register, sync, write
+from dal.dataset import Dataset
 from dal.errors import DalError
 
 __version__ = "0.1.0"
-__all__ = ["DalError", "__version__", "errors", "get_catalog"]
+__all__ = ["DalError", "Dataset", "__version__", "errors", "get_catalog", "open", "register", "sync", "write"]

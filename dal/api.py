@@ -1,19 +1,211 @@
-"""The public functions: the default catalog, and (as formats land) open / write / register / sync."""
+"""The public functions: open, write, register, sync; the default catalog from ``$DAL_CATALOG_URL``."""
 
 from __future__ import annotations
 
 import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from catalog import Catalog, default_url
+from catalog import Catalog, DatasetNotFound, VersionConflict, VersionInfo, VersionRef, default_url
+from catalog.types import validate_name, validate_tag
+from dal import io
+from dal.dataset import Dataset
+from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists
+from dal.formats.base import SchemaMode, WriteMode, WriteOptions, get_format
+from dal.formats.delta import commit_metadata
+from dal.sources import is_spark_dataframe, to_reader
 
 _catalogs: dict[str, Catalog] = {}
 _lock = threading.Lock()
+CatalogLike = Catalog | str | None
 
 
-def get_catalog(url: str | None = None) -> Catalog:
-    """The catalog at ``url`` (default ``$DAL_CATALOG_URL`` or the embedded SQLite file), opened once per process."""
-    key = url or default_url()
+def get_catalog(catalog: CatalogLike = None) -> Catalog:
+    """The catalog at ``catalog`` (a URL or a Catalog; default ``$DAL_CATALOG_URL`` or the embedded SQLite
+    file), opened once per process and URL."""
+    if isinstance(catalog, Catalog):
+        return catalog
+    key = catalog or default_url()
     with _lock:
         if key not in _catalogs:
             _catalogs[key] = Catalog(key)
         return _catalogs[key]
+
+
+def open(
+    name: str,
+    version: VersionRef = None,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+    catalog: CatalogLike = None,
+) -> Dataset:
+    """Pin one version of a dataset: ``None`` (latest), a number, a tag, or a datetime (as of that time).
+
+    Raises:
+        DatasetNotFound / VersionNotFound (with close names), InvalidName.
+    """
+    cat = get_catalog(catalog)
+    info = cat.get_dataset(name)
+    return Dataset(info, cat.version(name, version), dict(storage_options or {}))
+
+
+def write(
+    data: Any,
+    name: str,
+    *,
+    format: str = "delta",
+    partition_by: Sequence[str] | None = None,
+    mode: WriteMode = "append",
+    schema_mode: SchemaMode = None,
+    time_column: str | None = None,
+    description: str | None = None,
+    tags: Sequence[str] | None = None,
+    path: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    catalog: CatalogLike = None,
+) -> VersionInfo:
+    """Write ``data`` as a new version of ``name`` and record it in the catalog.
+
+    ``data`` is a Spark DataFrame (written by Spark's executors), a pandas DataFrame, or an Arrow
+    table / record batch / reader. A new dataset lands at ``path`` or ``<DAL_WAREHOUSE>/<name>``.
+    ``schema_mode='merge'`` adds new nullable columns (recorded as a schema-change version);
+    ``schema_mode='overwrite'`` (with ``mode='overwrite'``) replaces the schema.
+
+    Everything is validated before any data is written; a failed write leaves the table and the
+    catalog as they were.
+
+    Raises:
+        InvalidName, SchemaMismatch (naming the columns), TagExists, DatasetExists, FormatError.
+    """
+    validate_name(name)
+    if mode not in ("append", "overwrite"):
+        raise DalError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    if schema_mode not in (None, "merge", "overwrite"):
+        raise DalError(f"schema_mode must be None, 'merge' or 'overwrite', not {schema_mode!r}")
+    if schema_mode == "overwrite" and mode != "overwrite":
+        raise DalError("schema_mode='overwrite' replaces the schema and needs mode='overwrite'")
+    tags = tuple(validate_tag(t) for t in (tags or ()))
+    cat = get_catalog(catalog)
+    fmt = get_format(format)
+    options = dict(storage_options or {})
+
+    try:
+        existing = cat.get_dataset(name)
+    except DatasetNotFound:
+        existing = None
+    if existing is not None:
+        if existing.format != format:
+            raise DalError(f"{name} is a {existing.format} dataset; cannot write format={format!r} to it")
+        if path is not None and io.normalize(path) != existing.location:
+            raise DalError(f"{name} lives at {existing.location}, not {io.normalize(path)}")
+        location = existing.location
+        taken = sorted({t for v in cat.versions(name) for t in v.tags} & set(tags))
+        if taken:
+            raise TagExists(f"{name}: tag(s) {', '.join(taken)} exist already; move them with dal tag --force")
+    else:
+        location = io.normalize(path) if path else io.default_location(name)
+        if fmt.exists(location, options):
+            raise DatasetExists(
+                f"a {format} table already exists at {location} but is not in the catalog; "
+                f"adopt it first with dal.register({name!r}, {location!r})"
+            )
+
+    opts = WriteOptions(
+        mode=mode,
+        partition_by=tuple(partition_by or ()),
+        schema_mode=schema_mode,
+        storage_options=options,
+        commit_metadata=commit_metadata(uuid.uuid4().hex, **{"dal.dataset": name}),
+    )
+    if is_spark_dataframe(data):
+        from dal.adapters.spark import write_dataframe
+
+        storage_version = write_dataframe(data, fmt, location, opts, time_column=time_column)
+    else:
+        reader = to_reader(data)
+        if time_column is not None and time_column not in reader.schema.names:
+            raise SchemaMismatch(f"time_column {time_column!r} is not a column of the data")
+        fmt.check_write(location, reader.schema, opts)
+        storage_version = fmt.write(location, reader, opts)
+
+    # storage committed: now record it (and anything other writers committed before it)
+    if existing is None:
+        cat.create_dataset(
+            name,
+            format=format,
+            location=location,
+            description=description or "",
+            time_column=time_column,
+            exist_ok=True,
+        )
+    elif description is not None or time_column is not None:
+        cat.update_dataset(name, description=description, time_column=time_column)
+    sync(name, storage_options=options, catalog=cat)
+    version = next((v for v in cat.versions(name) if v.storage_version == storage_version), None)
+    if version is None:
+        raise FormatError(f"{name}: committed storage version {storage_version} but it could not be recorded")
+    for t in tags:
+        version = cat.tag(name, version.number, t)
+    return version
+
+
+def register(
+    name: str,
+    uri: str,
+    *,
+    format: str = "delta",
+    description: str = "",
+    time_column: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    catalog: CatalogLike = None,
+) -> list[VersionInfo]:
+    """Adopt an existing table: each of its storage versions becomes a catalog version. Returns them.
+
+    Raises:
+        FormatError: no table of that format at ``uri``. DatasetExists: the name is taken.
+    """
+    validate_name(name)
+    cat = get_catalog(catalog)
+    fmt = get_format(format)
+    location = io.normalize(uri)
+    options = dict(storage_options or {})
+    if not fmt.exists(location, options):
+        raise FormatError(f"no {format} table at {location}")
+    cat.create_dataset(name, format=format, location=location, description=description, time_column=time_column)
+    try:
+        versions = sync(name, storage_options=options, catalog=cat)
+        if time_column is not None and versions and time_column not in versions[-1].schema.names:
+            raise SchemaMismatch(f"time_column {time_column!r} is not a column of {location}")
+    except BaseException:
+        cat.delete_dataset(name)  # leave the catalog as it was
+        raise
+    return versions
+
+
+def sync(
+    name: str, *, storage_options: Mapping[str, str] | None = None, catalog: CatalogLike = None
+) -> list[VersionInfo]:
+    """Record the storage versions committed since the catalog last looked (by dal or any other tool).
+
+    Concurrent syncs are safe: a version recorded by another process meanwhile is skipped.
+    Returns the versions this call recorded, oldest first.
+    """
+    cat = get_catalog(catalog)
+    info = cat.get_dataset(name)
+    fmt = get_format(info.format)
+    recorded = cat.versions(name)
+    last = recorded[-1] if recorded else None
+    drafts = fmt.snapshots(
+        info.location,
+        dict(storage_options or {}),
+        after=last.storage_version if last else None,
+        previous=last.schema if last else None,
+    )
+    out: list[VersionInfo] = []
+    for draft in drafts:
+        try:
+            out.append(cat.publish(name, draft))
+        except VersionConflict:
+            continue  # another process recorded this storage version first
+    return out

@@ -10,6 +10,8 @@ DalError
 
 from __future__ import annotations
 
+from typing import Any
+
 from catalog.errors import (
     CatalogError,
     CatalogOutOfDate,
@@ -45,7 +47,7 @@ class MissingDependency(DalError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
 
-def require(module: str, extra: str) -> object:
+def require(module: str, extra: str) -> Any:
     """Import an optional module or raise ``MissingDependency`` with the pip command to run."""
     import importlib
 

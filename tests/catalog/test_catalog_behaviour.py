@@ -87,8 +87,10 @@ def test_versions_are_numbered_from_zero_and_immutable(cat: Catalog) -> None:
     assert (again.row_count, again.size_bytes, again.file_count, again.storage_version) == (10, 100, 1, 0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         again.row_count = 3  # type: ignore[misc]
-    with pytest.raises(VersionConflict, match="storage version 1"):
+    with pytest.raises(VersionConflict, match="storage version 1 is not after"):
         cat.publish("d.v", draft(5, storage_version=1))
+    with pytest.raises(VersionConflict, match="storage version 0 is not after"):
+        cat.publish("d.v", draft(5, storage_version=0))
     assert [v.number for v in cat.versions("d.v")] == [0, 1]
 
 

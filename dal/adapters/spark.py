@@ -1,0 +1,210 @@
+"""Spark: write DataFrames distributedly into dal formats, and read pinned versions back as DataFrames.
+
+Without the delta-spark JVM classes (they cannot be downloaded here), executors write Parquet files with
+pyarrow (``mapInArrow``) and the driver commits them all as ONE Delta version through delta-rs. With the
+classes on the classpath (a real cluster, Databricks), delta-spark's own writer and ``versionAsOf`` are used.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from dal import io
+from dal.errors import DalError, SchemaMismatch, require
+from dal.formats.base import Format, WriteOptions
+
+if TYPE_CHECKING:
+    from dal.dataset import Dataset
+
+DELTA_SPARK_CLASS = "io.delta.tables.DeltaTable"
+
+
+def get_spark(spark: Any = None, master: str | None = None) -> Any:
+    """The given session, else the active one, else a new ``local[*]`` (or ``master``) session."""
+    if spark is not None:
+        return spark
+    sql = require("pyspark.sql", "spark")
+    active = sql.SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = sql.SparkSession.builder.master(master or "local[*]").appName("dal")
+    return builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
+
+
+def delta_spark_available(spark: Any) -> bool:
+    """Whether delta-spark's JVM classes are on this session's classpath (never raises).
+
+    Spark Connect sessions have no JVM handle here and report False.
+    """
+    try:
+        jvm = spark.sparkContext._jvm
+        jvm.java.lang.Class.forName(DELTA_SPARK_CLASS, False, jvm.Thread.currentThread().getContextClassLoader())
+        return True
+    except Exception:
+        return False
+
+
+def arrow_schema(df: Any) -> pa.Schema:
+    """The Arrow schema Spark hands to ``mapInArrow`` for ``df``, timestamps normalised to UTC."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(df.schema)
+    fields = []
+    for f in schema:
+        if pa.types.is_timestamp(f.type) and f.type.tz is not None:
+            f = f.with_type(pa.timestamp("us", tz="UTC"))
+        fields.append(f)
+    return pa.schema(fields)
+
+
+def _write_partition(location: str, partition_by: list[str], storage_options: dict[str, str], schema: pa.Schema) -> Any:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from dal.formats.parquet_writer import FILE_SCHEMA, write_files
+
+        def cast(b: pa.RecordBatch) -> pa.RecordBatch:
+            return (
+                b
+                if b.schema.equals(schema)
+                else pa.Table.from_batches([b]).cast(schema).combine_chunks().to_batches()[0]
+            )
+
+        rows = write_files((cast(b) for b in batches), location, partition_by, storage_options)
+        yield pa.RecordBatch.from_pylist(rows, schema=FILE_SCHEMA)
+
+    return run
+
+
+def write_dataframe(df: Any, fmt: Format, location: str, opts: WriteOptions, *, time_column: str | None) -> int:
+    """Write a Spark DataFrame as one new storage version of ``fmt`` at ``location``; return its number."""
+    if fmt.name != "delta":
+        raise DalError(f"writing Spark DataFrames as {fmt.name} is not supported yet")
+    schema = arrow_schema(df)
+    if time_column is not None and time_column not in schema.names:
+        raise SchemaMismatch(f"time_column {time_column!r} is not a column of the DataFrame")
+    fmt.check_write(location, schema, opts)
+    spark = df.sparkSession
+    if delta_spark_available(spark):
+        return _write_delta_native(df, fmt, location, opts)
+    return _write_delta_distributed(df, fmt, location, opts, schema)
+
+
+def _write_delta_native(df: Any, fmt: Any, location: str, opts: WriteOptions) -> int:
+    writer = df.write.format("delta").mode(opts.mode)
+    if opts.partition_by:
+        writer = writer.partitionBy(*opts.partition_by)
+    if opts.schema_mode == "merge":
+        writer = writer.option("mergeSchema", "true")
+    elif opts.schema_mode == "overwrite":
+        writer = writer.option("overwriteSchema", "true")
+    write_id = opts.commit_metadata.get("dal.write_id", "")
+    writer.option("userMetadata", write_id).save(io.to_uri(location))
+    return int(fmt.find_commit(location, opts))
+
+
+def _write_delta_distributed(df: Any, fmt: Any, location: str, opts: WriteOptions, schema: pa.Schema) -> int:
+    from dal.formats.parquet_writer import FILE_SCHEMA
+
+    dl = require("deltalake", "delta")
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    task = _write_partition(location, list(opts.partition_by), dict(opts.storage_options), schema)
+    rows = df.mapInArrow(task, from_arrow_schema(FILE_SCHEMA)).collect()
+    actions = [
+        dl.transaction.AddAction(
+            path=r["path"],
+            size=r["size"],
+            partition_values=json.loads(r["partition_values"]),
+            modification_time=r["modification_time"],
+            data_change=True,
+            stats=r["stats"],
+        )
+        for r in rows
+    ]
+    props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
+    storage = dict(opts.storage_options) or None
+    if not fmt.exists(location, opts.storage_options):
+        dl.transaction.create_table_with_add_actions(
+            location,
+            dl.Schema.from_arrow(schema),
+            actions,
+            mode="error",
+            partition_by=list(opts.partition_by) or None,
+            storage_options=storage,
+            commit_properties=props,
+        )
+    else:
+        table = dl.DeltaTable(location, storage_options=storage)
+        parts = list(opts.partition_by) or list(table.metadata().partition_columns) or None
+        table.create_write_transaction(
+            actions,
+            mode=opts.mode,
+            schema=_merged_schema(table, schema) if opts.schema_mode == "merge" else schema,
+            partition_by=parts,
+            commit_properties=props,
+        )
+    return int(fmt.find_commit(location, opts))
+
+
+def _merged_schema(table: Any, incoming: pa.Schema) -> pa.Schema:
+    current = pa.schema(table.schema().to_arrow())
+    extra = [f for f in incoming if f.name not in current.names]
+    return pa.schema(list(current) + extra)
+
+
+def read_version(dataset: Dataset, spark: Any = None) -> Any:
+    """A Spark DataFrame of exactly ``dataset``'s pinned version."""
+    spark = get_spark(spark)
+    fmt = dataset.info.format
+    if fmt == "delta" and delta_spark_available(spark):
+        reader = spark.read.format("delta").option("versionAsOf", dataset.version.storage_version)
+        for k, v in dataset.storage_options.items():
+            reader = reader.option(k, v)
+        return reader.load(io.to_uri(dataset.location))
+    return _read_files(dataset, spark)
+
+
+def _read_files(dataset: Dataset, spark: Any) -> Any:
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    files = dataset.files()  # refuses deletion vectors / column mapping before Spark sees any file
+    arrow = dataset._format.arrow_schema(dataset.location, dataset.version, dataset.storage_options)
+    parts = list(dataset.version.partition_columns)
+    data_schema = from_arrow_schema(pa.schema([f for f in arrow if f.name not in parts]))
+    if not files:
+        return spark.createDataFrame([], from_arrow_schema(arrow))
+    if parts and all(_hive_path(dataset.location, f.uri, f.partition_values) for f in files):
+        # Spark's own partition discovery restores the columns; the full schema fixes their types
+        full = from_arrow_schema(pa.schema([f for f in arrow if f.name not in parts] + [arrow.field(c) for c in parts]))
+        frame = spark.read.schema(full).option("basePath", io.to_uri(dataset.location))
+        return frame.parquet(*(io.to_uri(f.uri) for f in files)).select(*arrow.names)
+    # otherwise: group files by partition, each group gets its values as literal columns
+    groups: dict[tuple[tuple[str, str | None], ...], list[str]] = {}
+    for f in files:
+        groups.setdefault(f.partition_values, []).append(io.to_uri(f.uri))
+    frames = []
+    for values, uris in groups.items():
+        frame = spark.read.schema(data_schema).parquet(*uris)
+        for col, value in values:
+            typ = from_arrow_schema(pa.schema([arrow.field(col)]))[col].dataType
+            frame = frame.withColumn(col, F.lit(value).cast(typ))
+        frames.append(frame)
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out.select(*arrow.names)
+
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_.:-]*$")
+
+
+def _hive_path(root: str, uri: str, values: tuple[tuple[str, str | None], ...]) -> bool:
+    """True when the file sits in plain ``col=value`` directories that Spark's discovery parses back exactly."""
+    expected = "/".join(f"{c}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for c, v in values)
+    plain = all(v is None or (_PLAIN.match(v) and v != "") for _, v in values)
+    return bool(plain) and uri.startswith(io.join(root, expected) + "/")

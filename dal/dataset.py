@@ -1,0 +1,98 @@
+"""Dataset: a frozen handle on one pinned version of a catalog dataset."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from catalog.types import DatasetInfo, Schema, VersionInfo
+from dal.errors import FormatError
+from dal.formats.base import DataFile, Format, get_format
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@contextmanager
+def _translate_missing(ds: Dataset) -> Iterator[None]:
+    try:
+        yield
+    except FileNotFoundError as e:
+        raise FormatError(
+            f"{ds.name} version {ds.number} (storage version {ds.version.storage_version}) is no longer readable: "
+            f"a file it pins is gone ({e}); was it removed by a VACUUM?"
+        ) from e
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One immutable version of a dataset: reading it always gives the same rows.
+
+    Created by ``dal.open``; no data is read until a terminal method (``to_arrow``, ``iter_batches``, …).
+    ``storage_options`` (credentials) live only in this process, never in the catalog.
+    """
+
+    info: DatasetInfo
+    version: VersionInfo
+    storage_options: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def number(self) -> int:
+        return self.version.number
+
+    @property
+    def schema(self) -> Schema:
+        return self.version.schema
+
+    @property
+    def location(self) -> str:
+        return self.info.location
+
+    @cached_property
+    def _format(self) -> Format:
+        return get_format(self.info.format)
+
+    def files(self) -> list[DataFile]:
+        """The data files this version pins, in a deterministic order."""
+        return self._format.files(self.location, self.version, self.storage_options)
+
+    def arrow_dataset(self) -> pads.Dataset:
+        """A pyarrow dataset over exactly this version's files (partition columns restored)."""
+        return self._format.arrow_dataset(self.location, self.version, self.storage_options)
+
+    def to_arrow(self, columns: list[str] | None = None) -> pa.Table:
+        with _translate_missing(self):
+            return self.arrow_dataset().to_table(columns=columns)
+
+    def to_pandas(self, columns: list[str] | None = None) -> pd.DataFrame:
+        return self.to_arrow(columns).to_pandas()
+
+    def iter_batches(self, batch_size: int = 65_536, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """Stream record batches of at most ``batch_size`` rows, in file order."""
+        with _translate_missing(self):
+            for batch in self.arrow_dataset().to_batches(columns=columns, batch_size=batch_size):
+                if batch.num_rows:
+                    yield batch
+
+    def count(self) -> int:
+        return self.version.row_count
+
+    def to_spark(self, spark: Any = None) -> Any:
+        """This exact version as a Spark DataFrame (delta-spark ``versionAsOf`` when its classes are present,
+        otherwise plain Parquet over this version's file list with partition columns restored)."""
+        from dal.adapters.spark import read_version
+
+        return read_version(self, spark)
+
+    def __repr__(self) -> str:
+        return f"Dataset({self.name!r}, version={self.number}, rows={self.version.row_count})"

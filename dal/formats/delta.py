@@ -1,0 +1,240 @@
+"""Delta Lake through delta-rs (``deltalake``): writes, per-version snapshots for the catalog, pinned reads."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from catalog.types import Partition, Schema, VersionDraft, VersionInfo
+from dal import io
+from dal.errors import FormatError, SchemaMismatch, UnsupportedFeature, require
+from dal.formats.base import DataFile, Format, WriteOptions
+from dal.formats.fragments import dataset_from_files
+from dal.schema import describe_mismatch, from_arrow
+
+WRITE_ID_KEY = "dal.write_id"
+
+
+def _dl() -> Any:
+    return require("deltalake", "delta")
+
+
+def _opts(storage_options: Mapping[str, str]) -> dict[str, str] | None:
+    return dict(storage_options) or None
+
+
+def _arrow_schema(table: Any) -> pa.Schema:
+    return pa.schema(table.schema().to_arrow())
+
+
+def _operation(entry: Mapping[str, Any], version: int, schema_changed: bool) -> str:
+    op = str(entry.get("operation", "unknown"))
+    mode = str(entry.get("operationParameters", {}).get("mode", "")).lower()
+    if version == 0 or op in ("CREATE TABLE", "CREATE OR REPLACE TABLE") or mode == "errorifexists":
+        return "create"
+    if op == "WRITE" and mode == "overwrite":
+        return "overwrite"
+    if op == "WRITE" and schema_changed:
+        return "schema-change"
+    if op == "WRITE":
+        return "append"
+    return op.lower().replace(" ", "-")
+
+
+class DeltaFormat(Format):
+    """Delta tables read and written with delta-rs; no JVM involved."""
+
+    name = "delta"
+
+    def exists(self, location: str, storage_options: Mapping[str, str]) -> bool:
+        return bool(_dl().DeltaTable.is_deltatable(location, storage_options=_opts(storage_options)))
+
+    def _table(self, location: str, storage_options: Mapping[str, str], version: int | None = None) -> Any:
+        try:
+            return _dl().DeltaTable(location, version=version, storage_options=_opts(storage_options))
+        except Exception as e:  # delta-rs raises its own TableNotFoundError / DeltaError / OSError
+            at = "" if version is None else f" at version {version}"
+            raise FormatError(f"cannot open Delta table {location}{at}: {e}") from e
+
+    def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> None:
+        absent = [c for c in opts.partition_by if c not in schema.names]
+        if absent:
+            raise SchemaMismatch(f"partition_by names columns not in the data: {', '.join(absent)}")
+        if not self.exists(location, opts.storage_options):
+            return
+        table = self._table(location, opts.storage_options)
+        current = _arrow_schema(table)
+        parts = tuple(table.metadata().partition_columns)
+        replacing = opts.mode == "overwrite" and opts.schema_mode == "overwrite"
+        if opts.partition_by and tuple(opts.partition_by) != parts and not replacing:
+            raise SchemaMismatch(
+                f"the table is partitioned by {list(parts)}, not {list(opts.partition_by)}; "
+                "to change that, write with mode='overwrite', schema_mode='overwrite'"
+            )
+        if replacing:
+            return
+        missing, new, changed = describe_mismatch(current, schema)
+        problems = []
+        if changed:
+            problems.append("columns with another type: " + ", ".join(changed))
+        if opts.schema_mode != "merge":
+            if new:
+                problems.append("new columns: " + ", ".join(new) + " (pass schema_mode='merge' to add them)")
+            if missing:
+                problems.append("columns missing from the data: " + ", ".join(missing))
+        else:
+            not_null = [f.name for f in schema if f.name in new and not f.nullable]
+            if not_null:
+                problems.append("new columns must be nullable to merge: " + ", ".join(not_null))
+        if problems:
+            verb = "append to" if opts.mode == "append" else "overwrite"
+            hint = " (or schema_mode='overwrite' to replace the schema)" if opts.mode == "overwrite" else ""
+            raise SchemaMismatch(f"cannot {verb} {location}: " + "; ".join(problems) + hint)
+
+    def write(self, location: str, data: pa.RecordBatchReader, opts: WriteOptions) -> int:
+        dl = _dl()
+        props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
+        try:
+            dl.write_deltalake(
+                location,
+                data,
+                mode=opts.mode,
+                partition_by=list(opts.partition_by) or None,
+                schema_mode=opts.schema_mode,
+                storage_options=_opts(opts.storage_options),
+                commit_properties=props,
+            )
+        except (dl.exceptions.SchemaMismatchError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise SchemaMismatch(f"delta-rs refused the data for {location}: {e}") from e
+        except Exception as e:
+            raise FormatError(f"writing Delta table {location} failed: {e}") from e
+        return self.find_commit(location, opts)
+
+    def find_commit(self, location: str, opts: WriteOptions) -> int:
+        """The version our commit got (others may have committed after it): matched by its write id."""
+        write_id = opts.commit_metadata.get(WRITE_ID_KEY)
+        table = self._table(location, opts.storage_options)
+        for entry in table.history(limit=200):
+            # delta-rs keeps custom metadata top-level; delta-spark puts it in userMetadata
+            if write_id is None or write_id in (entry.get(WRITE_ID_KEY), entry.get("userMetadata")):
+                return int(entry["version"])
+        raise FormatError(f"committed to {location} but cannot find commit {write_id} in the last 200 versions")
+
+    def snapshots(
+        self, location: str, storage_options: Mapping[str, str], *, after: int | None, previous: Schema | None
+    ) -> list[VersionDraft]:
+        table = self._table(location, storage_options)
+        latest = table.version()
+        first = 0 if after is None else after + 1
+        if first > latest:
+            return []
+        history = {int(h["version"]): h for h in table.history(limit=latest - first + 1)}
+        drafts: list[VersionDraft] = []
+        for v in range(first, latest + 1):
+            try:
+                table.load_as_version(v)
+            except Exception:
+                # the log no longer holds this version (expired by log retention): nothing to pin
+                continue
+            draft = self._describe(table, v, history.get(v, {}), previous)
+            drafts.append(draft)
+            previous = draft.schema
+        return drafts
+
+    def _describe(self, table: Any, v: int, entry: Mapping[str, Any], previous: Schema | None) -> VersionDraft:
+        arrow = _arrow_schema(table)
+        schema = from_arrow(arrow)
+        parts = tuple(table.metadata().partition_columns)
+        actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+        rows = sum(a["num_records"] or 0 for a in actions)
+        if any(a["num_records"] is None for a in actions):
+            rows = self._count_without_stats(table, actions)
+        by_part: dict[tuple[tuple[str, str | None], ...], list[int]] = defaultdict(lambda: [0, 0, 0])
+        if parts:
+            for a in actions:
+                key = tuple((c, None if a[f"partition.{c}"] is None else str(a[f"partition.{c}"])) for c in parts)
+                acc = by_part[key]
+                acc[0] += a["num_records"] or 0
+                acc[1] += 1
+                acc[2] += a["size_bytes"]
+        ts = entry.get("timestamp")
+        return VersionDraft(
+            operation=_operation(entry, v, previous is not None and previous != schema),
+            schema=schema,
+            row_count=rows,
+            file_count=len(actions),
+            size_bytes=sum(a["size_bytes"] for a in actions),
+            storage_version=v,
+            committed_at=datetime.fromtimestamp(ts / 1000, UTC) if ts is not None else None,
+            partition_columns=parts,
+            partitions=tuple(
+                Partition(k, r, f, b) for k, (r, f, b) in sorted(by_part.items(), key=lambda kv: str(kv[0]))
+            ),
+            properties={"delta_operation": str(entry.get("operation", "")), "delta_version": v},
+        )
+
+    def _count_without_stats(self, table: Any, actions: list[dict[str, Any]]) -> int:
+        import pyarrow.parquet as pq
+
+        fs, root = io.filesystem(table.table_uri)
+        total = 0
+        for a in actions:
+            if a["num_records"] is not None:
+                total += a["num_records"]
+                continue
+            with fs.open_input_file(io.join(root, unquote(a["path"]))) as fh:
+                total += pq.ParquetFile(fh).metadata.num_rows
+        return total
+
+    def _pinned(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> Any:
+        if version.storage_version is None:
+            raise FormatError(f"{version.dataset} version {version.number} pins no Delta version")
+        table = self._table(location, storage_options, version.storage_version)
+        config = table.metadata().configuration
+        mapping = config.get("delta.columnMapping.mode", "none")
+        if mapping not in (None, "none"):
+            raise UnsupportedFeature(
+                f"{version.dataset} uses Delta column mapping (mode {mapping!r}); dal's reader maps columns by "
+                "physical name and would read wrong columns, so it refuses. Read it with delta-spark."
+            )
+        if "deletionVectors" in (table.protocol().reader_features or []):
+            if pa.table(table.deletion_vectors()).num_rows:
+                raise UnsupportedFeature(
+                    f"{version.dataset} version {version.number} has Delta deletion vectors; reading its files "
+                    "as plain Parquet would return deleted rows, so dal refuses. Run OPTIMIZE/PURGE or use delta-spark."
+                )
+        return table
+
+    def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:
+        table = self._pinned(location, version, storage_options)
+        parts = tuple(table.metadata().partition_columns)
+        out = []
+        for a in pa.table(table.get_add_actions(flatten=True)).to_pylist():
+            path = unquote(a["path"])
+            uri = path if "://" in path or path.startswith("/") else io.join(location, path)
+            values = tuple((c, None if a[f"partition.{c}"] is None else str(a[f"partition.{c}"])) for c in parts)
+            out.append(DataFile(uri, a["size_bytes"], a["num_records"], values))
+        out.sort(key=lambda f: f.uri)  # deterministic order for planning and sharding
+        return out
+
+    def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
+        return _arrow_schema(self._table(location, storage_options, version.storage_version))
+
+    def arrow_dataset(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pads.Dataset:
+        files = self.files(location, version, storage_options)
+        return dataset_from_files(
+            files, self.arrow_schema(location, version, storage_options), location, storage_options
+        )
+
+
+def commit_metadata(write_id: str, **extra: str) -> dict[str, str]:
+    return {WRITE_ID_KEY: write_id, **extra}
+
+
+__all__ = ["WRITE_ID_KEY", "DeltaFormat", "commit_metadata"]

@@ -1,0 +1,171 @@
+"""Write a stream of Arrow batches as hive-partitioned Parquet files with Delta-style statistics.
+
+Runs on Spark executors (``dal.adapters.spark``): pure pyarrow, no Spark or delta-rs imports.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dal import io
+
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+_STATS_TYPES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_large_string,
+                pa.types.is_date, pa.types.is_timestamp)  # fmt: skip
+
+
+def partition_string(value: Any) -> str | None:
+    """A partition value as Delta's log writes it (dates ISO, timestamps 'YYYY-MM-DD HH:MM:SS.ffffff')."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None).isoformat(sep=" ")
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
+
+
+def _dir_name(column: str, value: str | None) -> str:
+    return f"{column}={NULL_PARTITION if value is None else quote(value, safe='')}"
+
+
+def _stat_value(v: Any, *, upper: bool) -> Any:
+    if isinstance(v, datetime):
+        # Delta keeps millisecond stats: round the max up so skipping never drops a matching file
+        micro = v.microsecond % 1000
+        if upper and micro:
+            v = v.replace(microsecond=v.microsecond - micro) + timedelta(milliseconds=1)
+        elif micro:
+            v = v.replace(microsecond=v.microsecond - micro)
+        text = v.replace(tzinfo=None).isoformat(timespec="milliseconds")
+        return text + "Z" if v.tzinfo is not None else text
+    if isinstance(v, date):
+        return v.isoformat()
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    return v
+
+
+@dataclass
+class _OpenFile:
+    relpath: str
+    writer: pq.ParquetWriter
+    values: tuple[tuple[str, str | None], ...]
+    rows: int = 0
+    mins: dict[str, Any] = field(default_factory=dict)
+    maxs: dict[str, Any] = field(default_factory=dict)
+    nulls: dict[str, int] = field(default_factory=dict)
+
+    def add(self, table: pa.Table) -> None:
+        self.writer.write_table(table)
+        self.rows += table.num_rows
+        for name in table.column_names:
+            col = table.column(name)
+            self.nulls[name] = self.nulls.get(name, 0) + col.null_count
+            if not any(p(col.type) for p in _STATS_TYPES) or col.null_count == len(col):
+                continue
+            mm = pc.min_max(col)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if lo is not None:
+                self.mins[name] = lo if name not in self.mins else min(self.mins[name], lo)
+                self.maxs[name] = hi if name not in self.maxs else max(self.maxs[name], hi)
+
+    def stats(self) -> str:
+        return json.dumps(
+            {
+                "numRecords": self.rows,
+                "minValues": {k: _stat_value(v, upper=False) for k, v in self.mins.items()},
+                "maxValues": {k: _stat_value(v, upper=True) for k, v in self.maxs.items()},
+                "nullCount": self.nulls,
+            }
+        )
+
+
+def write_files(
+    batches: Iterable[pa.RecordBatch],
+    root: str,
+    partition_by: Sequence[str],
+    storage_options: Mapping[str, str],
+    *,
+    prefix: str = "part",
+) -> list[dict[str, Any]]:
+    """Write ``batches`` under ``root`` (one file per partition value seen) and describe each file.
+
+    Partition columns are not stored in the files (Delta convention); each returned dict has the
+    log-encoded relative ``path``, ``size``, ``partition_values`` (JSON), ``num_records`` and ``stats``.
+    """
+    fs, root_path = io.filesystem(root, storage_options)
+    open_files: dict[tuple[tuple[str, str | None], ...], _OpenFile] = {}
+    token = uuid.uuid4().hex
+
+    def target(values: tuple[tuple[str, str | None], ...], schema: pa.Schema) -> _OpenFile:
+        if values not in open_files:
+            directory = "/".join(_dir_name(c, v) for c, v in values)
+            name = f"{prefix}-{len(open_files):05d}-{token}.snappy.parquet"
+            relpath = f"{directory}/{name}" if directory else name
+            full = io.join(root_path, *relpath.split("/"))
+            fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
+            writer = pq.ParquetWriter(full, schema, filesystem=fs, compression="snappy")
+            open_files[values] = _OpenFile(relpath, writer, values)
+        return open_files[values]
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch])
+        if not partition_by:
+            target((), table.schema).add(table)
+            continue
+        data = table.drop_columns(list(partition_by))
+        keys = table.select(list(partition_by)).group_by(list(partition_by)).aggregate([])
+        for combo in keys.to_pylist():
+            mask = None
+            for c in partition_by:
+                term = (
+                    pc.is_null(table[c]) if combo[c] is None else pc.equal(table[c], pa.scalar(combo[c], table[c].type))
+                )
+                mask = term if mask is None else pc.and_(mask, term)
+            values = tuple((c, partition_string(combo[c])) for c in partition_by)
+            target(values, data.schema).add(data.filter(mask))
+
+    out = []
+    for f in open_files.values():
+        f.writer.close()
+        info = fs.get_file_info(io.join(root_path, *f.relpath.split("/")))
+        out.append(
+            {
+                "path": quote(f.relpath, safe="/"),
+                "size": int(info.size or 0),
+                "partition_values": json.dumps(dict(f.values)),
+                "num_records": f.rows,
+                "stats": f.stats(),
+                "modification_time": int(time.time() * 1000),
+            }
+        )
+    return out
+
+
+FILE_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("partition_values", pa.string()),
+        ("num_records", pa.int64()),
+        ("stats", pa.string()),
+        ("modification_time", pa.int64()),
+    ]
+)

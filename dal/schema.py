@@ -1,0 +1,52 @@
+"""Arrow schemas <-> the catalog's ``Schema`` values (type strings, nullability, tensor metadata)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from catalog.types import Field, Schema
+
+
+def from_arrow(schema: pa.Schema, tensors: dict[str, Field] | None = None) -> Schema:
+    """The catalog schema of an Arrow schema; ``tensors`` carries dtype/shape/codec for tensor fields."""
+    tensors = tensors or {}
+    out = []
+    for f in schema:
+        t = tensors.get(f.name)
+        out.append(
+            Field(
+                name=f.name,
+                type=str(f.type),
+                nullable=f.nullable,
+                dtype=t.dtype if t else None,
+                shape=t.shape if t else None,
+                codec=t.codec if t else None,
+            )
+        )
+    return Schema(tuple(out))
+
+
+def describe_mismatch(table: pa.Schema, incoming: pa.Schema) -> tuple[list[str], list[str], list[str]]:
+    """Columns (missing from incoming, new in incoming, with another type) between two Arrow schemas."""
+    t = {f.name: f for f in table}
+    i = {f.name: f for f in incoming}
+    missing = [n for n in t if n not in i]
+    new = [n for n in i if n not in t]
+    changed = [f"{n} ({t[n].type} -> {i[n].type})" for n in t if n in i and not _same_type(t[n].type, i[n].type)]
+    return missing, new, changed
+
+
+def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
+    if a.equals(b):
+        return True
+    # large/small string and binary variants and timestamp units store the same values
+    groups = [
+        (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view),
+        (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view),
+    ]
+    for g in groups:
+        if any(p(a) for p in g) and any(p(b) for p in g):
+            return True
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
+        return (a.tz is None) == (b.tz is None)
+    return False

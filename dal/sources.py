@@ -1,0 +1,41 @@
+"""Input data for writes: Arrow tables, record batches and readers, pandas DataFrames (Spark is in adapters)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+
+from dal.errors import DalError
+
+
+def is_spark_dataframe(data: object) -> bool:
+    """True for a pyspark (classic or Connect) DataFrame, checked without importing pyspark."""
+    return any(c.__module__.startswith("pyspark.") and c.__name__ == "DataFrame" for c in type(data).__mro__)
+
+
+def to_reader(data: Any) -> pa.RecordBatchReader:
+    """Stream any supported local input as Arrow record batches.
+
+    Raises:
+        DalError: the input type is not supported.
+    """
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if isinstance(data, pa.Table):
+        return data.to_reader()
+    if isinstance(data, pa.RecordBatch):
+        return pa.RecordBatchReader.from_batches(data.schema, [data])
+    if type(data).__module__.startswith("pandas.") and type(data).__name__ == "DataFrame":
+        return pa.Table.from_pandas(data, preserve_index=False).to_reader()
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data)
+    if isinstance(data, Iterable) and not isinstance(data, (str, bytes, dict)):
+        batches = list(data)
+        if batches and all(isinstance(b, pa.RecordBatch) for b in batches):
+            return pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    raise DalError(
+        f"cannot write {type(data).__name__}: pass a Spark or pandas DataFrame, a pyarrow Table, "
+        "RecordBatch or RecordBatchReader"
+    )

@@ -311,6 +311,44 @@ def untag_cmd(ctx: click.Context, name: str, tag: str) -> None:
     click.echo(f"{name}: removed tag {tag!r}")
 
 
+@cli.command("register")
+@click.argument("name")
+@click.argument("uri")
+@click.option("--format", "fmt", default="delta", show_default=True, help="Storage format of the table.")
+@click.option("--description", default="", help="What the dataset holds.")
+@click.option("--time-column", default=None, help="The column that orders rows in time.")
+@json_option
+@click.pass_context
+def register_cmd(
+    ctx: click.Context, name: str, uri: str, fmt: str, description: str, time_column: str | None, as_json: bool
+) -> None:
+    """Adopt an existing table: every one of its versions becomes a catalog version."""
+    from dal.api import register
+
+    versions = register(name, uri, format=fmt, description=description, time_column=time_column, catalog=_catalog(ctx))
+    if as_json:
+        _emit_json([v.to_dict() for v in versions])
+    else:
+        click.echo(f"registered {name} with {len(versions)} version(s)")
+
+
+@cli.command("sync")
+@click.argument("name")
+@json_option
+@click.pass_context
+def sync_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Record versions that other tools committed to the dataset's table since the catalog last looked."""
+    from dal.api import sync
+
+    versions = sync(name, catalog=_catalog(ctx))
+    if as_json:
+        _emit_json([v.to_dict() for v in versions])
+    elif versions:
+        click.echo(f"{name}: recorded {len(versions)} new version(s) ({versions[0].number}..{versions[-1].number})")
+    else:
+        click.echo(f"{name}: up to date")
+
+
 @cli.group("db", cls=_Group)
 def db_group() -> None:
     """Manage the catalog database itself."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -117,32 +118,32 @@ class DeltaFormat(Format):
         return self.find_commit(location, opts)
 
     def find_commit(self, location: str, opts: WriteOptions) -> int:
-        """The version our commit got (others may have committed after it): matched by its write id."""
+        """The version our commit got (others may have committed after it), matched by its write id.
+
+        Reads the commit files themselves: delta-rs's ``history()`` can label entries with the wrong
+        version number while other writers commit concurrently (seen with two appending processes).
+        """
         write_id = opts.commit_metadata.get(WRITE_ID_KEY)
-        table = self._table(location, opts.storage_options)
-        for entry in table.history(limit=200):
-            # delta-rs keeps custom metadata top-level; delta-spark puts it in userMetadata
-            if write_id is None or write_id in (entry.get(WRITE_ID_KEY), entry.get("userMetadata")):
-                return int(entry["version"])
-        raise FormatError(f"committed to {location} but cannot find commit {write_id} in the last 200 versions")
+        latest = self._table(location, opts.storage_options).version()
+        for v in range(latest, max(-1, latest - 500), -1):
+            info = commit_info(location, v, opts.storage_options)
+            if write_id is None or (info and write_id in (info.get(WRITE_ID_KEY), info.get("userMetadata"))):
+                return v
+        raise FormatError(f"committed to {location} but cannot find commit {write_id} in the last 500 versions")
 
     def snapshots(
         self, location: str, storage_options: Mapping[str, str], *, after: int | None, previous: Schema | None
     ) -> list[VersionDraft]:
         table = self._table(location, storage_options)
         latest = table.version()
-        first = 0 if after is None else after + 1
-        if first > latest:
-            return []
-        history = {int(h["version"]): h for h in table.history(limit=latest - first + 1)}
         drafts: list[VersionDraft] = []
-        for v in range(first, latest + 1):
+        for v in range(0 if after is None else after + 1, latest + 1):
             try:
                 table.load_as_version(v)
             except Exception:
                 # the log no longer holds this version (expired by log retention): nothing to pin
                 continue
-            draft = self._describe(table, v, history.get(v, {}), previous)
+            draft = self._describe(table, v, commit_info(location, v, storage_options) or {}, previous)
             drafts.append(draft)
             previous = draft.schema
         return drafts
@@ -231,6 +232,21 @@ class DeltaFormat(Format):
         return dataset_from_files(
             files, self.arrow_schema(location, version, storage_options), location, storage_options
         )
+
+
+def commit_info(location: str, version: int, storage_options: Mapping[str, str]) -> dict[str, Any] | None:
+    """The ``commitInfo`` action of one commit file (None when the file is gone or has none)."""
+    fs, root = io.filesystem(location, storage_options)
+    try:
+        with fs.open_input_stream(io.join(root, "_delta_log", f"{version:020d}.json")) as fh:
+            text = fh.read().decode()
+    except (FileNotFoundError, OSError):
+        return None
+    for line in text.splitlines():
+        if '"commitInfo"' in line:
+            info = json.loads(line).get("commitInfo")
+            return info if isinstance(info, dict) else None
+    return None
 
 
 def commit_metadata(write_id: str, **extra: str) -> dict[str, str]:

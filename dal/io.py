@@ -67,5 +67,6 @@ def filesystem(uri: str, storage_options: StorageOptions | None = None) -> tuple
 
 
 def to_uri(location: str) -> str:
-    """A URL for engines that want one (Spark): local paths become ``file://`` URLs."""
-    return Path(location).as_uri() if is_local(location) else location
+    """A URL for Spark/Hadoop: local paths become ``file://`` + the raw path (Hadoop does not decode
+    percent-escapes, so ``Path.as_uri()``'s ``%3D`` for ``=`` would name another file)."""
+    return f"file://{normalize(location)}" if is_local(location) else location

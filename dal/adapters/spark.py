@@ -8,7 +8,9 @@ classes on the classpath (a real cluster, Databricks), delta-spark's own writer 
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +34,13 @@ def get_spark(spark: Any = None, master: str | None = None) -> Any:
     active = sql.SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = sql.SparkSession.builder.master(master or "local[*]").appName("dal")
-    return builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    master = master or "local[*]"
+    builder = sql.SparkSession.builder.master(master).appName("dal").config("spark.sql.session.timeZone", "UTC")
+    if master.startswith("local"):
+        # local workers must run this interpreter (with dal and pyarrow), not whatever python3 is on PATH;
+        # pyspark reads PYSPARK_PYTHON when the context starts (spark.pyspark.python is for spark-submit)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return builder.getOrCreate()
 
 
 def delta_spark_available(spark: Any) -> bool:
@@ -53,7 +60,8 @@ def arrow_schema(df: Any) -> pa.Schema:
     """The Arrow schema Spark hands to ``mapInArrow`` for ``df``, timestamps normalised to UTC."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    schema = to_arrow_schema(df.schema)
+    session_tz = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
+    schema = to_arrow_schema(df.schema, timezone=session_tz)
     fields = []
     for f in schema:
         if pa.types.is_timestamp(f.type) and f.type.tz is not None:
@@ -112,7 +120,15 @@ def _write_delta_distributed(df: Any, fmt: Any, location: str, opts: WriteOption
     dl = require("deltalake", "delta")
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    task = _write_partition(location, list(opts.partition_by), dict(opts.storage_options), schema)
+    storage = dict(opts.storage_options) or None
+    props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
+    exists = fmt.exists(location, opts.storage_options)
+    table = dl.DeltaTable(location, storage_options=storage) if exists else None
+    replacing = opts.mode == "overwrite" and opts.schema_mode == "overwrite"
+    # appends keep the table's partitioning even when the caller does not repeat partition_by
+    parts = list(opts.partition_by) if table is None or replacing else list(table.metadata().partition_columns)
+
+    task = _write_partition(location, parts, dict(opts.storage_options), schema)
     rows = df.mapInArrow(task, from_arrow_schema(FILE_SCHEMA)).collect()
     actions = [
         dl.transaction.AddAction(
@@ -125,35 +141,30 @@ def _write_delta_distributed(df: Any, fmt: Any, location: str, opts: WriteOption
         )
         for r in rows
     ]
-    props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
-    storage = dict(opts.storage_options) or None
-    if not fmt.exists(location, opts.storage_options):
+    if table is None:
         dl.transaction.create_table_with_add_actions(
             location,
             dl.Schema.from_arrow(schema),
             actions,
             mode="error",
-            partition_by=list(opts.partition_by) or None,
+            partition_by=parts or None,
             storage_options=storage,
             commit_properties=props,
         )
-    else:
-        table = dl.DeltaTable(location, storage_options=storage)
-        parts = list(opts.partition_by) or list(table.metadata().partition_columns) or None
-        table.create_write_transaction(
-            actions,
-            mode=opts.mode,
-            schema=_merged_schema(table, schema) if opts.schema_mode == "merge" else schema,
-            partition_by=parts,
-            commit_properties=props,
-        )
+        return int(fmt.find_commit(location, opts))
+    if opts.schema_mode == "merge":
+        # create_write_transaction writes no metaData action for appends, so new columns are added first
+        # in their own commit (a schema-change version), then the files are appended against that schema
+        current = pa.schema(table.schema().to_arrow())
+        extra = [f.with_nullable(True) for f in schema if f.name not in current.names]
+        if extra:
+            table.alter.add_columns(list(dl.Schema.from_arrow(pa.schema(extra)).fields))
+            table = dl.DeltaTable(location, storage_options=storage)
+    target = schema if replacing else pa.schema(table.schema().to_arrow())
+    table.create_write_transaction(
+        actions, mode=opts.mode, schema=target, partition_by=parts or None, commit_properties=props
+    )
     return int(fmt.find_commit(location, opts))
-
-
-def _merged_schema(table: Any, incoming: pa.Schema) -> pa.Schema:
-    current = pa.schema(table.schema().to_arrow())
-    extra = [f for f in incoming if f.name not in current.names]
-    return pa.schema(list(current) + extra)
 
 
 def read_version(dataset: Dataset, spark: Any = None) -> Any:
@@ -168,19 +179,25 @@ def read_version(dataset: Dataset, spark: Any = None) -> Any:
     return _read_files(dataset, spark)
 
 
+def _spark_schema(fields: list[pa.Field]) -> Any:
+    """Spark StructType of Arrow fields; tz-aware timestamps stay TimestampType (not NTZ)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=False)
+
+
 def _read_files(dataset: Dataset, spark: Any) -> Any:
     from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
 
     files = dataset.files()  # refuses deletion vectors / column mapping before Spark sees any file
     arrow = dataset._format.arrow_schema(dataset.location, dataset.version, dataset.storage_options)
     parts = list(dataset.version.partition_columns)
-    data_schema = from_arrow_schema(pa.schema([f for f in arrow if f.name not in parts]))
+    data_schema = _spark_schema([f for f in arrow if f.name not in parts])
     if not files:
-        return spark.createDataFrame([], from_arrow_schema(arrow))
+        return spark.createDataFrame([], _spark_schema(list(arrow)))
     if parts and all(_hive_path(dataset.location, f.uri, f.partition_values) for f in files):
         # Spark's own partition discovery restores the columns; the full schema fixes their types
-        full = from_arrow_schema(pa.schema([f for f in arrow if f.name not in parts] + [arrow.field(c) for c in parts]))
+        full = _spark_schema([f for f in arrow if f.name not in parts] + [arrow.field(c) for c in parts])
         frame = spark.read.schema(full).option("basePath", io.to_uri(dataset.location))
         return frame.parquet(*(io.to_uri(f.uri) for f in files)).select(*arrow.names)
     # otherwise: group files by partition, each group gets its values as literal columns
@@ -191,7 +208,7 @@ def _read_files(dataset: Dataset, spark: Any) -> Any:
     for values, uris in groups.items():
         frame = spark.read.schema(data_schema).parquet(*uris)
         for col, value in values:
-            typ = from_arrow_schema(pa.schema([arrow.field(col)]))[col].dataType
+            typ = _spark_schema([arrow.field(col)])[col].dataType
             frame = frame.withColumn(col, F.lit(value).cast(typ))
         frames.append(frame)
     out = frames[0]

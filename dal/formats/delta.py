@@ -41,7 +41,7 @@ def _operation(entry: Mapping[str, Any], version: int, schema_changed: bool) -> 
         return "create"
     if op == "WRITE" and mode == "overwrite":
         return "overwrite"
-    if op == "WRITE" and schema_changed:
+    if schema_changed:
         return "schema-change"
     if op == "WRITE":
         return "append"
@@ -89,10 +89,6 @@ class DeltaFormat(Format):
                 problems.append("new columns: " + ", ".join(new) + " (pass schema_mode='merge' to add them)")
             if missing:
                 problems.append("columns missing from the data: " + ", ".join(missing))
-        else:
-            not_null = [f.name for f in schema if f.name in new and not f.nullable]
-            if not_null:
-                problems.append("new columns must be nullable to merge: " + ", ".join(not_null))
         if problems:
             verb = "append to" if opts.mode == "append" else "overwrite"
             hint = " (or schema_mode='overwrite' to replace the schema)" if opts.mode == "overwrite" else ""

@@ -148,7 +148,7 @@ def write_files(
         info = fs.get_file_info(io.join(root_path, *f.relpath.split("/")))
         out.append(
             {
-                "path": quote(f.relpath, safe="/"),
+                "path": f.relpath,  # delta-rs URL-encodes it in the log itself
                 "size": int(info.size or 0),
                 "partition_values": json.dumps(dict(f.values)),
                 "num_records": f.rows,

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from catalog import Catalog, VersionInfo
@@ -65,11 +66,12 @@ def _size(n: int) -> str:
 
 
 def _table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    table = Table(title=title, show_lines=False, header_style="bold")
+    table = Table(title=escape(title) if title else None, show_lines=False, header_style="bold")
     for c in columns:
         table.add_column(c, justify="right" if c in {"version", "rows", "files", "size", "#"} else "left")
     for r in rows:
-        table.add_row(*("" if v is None else str(v) for v in r))
+        # escape: type names like timestamp[us, tz=UTC] and user text would otherwise be read as Rich markup
+        table.add_row(*("" if v is None else escape(str(v)) for v in r))
     _console().print(table)
 
 
@@ -382,7 +384,10 @@ def db_status_cmd(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         _emit_json(info)
     else:
-        status = "up to date" if current == head else f"needs `{migrate.UPGRADE_COMMAND}`"
+        if current is None:
+            status = f"not created yet (created on first use, or by `{migrate.UPGRADE_COMMAND}`)"
+        else:
+            status = "up to date" if current == head else f"needs `{migrate.UPGRADE_COMMAND}`"
         click.echo(f"catalog {info['url']}: revision {current or 'none'} (head {head}), {status}")
 
 

@@ -87,6 +87,14 @@ def test_versions(populated: str) -> None:
     ]
 
 
+def test_type_names_and_user_text_are_not_rich_markup(catalog_url: str) -> None:
+    cat = Catalog(catalog_url)
+    cat.create_dataset("m.ds", format="delta", location="/x", description="[bold]not markup[/bold]")
+    cat.publish("m.ds", VersionDraft("create", Schema((Field("ts", "timestamp[us, tz=UTC]"),)), 1))
+    assert "timestamp[us, tz=UTC]" in run(catalog_url, "schema", "m.ds")[1]
+    assert "[bold]not" in run(catalog_url, "ls")[1]
+
+
 def test_schema(populated: str) -> None:
     code, out, _ = run(populated, "schema", "weather.radar", "--version", "prod")
     assert code == 0 and "float32[64, ?] (ndarray)" in out and "quality" not in out

@@ -1,0 +1,39 @@
+"""The examples run as tests, on an isolated embedded catalog (a fresh DAL_HOME)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DAL_CATALOG_URL", "DAL_WAREHOUSE"}}
+    env["DAL_HOME"] = str(tmp_path / "home")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    return env
+
+
+@pytest.mark.spark
+def test_demo_registers_versions_and_browses_them(env: dict[str, str]) -> None:
+    out = subprocess.run(["bash", "examples/demo.sh"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "weather.sensor_features: version 2 (append)" in out.stdout
+    assert "demo-prod" in out.stdout and "temp_mean_1h" in out.stdout
+    assert "did you mean 'weather.sensor_features'" in out.stderr
+    assert f"sqlite:///{env['DAL_HOME']}/catalog.db" in out.stdout  # the embedded default, in the data dir
+    versions = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "dal.cli", "versions", "weather.sensor_features", "--json"],
+            env=env, capture_output=True, text=True, check=True,
+        ).stdout
+    )  # fmt: skip
+    assert [(v["operation"], v["row_count"]) for v in versions] == [("create", 576), ("append", 1152), ("append", 1728)]
+    assert versions[-1]["tags"] == ["demo-prod"] and versions[-1]["partition_columns"] == ["date"]

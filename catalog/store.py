@@ -339,6 +339,18 @@ class Catalog:
             s.refresh(target, ["tags"])
             return self._version_info(name, target)
 
+    def tags(self, name: str) -> dict[str, int]:
+        """Every tag of ``name`` and the version number it names."""
+        with self._read() as s:
+            ds = self._dataset_row(s, name)
+            rows = s.execute(
+                select(TagRow.name, VersionRow.number)
+                .join(VersionRow, VersionRow.id == TagRow.version_id)
+                .where(TagRow.dataset_id == ds.id)
+                .order_by(TagRow.name)
+            )
+            return {t: n for t, n in rows}
+
     def untag(self, name: str, tag: str) -> None:
         """Remove ``tag`` from ``name``. Raises ``VersionNotFound`` if there is no such tag."""
         with self._write() as s:

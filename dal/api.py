@@ -100,7 +100,7 @@ def write(
         if path is not None and io.normalize(path) != existing.location:
             raise DalError(f"{name} lives at {existing.location}, not {io.normalize(path)}")
         location = existing.location
-        taken = sorted({t for v in cat.versions(name) for t in v.tags} & set(tags))
+        taken = sorted(set(cat.tags(name)) & set(tags))
         if taken:
             raise TagExists(f"{name}: tag(s) {', '.join(taken)} exist already; move them with dal tag --force")
     else:
@@ -141,8 +141,10 @@ def write(
         )
     elif description is not None or time_column is not None:
         cat.update_dataset(name, description=description, time_column=time_column)
-    sync(name, storage_options=options, catalog=cat)
-    version = next((v for v in cat.versions(name) if v.storage_version == storage_version), None)
+    recorded = sync(name, storage_options=options, catalog=cat)
+    version = next((v for v in recorded if v.storage_version == storage_version), None)
+    if version is None:  # recorded meanwhile by a concurrent writer's sync
+        version = next((v for v in cat.versions(name) if v.storage_version == storage_version), None)
     if version is None:
         raise FormatError(f"{name}: committed storage version {storage_version} but it could not be recorded")
     for t in tags:
@@ -194,8 +196,7 @@ def sync(
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
     fmt = get_format(info.format)
-    recorded = cat.versions(name)
-    last = recorded[-1] if recorded else None
+    last = cat.version(name) if info.latest_version is not None else None
     drafts = fmt.snapshots(
         info.location,
         dict(storage_options or {}),

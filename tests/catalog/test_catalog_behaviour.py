@@ -196,6 +196,8 @@ def test_tags(cat: Catalog) -> None:
     for bad in ["12", "latest", "a b", "", "x/y"]:
         with pytest.raises(InvalidName):
             cat.tag("d.tags", 1, bad)
+    cat.tag("d.tags", 1, "2026-q3")
+    assert cat.tags("d.tags") == {"2026-q3": 1, "prod": 2}
     cat.untag("d.tags", "prod")
     with pytest.raises(VersionNotFound):
         cat.version("d.tags", "prod")

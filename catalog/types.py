@@ -84,6 +84,8 @@ class Field:
         """A short human description: the type, or dtype[shape] via codec for tensor fields."""
         if self.shape is None:
             return self.type
+        if self.shape == ():
+            return f"{self.dtype} ({self.codec or 'scalar'})"
         dims = ", ".join("?" if s is None else str(s) for s in self.shape)
         return f"{self.dtype}[{dims}] ({self.codec or 'raw'})"
 

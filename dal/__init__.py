@@ -8,8 +8,26 @@ table = ds.to_arrow()
 
 from dal import errors
 from dal.api import get_catalog, open, register, sync, write
+from dal.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec
 from dal.dataset import Dataset
 from dal.errors import DalError
+from dal.tensors import TensorField, TensorSchema
 
 __version__ = "0.1.0"
-__all__ = ["DalError", "Dataset", "__version__", "errors", "get_catalog", "open", "register", "sync", "write"]
+__all__ = [
+    "CompressedNdarrayCodec",
+    "DalError",
+    "Dataset",
+    "ImageCodec",
+    "NdarrayCodec",
+    "ScalarCodec",
+    "TensorField",
+    "TensorSchema",
+    "__version__",
+    "errors",
+    "get_catalog",
+    "open",
+    "register",
+    "sync",
+    "write",
+]

@@ -15,6 +15,7 @@ from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, Tag
 from dal.formats.base import SchemaMode, WriteMode, WriteOptions, get_format
 from dal.formats.delta import commit_metadata
 from dal.sources import is_spark_dataframe, to_reader
+from dal.tensors import TensorSchema
 
 _catalogs: dict[str, Catalog] = {}
 _lock = threading.Lock()
@@ -62,6 +63,7 @@ def write(
     description: str | None = None,
     tags: Sequence[str] | None = None,
     path: str | None = None,
+    schema: TensorSchema | None = None,
     storage_options: Mapping[str, str] | None = None,
     catalog: CatalogLike = None,
 ) -> VersionInfo:
@@ -71,6 +73,8 @@ def write(
     table / record batch / reader. A new dataset lands at ``path`` or ``<DAL_WAREHOUSE>/<name>``.
     ``schema_mode='merge'`` adds new nullable columns (recorded as a schema-change version);
     ``schema_mode='overwrite'`` (with ``mode='overwrite'``) replaces the schema.
+    ``format='petastorm'`` takes a ``TensorSchema`` (``schema=``; an existing dataset keeps its own) and
+    data as a pandas DataFrame, a dict of columns or a list of row dicts holding NumPy arrays.
 
     Everything is validated before any data is written; a failed write leaves the table and the
     catalog as they were.
@@ -118,7 +122,9 @@ def write(
         storage_options=options,
         commit_metadata=commit_metadata(uuid.uuid4().hex, **{"dal.dataset": name}),
     )
-    if is_spark_dataframe(data):
+    if format == "petastorm":
+        storage_version = _write_petastorm(data, fmt, location, cat, existing, schema, opts, time_column)
+    elif is_spark_dataframe(data):
         from dal.adapters.spark import write_dataframe
 
         storage_version = write_dataframe(data, fmt, location, opts, time_column=time_column)
@@ -150,6 +156,63 @@ def write(
     for t in tags:
         version = cat.tag(name, version.number, t)
     return version
+
+
+def _write_petastorm(
+    data: Any,
+    fmt: Any,
+    location: str,
+    cat: Catalog,
+    existing: Any,
+    schema: TensorSchema | None,
+    opts: WriteOptions,
+    time_column: str | None,
+) -> int:
+    latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
+    if schema is None:
+        if latest is None:
+            raise DalError("format='petastorm' needs schema=TensorSchema(...) for a new dataset")
+        schema = TensorSchema.from_catalog(str(latest.properties.get("unischema", "Schema")), latest.schema)
+    if is_spark_dataframe(data):
+        raise DalError("writing Spark DataFrames as petastorm is not supported yet; pass pandas or row dicts")
+    if opts.schema_mode is not None:
+        raise DalError("petastorm datasets have no schema_mode; write with mode='overwrite' to change the schema")
+    partition_by = opts.partition_by
+    if latest is not None and opts.mode == "append":
+        if partition_by and partition_by != latest.partition_columns:
+            raise SchemaMismatch(
+                f"the dataset is partitioned by {list(latest.partition_columns)}, not {list(partition_by)}"
+            )
+        partition_by = latest.partition_columns
+        if schema.to_catalog() != latest.schema:
+            from catalog.types import diff_schemas
+
+            d = diff_schemas(latest.schema, schema.to_catalog(), latest.number, latest.number + 1)
+            what = [f"added {[f.name for f in d.added]}" if d.added else "", f"removed {[f.name for f in d.removed]}" if d.removed else "",
+                    f"changed {[c.name for c in d.changed]}" if d.changed else ""]  # fmt: skip
+            raise SchemaMismatch(
+                "the schema differs from the dataset's: "
+                + "; ".join(w for w in what if w)
+                + " (write with mode='overwrite' to replace it)"
+            )
+    if time_column is not None and time_column not in schema.names:
+        raise SchemaMismatch(f"time_column {time_column!r} is not a field of the schema")
+    table = fmt.encode(schema, _columns(data), partition_by)  # validates every value before anything is written
+    return int(fmt.write_tensors(location, schema, table, mode=opts.mode, partition_by=partition_by))
+
+
+def _columns(data: Any) -> dict[str, list[Any]]:
+    """Columns of Python/NumPy values from a pandas DataFrame, a dict of columns, or a list of row dicts."""
+    if type(data).__module__.startswith("pandas.") and type(data).__name__ == "DataFrame":
+        return {str(c): list(data[c]) for c in data.columns}
+    if isinstance(data, dict):
+        return {str(k): list(v) for k, v in data.items()}
+    if isinstance(data, list) and all(isinstance(r, dict) for r in data):
+        names = list(data[0]) if data else []
+        return {n: [r.get(n) for r in data] for n in names}
+    raise DalError(
+        f"cannot write {type(data).__name__} as petastorm: pass a pandas DataFrame, a dict of columns or row dicts"
+    )
 
 
 def register(

@@ -19,6 +19,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+def _is_1d(values: Any) -> bool:
+    import numpy as np
+
+    return isinstance(values, np.ndarray) and values.ndim == 1
+
+
 @contextmanager
 def _translate_missing(ds: Dataset) -> Iterator[None]:
     try:
@@ -75,7 +81,41 @@ class Dataset:
             return self.arrow_dataset().to_table(columns=columns)
 
     def to_pandas(self, columns: list[str] | None = None) -> pd.DataFrame:
-        return self.to_arrow(columns).to_pandas()
+        """A DataFrame; tensor fields (ndarray, image codecs) are decoded into NumPy arrays per cell."""
+        table = self.to_arrow(columns)
+        if not self._has_tensors(table.column_names):
+            return table.to_pandas()
+        import pandas as pd
+
+        decoded = self._decode(table)
+        return pd.DataFrame({k: list(v) if not _is_1d(v) else v for k, v in decoded.items()})
+
+    def to_numpy(self, columns: list[str] | None = None) -> dict[str, Any]:
+        """Each column as NumPy: tensor fields decoded and stacked to (rows, *shape) when their shapes agree,
+        else a list of arrays; scalar fields as 1-d arrays of their dtype."""
+        return self._decode(self.to_arrow(columns))
+
+    def iter_numpy(self, batch_size: int = 1024, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Stream decoded batches (as ``to_numpy``) of at most ``batch_size`` rows."""
+        for batch in self.iter_batches(batch_size, columns):
+            yield self._decode(pa.Table.from_batches([batch]))
+
+    def _has_tensors(self, names: list[str]) -> bool:
+        return any((f := self.schema.get(n)) is not None and f.codec not in (None, "scalar") for n in names)
+
+    def _decode(self, table: pa.Table) -> dict[str, Any]:
+        from dal.formats.petastorm import decode_table
+
+        return decode_table(table, self.schema)
+
+    @property
+    def petastorm_url(self) -> str:
+        """Where petastorm's own ``make_reader`` can read this version (Petastorm datasets only)."""
+        if self.info.format != "petastorm":
+            raise FormatError(f"{self.name} is a {self.info.format} dataset, not a Petastorm one")
+        from dal.formats.petastorm import PetastormFormat
+
+        return PetastormFormat().petastorm_url(self.location, self.version)
 
     def iter_batches(self, batch_size: int = 65_536, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
         """Stream record batches of at most ``batch_size`` rows, in file order."""

@@ -77,6 +77,7 @@ class Format(ABC):
 _FORMATS: dict[str, tuple[str, str, str]] = {
     # name: (module, class, extra to install)
     "delta": ("dal.formats.delta", "DeltaFormat", "delta"),
+    "petastorm": ("dal.formats.petastorm", "PetastormFormat", "images"),
 }
 
 

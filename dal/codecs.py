@@ -1,0 +1,266 @@
+"""Codecs for tensor fields, compatible with Petastorm's: scalar, ndarray (.npy bytes), compressed ndarray
+(.npz with one ``arr``), and compressed image (png / jpeg through OpenCV, RGB in memory, BGR on disk as
+OpenCV writes it — the channel order Petastorm uses).
+
+Each codec encodes a column of Python/NumPy values into an Arrow array and decodes an Arrow array into a
+NumPy array per batch. Decoding ndarray cells of one fixed shape is a single vectorised view of the Arrow
+buffer; formats that must be inflated (npz, png, jpeg) decode cell by cell, then stack once.
+"""
+
+from __future__ import annotations
+
+import io
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+
+from dal.errors import SchemaMismatch, require
+
+_ARROW_OF_NUMPY = {
+    "int8": pa.int8(), "uint8": pa.uint8(), "int16": pa.int16(), "uint16": pa.uint16(), "int32": pa.int32(),
+    "uint32": pa.uint32(), "int64": pa.int64(), "uint64": pa.uint64(), "float16": pa.float16(),
+    "float32": pa.float32(), "float64": pa.float64(), "bool": pa.bool_(), "str": pa.string(), "bytes": pa.binary(),
+}  # fmt: skip
+
+
+def dtype_name(dtype: Any) -> str:
+    """A canonical dtype name: numpy's name, with 'str' and 'bytes' for the variable-length kinds."""
+    d = np.dtype(dtype)
+    if d.kind == "U":
+        return "str"
+    if d.kind == "S":
+        return "bytes"
+    return str(d.name)
+
+
+def shape_matches(actual: tuple[int, ...], expected: tuple[int | None, ...]) -> bool:
+    """True when ``actual`` fits ``expected`` (``None`` dimensions match any size)."""
+    return len(actual) == len(expected) and all(e is None or a == e for a, e in zip(actual, expected, strict=True))
+
+
+class Codec(ABC):
+    """Encodes one field's values into Arrow storage and decodes them back per batch."""
+
+    spec: ClassVar[str]
+
+    @abstractmethod
+    def storage_type(self, dtype: str) -> pa.DataType:
+        """The Arrow type the encoded values are stored as."""
+
+    @abstractmethod
+    def encode(self, name: str, dtype: str, shape: tuple[int | None, ...], values: Sequence[Any]) -> pa.Array:
+        """Encode a column; raises ``SchemaMismatch`` naming the field and the row for a bad value."""
+
+    @abstractmethod
+    def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
+        """Decode a column into a NumPy array (stacked when every cell has one shape) or a list of arrays."""
+
+    def describe(self) -> str:
+        return self.spec
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    def __hash__(self) -> int:
+        return hash((type(self), tuple(sorted(vars(self).items()))))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
+
+
+class ScalarCodec(Codec):
+    """Plain Parquet scalars of the field's dtype."""
+
+    spec = "scalar"
+
+    def storage_type(self, dtype: str) -> pa.DataType:
+        if dtype not in _ARROW_OF_NUMPY:
+            raise SchemaMismatch(f"dtype {dtype} has no scalar storage type")
+        return _ARROW_OF_NUMPY[dtype]
+
+    def encode(self, name: str, dtype: str, shape: tuple[int | None, ...], values: Sequence[Any]) -> pa.Array:
+        try:
+            return pa.array(values, type=self.storage_type(dtype), from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+            bad = next((i for i, v in enumerate(values) if not _scalar_fits(v, self.storage_type(dtype))), None)
+            raise SchemaMismatch(
+                f"field {name!r}, row {bad}: {values[bad] if bad is not None else '?'!r} is not {dtype}"
+            ) from e
+
+    def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
+        return array.to_numpy(zero_copy_only=False)
+
+
+def _scalar_fits(value: Any, typ: pa.DataType) -> bool:
+    try:
+        pa.array([value], type=typ)
+        return True
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return False
+
+
+class _ArrayCodec(Codec):
+    """Shared validation of ndarray-like cells."""
+
+    def storage_type(self, dtype: str) -> pa.DataType:
+        return pa.binary()
+
+    def _check(self, name: str, dtype: str, shape: tuple[int | None, ...], row: int, value: Any) -> np.ndarray | None:
+        if value is None:
+            return None
+        if not isinstance(value, np.ndarray):
+            raise SchemaMismatch(
+                f"field {name!r}, row {row}: expected a numpy array of {dtype}, got {type(value).__name__}"
+            )
+        if dtype_name(value.dtype) != dtype:
+            raise SchemaMismatch(f"field {name!r}, row {row}: expected dtype {dtype}, got {value.dtype}")
+        if not shape_matches(value.shape, shape):
+            raise SchemaMismatch(f"field {name!r}, row {row}: expected shape {shape}, got {value.shape}")
+        return value
+
+    def encode(self, name: str, dtype: str, shape: tuple[int | None, ...], values: Sequence[Any]) -> pa.Array:
+        out = []
+        for row, v in enumerate(values):
+            arr = self._check(name, dtype, shape, row, v)
+            out.append(None if arr is None else self._encode_one(arr))
+        return pa.array(out, type=pa.binary())
+
+    @abstractmethod
+    def _encode_one(self, arr: np.ndarray) -> bytes: ...
+
+    @abstractmethod
+    def _decode_one(self, data: bytes) -> np.ndarray: ...
+
+    def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
+        cells = [None if b is None else self._decode_one(b) for b in array.to_pylist()]
+        return _stack(cells)
+
+
+def _stack(cells: list[np.ndarray | None]) -> Any:
+    if cells and all(c is not None for c in cells) and len({c.shape for c in cells if c is not None}) == 1:
+        return np.stack(cells)  # type: ignore[arg-type]
+    return cells
+
+
+class NdarrayCodec(_ArrayCodec):
+    """NumPy ``.npy`` bytes (``np.save``), as Petastorm's NdarrayCodec."""
+
+    spec = "ndarray"
+
+    def _encode_one(self, arr: np.ndarray) -> bytes:
+        buf = io.BytesIO()
+        np.save(buf, arr)
+        return buf.getvalue()
+
+    def _decode_one(self, data: bytes) -> np.ndarray:
+        return np.asarray(np.load(io.BytesIO(data), allow_pickle=False))
+
+    def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
+        fast = _decode_npy_batch(array)
+        return fast if fast is not None else super().decode(dtype, shape, array)
+
+
+def _decode_npy_batch(array: pa.Array) -> np.ndarray | None:
+    """All cells the same length with one header (fixed shape, dtype, order): one strided view, no loop."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    n = len(array)
+    if n == 0 or array.null_count:
+        return None
+    width = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    offsets = np.frombuffer(array.buffers()[1], dtype=width)[array.offset : array.offset + n + 1].astype(np.int64)
+    lengths = np.diff(offsets)
+    if (lengths != lengths[0]).any():
+        return None
+    data = np.frombuffer(array.buffers()[2], dtype=np.uint8)
+    cell = int(lengths[0])
+    rows = data[offsets[0] : offsets[0] + n * cell].reshape(n, cell)
+    first = io.BytesIO(rows[0].tobytes())
+    major, _minor = np.lib.format.read_magic(first)
+    if major == 1:
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(first)
+    elif major == 2:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(first)
+    else:
+        return None
+    header = first.tell()
+    if fortran or dtype.hasobject or not (rows[:, :header] == rows[0, :header]).all():
+        return None
+    body = np.ascontiguousarray(rows[:, header:])
+    return np.asarray(body.view(dtype).reshape((n, *shape)))
+
+
+class CompressedNdarrayCodec(_ArrayCodec):
+    """``np.savez_compressed(arr=...)`` bytes, as Petastorm's CompressedNdarrayCodec."""
+
+    spec = "compressed_ndarray"
+
+    def _encode_one(self, arr: np.ndarray) -> bytes:
+        buf = io.BytesIO()
+        np.savez_compressed(buf, arr=arr)
+        return buf.getvalue()
+
+    def _decode_one(self, data: bytes) -> np.ndarray:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            return np.asarray(npz["arr"])
+
+
+class ImageCodec(_ArrayCodec):
+    """PNG or JPEG through OpenCV; arrays are RGB (H, W, 3) or greyscale (H, W), as in Petastorm."""
+
+    spec = "image"
+
+    def __init__(self, format: str = "png", quality: int = 80) -> None:
+        if format not in ("png", "jpeg", "jpg"):
+            raise ValueError(f"image format must be png or jpeg, not {format!r}")
+        self.format = "jpeg" if format == "jpg" else format
+        self.quality = int(quality)
+
+    def describe(self) -> str:
+        return f"image/{self.format}" + (f";quality={self.quality}" if self.format == "jpeg" else "")
+
+    def _check(self, name: str, dtype: str, shape: tuple[int | None, ...], row: int, value: Any) -> np.ndarray | None:
+        arr = super()._check(name, dtype, shape, row, value)
+        if arr is not None and not (arr.ndim == 2 or (arr.ndim == 3 and arr.shape[2] == 3)):
+            raise SchemaMismatch(f"field {name!r}, row {row}: images are (H, W) or (H, W, 3), got {arr.shape}")
+        return arr
+
+    def _encode_one(self, arr: np.ndarray) -> bytes:
+        cv2 = require("cv2", "images")
+        bgr = arr[:, :, ::-1] if arr.ndim == 3 else arr  # OpenCV stores BGR
+        params = [int(cv2.IMWRITE_JPEG_QUALITY), self.quality] if self.format == "jpeg" else []
+        ok, buf = cv2.imencode("." + self.format, np.ascontiguousarray(bgr), params)
+        if not ok:
+            raise SchemaMismatch(f"OpenCV could not encode a {arr.dtype} {arr.shape} image as {self.format}")
+        return bytes(buf)
+
+    def _decode_one(self, data: bytes) -> np.ndarray:
+        cv2 = require("cv2", "images")
+        return np.asarray(cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED))
+
+    def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
+        cells = [None if b is None else self._decode_one(b) for b in array.to_pylist()]
+        stacked = _stack(cells)
+        if isinstance(stacked, np.ndarray):
+            return stacked[..., ::-1].copy() if stacked.ndim == 4 else stacked  # BGR -> RGB, whole batch at once
+        return [None if c is None else (c[:, :, ::-1].copy() if c.ndim == 3 else c) for c in stacked]
+
+
+def codec_from_spec(spec: str | None) -> Codec | None:
+    """The codec a catalog field's ``codec`` string names (as written by ``Codec.describe``)."""
+    if spec is None:
+        return None
+    if spec == "scalar":
+        return ScalarCodec()
+    if spec == "ndarray":
+        return NdarrayCodec()
+    if spec == "compressed_ndarray":
+        return CompressedNdarrayCodec()
+    if spec.startswith("image/"):
+        fmt, _, rest = spec[len("image/") :].partition(";")
+        quality = int(rest.split("=", 1)[1]) if rest.startswith("quality=") else 80
+        return ImageCodec(fmt, quality)
+    raise SchemaMismatch(f"unknown codec {spec!r}")

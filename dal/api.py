@@ -173,8 +173,6 @@ def _write_petastorm(
         if latest is None:
             raise DalError("format='petastorm' needs schema=TensorSchema(...) for a new dataset")
         schema = TensorSchema.from_catalog(str(latest.properties.get("unischema", "Schema")), latest.schema)
-    if is_spark_dataframe(data):
-        raise DalError("writing Spark DataFrames as petastorm is not supported yet; pass pandas or row dicts")
     if opts.schema_mode is not None:
         raise DalError("petastorm datasets have no schema_mode; write with mode='overwrite' to change the schema")
     partition_by = opts.partition_by
@@ -197,6 +195,10 @@ def _write_petastorm(
             )
     if time_column is not None and time_column not in schema.names:
         raise SchemaMismatch(f"time_column {time_column!r} is not a field of the schema")
+    if is_spark_dataframe(data):
+        from dal.adapters.spark import write_petastorm
+
+        return write_petastorm(data, fmt, location, schema, mode=opts.mode, partition_by=partition_by)
     table = fmt.encode(schema, _columns(data), partition_by)  # validates every value before anything is written
     return int(fmt.write_tensors(location, schema, table, mode=opts.mode, partition_by=partition_by))
 

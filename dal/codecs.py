@@ -135,8 +135,17 @@ class _ArrayCodec(Codec):
     def _decode_one(self, data: bytes) -> np.ndarray: ...
 
     def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
+        if len(array) == 0:
+            return _empty(dtype, shape)
         cells = [None if b is None else self._decode_one(b) for b in array.to_pylist()]
         return _stack(cells)
+
+
+def _empty(dtype: str, shape: tuple[int | None, ...]) -> Any:
+    """An empty batch keeps its (rows, *shape) form when the shape is fully known."""
+    if all(d is not None for d in shape):
+        return np.empty((0, *shape), dtype=np.dtype(dtype))  # type: ignore[arg-type]
+    return []
 
 
 def _stack(cells: list[np.ndarray | None]) -> Any:
@@ -159,6 +168,8 @@ class NdarrayCodec(_ArrayCodec):
         return np.asarray(np.load(io.BytesIO(data), allow_pickle=False))
 
     def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
+        if len(array) == 0:
+            return _empty(dtype, shape)
         fast = _decode_npy_batch(array)
         return fast if fast is not None else super().decode(dtype, shape, array)
 
@@ -242,6 +253,8 @@ class ImageCodec(_ArrayCodec):
         return np.asarray(cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED))
 
     def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
+        if len(array) == 0:
+            return _empty(dtype, shape)
         cells = [None if b is None else self._decode_one(b) for b in array.to_pylist()]
         stacked = _stack(cells)
         if isinstance(stacked, np.ndarray):

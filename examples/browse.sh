@@ -14,5 +14,7 @@ dal tag "$NAME" "$LATEST" demo-prod --force
 echo "== dal diff $NAME 0 demo-prod"; dal diff "$NAME" 0 demo-prod
 echo "== dal schema $NAME --version demo-prod --json (first field)"
 dal schema "$NAME" --version demo-prod --json | python -c 'import json,sys; print(json.load(sys.stdin)["fields"][0])'
+echo "== dal schema weather.radar_frames (tensor fields of a Petastorm dataset)"
+dal schema weather.radar_frames
 echo "== a mistake prints one line:"
 dal show weather.sensor_featurez || true

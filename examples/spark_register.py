@@ -53,6 +53,36 @@ def features(readings: Any) -> Any:
     )
 
 
+FRAMES = "weather.radar_frames"
+
+
+def radar_schema() -> dal.TensorSchema:
+    """Tensor fields for a Petastorm dataset: a reflectivity grid (ndarray) and its rendering (png)."""
+    import numpy as np
+
+    return dal.TensorSchema("RadarFrame", [
+        dal.TensorField("station", np.str_, (), dal.ScalarCodec()),
+        dal.TensorField("frame", np.int64, (), dal.ScalarCodec()),
+        dal.TensorField("reflectivity", np.float32, (16, 16), dal.NdarrayCodec()),
+        dal.TensorField("picture", np.uint8, (16, 16, 3), dal.ImageCodec("png")),
+    ])  # fmt: skip
+
+
+def radar_frames(spark: Any, n: int = 48) -> Any:
+    """Synthetic radar frames as Spark arrays; executors encode them (ndarray, png) and write Petastorm."""
+    import numpy as np
+
+    rows = []
+    for i in range(n):
+        y, x = np.mgrid[0:16, 0:16]
+        grid = (np.sin((x + i) / 3.0) * np.cos(y / 4.0) * 30 + 30).astype(np.float32)
+        level = (grid / 60 * 255).astype(np.uint8)
+        picture = np.stack([level, 255 - level, np.full_like(level, 128)], axis=-1)
+        rows.append((f"ST{i % 4}", i, grid.tolist(), picture.astype(int).tolist()))
+    schema = "station string, frame long, reflectivity array<array<float>>, picture array<array<array<int>>>"
+    return spark.createDataFrame(rows, schema)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
@@ -72,6 +102,19 @@ def main() -> None:
             description="Per-station rolling weather features (1h windows), one partition per day",
         )
         print(f"{DATASET}: version {v.number} ({v.operation}) -> {v.row_count:,} rows in {v.file_count} files")
+
+    frames = dal.write(
+        radar_frames(spark),
+        FRAMES,
+        format="petastorm",
+        schema=radar_schema(),
+        partition_by=["station"],
+        mode="overwrite",
+        description="Radar frames with tensor fields (Petastorm format, readable by petastorm's make_reader)",
+    )
+    print(
+        f"{FRAMES}: version {frames.number} -> {frames.row_count} frames; petastorm url {dal.open(FRAMES).petastorm_url}"
+    )
 
     # training code pins a version; later writes never change what it reads
     ds = dal.open(DATASET)

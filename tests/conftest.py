@@ -74,6 +74,17 @@ def catalog_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(name))
 
 
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local Spark session for the whole run (starting one costs ~8 s)."""
+    from dal.adapters.spark import get_spark
+
+    session = get_spark(master="local[2]")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Never touch the developer's real catalog or warehouse."""

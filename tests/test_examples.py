@@ -27,6 +27,8 @@ def test_demo_registers_versions_and_browses_them(env: dict[str, str]) -> None:
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "weather.sensor_features: version 2 (append)" in out.stdout
     assert "demo-prod" in out.stdout and "temp_mean_1h" in out.stdout
+    assert "float32[16, 16] (ndarray)" in out.stdout and "uint8[16, 16, 3] (image/png)" in out.stdout
+    assert "weather.radar_frames: version 0 -> 48 frames" in out.stdout
     assert "did you mean 'weather.sensor_features'" in out.stderr
     assert f"sqlite:///{env['DAL_HOME']}/catalog.db" in out.stdout  # the embedded default, in the data dir
     versions = json.loads(

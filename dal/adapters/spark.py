@@ -22,6 +22,7 @@ from dal.formats.base import Format, WriteOptions
 
 if TYPE_CHECKING:
     from dal.dataset import Dataset
+    from dal.tensors import TensorSchema
 
 DELTA_SPARK_CLASS = "io.delta.tables.DeltaTable"
 
@@ -165,6 +166,59 @@ def _write_delta_distributed(df: Any, fmt: Any, location: str, opts: WriteOption
         actions, mode=opts.mode, schema=target, partition_by=parts or None, commit_properties=props
     )
     return int(fmt.find_commit(location, opts))
+
+
+def write_petastorm(
+    df: Any, fmt: Any, location: str, schema: TensorSchema, *, mode: str, partition_by: tuple[str, ...]
+) -> int:
+    """Executors encode their rows with the schema's codecs and write Parquet into a private staging
+    directory (as petastorm's materialize_dataset job does); the driver commits all files as one version.
+
+    Tensor columns arrive as (nested) Spark arrays and are reshaped to the field's shape; scalars as is.
+    Raises ``SchemaMismatch`` (naming the field and the row of the Spark task) before anything is committed.
+    """
+    missing = [n for n in schema.names if n not in df.columns]
+    extra = [c for c in df.columns if c not in schema.names]
+    if missing or extra:
+        raise SchemaMismatch(f"DataFrame does not match the schema: missing {missing}, not in the schema {extra}")
+    staging = fmt.new_staging(location)
+    try:
+        task = _encode_partition(staging, schema, list(partition_by))
+        try:
+            rows = df.select(*schema.names).mapInArrow(task, "path string").collect()
+        except Exception as e:
+            marker = "SchemaMismatch: "
+            text = str(e)
+            if marker in text:
+                raise SchemaMismatch(text.split(marker, 1)[1].splitlines()[0]) from None
+            raise
+        return int(fmt.commit_staged(location, schema, staging, [r["path"] for r in rows], mode=mode))
+    finally:
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _encode_partition(staging: str, schema: TensorSchema, partition_by: list[str]) -> Any:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import uuid
+
+        import numpy as np
+
+        from dal.formats.petastorm import PetastormFormat, write_files
+
+        fmt, prefix = PetastormFormat(), f"part-{uuid.uuid4().hex[:8]}"
+        out: list[str] = []
+        for i, batch in enumerate(batches):
+            columns = {n: batch.column(n).to_pylist() for n in batch.schema.names}
+            for f in schema:
+                if f.shape != ():
+                    columns[f.name] = [None if v is None else np.asarray(v, dtype=f.dtype) for v in columns[f.name]]
+            table = fmt.encode(schema, columns, partition_by)
+            out += write_files(staging, table, partition_by, prefix=f"{prefix}-{i:04d}")
+        yield pa.RecordBatch.from_pylist([{"path": p} for p in out], schema=pa.schema([("path", pa.string())]))
+
+    return run
 
 
 def read_version(dataset: Dataset, spark: Any = None) -> Any:

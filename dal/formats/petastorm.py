@@ -24,6 +24,7 @@ from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
@@ -164,66 +165,51 @@ class PetastormFormat(Format):
         self, location: str, schema: TensorSchema, table: pa.Table, *, mode: str, partition_by: Sequence[str]
     ) -> int:
         """Commit an encoded table as the next version directory; return its number."""
-        _local(location)
-        os.makedirs(location, exist_ok=True)
-        staging = os.path.join(location, f"_staging_{uuid.uuid4().hex}")
-        os.makedirs(staging)
+        staging = self.new_staging(location)
         try:
-            new_files = self._write_files(staging, table, list(partition_by))
-            while True:
-                dirs = version_dirs(location)
-                previous = max(dirs) if dirs else None
-                base = None
-                if previous is not None:
-                    base = os.path.join(location, dirs[previous])
-                elif os.path.isfile(os.path.join(location, COMMON_METADATA)):
-                    raise DalError(
-                        f"{location} is a Petastorm dataset dal did not write (adopted as version 0); "
-                        "appending to it is not supported yet: write a new dataset"
-                    )
-                attempt = os.path.join(location, f"_staging_{uuid.uuid4().hex}")
-                os.makedirs(attempt)
-                if mode == "append" and base is not None:
-                    _link_tree(base, attempt)
-                for rel in new_files:
-                    dst = os.path.join(attempt, rel)
-                    os.makedirs(os.path.dirname(dst), exist_ok=True)
-                    os.link(os.path.join(staging, rel), dst)
-                _write_common_metadata(attempt, schema)
-                number = 0 if previous is None else previous + 1
-                try:
-                    os.rename(attempt, os.path.join(location, f"v{number}"))  # atomic; fails if taken
-                    return number
-                except OSError:
-                    shutil.rmtree(attempt, ignore_errors=True)  # another writer took v<number>; retry
+            files = write_files(staging, table, list(partition_by))
+            return self.commit_staged(location, schema, staging, files, mode=mode)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
-    @staticmethod
-    def _write_files(root: str, table: pa.Table, partition_by: list[str]) -> list[str]:
-        token = uuid.uuid4().hex
-        groups: dict[tuple[tuple[str, str | None], ...], pa.Table] = {}
-        if partition_by:
-            keys = table.select(partition_by).group_by(partition_by).aggregate([]).to_pylist()
-            import pyarrow.compute as pc
+    def new_staging(self, location: str) -> str:
+        """A fresh private directory under ``location`` ('_' names are invisible to Petastorm readers)."""
+        _local(location)
+        staging = os.path.join(location, f"_staging_{uuid.uuid4().hex}")
+        os.makedirs(staging)
+        return staging
 
-            for combo in keys:
-                mask = None
-                for c in partition_by:
-                    term = pc.is_null(table[c]) if combo[c] is None else pc.equal(table[c], combo[c])
-                    mask = term if mask is None else pc.and_(mask, term)
-                groups[tuple((c, partition_string(combo[c])) for c in partition_by)] = table.filter(mask)
-        else:
-            groups[()] = table
-        written = []
-        for i, (values, part) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
-            directory = "/".join(f"{c}={NULL_PARTITION if v is None else v}" for c, v in values)
-            rel = f"{directory}/part-{i:05d}-{token}.parquet" if directory else f"part-{i:05d}-{token}.parquet"
-            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
-            # petastorm (like Spark) keeps partition columns out of the files
-            pq.write_table(part.drop_columns(partition_by), os.path.join(root, rel), row_group_size=ROW_GROUP_ROWS)
-            written.append(rel)
-        return written
+    def commit_staged(
+        self, location: str, schema: TensorSchema, staging: str, new_files: Sequence[str], *, mode: str
+    ) -> int:
+        """Make staged files the next version: link the previous version's files (append) and the new ones
+        into a fresh directory with its ``_common_metadata``, then rename it to ``v<n>`` (atomic)."""
+        while True:
+            dirs = version_dirs(location)
+            previous = max(dirs) if dirs else None
+            base = None
+            if previous is not None:
+                base = os.path.join(location, dirs[previous])
+            elif os.path.isfile(os.path.join(location, COMMON_METADATA)):
+                raise DalError(
+                    f"{location} is a Petastorm dataset dal did not write (adopted as version 0); "
+                    "appending to it is not supported yet: write a new dataset"
+                )
+            attempt = os.path.join(location, f"_staging_{uuid.uuid4().hex}")
+            os.makedirs(attempt)
+            if mode == "append" and base is not None:
+                _link_tree(base, attempt)
+            for rel in new_files:
+                dst = os.path.join(attempt, rel)
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                os.link(os.path.join(staging, rel), dst)
+            _write_common_metadata(attempt, schema)
+            number = 0 if previous is None else previous + 1
+            try:
+                os.rename(attempt, os.path.join(location, f"v{number}"))  # atomic; fails if taken
+                return number
+            except OSError:
+                shutil.rmtree(attempt, ignore_errors=True)  # another writer took v<number>; retry
 
     # -- describing versions ----------------------------------------------------------------------
 
@@ -310,6 +296,32 @@ class PetastormFormat(Format):
             location,
             storage_options,
         )
+
+
+def write_files(root: str, table: pa.Table, partition_by: list[str], prefix: str = "part") -> list[str]:
+    """Write an encoded table under ``root``, one file per partition value; return the relative paths."""
+    token = uuid.uuid4().hex
+    groups: dict[tuple[tuple[str, str | None], ...], pa.Table] = {}
+    if partition_by:
+        keys = table.select(partition_by).group_by(partition_by).aggregate([]).to_pylist()
+        for combo in keys:
+            mask = None
+            for c in partition_by:
+                term = pc.is_null(table[c]) if combo[c] is None else pc.equal(table[c], combo[c])
+                mask = term if mask is None else pc.and_(mask, term)
+            groups[tuple((c, partition_string(combo[c])) for c in partition_by)] = table.filter(mask)
+    else:
+        groups[()] = table
+    written = []
+    for i, (values, part) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
+        directory = "/".join(f"{c}={NULL_PARTITION if v is None else v}" for c, v in values)
+        name = f"{prefix}-{i:05d}-{token}.parquet"
+        rel = f"{directory}/{name}" if directory else name
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        # petastorm (like Spark) keeps partition columns out of the files
+        pq.write_table(part.drop_columns(partition_by), os.path.join(root, rel), row_group_size=ROW_GROUP_ROWS)
+        written.append(rel)
+    return written
 
 
 def _link_tree(src: str, dst: str) -> None:

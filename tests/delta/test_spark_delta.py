@@ -24,14 +24,6 @@ from dal.errors import SchemaMismatch, UnsupportedFeature
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(scope="session")
-def spark() -> Any:
-    session = get_spark(master="local[2]")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-
-
 def sensor_frame(spark: Any, n: int = 600, start: int = 0, parts: int = 4) -> Any:
     from pyspark.sql import functions as F
 

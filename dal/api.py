@@ -7,6 +7,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from catalog import Catalog, DatasetNotFound, VersionConflict, VersionInfo, VersionRef, default_url
 from catalog.types import validate_name, validate_tag
 from dal import io
@@ -199,7 +202,13 @@ def _write_petastorm(
         from dal.adapters.spark import write_petastorm
 
         return write_petastorm(data, fmt, location, schema, mode=opts.mode, partition_by=partition_by)
-    table = fmt.encode(schema, _columns(data), partition_by)  # validates every value before anything is written
+    columns = _columns(data)
+    for f in schema:  # Arrow and Spark hand tensors over as nested lists
+        if f.shape != () and f.name in columns:
+            columns[f.name] = [
+                v if v is None or isinstance(v, np.ndarray) else np.asarray(v, dtype=f.dtype) for v in columns[f.name]
+            ]
+    table = fmt.encode(schema, columns, partition_by)  # validates every value before anything is written
     return int(fmt.write_tensors(location, schema, table, mode=opts.mode, partition_by=partition_by))
 
 
@@ -209,6 +218,8 @@ def _columns(data: Any) -> dict[str, list[Any]]:
         return {str(c): list(data[c]) for c in data.columns}
     if isinstance(data, dict):
         return {str(k): list(v) for k, v in data.items()}
+    if isinstance(data, pa.Table | pa.RecordBatch):
+        return {str(n): data.column(n).to_pylist() for n in data.schema.names}
     if isinstance(data, list) and all(isinstance(r, dict) for r in data):
         names = list(data[0]) if data else []
         return {n: [r.get(n) for r in data] for n in names}

@@ -51,6 +51,16 @@ def test_only_adapters_import_frameworks() -> None:
     assert offenders == []
 
 
+def test_petastorm_is_never_imported() -> None:
+    """petastorm cannot live beside a current pyarrow: dal implements its format instead."""
+    offenders = [
+        str(p.relative_to(REPO))
+        for p in [*(REPO / "dal").rglob("*.py"), *(REPO / "catalog").rglob("*.py")]
+        if "petastorm" in imports(p, top_level_only=False)
+    ]
+    assert offenders == []
+
+
 def test_missing_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
     real_import = builtins.__import__
 

@@ -78,6 +78,7 @@ _FORMATS: dict[str, tuple[str, str, str]] = {
     # name: (module, class, extra to install)
     "delta": ("dal.formats.delta", "DeltaFormat", "delta"),
     "petastorm": ("dal.formats.petastorm", "PetastormFormat", "images"),
+    "parquet": ("dal.formats.parquet", "ParquetFormat", "pandas"),
 }
 
 

@@ -11,6 +11,7 @@ A dataset petastorm wrote (``dal.register``) is adopted as version 0 at its own 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -232,44 +233,12 @@ class PetastormFormat(Format):
         directory = self._dir_of(location, n)
         tensors = read_schema(directory)
         files = _data_files(directory)
-        parts = [k for k, _ in _partition_values(files[0])] if files else []
-        by_part: dict[tuple[tuple[str, str | None], ...], list[int]] = defaultdict(lambda: [0, 0, 0])
-        rows = size = 0
-        for rel in files:
-            full = os.path.join(directory, rel)
-            n_rows = pq.read_metadata(full).num_rows
-            n_bytes = os.path.getsize(full)
-            rows += n_rows
-            size += n_bytes
-            acc = by_part[_partition_values(rel)]
-            acc[0] += n_rows
-            acc[1] += 1
-            acc[2] += n_bytes
-        schema = tensors.to_catalog()
-        committed = datetime.fromtimestamp(os.path.getmtime(os.path.join(directory, COMMON_METADATA)), UTC)
-        if previous is None:
-            operation = "create"
-        elif previous != schema:
-            operation = "schema-change"
-        else:
-            prev_dir = self._dir_of(location, n - 1) if n > 0 else None
-            operation = "append" if prev_dir and set(_data_files(prev_dir)) <= set(files) else "overwrite"
-        return VersionDraft(
-            operation=operation,
-            schema=schema,
-            row_count=rows,
-            file_count=len(files),
-            size_bytes=size,
-            storage_version=n,
-            committed_at=committed,
-            partition_columns=tuple(parts),
-            partitions=tuple(
-                Partition(k, r, f, b) for k, (r, f, b) in sorted(by_part.items(), key=lambda kv: str(kv[0]))
-            )
-            if parts
-            else (),
-            properties={"unischema": tensors.name, "path": os.path.relpath(directory, location)},
-        )
+        draft = describe_files(directory, files, tensors.to_catalog(), previous=previous, number=n)
+        operation = draft.operation
+        if operation == "append" and n > 0 and not set(_data_files(self._dir_of(location, n - 1))) <= set(files):
+            operation = "overwrite"
+        props = {"unischema": tensors.name, "path": os.path.relpath(directory, location)}
+        return dataclasses.replace(draft, operation=operation, properties=props)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -322,6 +291,37 @@ def write_files(root: str, table: pa.Table, partition_by: list[str], prefix: str
         pq.write_table(part.drop_columns(partition_by), os.path.join(root, rel), row_group_size=ROW_GROUP_ROWS)
         written.append(rel)
     return written
+
+
+def describe_files(
+    directory: str, files: Sequence[str], schema: Schema, *, previous: Schema | None, number: int
+) -> VersionDraft:
+    """A version draft for the Parquet files of a directory: rows from the footers, hive partitions."""
+    parts = [k for k, _ in _partition_values(files[0])] if files else []
+    by_part: dict[tuple[tuple[str, str | None], ...], list[int]] = defaultdict(lambda: [0, 0, 0])
+    rows = size = 0
+    for rel in files:
+        full = os.path.join(directory, rel)
+        n_rows, n_bytes = pq.read_metadata(full).num_rows, os.path.getsize(full)
+        rows, size = rows + n_rows, size + n_bytes
+        acc = by_part[_partition_values(rel)]
+        acc[0], acc[1], acc[2] = acc[0] + n_rows, acc[1] + 1, acc[2] + n_bytes
+    marker = os.path.join(directory, COMMON_METADATA)
+    stamp = os.path.getmtime(marker if os.path.exists(marker) else directory)
+    operation = "create" if previous is None else ("schema-change" if previous != schema else "append")
+    return VersionDraft(
+        operation=operation,
+        schema=schema,
+        row_count=rows,
+        file_count=len(files),
+        size_bytes=size,
+        storage_version=number,
+        committed_at=datetime.fromtimestamp(stamp, UTC),
+        partition_columns=tuple(parts),
+        partitions=tuple(Partition(k, r, f, b) for k, (r, f, b) in sorted(by_part.items(), key=lambda kv: str(kv[0])))
+        if parts
+        else (),
+    )
 
 
 def _link_tree(src: str, dst: str) -> None:

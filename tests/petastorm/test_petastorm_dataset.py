@@ -177,3 +177,35 @@ def test_a_killed_writer_leaves_no_version(cat: Catalog, tmp_path: Path) -> None
     assert [v.number for v in cat.versions("cam.frames")] == [0] and ids() == [0, 1, 2]
     assert dal.write(frames(1, 50), "cam.frames", format="petastorm").number == 1
     assert ids() == [0, 1, 2, 50]
+
+
+def test_arrow_tables_with_nested_lists_are_accepted(cat: Catalog) -> None:
+    table = pa.table({
+        "id": pa.array([1, 2], pa.int64()),
+        "camera": ["cam0", "cam1"],
+        "depth": [np.full((4, 4), 1.5).tolist(), np.full((4, 4), 2.5).tolist()],
+        "rgb": [np.full((6, 8, 3), 7).tolist(), np.full((6, 8, 3), 9).tolist()],
+    })  # fmt: skip
+    dal.write(table, "cam.arrow", format="petastorm", schema=SCHEMA)
+    got = dal.open("cam.arrow").to_numpy()
+    assert got["depth"].dtype == np.float32 and got["rgb"].dtype == np.uint8
+    np.testing.assert_array_equal(got["rgb"][np.argsort(got["id"])][1], np.full((6, 8, 3), 9, np.uint8))
+
+
+def test_plain_parquet_is_registered_explicitly(cat: Catalog, tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    for day, n in (("2026-01-01", 3), ("2026-01-02", 2)):
+        (plain / f"day={day}").mkdir(parents=True)
+        pq.write_table(pa.table({"v": list(range(n))}), plain / f"day={day}" / "part-0.parquet")
+    (v,) = dal.register("x.plain", str(plain), format="parquet")
+    assert (v.row_count, v.file_count, v.partition_columns) == (5, 2, ("day",))
+    rows = dal.open("x.plain").to_arrow().to_pylist()
+    assert sorted((r["day"], r["v"]) for r in rows) == [
+        ("2026-01-01", 0),
+        ("2026-01-01", 1),
+        ("2026-01-01", 2),
+        ("2026-01-02", 0),
+        ("2026-01-02", 1),
+    ]
+    with pytest.raises(dal.DalError, match="read-only"):
+        dal.write(pa.table({"v": [1]}), "x.plain", format="parquet")

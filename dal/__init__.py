@@ -11,6 +11,8 @@ from dal.api import get_catalog, open, register, sync, write
 from dal.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec
 from dal.dataset import Dataset
 from dal.errors import DalError
+from dal.expr import col
+from dal.scan import Scan
 from dal.tensors import TensorField, TensorSchema
 
 __version__ = "0.1.0"
@@ -21,9 +23,11 @@ __all__ = [
     "ImageCodec",
     "NdarrayCodec",
     "ScalarCodec",
+    "Scan",
     "TensorField",
     "TensorSchema",
     "__version__",
+    "col",
     "errors",
     "get_catalog",
     "open",

@@ -18,6 +18,9 @@ from dal.formats.base import DataFile, Format, get_format
 if TYPE_CHECKING:
     import pandas as pd
 
+    from dal.scan import Scan
+    from dal.sharding import Remainder
+
 
 def _is_1d(values: Any) -> bool:
     import numpy as np
@@ -126,6 +129,29 @@ class Dataset:
 
     def count(self) -> int:
         return self.version.row_count
+
+    # -- the reader: each call returns an immutable Scan (see dal.scan) ---------------------------
+
+    def scan(self) -> Scan:
+        """A Scan of this whole version, to narrow with select / filter / window / shard / shuffle."""
+        from dal.scan import Scan
+
+        return Scan(self)
+
+    def select(self, *columns: str) -> Scan:
+        return self.scan().select(*columns)
+
+    def filter(self, condition: Any) -> Scan:
+        return self.scan().filter(condition)
+
+    def window(self, start: Any, end: Any, column: str | None = None) -> Scan:
+        return self.scan().window(start, end, column)
+
+    def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> Scan:
+        return self.scan().shard(rank, world_size, remainder)
+
+    def shuffle(self, seed: int, buffer_size: int = 10_000) -> Scan:
+        return self.scan().shuffle(seed, buffer_size)
 
     def to_spark(self, spark: Any = None) -> Any:
         """This exact version as a Spark DataFrame (delta-spark ``versionAsOf`` when its classes are present,

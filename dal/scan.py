@@ -1,0 +1,453 @@
+"""Scan: an immutable reading plan over one pinned version.
+
+    scan = (dal.open("weather.radar", "prod").scan()
+            .select("ts", "station", "reflectivity")
+            .filter("station = 'YUL' AND label >= 0")
+            .window("2026-01-01", "2026-01-02")
+            .shard(rank, world_size)
+            .shuffle(seed=42, buffer_size=10_000))
+    for batch in scan.iter_batches(1024, num_epochs=3): ...
+
+Every builder call returns a new Scan and validates its arguments (unknown columns, type mismatches,
+malformed SQL, a bad rank, an empty window) before any data is read. ``plan()`` turns the scan into
+ReadTasks: files whose partitions the filter or window rule out are dropped, then row groups whose
+statistics rule them out; sharding and shuffling are list arithmetic over the remaining tasks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from dal import expr as E
+from dal.errors import FilterError
+from dal.formats.base import DataFile
+from dal.formats.fragments import dataset_from_files, partition_expression
+from dal.sharding import Remainder, assign, share
+from dal.tasks import ReadTask
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dal.dataset import Dataset
+
+DATE_PARTITION_NAMES = ("date", "day", "dt", "ds")
+PREFETCH_BATCHES = 4
+
+
+def _as_datetime(value: datetime | date | str, what: str) -> datetime:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise FilterError(f"{what} {value!r} is not an ISO date or timestamp") from None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if not isinstance(value, datetime):
+        raise FilterError(f"{what} must be a datetime, date or ISO string, not {type(value).__name__}")
+    return value if value.tzinfo else value.replace(tzinfo=UTC)  # naive = UTC, as everywhere in dal
+
+
+@dataclass(frozen=True)
+class Window:
+    start: datetime
+    end: datetime
+    column: str
+
+
+@dataclass(frozen=True)
+class Scan:
+    """A plan for reading one pinned version; nothing is read until a terminal call."""
+
+    dataset: Dataset
+    columns: tuple[str, ...] | None = None
+    filters: tuple[E.Expr, ...] = ()
+    window_: Window | None = None
+    shard_: tuple[int, int, Remainder] | None = None
+    shuffle_: tuple[int, int] | None = None  # (seed, buffer rows)
+    epoch: int = 0
+    _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    @cached_property
+    def arrow_schema(self) -> pa.Schema:
+        ds = self.dataset
+        return ds._format.arrow_schema(ds.location, ds.version, ds.storage_options)
+
+    def _check_columns(self, names: Sequence[str], what: str) -> None:
+        import difflib
+
+        for n in names:
+            if n not in self.arrow_schema.names:
+                close = difflib.get_close_matches(n, self.arrow_schema.names, n=3)
+                hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+                raise FilterError(f"unknown column {n!r} in {what} of {self.dataset.name}{hint}")
+
+    # -- builder --------------------------------------------------------------------------------
+
+    def select(self, *columns: str) -> Scan:
+        """Read only these columns (only their bytes are read)."""
+        if len(columns) == 1 and not isinstance(columns[0], str):
+            columns = tuple(columns[0])
+        self._check_columns(columns, "select")
+        return replace(self, columns=tuple(columns), _cache={})
+
+    def filter(self, condition: E.Expr | str) -> Scan:
+        """Keep rows matching ``condition`` (``dal.col`` expressions or a SQL WHERE string); several
+        filters combine with AND."""
+        bound = E.bind(E.as_expr(condition), self.arrow_schema)
+        return replace(self, filters=(*self.filters, bound), _cache={})
+
+    def window(self, start: datetime | date | str, end: datetime | date | str, column: str | None = None) -> Scan:
+        """Rows with ``start <= column < end`` on the time column (the dataset's, unless named).
+
+        Prunes time-partitioned directories (``date=…``, ``date=…/hour=…``, epoch seconds) and row groups.
+        """
+        column = column or self.dataset.info.time_column
+        if column is None:
+            raise FilterError(f"{self.dataset.name} has no time column; pass window(..., column='ts')")
+        self._check_columns([column], "window")
+        lo, hi = _as_datetime(start, "window start"), _as_datetime(end, "window end")
+        if lo >= hi:
+            raise FilterError(f"empty window: start {lo.isoformat()} is not before end {hi.isoformat()}")
+        typ = self.arrow_schema.field(column).type
+        if not (pa.types.is_timestamp(typ) or pa.types.is_date(typ) or pa.types.is_integer(typ)):
+            raise FilterError(f"window column {column!r} is {typ}; it must be a timestamp, date or epoch seconds")
+        return replace(self, window_=Window(lo, hi, column), _cache={})
+
+    def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> Scan:
+        """This rank's share of the rows: disjoint from other ranks', deterministic, and by default the
+        same number of rows on every rank (``remainder``: "pad" | "drop" | "keep", see dal.sharding)."""
+        if not isinstance(world_size, int) or world_size < 1:
+            raise FilterError(f"world_size must be a positive int, got {world_size!r}")
+        if not isinstance(rank, int) or not 0 <= rank < world_size:
+            raise FilterError(f"rank must be in [0, {world_size}), got {rank!r}")
+        if remainder not in ("pad", "drop", "keep"):
+            raise FilterError(f"remainder must be 'pad', 'drop' or 'keep', not {remainder!r}")
+        return replace(self, shard_=(rank, world_size, remainder), _cache={})
+
+    def shuffle(self, seed: int, buffer_size: int = 10_000) -> Scan:
+        """Permute row groups per epoch and mix rows through a buffer of ``buffer_size`` rows.
+
+        The same seed and epoch give the same order on every rank and every run."""
+        if buffer_size < 1:
+            raise FilterError("buffer_size must be >= 1")
+        return replace(self, shuffle_=(int(seed), int(buffer_size)), _cache={})
+
+    def set_epoch(self, epoch: int) -> Scan:
+        """The scan for another epoch (a new order when shuffling)."""
+        return replace(self, epoch=int(epoch), _cache={})
+
+    # -- planning --------------------------------------------------------------------------------
+
+    @property
+    def row_filter(self) -> pc.Expression | None:
+        exprs = list(self.filters)
+        if self.window_ is not None:
+            exprs.append(self._window_expr(self.window_))
+        if not exprs:
+            return None
+        out = exprs[0]
+        for e in exprs[1:]:
+            out = E.And(out, e)
+        return E.to_arrow(out, self.arrow_schema)
+
+    def _window_expr(self, w: Window) -> E.Expr:
+        typ = self.arrow_schema.field(w.column).type
+        lo: Any
+        hi: Any
+        if pa.types.is_integer(typ):
+            lo, hi = int(w.start.timestamp()), int(w.end.timestamp())
+            if w.end.timestamp() > hi:
+                hi += 1
+        else:
+            lo, hi = w.start, w.end
+        return E.bind(E.And(E.Col(w.column) >= lo, E.Col(w.column) < hi), self.arrow_schema)
+
+    @cached_property
+    def _pa_dataset(self) -> pads.FileSystemDataset:
+        ds = self.dataset
+        return dataset_from_files(self._files(), self.arrow_schema, ds.location, ds.storage_options)
+
+    def _files(self) -> list[DataFile]:
+        files = self.dataset.files()
+        if self.window_ is not None:
+            files = _prune_time_partitions(files, self.window_)
+        return files
+
+    def _all_tasks(self) -> list[ReadTask]:
+        """Every row group that partitions and statistics do not rule out, in a deterministic order."""
+        key = "tasks"
+        if key not in self._cache:
+            flt = self.row_filter
+            tasks = []
+            uri_of = {f.uri: f for f in self._files()}
+            paths = {self._local_path(u): u for u in uri_of}
+            for fragment in self._pa_dataset.get_fragments(filter=flt if flt is not None else pc.scalar(True)):
+                uri = paths.get(fragment.path, fragment.path)
+                values = uri_of[uri].partition_values if uri in uri_of else ()
+                pieces = (
+                    fragment.split_by_row_group(filter=flt, schema=self.arrow_schema)
+                    if flt is not None
+                    else fragment.split_by_row_group(schema=self.arrow_schema)
+                )
+                for piece in pieces:
+                    for rg in piece.row_groups:
+                        tasks.append(ReadTask(uri, rg.id, values, rg.num_rows))
+            tasks.sort(key=lambda t: (t.uri, t.row_group))
+            self._cache[key] = tasks
+        return list(self._cache[key])
+
+    def _local_path(self, uri: str) -> str:
+        from dal import io
+
+        return io.filesystem(uri, self.dataset.storage_options)[1]
+
+    def _matching_rows(self, tasks: Sequence[ReadTask]) -> list[int]:
+        """Rows per task that pass the filter (a read of the filter columns only when there is a filter)."""
+        flt = self.row_filter
+        if flt is None:
+            return [t.num_rows for t in tasks]
+        return [self._fragment(t).count_rows(filter=flt) for t in tasks]
+
+    def plan(self) -> list[ReadTask]:
+        """The ReadTasks this scan reads, for its epoch and (when sharded) its rank, in reading order."""
+        tasks = self._all_tasks()
+        if self.shuffle_ is not None:
+            rng = np.random.default_rng([self.shuffle_[0], self.epoch])
+            tasks = [tasks[i] for i in rng.permutation(len(tasks))]
+        if self.shard_ is None:
+            return tasks
+        rank, world, remainder = self.shard_
+        counts = self._matching_rows(tasks)
+        ranges = share(sum(counts), rank, world, remainder)
+        return [tasks[i].slice(offset, length) for i, offset, length in assign(counts, ranges)]
+
+    def split(self, index: int, parts: int) -> list[ReadTask]:
+        """One of ``parts`` disjoint pieces of this scan's plan (e.g. a DataLoader worker's), by rows."""
+        tasks = self.plan()
+        counts = [
+            t.length if t.length is not None else n for t, n in zip(tasks, self._matching_rows(tasks), strict=True)
+        ]
+        ranges = share(sum(counts), index, parts, "keep")
+        return [tasks[i].slice(offset, length) for i, offset, length in assign(counts, ranges)]
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _fragment(self, task: ReadTask) -> pads.ParquetFileFragment:
+        fmt = pads.ParquetFileFormat()
+        return fmt.make_fragment(
+            self._local_path(task.uri),
+            filesystem=self._pa_dataset.filesystem,
+            partition_expression=partition_expression(task.partition_values, self.arrow_schema),
+            row_groups=[task.row_group],
+        )
+
+    def _read_task(self, task: ReadTask, batch_size: int) -> Iterator[pa.RecordBatch]:
+        batches = self._fragment(task).to_batches(
+            schema=self.arrow_schema,
+            columns=list(self.columns) if self.columns is not None else None,
+            filter=self.row_filter,
+            batch_size=batch_size,
+            use_threads=True,
+        )
+        skip, take = task.offset, task.length
+        for batch in batches:
+            if skip >= batch.num_rows:
+                skip -= batch.num_rows
+                continue
+            if skip:
+                batch, skip = batch.slice(skip), 0
+            if take is not None:
+                if take <= 0:
+                    break
+                batch = batch.slice(0, take)
+                take -= batch.num_rows
+            if batch.num_rows:
+                yield batch
+
+    def _stream(self, tasks: Sequence[ReadTask], batch_size: int) -> Iterator[pa.RecordBatch]:
+        for task in tasks:
+            yield from self._read_task(task, batch_size)
+
+    def iter_batches(
+        self, batch_size: int = 65_536, *, num_epochs: int = 1, tasks: Sequence[ReadTask] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """Record batches of exactly ``batch_size`` rows (the last of each epoch may be shorter).
+
+        Reads ahead on a background thread (one core decodes while another fetches). With ``num_epochs``,
+        epochs run ``epoch, epoch+1, …`` (each reshuffled when shuffling).
+        """
+        if batch_size < 1:
+            raise FilterError("batch_size must be >= 1")
+        from dal.dataset import _translate_missing
+
+        for e in range(num_epochs):
+            scan = self.set_epoch(self.epoch + e) if e else self
+            plan = list(tasks) if tasks is not None and e == 0 else scan.plan()
+            stream = _prefetch(scan._stream(plan, batch_size))
+            if scan.shuffle_ is not None:
+                seed, buffer = scan.shuffle_
+                rank = scan.shard_[0] if scan.shard_ else 0
+                stream = _shuffle_rows(stream, buffer, np.random.default_rng([seed, scan.epoch, rank, 1]))
+            with _translate_missing(self.dataset):
+                yield from _rebatch(stream, batch_size)
+
+    def to_arrow(self) -> pa.Table:
+        batches = list(self.iter_batches())
+        if not batches:
+            names = self.columns if self.columns is not None else self.arrow_schema.names
+            return pa.Table.from_batches([], schema=pa.schema([self.arrow_schema.field(n) for n in names]))
+        return pa.Table.from_batches(batches)
+
+    def to_pandas(self) -> pd.DataFrame:
+        return self.to_arrow().to_pandas()
+
+    def to_numpy(self) -> dict[str, Any]:
+        """Columns as NumPy, tensor fields decoded (see ``Dataset.to_numpy``)."""
+        return self.dataset._decode(self.to_arrow())
+
+    def count(self) -> int:
+        """Rows this scan yields (counts matching rows when filtered; no data columns are read)."""
+        plan = self.plan()
+        return sum(
+            t.length if t.length is not None else n for t, n in zip(plan, self._matching_rows(plan), strict=True)
+        )
+
+    def bytes_planned(self) -> int:
+        """Compressed bytes of the column chunks this scan reads (for measuring pruning)."""
+        import pyarrow.parquet as pq
+
+        wanted = set(self.columns) if self.columns is not None else None
+        total = 0
+        footers: dict[str, Any] = {}
+        for t in self.plan():
+            if t.uri not in footers:
+                fragment = self._fragment(t)
+                footers[t.uri] = pq.ParquetFile(fragment.path, filesystem=self._pa_dataset.filesystem).metadata
+            rg = footers[t.uri].row_group(t.row_group)
+            for c in range(rg.num_columns):
+                chunk = rg.column(c)
+                if wanted is None or chunk.path_in_schema.split(".")[0] in wanted:
+                    total += chunk.total_compressed_size
+        return total
+
+
+def _prune_time_partitions(files: list[DataFile], w: Window) -> list[DataFile]:
+    """Drop files whose time partition (date=…, date=…/hour=…, or epoch seconds of the window column)
+    lies wholly outside the window; files with no recognisable time partition are kept."""
+    epoch_values = sorted(
+        {int(v) for f in files for k, v in f.partition_values if k == w.column and v and v.lstrip("-").isdigit()}
+    )
+    step = min((b - a for a, b in itertools.pairwise(epoch_values)), default=None)
+
+    def interval(f: DataFile) -> tuple[datetime, datetime] | None:
+        values = dict(f.partition_values)
+        for name in DATE_PARTITION_NAMES:
+            v = values.get(name)
+            if v:
+                try:
+                    day = datetime.fromisoformat(v[:10]).replace(tzinfo=UTC)
+                except ValueError:
+                    continue
+                hour = values.get("hour")
+                if hour is not None and hour.isdigit():
+                    lo = day + timedelta(hours=int(hour))
+                    return lo, lo + timedelta(hours=1)
+                return day, day + timedelta(days=1)
+        v = values.get(w.column)
+        if v and v.lstrip("-").isdigit() and step:
+            lo = datetime.fromtimestamp(int(v), UTC)
+            return lo, lo + timedelta(seconds=step)
+        return None
+
+    kept = []
+    for f in files:
+        span = interval(f)
+        if span is None or (span[0] < w.end and span[1] > w.start):
+            kept.append(f)
+    return kept
+
+
+def _prefetch(source: Iterator[pa.RecordBatch], depth: int = PREFETCH_BATCHES) -> Iterator[pa.RecordBatch]:
+    """Read ``source`` on a background thread, at most ``depth`` batches ahead (bounded memory)."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in source:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as e:  # handed to the consumer
+            q.put(e)
+
+    thread = threading.Thread(target=produce, daemon=True, name="dal-prefetch")
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+
+
+def _shuffle_rows(stream: Iterator[pa.RecordBatch], buffer: int, rng: np.random.Generator) -> Iterator[pa.RecordBatch]:
+    """Mix rows through a buffer of about ``buffer`` rows; emits random halves as it fills (bounded)."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for batch in stream:
+        pending.append(batch)
+        held += batch.num_rows
+        if held >= buffer:
+            table = pa.Table.from_batches(pending).combine_chunks()
+            order = rng.permutation(table.num_rows)
+            out, keep = order[: table.num_rows // 2], order[table.num_rows // 2 :]
+            yield from table.take(pa.array(out)).to_batches()
+            rest = table.take(pa.array(keep))
+            pending, held = rest.to_batches(), rest.num_rows
+    if pending:
+        table = pa.Table.from_batches(pending)
+        yield from table.take(pa.array(rng.permutation(table.num_rows))).to_batches()
+
+
+def _rebatch(stream: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """Exactly ``size`` rows per batch (the last may be shorter)."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for batch in stream:
+        pending.append(batch)
+        held += batch.num_rows
+        while held >= size:
+            table = pa.Table.from_batches(pending)
+            yield table.slice(0, size).combine_chunks().to_batches()[0]
+            rest = table.slice(size)
+            pending, held = rest.to_batches(), rest.num_rows
+    if held:
+        batches = pa.Table.from_batches(pending).combine_chunks().to_batches()
+        if batches:
+            yield batches[0]

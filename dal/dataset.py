@@ -153,6 +153,9 @@ class Dataset:
     def shuffle(self, seed: int, buffer_size: int = 10_000) -> Scan:
         return self.scan().shuffle(seed, buffer_size)
 
+    def sequences(self, length: int, step: int = 1, **kwargs: Any) -> Iterator[pa.Table]:
+        return self.scan().sequences(length, step, **kwargs)
+
     def to_spark(self, spark: Any = None) -> Any:
         """This exact version as a Spark DataFrame (delta-spark ``versionAsOf`` when its classes are present,
         otherwise plain Parquet over this version's file list with partition columns restored)."""

@@ -326,6 +326,56 @@ class Scan:
             t.length if t.length is not None else n for t, n in zip(plan, self._matching_rows(plan), strict=True)
         )
 
+    def sequences(
+        self,
+        length: int,
+        step: int = 1,
+        *,
+        column: str | None = None,
+        by: str | None = None,
+        max_gap: timedelta | float | None = None,
+    ) -> Iterator[pa.Table]:
+        """Fixed-length, time-ordered windows of ``length`` rows, starting every ``step`` rows.
+
+        Windows never cross entities (``by``, e.g. a station id) and never span a jump in ``column``
+        larger than ``max_gap`` (like Petastorm's NGram delta threshold). The scan's rows are sorted by
+        (``by``, ``column``) in memory, so narrow the scan (select / window / shard) to what fits.
+
+        Raises:
+            FilterError: a bad length / step, or unknown columns.
+        """
+        if length < 1 or step < 1:
+            raise FilterError("sequences need length >= 1 and step >= 1")
+        column = column or self.dataset.info.time_column
+        if column is None:
+            raise FilterError(f"{self.dataset.name} has no time column; pass sequences(..., column='ts')")
+        keys = [c for c in (by, column) if c is not None]
+        self._check_columns(keys, "sequences")
+        scan = (
+            self
+            if self.columns is None
+            else replace(self, columns=tuple(dict.fromkeys([*self.columns, *keys])), _cache={})
+        )
+        table = scan.to_arrow().sort_by([(k, "ascending") for k in keys])
+        times = table.column(column)
+        if max_gap is not None:
+            gap = max_gap.total_seconds() if isinstance(max_gap, timedelta) else float(max_gap)
+            t = times.cast(pa.int64()).to_numpy() if not pa.types.is_integer(times.type) else times.to_numpy()
+            if pa.types.is_timestamp(times.type):
+                t = t / {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}[times.type.unit]
+            breaks = np.diff(t) > gap
+        else:
+            breaks = np.zeros(max(table.num_rows - 1, 0), dtype=bool)
+        if by is not None:
+            entity = table.column(by).to_numpy(zero_copy_only=False)
+            breaks |= entity[1:] != entity[:-1]
+        # segment starts: row 0 and every row after a break; windows stay inside one segment
+        starts = np.concatenate([[0], np.nonzero(breaks)[0] + 1]) if table.num_rows else np.array([], dtype=int)
+        ends = np.concatenate([starts[1:], [table.num_rows]]) if table.num_rows else np.array([], dtype=int)
+        for a, b in zip(starts, ends, strict=True):
+            for i in range(int(a), int(b) - length + 1, step):
+                yield table.slice(i, length)
+
     def bytes_planned(self) -> int:
         """Compressed bytes of the column chunks this scan reads (for measuring pruning)."""
         import pyarrow.parquet as pq

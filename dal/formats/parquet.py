@@ -52,7 +52,16 @@ class ParquetFormat(Format):
         if not files:
             raise FormatError(f"no Parquet files in {location}")
         schema = pq.read_schema(os.path.join(location, files[0]))
-        parts = [pa.field(k, pa.string()) for k, _ in _partition_values(files[0]) if k not in schema.names]
+        values: dict[str, set[str | None]] = {}
+        for rel in files:
+            for k, v in _partition_values(rel):
+                values.setdefault(k, set()).add(v)
+        # as pyarrow's hive discovery: integer-looking partition values are int64, others strings
+        parts = [
+            pa.field(k, pa.int64() if all(v is None or v.lstrip("-").isdigit() for v in vs) else pa.string())
+            for k, vs in values.items()
+            if k not in schema.names
+        ]
         return pa.schema(list(schema) + parts)
 
     def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:

@@ -50,6 +50,7 @@ class Dataset:
     info: DatasetInfo
     version: VersionInfo
     storage_options: Mapping[str, str] = field(default_factory=dict, repr=False)
+    _plans: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -72,8 +73,17 @@ class Dataset:
         return get_format(self.info.format)
 
     def files(self) -> list[DataFile]:
-        """The data files this version pins, in a deterministic order."""
-        return self._format.files(self.location, self.version, self.storage_options)
+        """The data files this version pins, in a deterministic order (listed once: a version is immutable)."""
+        if "files" not in self._plans:
+            self._plans["files"] = self._format.files(self.location, self.version, self.storage_options)
+        return list(self._plans["files"])
+
+    def arrow_schema(self) -> pa.Schema:
+        """The Arrow schema of this version (partition columns included; tensor fields as stored)."""
+        if "schema" not in self._plans:
+            self._plans["schema"] = self._format.arrow_schema(self.location, self.version, self.storage_options)
+        schema: pa.Schema = self._plans["schema"]
+        return schema
 
     def arrow_dataset(self) -> pads.Dataset:
         """A pyarrow dataset over exactly this version's files (partition columns restored)."""

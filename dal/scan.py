@@ -20,7 +20,7 @@ import itertools
 import queue
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -77,14 +77,12 @@ class Scan:
     shard_: tuple[int, int, Remainder] | None = None
     shuffle_: tuple[int, int] | None = None  # (seed, buffer rows)
     epoch: int = 0
-    _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     # -- schema ---------------------------------------------------------------------------------
 
-    @cached_property
+    @property
     def arrow_schema(self) -> pa.Schema:
-        ds = self.dataset
-        return ds._format.arrow_schema(ds.location, ds.version, ds.storage_options)
+        return self.dataset.arrow_schema()
 
     def _check_columns(self, names: Sequence[str], what: str) -> None:
         import difflib
@@ -102,13 +100,13 @@ class Scan:
         if len(columns) == 1 and not isinstance(columns[0], str):
             columns = tuple(columns[0])
         self._check_columns(columns, "select")
-        return replace(self, columns=tuple(columns), _cache={})
+        return replace(self, columns=tuple(columns))
 
     def filter(self, condition: E.Expr | str) -> Scan:
         """Keep rows matching ``condition`` (``dal.col`` expressions or a SQL WHERE string); several
         filters combine with AND."""
         bound = E.bind(E.as_expr(condition), self.arrow_schema)
-        return replace(self, filters=(*self.filters, bound), _cache={})
+        return replace(self, filters=(*self.filters, bound))
 
     def window(self, start: datetime | date | str, end: datetime | date | str, column: str | None = None) -> Scan:
         """Rows with ``start <= column < end`` on the time column (the dataset's, unless named).
@@ -125,7 +123,7 @@ class Scan:
         typ = self.arrow_schema.field(column).type
         if not (pa.types.is_timestamp(typ) or pa.types.is_date(typ) or pa.types.is_integer(typ)):
             raise FilterError(f"window column {column!r} is {typ}; it must be a timestamp, date or epoch seconds")
-        return replace(self, window_=Window(lo, hi, column), _cache={})
+        return replace(self, window_=Window(lo, hi, column))
 
     def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> Scan:
         """This rank's share of the rows: disjoint from other ranks', deterministic, and by default the
@@ -136,7 +134,7 @@ class Scan:
             raise FilterError(f"rank must be in [0, {world_size}), got {rank!r}")
         if remainder not in ("pad", "drop", "keep"):
             raise FilterError(f"remainder must be 'pad', 'drop' or 'keep', not {remainder!r}")
-        return replace(self, shard_=(rank, world_size, remainder), _cache={})
+        return replace(self, shard_=(rank, world_size, remainder))
 
     def shuffle(self, seed: int, buffer_size: int = 10_000) -> Scan:
         """Permute row groups per epoch and mix rows through a buffer of ``buffer_size`` rows.
@@ -144,11 +142,11 @@ class Scan:
         The same seed and epoch give the same order on every rank and every run."""
         if buffer_size < 1:
             raise FilterError("buffer_size must be >= 1")
-        return replace(self, shuffle_=(int(seed), int(buffer_size)), _cache={})
+        return replace(self, shuffle_=(int(seed), int(buffer_size)))
 
     def set_epoch(self, epoch: int) -> Scan:
         """The scan for another epoch (a new order when shuffling)."""
-        return replace(self, epoch=int(epoch), _cache={})
+        return replace(self, epoch=int(epoch))
 
     # -- planning --------------------------------------------------------------------------------
 
@@ -188,15 +186,20 @@ class Scan:
         return files
 
     def _all_tasks(self) -> list[ReadTask]:
-        """Every row group that partitions and statistics do not rule out, in a deterministic order."""
-        key = "tasks"
-        if key not in self._cache:
+        """Every row group that partitions and statistics do not rule out, in a deterministic order.
+
+        Cached on the Dataset per (filters, window): the pinned version never changes, so the footers
+        are read once however many scans and epochs follow."""
+        store = self._store
+        if "tasks" not in store:
             flt = self.row_filter
             tasks = []
             uri_of = {f.uri: f for f in self._files()}
             paths = {self._local_path(u): u for u in uri_of}
+            fragments: dict[str, pads.ParquetFileFragment] = {}
             for fragment in self._pa_dataset.get_fragments(filter=flt if flt is not None else pc.scalar(True)):
                 uri = paths.get(fragment.path, fragment.path)
+                fragments[uri] = fragment  # keeps its footer once split_by_row_group has read it
                 values = uri_of[uri].partition_values if uri in uri_of else ()
                 pieces = (
                     fragment.split_by_row_group(filter=flt, schema=self.arrow_schema)
@@ -207,8 +210,14 @@ class Scan:
                     for rg in piece.row_groups:
                         tasks.append(ReadTask(uri, rg.id, values, rg.num_rows))
             tasks.sort(key=lambda t: (t.uri, t.row_group))
-            self._cache[key] = tasks
-        return list(self._cache[key])
+            store["fragments"] = fragments
+            store["tasks"] = tasks
+        return list(store["tasks"])
+
+    @property
+    def _store(self) -> dict[str, Any]:
+        store: dict[str, Any] = self.dataset._plans.setdefault(repr((self.filters, self.window_)), {})
+        return store
 
     def _local_path(self, uri: str) -> str:
         from dal import io
@@ -233,7 +242,10 @@ class Scan:
         rank, world, remainder = self.shard_
         counts = self._matching_rows(tasks)
         ranges = share(sum(counts), rank, world, remainder)
-        return [tasks[i].slice(offset, length) for i, offset, length in assign(counts, ranges)]
+        return [
+            tasks[i] if offset == 0 and length == counts[i] else tasks[i].slice(offset, length)
+            for i, offset, length in assign(counts, ranges)
+        ]
 
     def split(self, index: int, parts: int) -> list[ReadTask]:
         """One of ``parts`` disjoint pieces of this scan's plan (e.g. a DataLoader worker's), by rows."""
@@ -246,13 +258,17 @@ class Scan:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def _fragment(self, task: ReadTask) -> pads.ParquetFileFragment:
-        fmt = pads.ParquetFileFormat()
-        return fmt.make_fragment(
+    def _fragment(self, task: ReadTask, row_groups: Sequence[int] | None = None) -> pads.ParquetFileFragment:
+        """The row groups of one file as a fragment, reusing the footer planning read when it can."""
+        groups = list(row_groups) if row_groups is not None else [task.row_group]
+        planned = self._store.get("fragments", {}).get(task.uri)
+        if planned is not None:
+            return planned.subset(row_group_ids=groups)
+        return pads.ParquetFileFormat().make_fragment(
             self._local_path(task.uri),
             filesystem=self._pa_dataset.filesystem,
             partition_expression=partition_expression(task.partition_values, self.arrow_schema),
-            row_groups=[task.row_group],
+            row_groups=groups,
         )
 
     def _read_task(self, task: ReadTask, batch_size: int) -> Iterator[pa.RecordBatch]:
@@ -279,8 +295,45 @@ class Scan:
                 yield batch
 
     def _stream(self, tasks: Sequence[ReadTask], batch_size: int) -> Iterator[pa.RecordBatch]:
+        """Runs of whole tasks go through one pyarrow scanner (its read-ahead decodes fragments in
+        parallel, in order); the few tasks cut by sharding are read one by one."""
+        run: list[ReadTask] = []
         for task in tasks:
+            if task.offset == 0 and task.length is None:
+                run.append(task)
+                continue
+            if run:
+                yield from self._read_run(run, batch_size)
+                run = []
             yield from self._read_task(task, batch_size)
+        if run:
+            yield from self._read_run(run, batch_size)
+
+    def _read_run(self, tasks: Sequence[ReadTask], batch_size: int) -> Iterator[pa.RecordBatch]:
+        # consecutive row groups of one file become one fragment (one open, one footer)
+        fragments = []
+        i = 0
+        while i < len(tasks):
+            j = i
+            while (
+                j + 1 < len(tasks)
+                and tasks[j + 1].uri == tasks[i].uri
+                and tasks[j + 1].row_group == tasks[j].row_group + 1
+            ):
+                j += 1
+            fragments.append(self._fragment(tasks[i], [t.row_group for t in tasks[i : j + 1]]))
+            i = j + 1
+        dataset = pads.FileSystemDataset(
+            fragments, self.arrow_schema, pads.ParquetFileFormat(), self._pa_dataset.filesystem
+        )
+        for batch in dataset.to_batches(
+            columns=list(self.columns) if self.columns is not None else None,
+            filter=self.row_filter,
+            batch_size=batch_size,
+            use_threads=True,
+        ):
+            if batch.num_rows:
+                yield batch
 
     def iter_batches(
         self, batch_size: int = 65_536, *, num_epochs: int = 1, tasks: Sequence[ReadTask] | None = None
@@ -351,11 +404,7 @@ class Scan:
             raise FilterError(f"{self.dataset.name} has no time column; pass sequences(..., column='ts')")
         keys = [c for c in (by, column) if c is not None]
         self._check_columns(keys, "sequences")
-        scan = (
-            self
-            if self.columns is None
-            else replace(self, columns=tuple(dict.fromkeys([*self.columns, *keys])), _cache={})
-        )
+        scan = self if self.columns is None else replace(self, columns=tuple(dict.fromkeys([*self.columns, *keys])))
         table = scan.to_arrow().sort_by([(k, "ascending") for k in keys])
         times = table.column(column)
         if max_gap is not None:

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 DATE_PARTITION_NAMES = ("date", "day", "dt", "ds")
 PREFETCH_BATCHES = 4
+# decoded bytes pyarrow may hold ahead of the consumer; sizes its read-ahead so memory stays bounded
+# whatever the row-group size of the data (measured: benchmarks/reader_bench.py, peak RSS rows)
+READAHEAD_BUDGET = 128 * 1024 * 1024
 
 
 def _as_datetime(value: datetime | date | str, what: str) -> datetime:
@@ -271,6 +274,38 @@ class Scan:
             row_groups=groups,
         )
 
+    def _scan_options(self) -> pads.ParquetFragmentScanOptions:
+        from dal import io
+
+        # pre-buffering whole column chunks saves round trips on object stores but doubles memory locally
+        return pads.ParquetFragmentScanOptions(pre_buffer=not io.is_local(self.dataset.location))
+
+    def _readahead(self, batch_size: int) -> tuple[int, int]:
+        """(fragments, batches) pyarrow may read ahead: as many as fit READAHEAD_BUDGET decoded bytes."""
+        store = self._store
+        if "row_group_bytes" not in store:
+            wanted = set(self.columns) if self.columns is not None else None
+            sizes, rows = [], []
+            for fragment in list(store.get("fragments", {}).values())[:8]:
+                md = fragment.metadata
+                for i in range(md.num_row_groups):
+                    rg = md.row_group(i)
+                    cols = [rg.column(c) for c in range(rg.num_columns)]
+                    sizes.append(
+                        sum(
+                            c.total_uncompressed_size
+                            for c in cols
+                            if wanted is None or c.path_in_schema.split(".")[0] in wanted
+                        )
+                    )
+                    rows.append(rg.num_rows)
+            store["row_group_bytes"] = (max(sizes) if sizes else 0, max(rows) if rows else 1)
+        rg_bytes, rg_rows = store["row_group_bytes"]
+        batch_bytes = rg_bytes * min(1.0, batch_size / max(rg_rows, 1))
+        fragments = int(max(1, min(4, READAHEAD_BUDGET // max(rg_bytes, 1))))
+        batches = int(max(2, min(16, READAHEAD_BUDGET // max(int(batch_bytes), 1))))
+        return fragments, batches
+
     def _read_task(self, task: ReadTask, batch_size: int) -> Iterator[pa.RecordBatch]:
         batches = self._fragment(task).to_batches(
             schema=self.arrow_schema,
@@ -278,6 +313,7 @@ class Scan:
             filter=self.row_filter,
             batch_size=batch_size,
             use_threads=True,
+            fragment_scan_options=self._scan_options(),
         )
         skip, take = task.offset, task.length
         for batch in batches:
@@ -326,11 +362,15 @@ class Scan:
         dataset = pads.FileSystemDataset(
             fragments, self.arrow_schema, pads.ParquetFileFormat(), self._pa_dataset.filesystem
         )
+        fragment_ahead, batch_ahead = self._readahead(batch_size)
         for batch in dataset.to_batches(
             columns=list(self.columns) if self.columns is not None else None,
             filter=self.row_filter,
             batch_size=batch_size,
             use_threads=True,
+            fragment_readahead=fragment_ahead,
+            batch_readahead=batch_ahead,
+            fragment_scan_options=self._scan_options(),
         ):
             if batch.num_rows:
                 yield batch

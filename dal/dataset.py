@@ -89,9 +89,16 @@ class Dataset:
         """A pyarrow dataset over exactly this version's files (partition columns restored)."""
         return self._format.arrow_dataset(self.location, self.version, self.storage_options)
 
+    def _scan_of(self, columns: list[str] | None) -> Scan:
+        return self.select(*columns) if columns is not None else self.scan()
+
     def to_arrow(self, columns: list[str] | None = None) -> pa.Table:
-        with _translate_missing(self):
-            return self.arrow_dataset().to_table(columns=columns)
+        """This version as one Arrow table (tensor fields as stored; see ``to_numpy`` for decoded)."""
+        return self._scan_of(columns).to_arrow()
+
+    def iter_batches(self, batch_size: int = 65_536, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """Stream record batches of ``batch_size`` rows (the last may be shorter), in file order."""
+        return self._scan_of(columns).iter_batches(batch_size)
 
     def to_pandas(self, columns: list[str] | None = None) -> pd.DataFrame:
         """A DataFrame; tensor fields (ndarray, image codecs) are decoded into NumPy arrays per cell."""
@@ -129,13 +136,6 @@ class Dataset:
         from dal.formats.petastorm import PetastormFormat
 
         return PetastormFormat().petastorm_url(self.location, self.version)
-
-    def iter_batches(self, batch_size: int = 65_536, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
-        """Stream record batches of at most ``batch_size`` rows, in file order."""
-        with _translate_missing(self):
-            for batch in self.arrow_dataset().to_batches(columns=columns, batch_size=batch_size):
-                if batch.num_rows:
-                    yield batch
 
     def count(self) -> int:
         return self.version.row_count

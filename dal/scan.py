@@ -236,7 +236,10 @@ class Scan:
 
     def plan(self) -> list[ReadTask]:
         """The ReadTasks this scan reads, for its epoch and (when sharded) its rank, in reading order."""
-        tasks = self._all_tasks()
+        from dal.dataset import _translate_missing
+
+        with _translate_missing(self.dataset):  # planning reads footers: a vacuumed file fails here
+            tasks = self._all_tasks()
         if self.shuffle_ is not None:
             rng = np.random.default_rng([self.shuffle_[0], self.epoch])
             tasks = [tasks[i] for i in rng.permutation(len(tasks))]

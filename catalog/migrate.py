@@ -71,14 +71,19 @@ def ensure_current(engine: Engine) -> None:
     """
     head = head_revision()
     with engine.connect() as conn:
+        if current_revision(conn) == head:
+            return  # the common case: no lock taken
+    # decide under the migration lock: otherwise a process could read "no revision" before another
+    # commits its first-use migration and then see that migration's tables (seen on PostgreSQL)
+    with engine.execution_options(dal_write=True).begin() as conn:
+        _lock(conn)
         current = current_revision(conn)
         if current == head:
             return
         tables = {t for t in inspect(conn).get_table_names() if t.startswith("dal_")} - {VERSION_TABLE}
-        fresh = current is None and not tables
-    if fresh:
-        upgrade(engine)
-        return
+        if current is None and not tables:
+            command.upgrade(_config(conn), "head")
+            return
     known = {s.revision for s in ScriptDirectory.from_config(_config()).walk_revisions()}
     if current is not None and current not in known:
         raise CatalogOutOfDate(

@@ -166,6 +166,10 @@ class Dataset:
     def sequences(self, length: int, step: int = 1, **kwargs: Any) -> Iterator[pa.Table]:
         return self.scan().sequences(length, step, **kwargs)
 
+    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
+        """This whole version as a torch IterableDataset (see ``Scan.to_torch``)."""
+        return self.scan().to_torch(batch_size, **kwargs)
+
     def to_spark(self, spark: Any = None) -> Any:
         """This exact version as a Spark DataFrame (delta-spark ``versionAsOf`` when its classes are present,
         otherwise plain Parquet over this version's file list with partition columns restored)."""

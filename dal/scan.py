@@ -379,12 +379,18 @@ class Scan:
                 yield batch
 
     def iter_batches(
-        self, batch_size: int = 65_536, *, num_epochs: int = 1, tasks: Sequence[ReadTask] | None = None
+        self,
+        batch_size: int = 65_536,
+        *,
+        num_epochs: int = 1,
+        tasks: Sequence[ReadTask] | None = None,
+        stream: int = 0,
     ) -> Iterator[pa.RecordBatch]:
         """Record batches of exactly ``batch_size`` rows (the last of each epoch may be shorter).
 
         Reads ahead on a background thread (one core decodes while another fetches). With ``num_epochs``,
-        epochs run ``epoch, epoch+1, …`` (each reshuffled when shuffling).
+        epochs run ``epoch, epoch+1, …`` (each reshuffled when shuffling). ``tasks`` reads part of the plan
+        (e.g. a DataLoader worker's ``split``); ``stream`` gives that part its own shuffle-buffer RNG.
         """
         if batch_size < 1:
             raise FilterError("batch_size must be >= 1")
@@ -393,13 +399,13 @@ class Scan:
         for e in range(num_epochs):
             scan = self.set_epoch(self.epoch + e) if e else self
             plan = list(tasks) if tasks is not None and e == 0 else scan.plan()
-            stream = _prefetch(scan._stream(plan, batch_size))
+            batches = _prefetch(scan._stream(plan, batch_size))
             if scan.shuffle_ is not None:
                 seed, buffer = scan.shuffle_
                 rank = scan.shard_[0] if scan.shard_ else 0
-                stream = _shuffle_rows(stream, buffer, np.random.default_rng([seed, scan.epoch, rank, 1]))
+                batches = _shuffle_rows(batches, buffer, np.random.default_rng([seed, scan.epoch, rank, 1 + stream]))
             with _translate_missing(self.dataset):
-                yield from _rebatch(stream, batch_size)
+                yield from _rebatch(batches, batch_size)
 
     def to_arrow(self) -> pa.Table:
         batches = list(self.iter_batches())
@@ -410,6 +416,12 @@ class Scan:
 
     def to_pandas(self) -> pd.DataFrame:
         return self.to_arrow().to_pandas()
+
+    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
+        """A ``torch.utils.data.IterableDataset`` of dicts of tensors (see ``dal.adapters.torch``)."""
+        from dal.adapters.torch import TorchDataset
+
+        return TorchDataset(self, batch_size, **kwargs)
 
     def to_numpy(self) -> dict[str, Any]:
         """Columns as NumPy, tensor fields decoded (see ``Dataset.to_numpy``)."""

@@ -29,6 +29,9 @@ def test_demo_registers_versions_and_browses_them(env: dict[str, str]) -> None:
     assert "demo-prod" in out.stdout and "temp_mean_1h" in out.stdout
     assert "float32[16, 16] (ndarray)" in out.stdout and "uint8[16, 16, 3] (image/png)" in out.stdout
     assert "weather.radar_frames: version 0 -> 48 frames" in out.stdout
+    # torch DDP on 2 ranks: equal, disjoint shares of the pinned version
+    assert "rank 0/2 epoch 1" in out.stdout and "rank 1/2 epoch 1" in out.stdout
+    assert "rows per rank [864, 864], rows seen by more than one rank: 0" in out.stdout
     assert "did you mean 'weather.sensor_features'" in out.stderr
     assert f"sqlite:///{env['DAL_HOME']}/catalog.db" in out.stdout  # the embedded default, in the data dir
     versions = json.loads(

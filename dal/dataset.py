@@ -170,6 +170,10 @@ class Dataset:
         """This whole version as a torch IterableDataset (see ``Scan.to_torch``)."""
         return self.scan().to_torch(batch_size, **kwargs)
 
+    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
+        """This whole version as a tf.data.Dataset (see ``Scan.to_tf``)."""
+        return self.scan().to_tf(batch_size, **kwargs)
+
     def to_spark(self, spark: Any = None) -> Any:
         """This exact version as a Spark DataFrame (delta-spark ``versionAsOf`` when its classes are present,
         otherwise plain Parquet over this version's file list with partition columns restored)."""

@@ -423,6 +423,18 @@ class Scan:
 
         return TorchDataset(self, batch_size, **kwargs)
 
+    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
+        """A prefetching ``tf.data.Dataset`` of dicts with a full element_spec (see ``dal.adapters.tf``)."""
+        from dal.adapters.tf import to_tf
+
+        return to_tf(self, batch_size, **kwargs)
+
+    def to_spark(self, spark: Any = None) -> Any:
+        """This scan as a Spark DataFrame of the pinned version, projection and filters pushed into Spark."""
+        from dal.adapters.spark import scan_to_spark
+
+        return scan_to_spark(self, spark)
+
     def to_numpy(self) -> dict[str, Any]:
         """Columns as NumPy, tensor fields decoded (see ``Dataset.to_numpy``)."""
         return self.dataset._decode(self.to_arrow())

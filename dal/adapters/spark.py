@@ -22,6 +22,7 @@ from dal.formats.base import Format, WriteOptions
 
 if TYPE_CHECKING:
     from dal.dataset import Dataset
+    from dal.scan import Scan
     from dal.tensors import TensorSchema
 
 DELTA_SPARK_CLASS = "io.delta.tables.DeltaTable"
@@ -219,6 +220,45 @@ def _encode_partition(staging: str, schema: TensorSchema, partition_by: list[str
         yield pa.RecordBatch.from_pylist([{"path": p} for p in out], schema=pa.schema([("path", pa.string())]))
 
     return run
+
+
+def scan_to_spark(scan: Scan, spark: Any = None) -> Any:
+    """The pinned version in Spark with the scan's filters and window as Spark predicates (so Spark pushes
+    them into its Parquet scan) and its projection as a select; sharding and shuffling are the reader's
+    business, not Spark's, and are ignored here."""
+    from pyspark.sql import functions as F
+
+    from dal import expr as E
+
+    df = read_version(scan.dataset, spark)
+    conditions = list(scan.filters)
+    if scan.window_ is not None:
+        conditions.append(scan._window_expr(scan.window_))
+
+    def value(x: E.Col | E.Lit) -> Any:
+        return F.col(x.name) if isinstance(x, E.Col) else F.lit(x.value)
+
+    def go(e: E.Expr) -> Any:
+        if isinstance(e, E.And):
+            return go(e.left) & go(e.right)
+        if isinstance(e, E.Or):
+            return go(e.left) | go(e.right)
+        if isinstance(e, E.Not):
+            return ~go(e.operand)
+        if isinstance(e, E.IsNull):
+            return F.col(e.column.name).isNull()
+        if isinstance(e, E.IsIn):
+            return F.col(e.column.name).isin([v.value for v in e.values])
+        if isinstance(e, E.Compare):
+            a, b = value(e.left), value(e.right)
+            return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
+        raise DalError(f"cannot translate {e!r} to Spark")
+
+    for c in conditions:
+        df = df.where(go(c))
+    if scan.columns is not None:
+        df = df.select(*scan.columns)
+    return df
 
 
 def read_version(dataset: Dataset, spark: Any = None) -> Any:

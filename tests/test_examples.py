@@ -42,3 +42,22 @@ def test_demo_registers_versions_and_browses_them(env: dict[str, str]) -> None:
     )  # fmt: skip
     assert [(v["operation"], v["row_count"]) for v in versions] == [("create", 576), ("append", 1152), ("append", 1728)]
     assert versions[-1]["tags"] == ["demo-prod"] and versions[-1]["partition_columns"] == ["date"]
+
+    # the other examples, on the same catalog
+    tf_run = subprocess.run(
+        [sys.executable, "examples/tf_train.py", "--epochs", "1"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert tf_run.returncode == 0, tf_run.stderr[-3000:]
+    assert "'temp_mean_1h': ([None], 'float64')" in tf_run.stdout and "trained on version 2" in tf_run.stdout
+    ranks = [
+        json.loads(subprocess.run([sys.executable, "examples/horovod_style.py", "--rank", str(r), "--size", "2"],
+                                  cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout)
+        for r in range(2)
+    ]  # fmt: skip
+    assert ranks[0]["rows"] == ranks[1]["rows"] == 576 // 2 and ranks[0]["steps"] == ranks[1]["steps"]
+    assert not set(ranks[0]["keys"]) & set(ranks[1]["keys"])

@@ -260,7 +260,10 @@ class Scan:
             t.length if t.length is not None else n for t, n in zip(tasks, self._matching_rows(tasks), strict=True)
         ]
         ranges = share(sum(counts), index, parts, "keep")
-        return [tasks[i].slice(offset, length) for i, offset, length in assign(counts, ranges)]
+        return [
+            tasks[i] if offset == 0 and length == counts[i] else tasks[i].slice(offset, length)
+            for i, offset, length in assign(counts, ranges)
+        ]
 
     # -- reading ---------------------------------------------------------------------------------
 

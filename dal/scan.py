@@ -232,7 +232,11 @@ class Scan:
         flt = self.row_filter
         if flt is None:
             return [t.num_rows for t in tasks]
-        return [self._fragment(t).count_rows(filter=flt) for t in tasks]
+        counted: dict[tuple[str, int], int] = self._store.setdefault("matching", {})
+        for t in tasks:
+            if (t.uri, t.row_group) not in counted:
+                counted[(t.uri, t.row_group)] = self._fragment(t).count_rows(filter=flt)
+        return [counted[(t.uri, t.row_group)] for t in tasks]
 
     def plan(self) -> list[ReadTask]:
         """The ReadTasks this scan reads, for its epoch and (when sharded) its rank, in reading order."""

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
+from catalog import Catalog
+
 PG_URL = os.environ.get("DAL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -72,6 +74,19 @@ def catalog_url(request: pytest.FixtureRequest) -> str:
     """Each catalog test runs once on SQLite and once on the real PostgreSQL."""
     name = "sqlite_url" if request.param == "sqlite" else "pg_url"
     return str(request.getfixturevalue(name))
+
+
+def use_catalog(url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> Catalog:
+    """Point dal's defaults at ``url`` and a fresh warehouse under ``tmp_path`` for one test."""
+    monkeypatch.setenv("DAL_CATALOG_URL", url)
+    monkeypatch.setenv("DAL_WAREHOUSE", os.path.join(tmp_path, "warehouse"))
+    return Catalog(url)
+
+
+@pytest.fixture
+def sqlite_env(sqlite_url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> Catalog:
+    """dal's default catalog is a fresh SQLite file, its warehouse a fresh directory."""
+    return use_catalog(sqlite_url, tmp_path, monkeypatch)
 
 
 @pytest.fixture(scope="session")

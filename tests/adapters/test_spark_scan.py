@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -15,12 +13,7 @@ from catalog import Catalog
 pytestmark = pytest.mark.spark
 
 
-def test_filters_and_projection_are_pushed_into_spark(
-    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark: Any
-) -> None:
-    monkeypatch.setenv("DAL_CATALOG_URL", sqlite_url)
-    monkeypatch.setenv("DAL_WAREHOUSE", os.path.join(tmp_path, "warehouse"))
-    Catalog(sqlite_url)
+def test_filters_and_projection_are_pushed_into_spark(sqlite_env: Catalog, spark: Any) -> None:
     df = pd.DataFrame({"id": range(300), "station": ["YUL", "YYZ", "YVR"] * 100, "label": [i % 4 for i in range(300)],
                        "ts": pd.date_range("2026-01-01", periods=300, freq="h", tz="UTC")})  # fmt: skip
     df["date"] = df.ts.dt.strftime("%Y-%m-%d")

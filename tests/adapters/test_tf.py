@@ -19,10 +19,7 @@ from dal.errors import DalError  # noqa: E402
 
 
 @pytest.fixture
-def frames(sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dal.Dataset:
-    monkeypatch.setenv("DAL_CATALOG_URL", sqlite_url)
-    monkeypatch.setenv("DAL_WAREHOUSE", os.path.join(tmp_path, "warehouse"))
-    Catalog(sqlite_url)
+def frames(sqlite_env: Catalog) -> dal.Dataset:
     schema = TensorSchema("F", [
         TensorField("id", np.int64, (), ScalarCodec()),
         TensorField("camera", np.str_, (), ScalarCodec()),

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -21,10 +18,8 @@ ROWS = 1003  # not a multiple of anything below
 
 
 @pytest.fixture
-def env(sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Catalog:
-    monkeypatch.setenv("DAL_CATALOG_URL", sqlite_url)
-    monkeypatch.setenv("DAL_WAREHOUSE", os.path.join(tmp_path, "warehouse"))
-    return Catalog(sqlite_url)
+def env(sqlite_env: Catalog) -> Catalog:
+    return sqlite_env
 
 
 @pytest.fixture

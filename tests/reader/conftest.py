@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -34,10 +33,8 @@ def frame() -> pd.DataFrame:
 
 
 @pytest.fixture
-def env(sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Catalog:
-    monkeypatch.setenv("DAL_CATALOG_URL", sqlite_url)
-    monkeypatch.setenv("DAL_WAREHOUSE", os.path.join(tmp_path, "warehouse"))
-    return Catalog(sqlite_url)
+def env(sqlite_env: Catalog) -> Catalog:
+    return sqlite_env
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def join(root: str, *parts: str) -> str:
 
 
 def warehouse_root() -> str:
-    """Where new datasets land: ``$DAL_WAREHOUSE`` (any fsspec URL) or ``<data dir>/warehouse``."""
+    """Where new datasets land: ``$DAL_WAREHOUSE`` or ``<data dir>/warehouse`` (object-store URLs: issue #7)."""
     return normalize(os.environ.get(ENV_WAREHOUSE) or str(data_dir() / "warehouse"))
 
 

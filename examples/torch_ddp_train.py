@@ -61,6 +61,14 @@ def main() -> None:
                 seen.update(zip(batch["station"], batch["ts"].tolist(), strict=True))
         print(f"rank {rank}/{world} epoch {epoch}: {steps} steps, mean loss {total / max(steps, 1):.4f}", flush=True)
 
+    # without .shard(), to_torch takes rank and world size from torch.distributed (default "pad": equal counts)
+    auto = ds.select("station").to_torch(batch_size=64)
+    counts: list[int | None] = [None] * world
+    dist.all_gather_object(counts, sum(1 for _ in DataLoader(auto, batch_size=None, num_workers=2)))
+    if rank == 0:
+        print(f"batches per rank with ranks from torch.distributed: {counts}")
+        assert len(set(counts)) == 1
+
     shares: list[set[tuple[str, int]] | None] = [None] * world
     dist.all_gather_object(shares, seen)
     if rank == 0:

@@ -47,7 +47,7 @@ def join(root: str, *parts: str) -> str:
 
 
 def warehouse_root() -> str:
-    """Where new datasets land: ``$DAL_WAREHOUSE`` or ``<data dir>/warehouse`` (object-store URLs: issue #7)."""
+    """Where new datasets land: ``$DAL_WAREHOUSE`` (a path or an ``s3://`` URL) or ``<data dir>/warehouse``."""
     return normalize(os.environ.get(ENV_WAREHOUSE) or str(data_dir() / "warehouse"))
 
 
@@ -56,10 +56,54 @@ def default_location(name: str) -> str:
     return join(warehouse_root(), name)
 
 
+def _option(options: StorageOptions, *names: str) -> str | None:
+    """The first of ``names`` in ``options`` (any case), else in the environment."""
+    lowered = {k.lower(): v for k, v in options.items()}
+    for n in names:
+        if n.lower() in lowered:
+            return lowered[n.lower()]
+    for n in names:
+        if os.environ.get(n.upper()):
+            return os.environ[n.upper()]
+    return None
+
+
+def _s3(options: StorageOptions) -> pafs.S3FileSystem:
+    endpoint = _option(options, "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "endpoint_url")
+    kwargs: dict[str, object] = {
+        "access_key": _option(options, "AWS_ACCESS_KEY_ID", "key"),
+        "secret_key": _option(options, "AWS_SECRET_ACCESS_KEY", "secret"),
+        "session_token": _option(options, "AWS_SESSION_TOKEN", "token"),
+        "region": _option(options, "AWS_REGION", "AWS_DEFAULT_REGION", "region_name") or "us-east-1",
+    }
+    if endpoint:
+        parts = urlsplit(endpoint)
+        kwargs["endpoint_override"] = parts.netloc or parts.path
+        kwargs["scheme"] = parts.scheme or "https"
+    return pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v is not None})
+
+
+def delta_options(options: StorageOptions | None) -> dict[str, str] | None:
+    """Storage options for delta-rs: the user's, plus what an S3-compatible endpoint needs — HTTP allowed for
+    an http:// endpoint, and conditional put (safe concurrent commits, no lock table) unless the caller
+    chose a locking mode (``AWS_S3_LOCKING_PROVIDER``, ``AWS_S3_ALLOW_UNSAFE_RENAME``, ``aws_conditional_put``)."""
+    out = dict(options or {})
+    keys = {k.lower() for k in out}
+    endpoint = _option(out, "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
+    if endpoint and endpoint.startswith("http://") and "aws_allow_http" not in keys:
+        out["AWS_ALLOW_HTTP"] = "true"
+    if not keys & {"aws_s3_locking_provider", "aws_s3_allow_unsafe_rename", "aws_conditional_put"}:
+        out["aws_conditional_put"] = "etag"
+    return out or None
+
+
 def filesystem(uri: str, storage_options: StorageOptions | None = None) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow filesystem and the path inside it for ``uri`` (fsspec for anything not local)."""
+    """A pyarrow filesystem and the path inside it for ``uri``: local, S3 (pyarrow's own client), or fsspec."""
     if is_local(uri):
         return pafs.LocalFileSystem(), normalize(uri)
+    parts = urlsplit(uri)
+    if parts.scheme in ("s3", "s3a"):
+        return _s3(storage_options or {}), f"{parts.netloc}{parts.path}".rstrip("/")
     import fsspec
 
     fs, path = fsspec.core.url_to_fs(uri, **dict(storage_options or {}))

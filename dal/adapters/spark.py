@@ -122,7 +122,7 @@ def _write_delta_distributed(df: Any, fmt: Any, location: str, opts: WriteOption
     dl = require("deltalake", "delta")
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    storage = dict(opts.storage_options) or None
+    storage = io.delta_options(opts.storage_options)
     props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
     exists = fmt.exists(location, opts.storage_options)
     table = dl.DeltaTable(location, storage_options=storage) if exists else None
@@ -280,7 +280,21 @@ def _spark_schema(fields: list[pa.Field]) -> Any:
     return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=False)
 
 
+def _jvm_has(spark: Any, cls: str) -> bool:
+    try:
+        jvm = spark.sparkContext._jvm
+        jvm.java.lang.Class.forName(cls, False, jvm.Thread.currentThread().getContextClassLoader())
+        return True
+    except Exception:
+        return False
+
+
 def _read_files(dataset: Dataset, spark: Any) -> Any:
+    if not io.is_local(dataset.location) and not _jvm_has(spark, "org.apache.hadoop.fs.s3a.S3AFileSystem"):
+        raise DalError(
+            f"Spark cannot read {dataset.location}: this Spark has no S3A filesystem (hadoop-aws jars). "
+            "Add hadoop-aws to spark.jars, or read with dal (ds.to_arrow / iter_batches / to_torch)"
+        )
     from pyspark.sql import functions as F
 
     files = dataset.files()  # refuses deletion vectors / column mapping before Spark sees any file

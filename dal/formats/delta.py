@@ -27,7 +27,7 @@ def _dl() -> Any:
 
 
 def _opts(storage_options: Mapping[str, str]) -> dict[str, str] | None:
-    return dict(storage_options) or None
+    return io.delta_options(storage_options)
 
 
 def _arrow_schema(table: Any) -> pa.Schema:
@@ -139,19 +139,21 @@ class DeltaFormat(Format):
             except Exception:
                 # the log no longer holds this version (expired by log retention): nothing to pin
                 continue
-            draft = self._describe(table, v, commit_info(location, v, storage_options) or {}, previous)
+            draft = self._describe(table, v, commit_info(location, v, storage_options) or {}, previous, storage_options)
             drafts.append(draft)
             previous = draft.schema
         return drafts
 
-    def _describe(self, table: Any, v: int, entry: Mapping[str, Any], previous: Schema | None) -> VersionDraft:
+    def _describe(
+        self, table: Any, v: int, entry: Mapping[str, Any], previous: Schema | None, storage_options: Mapping[str, str]
+    ) -> VersionDraft:
         arrow = _arrow_schema(table)
         schema = from_arrow(arrow)
         parts = tuple(table.metadata().partition_columns)
         actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
         rows = sum(a["num_records"] or 0 for a in actions)
         if any(a["num_records"] is None for a in actions):
-            rows = self._count_without_stats(table, actions)
+            rows = self._count_without_stats(table, actions, storage_options)
         by_part: dict[tuple[tuple[str, str | None], ...], list[int]] = defaultdict(lambda: [0, 0, 0])
         if parts:
             for a in actions:
@@ -176,10 +178,12 @@ class DeltaFormat(Format):
             properties={"delta_operation": str(entry.get("operation", "")), "delta_version": v},
         )
 
-    def _count_without_stats(self, table: Any, actions: list[dict[str, Any]]) -> int:
+    def _count_without_stats(
+        self, table: Any, actions: list[dict[str, Any]], storage_options: Mapping[str, str]
+    ) -> int:
         import pyarrow.parquet as pq
 
-        fs, root = io.filesystem(table.table_uri)
+        fs, root = io.filesystem(table.table_uri, storage_options)
         total = 0
         for a in actions:
             if a["num_records"] is not None:

@@ -36,6 +36,8 @@ def dataset_from_files(
             io.filesystem(f.uri, storage_options)[1],
             filesystem=fs,
             partition_expression=partition_expression(f.partition_values, schema),
+            # sizes from the log/manifest spare a HEAD request per file on object stores
+            file_size=f.size_bytes or None,
         )
         for f in files
     ]

@@ -6,7 +6,7 @@ ds = dal.open("weather.radar", version="prod")             # pinned: same rows f
 table = ds.to_arrow()
 """
 
-from dal import errors
+from dal import errors, hive
 from dal.api import get_catalog, open, register, sync, write
 from dal.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec
 from dal.dataset import Dataset
@@ -30,6 +30,7 @@ __all__ = [
     "col",
     "errors",
     "get_catalog",
+    "hive",
     "open",
     "register",
     "sync",

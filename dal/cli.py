@@ -351,6 +351,42 @@ def sync_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
         click.echo(f"{name}: up to date")
 
 
+@cli.group("hive", cls=_Group)
+def hive_group() -> None:
+    """Publish datasets to a Hive Metastore, or adopt Hive tables."""
+
+
+@hive_group.command("sync")
+@click.argument("names", nargs=-1)
+@click.option("--uri", required=True, envvar="DAL_HIVE_URI", help="thrift://host:9083")
+@click.option("--version", "-v", "version", default=None, help="Version to publish (default: latest).")
+@json_option
+@click.pass_context
+def hive_sync_cmd(ctx: click.Context, names: tuple[str, ...], uri: str, version: str | None, as_json: bool) -> None:
+    """Create or update an external Hive table per dataset (all datasets when no NAME is given)."""
+    from dal import hive
+
+    tables = hive.sync(list(names) or None, uri=uri, version=version, catalog=_catalog(ctx))
+    if as_json:
+        _emit_json([t.__dict__ for t in tables])
+        return
+    for t in tables:
+        click.echo(f"{t.dataset} v{t.version} -> {t.database}.{t.table} ({t.partitions} partitions) at {t.location}")
+
+
+@hive_group.command("import")
+@click.argument("qualified")
+@click.option("--uri", required=True, envvar="DAL_HIVE_URI", help="thrift://host:9083")
+@click.option("--name", default=None, help="Dataset name in the catalog (default: DB.TABLE).")
+@click.pass_context
+def hive_import_cmd(ctx: click.Context, qualified: str, uri: str, name: str | None) -> None:
+    """Register an existing Hive table (Delta, Petastorm or Parquet location) as a dataset."""
+    from dal import hive
+
+    versions = hive.import_table(qualified, uri=uri, name=name, catalog=_catalog(ctx))
+    click.echo(f"imported {qualified} as {versions[0].dataset} with {len(versions)} version(s)")
+
+
 @cli.group("db", cls=_Group)
 def db_group() -> None:
     """Manage the catalog database itself."""

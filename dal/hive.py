@@ -1,0 +1,245 @@
+"""Hive Metastore: publish dal datasets as external tables, and adopt Hive tables into the catalog.
+
+    dal.hive.sync(["weather.radar"], uri="thrift://metastore:9083")    # or: dal hive sync weather.radar --uri …
+    dal.hive.import_table("weather.radar", uri="thrift://metastore:9083", name="weather.radar_hive")
+
+A synced table is an EXTERNAL Parquet table whose files are exactly one pinned version: a Petastorm
+version directory, a plain Parquet directory, or a Delta table root when that version's files are all the
+data files there. (Hive would also read files a later Delta overwrite removed; such versions are refused
+rather than published wrong.) Table properties record ``dal.dataset``, ``dal.version`` and ``dal.format``.
+Partitions are registered with their directories. The dal catalog is never changed by a sync.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+
+from catalog import VersionInfo, VersionRef
+from dal import io
+from dal.api import CatalogLike, get_catalog, open, register
+from dal.errors import DalError, DatasetExists, FormatError, require
+
+PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
+PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
+PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+
+
+@dataclass(frozen=True)
+class HiveTable:
+    """What a sync published."""
+
+    database: str
+    table: str
+    location: str
+    dataset: str
+    version: int
+    partitions: int
+
+
+def hive_name(dataset: str) -> tuple[str, str]:
+    """(database, table) for a dataset: the first dotted part is the database (``default`` if none)."""
+    first, _, rest = dataset.partition(".")
+    if not rest:
+        return "default", first.replace("-", "_").lower()
+    return first.replace("-", "_").lower(), rest.replace(".", "_").replace("-", "_").lower()
+
+
+def hive_type(t: pa.DataType) -> str:
+    """The Hive column type of an Arrow type. Raises DalError for types Hive cannot hold."""
+    simple = [
+        (pa.types.is_int64, "bigint"), (pa.types.is_int32, "int"), (pa.types.is_int16, "smallint"),
+        (pa.types.is_int8, "tinyint"), (pa.types.is_float64, "double"), (pa.types.is_float32, "float"),
+        (pa.types.is_boolean, "boolean"), (pa.types.is_timestamp, "timestamp"), (pa.types.is_date, "date"),
+        (pa.types.is_string, "string"), (pa.types.is_large_string, "string"), (pa.types.is_binary, "binary"),
+        (pa.types.is_large_binary, "binary"),
+    ]  # fmt: skip
+    for test, name in simple:
+        if test(t):
+            return name
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"array<{hive_type(t.value_type)}>"
+    raise DalError(f"Arrow type {t} has no Hive equivalent")
+
+
+def _client(uri: str) -> Any:
+    parts = urlsplit(uri)
+    if parts.scheme != "thrift" or not parts.hostname:
+        raise DalError(f"Hive Metastore URI must look like thrift://host:9083, not {uri!r}")
+    hmc = require("hive_metastore_client", "hive")
+    return hmc.HiveMetastoreClient(parts.hostname, parts.port or 9083)
+
+
+@contextmanager
+def _connected(uri: str) -> Iterator[Any]:
+    client = _client(uri)
+    try:
+        client.open()
+    except Exception as e:
+        raise DalError(f"cannot reach the Hive Metastore at {uri}: {e}") from e
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _table_location(ds: Any) -> str:
+    """Where Hive finds exactly this version's files (see the module docstring)."""
+    fmt = ds.info.format
+    if fmt == "petastorm":
+        return str(ds.petastorm_url)
+    if fmt == "parquet":
+        return io.to_uri(ds.location)
+    files = {f.uri for f in ds.files()}
+    fs, root = io.filesystem(ds.location, ds.storage_options)
+    import pyarrow.fs as pafs
+
+    present = {
+        io.join(ds.location, os.path.relpath(i.path, root))
+        for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
+        if i.type == pafs.FileType.File and i.path.endswith(".parquet") and "/_delta_log" not in i.path
+    }
+    if present != files:
+        raise DalError(
+            f"{ds.name} version {ds.number}: its Delta directory also holds {len(present - files)} file(s) this version "
+            "does not include (removed by a later overwrite, delete or optimize); a Hive table over the directory "
+            "would read them. Vacuum the table, or read it through delta-spark"
+        )
+    return io.to_uri(ds.location)
+
+
+def _descriptor(b: Any, columns: list[Any], location: str) -> Any:
+    serde = b.SerDeInfoBuilder(serialization_lib=PARQUET_SERDE).build()
+    return b.StorageDescriptorBuilder(
+        columns=columns, location=location, input_format=PARQUET_INPUT, output_format=PARQUET_OUTPUT, serde_info=serde
+    ).build()
+
+
+def sync(
+    names: Sequence[str] | None = None,
+    *,
+    uri: str,
+    version: VersionRef = None,
+    storage_options: dict[str, str] | None = None,
+    catalog: CatalogLike = None,
+) -> list[HiveTable]:
+    """Create or update one external Hive table per dataset (all datasets when ``names`` is None).
+
+    Raises:
+        DalError: the metastore is unreachable, a table of that name exists with another schema and was not
+        made by dal, or a version cannot be represented (see the module docstring). Nothing in the dal catalog
+        changes either way.
+    """
+    b = require("hive_metastore_client.builders", "hive")
+    cat = get_catalog(catalog)
+    names = list(names) if names else [d.name for d in cat.list_datasets() if d.latest_version is not None]
+    plans = []
+    for name in names:  # everything is checked before the metastore is touched
+        ds = open(name, version, storage_options=storage_options, catalog=cat)
+        schema = ds.arrow_schema()
+        parts = list(ds.version.partition_columns)
+        columns = [b.ColumnBuilder(f.name, hive_type(f.type)).build() for f in schema if f.name not in parts]
+        keys = [b.ColumnBuilder(c, hive_type(schema.field(c).type)).build() for c in parts]
+        plans.append((ds, columns, keys, _table_location(ds)))
+    out = []
+    with _connected(uri) as client:
+        for ds, columns, keys, location in plans:
+            db, table = hive_name(ds.name)
+            client.create_database_if_not_exists(b.DatabaseBuilder(db).build())
+            params = {
+                "EXTERNAL": "TRUE",
+                "dal.dataset": ds.name,
+                "dal.version": str(ds.number),
+                "dal.format": ds.info.format,
+            }
+            new = b.TableBuilder(
+                table_name=table, db_name=db, storage_descriptor=_descriptor(b, columns, location),
+                partition_keys=keys, parameters=params, table_type="EXTERNAL_TABLE",
+            ).build()  # fmt: skip
+            try:
+                existing = client.get_table(db, table)
+            except Exception:
+                existing = None
+            if existing is None:
+                # not create_external_table: that helper replaces the table's parameters (losing dal's)
+                client.create_table(new)
+            else:
+                theirs = [(c.name, c.type) for c in existing.sd.cols] + [
+                    (c.name, c.type) for c in existing.partitionKeys or []
+                ]
+                ours = [(c.name, c.type) for c in columns] + [(c.name, c.type) for c in keys]
+                if (existing.parameters or {}).get("dal.dataset") != ds.name and theirs != ours:
+                    raise DatasetExists(
+                        f"Hive table {db}.{table} exists with another schema ({theirs}) and was not made by dal"
+                    )
+                client.alter_table(db, table, new)
+                for values in client.get_partition_names(db, table, -1):
+                    client.drop_partition(db, table, [kv.split("=", 1)[1] for kv in values.split("/")], False)
+            partitions = _partitions(b, ds, db, table, columns)
+            if partitions:
+                client.add_partitions_if_not_exists(db, table, partitions)
+            out.append(HiveTable(db, table, location, ds.name, ds.number, len(partitions)))
+    return out
+
+
+def _partitions(b: Any, ds: Any, db: str, table: str, columns: list[Any]) -> list[Any]:
+    if not ds.version.partition_columns:
+        return []
+    by_values: dict[tuple[tuple[str, str | None], ...], str] = {}
+    base = ds.petastorm_url if ds.info.format == "petastorm" else io.to_uri(ds.location)
+    for f in ds.files():
+        rel = "/".join(f"{k}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for k, v in f.partition_values)
+        by_values.setdefault(f.partition_values, f"{base}/{rel}")
+    return [
+        b.PartitionBuilder(
+            values=["__HIVE_DEFAULT_PARTITION__" if v is None else v for _, v in values],
+            db_name=db,
+            table_name=table,
+            sd=_descriptor(b, columns, location),
+        ).build()
+        for values, location in by_values.items()
+    ]
+
+
+def import_table(
+    qualified: str, *, uri: str, name: str | None = None, catalog: CatalogLike = None
+) -> list[VersionInfo]:
+    """Register an existing Hive table (a Delta, Petastorm or plain Parquet location) into the catalog.
+
+    Raises:
+        DalError: unreachable metastore or unknown table; FormatError: the location holds no readable data.
+    """
+    db, _, table = qualified.partition(".")
+    if not table:
+        raise DalError(f"name the table as DB.TABLE, not {qualified!r}")
+    with _connected(uri) as client:
+        try:
+            t = client.get_table(db, table)
+        except Exception as e:
+            raise DalError(f"Hive table {qualified} not found at {uri}: {type(e).__name__}") from e
+    location = t.sd.location
+    parts = urlsplit(location)
+    local = parts.path if parts.scheme in ("file", "") else location
+    for fmt in ("delta", "petastorm", "parquet"):
+        from dal.formats.base import get_format
+
+        try:
+            if get_format(fmt).exists(local, {}):
+                return register(
+                    name or f"{db}.{table}",
+                    local,
+                    format=fmt,
+                    description=f"imported from Hive {qualified}",
+                    catalog=catalog,
+                )
+        except DalError:
+            continue
+    raise FormatError(f"Hive table {qualified} at {location} holds no Delta, Petastorm or Parquet data dal can read")

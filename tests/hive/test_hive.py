@@ -1,0 +1,190 @@
+"""Hive Metastore sync and import against a real metastore (pyspark's bundled Hive 2.3 jars, embedded Derby);
+Spark SQL pointed at the same metastore reads the synced tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import dal
+from catalog import Catalog
+from dal.cli import cli
+from dal.errors import DalError, DatasetExists
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+HIVE_SITE = """<?xml version="1.0"?>
+<configuration>
+  <property><name>javax.jdo.option.ConnectionURL</name><value>jdbc:derby:;databaseName={db};create=true</value></property>
+  <property><name>datanucleus.schema.autoCreateAll</name><value>true</value></property>
+  <property><name>hive.metastore.schema.verification</name><value>false</value></property>
+  <property><name>hive.metastore.warehouse.dir</name><value>file://{warehouse}</value></property>
+</configuration>
+"""
+
+
+@pytest.fixture(scope="session")
+def metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    import pyspark
+
+    root = tmp_path_factory.mktemp("hms")
+    (root / "conf").mkdir()
+    (root / "conf" / "hive-site.xml").write_text(
+        HIVE_SITE.format(db=root / "metastore_db", warehouse=root / "warehouse")
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    jars = Path(pyspark.__file__).parent / "jars"
+    proc = subprocess.Popen(
+        ["java", "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.ClassLoaderContextSelector",
+         "-cp", f"{jars}/*:{root / 'conf'}", "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(port)],
+        cwd=root, stdout=open(root / "log", "w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    import logging
+
+    from hive_metastore_client import HiveMetastoreClient
+
+    logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)  # refused connects while it starts
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with HiveMetastoreClient("127.0.0.1", port) as c:
+                c.get_all_databases()
+            break
+        except Exception:
+            assert proc.poll() is None and time.monotonic() < deadline, (root / "log").read_text()[-2000:]
+            time.sleep(0.5)
+    yield f"thrift://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=60)
+
+
+def spark_sql(uri: str, tmp: Path, *queries: str) -> list[list[dict[str, object]]]:
+    """Run queries in a Spark session with Hive support pointed at the metastore (its own JVM)."""
+    code = textwrap.dedent(f"""
+        import json, sys
+        from pyspark.sql import SparkSession
+        s = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.hadoop.hive.metastore.uris", {uri!r}).config("spark.sql.warehouse.dir", {str(tmp / "spark-wh")!r})
+             .enableHiveSupport().getOrCreate())
+        out = [[r.asDict() for r in s.sql(q).collect()] for q in json.loads(sys.argv[1])]
+        print("RESULT" + json.dumps(out, default=str))
+    """)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(list(queries))],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT"))
+    return json.loads(line[len("RESULT") :])  # type: ignore[no-any-return]
+
+
+def frame(n: int, start: int = 0) -> pd.DataFrame:
+    ts = pd.date_range("2026-01-01", periods=n, freq="h", tz="UTC") + pd.Timedelta(hours=start)
+    return pd.DataFrame(
+        {"id": np.arange(start, start + n), "ts": ts, "date": ts.strftime("%Y-%m-%d"), "x": np.arange(n) / 2}
+    )
+
+
+def test_sync_delta_and_petastorm_then_spark_sql_reads_them(
+    sqlite_env: Catalog, metastore: str, tmp_path: Path
+) -> None:
+    dal.write(frame(48), "weather.obs", partition_by=["date"], time_column="ts")
+    schema = dal.TensorSchema("Frames", [dal.TensorField("id", np.int64), dal.TensorField("cam", np.str_),
+                                         dal.TensorField("depth", np.float32, (2, 2), dal.NdarrayCodec())])  # fmt: skip
+    dal.write([{"id": i, "cam": f"c{i % 2}", "depth": np.full((2, 2), i, np.float32)} for i in range(6)], "vision.frames",
+              format="petastorm", schema=schema, partition_by=["cam"])  # fmt: skip
+    tables = {t.dataset: t for t in dal.hive.sync(uri=metastore)}
+    assert (tables["weather.obs"].database, tables["weather.obs"].table, tables["weather.obs"].partitions) == (
+        "weather",
+        "obs",
+        2,
+    )
+    assert tables["vision.frames"].location.endswith("/vision.frames/v0")
+    counts, parts, frames, props = spark_sql(
+        metastore, tmp_path,
+        "SELECT count(*) AS n, sum(id) AS s FROM weather.obs",
+        "SHOW PARTITIONS weather.obs",
+        "SELECT cam, count(*) AS n FROM vision.frames GROUP BY cam ORDER BY cam",
+        "SHOW TBLPROPERTIES weather.obs",
+    )  # fmt: skip
+    assert counts == [{"n": 48, "s": sum(range(48))}]
+    assert sorted(p["partition"] for p in parts) == ["date=2026-01-01", "date=2026-01-02"]
+    assert frames == [{"cam": "c0", "n": 3}, {"cam": "c1", "n": 3}]
+    assert {p["key"]: p["value"] for p in props}["dal.dataset"] == "weather.obs"
+
+    # a new version, synced again: Spark sees it
+    dal.write(frame(24, 48), "weather.obs")
+    (t,) = dal.hive.sync(["weather.obs"], uri=metastore)
+    assert (t.version, t.partitions) == (1, 3)
+    (counts,) = spark_sql(metastore, tmp_path, "SELECT count(*) AS n FROM weather.obs")
+    assert counts == [{"n": 72}]
+
+
+def test_refusals_leave_the_metastore_and_catalog_unchanged(
+    sqlite_env: Catalog, metastore: str, tmp_path: Path
+) -> None:
+    dal.write(frame(10), "refuse.over")
+    dal.write(frame(5, 100), "refuse.over", mode="overwrite")  # v0's files are still on disk
+    versions = sqlite_env.versions("refuse.over")
+    with pytest.raises(DalError, match="does not include .*removed by a later overwrite"):
+        dal.hive.sync(["refuse.over"], uri=metastore)
+    from hive_metastore_client import HiveMetastoreClient
+
+    host, port = metastore.removeprefix("thrift://").split(":")
+    with HiveMetastoreClient(host, int(port)) as c:
+        assert "over" not in c.get_all_tables("refuse") if "refuse" in c.get_all_databases() else True
+    assert sqlite_env.versions("refuse.over") == versions
+    # a foreign table of the same name with another schema is not overwritten
+    dal.write(pd.DataFrame({"a": [1]}), "clash.tbl")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    pq.write_table(pa.table({"b": ["x"]}), plain / "p.parquet")
+    dal.register("clash.other", str(plain), format="parquet")
+    (first,) = dal.hive.sync(["clash.other"], uri=metastore)
+    with HiveMetastoreClient(host, int(port)) as c:  # pretend someone else owns the table: drop dal's marker
+        t = c.get_table("clash", "other")
+        t.parameters.pop("dal.dataset")
+        t.tableName = "tbl"
+        c.create_external_table(t)
+    with pytest.raises(DatasetExists, match="clash.tbl exists with another schema"):
+        dal.hive.sync(["clash.tbl"], uri=metastore)
+    with pytest.raises(DalError, match="cannot reach the Hive Metastore"):
+        dal.hive.sync(["clash.tbl"], uri="thrift://127.0.0.1:1")
+    with pytest.raises(DalError, match="thrift://host:9083"):
+        dal.hive.sync(["clash.tbl"], uri="http://nope")
+    assert first.table == "other"
+
+
+def test_import_and_cli(sqlite_env: Catalog, sqlite_url: str, metastore: str, tmp_path: Path) -> None:
+    dal.write(frame(30), "src.rows", partition_by=["date"])
+    run = CliRunner()
+    r = run.invoke(cli, ["--catalog", sqlite_url, "hive", "sync", "src.rows", "--uri", metastore])
+    assert r.exit_code == 0 and "src.rows v0 -> src.rows (2 partitions)" in r.stdout, r.output
+    r = run.invoke(
+        cli, ["--catalog", sqlite_url, "hive", "import", "src.rows", "--uri", metastore, "--name", "copy.rows"]
+    )
+    assert r.exit_code == 0 and "imported src.rows as copy.rows with 1 version(s)" in r.stdout, r.output
+    assert sqlite_env.get_dataset("copy.rows").format == "delta"
+    assert sorted(dal.open("copy.rows").to_arrow().column("id").to_pylist()) == list(range(30))
+    r = run.invoke(cli, ["--catalog", sqlite_url, "hive", "import", "src.nope", "--uri", metastore])
+    assert r.exit_code == 1 and r.stderr.startswith("dal: error: Hive table src.nope not found")

@@ -50,9 +50,14 @@ def delta_spark_available(spark: Any) -> bool:
 
     Spark Connect sessions have no JVM handle here and report False.
     """
+    return _jvm_has(spark, DELTA_SPARK_CLASS)
+
+
+def _jvm_has(spark: Any, cls: str) -> bool:
+    """Whether ``cls`` loads in the session's JVM (False, not an error, when it does not or there is no JVM)."""
     try:
         jvm = spark.sparkContext._jvm
-        jvm.java.lang.Class.forName(DELTA_SPARK_CLASS, False, jvm.Thread.currentThread().getContextClassLoader())
+        jvm.java.lang.Class.forName(cls, False, jvm.Thread.currentThread().getContextClassLoader())
         return True
     except Exception:
         return False
@@ -278,15 +283,6 @@ def _spark_schema(fields: list[pa.Field]) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=False)
-
-
-def _jvm_has(spark: Any, cls: str) -> bool:
-    try:
-        jvm = spark.sparkContext._jvm
-        jvm.java.lang.Class.forName(cls, False, jvm.Thread.currentThread().getContextClassLoader())
-        return True
-    except Exception:
-        return False
 
 
 def _read_files(dataset: Dataset, spark: Any) -> Any:

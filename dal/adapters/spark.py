@@ -235,6 +235,9 @@ def scan_to_spark(scan: Scan, spark: Any = None) -> Any:
 
     from dal import expr as E
 
+    spark = get_spark(spark)
+    if not io.is_local(scan.dataset.location) and not _jvm_has(spark, "org.apache.hadoop.fs.s3a.S3AFileSystem"):
+        return read_tasks(scan, spark)  # projection and filters applied by the executors' pyarrow reads
     df = read_version(scan.dataset, spark)
     conditions = list(scan.filters)
     if scan.window_ is not None:
@@ -285,12 +288,49 @@ def _spark_schema(fields: list[pa.Field]) -> Any:
     return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=False)
 
 
+def read_tasks(scan: Scan, spark: Any) -> Any:
+    """The scan's planned ReadTasks read by Spark's executors with pyarrow (``mapInArrow``): a distributed
+    read of exactly the pinned version that needs no Hadoop filesystem for the storage (e.g. S3 without
+    hadoop-aws). The scan's projection and filter are applied as each task is read."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    tasks = scan.plan()
+    columns = list(scan.columns) if scan.columns is not None else scan.arrow_schema.names
+    out_schema = pa.schema([scan.arrow_schema.field(c) for c in columns])
+    rows = [(t.uri, t.row_group, json.dumps(t.partition_values)) for t in tasks]
+    payload = (scan.dataset.location, dict(scan.dataset.storage_options), scan.arrow_schema, columns, scan.row_filter)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.dataset as pads
+
+        from dal import io as dio
+        from dal.formats.fragments import partition_expression
+
+        location, options, schema, cols, row_filter = payload
+        fs, _ = dio.filesystem(location, options)
+        fmt = pads.ParquetFileFormat()
+        for batch in batches:
+            for uri, rg, values in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
+                fragment = fmt.make_fragment(
+                    dio.filesystem(uri, options)[1], filesystem=fs,
+                    partition_expression=partition_expression([tuple(v) for v in json.loads(values)], schema),
+                    row_groups=[rg],
+                )  # fmt: skip
+                for b in fragment.to_batches(schema=schema, columns=cols, filter=row_filter):
+                    if b.num_rows:
+                        yield b
+
+    task_schema = "uri string, row_group int, partition_values string"
+    if not rows:
+        return spark.createDataFrame([], _spark_schema(list(out_schema)))
+    frame = spark.createDataFrame(rows, task_schema).repartition(min(len(rows), spark.sparkContext.defaultParallelism))
+    return frame.mapInArrow(run, from_arrow_schema(out_schema, prefer_timestamp_ntz=False))
+
+
 def _read_files(dataset: Dataset, spark: Any) -> Any:
     if not io.is_local(dataset.location) and not _jvm_has(spark, "org.apache.hadoop.fs.s3a.S3AFileSystem"):
-        raise DalError(
-            f"Spark cannot read {dataset.location}: this Spark has no S3A filesystem (hadoop-aws jars). "
-            "Add hadoop-aws to spark.jars, or read with dal (ds.to_arrow / iter_batches / to_torch)"
-        )
+        # no Hadoop filesystem for this store (no hadoop-aws here): executors read with pyarrow instead
+        return read_tasks(dataset.scan(), spark)
     from pyspark.sql import functions as F
 
     files = dataset.files()  # refuses deletion vectors / column mapping before Spark sees any file

@@ -177,9 +177,7 @@ class Dataset:
     def to_spark(self, spark: Any = None) -> Any:
         """This exact version as a Spark DataFrame (delta-spark ``versionAsOf`` when its classes are present,
         otherwise plain Parquet over this version's file list with partition columns restored)."""
-        from dal.adapters.spark import read_version
-
-        return read_version(self, spark)
+        return self.scan().to_spark(spark)
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, version={self.number}, rows={self.version.row_count})"

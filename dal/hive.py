@@ -25,6 +25,7 @@ from catalog import VersionInfo, VersionRef
 from dal import io
 from dal.api import CatalogLike, get_catalog, open, register
 from dal.errors import DalError, DatasetExists, FormatError, require
+from dal.formats.parquet_writer import NULL_PARTITION
 
 PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
 PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
@@ -193,14 +194,13 @@ def sync(
 def _partitions(b: Any, ds: Any, db: str, table: str, columns: list[Any]) -> list[Any]:
     if not ds.version.partition_columns:
         return []
+    # each partition's location is the directory its files are in (exact, whatever encoding wrote it)
     by_values: dict[tuple[tuple[str, str | None], ...], str] = {}
-    base = ds.petastorm_url if ds.info.format == "petastorm" else io.to_uri(ds.location)
     for f in ds.files():
-        rel = "/".join(f"{k}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for k, v in f.partition_values)
-        by_values.setdefault(f.partition_values, f"{base}/{rel}")
+        by_values.setdefault(f.partition_values, io.to_uri(f.uri).rsplit("/", 1)[0])
     return [
         b.PartitionBuilder(
-            values=["__HIVE_DEFAULT_PARTITION__" if v is None else v for _, v in values],
+            values=[NULL_PARTITION if v is None else v for _, v in values],
             db_name=db,
             table_name=table,
             sd=_descriptor(b, columns, location),

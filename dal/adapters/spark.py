@@ -19,6 +19,7 @@ import pyarrow as pa
 from dal import io
 from dal.errors import DalError, SchemaMismatch, require
 from dal.formats.base import Format, WriteOptions
+from dal.formats.parquet_writer import NULL_PARTITION
 
 if TYPE_CHECKING:
     from dal.dataset import Dataset
@@ -237,7 +238,9 @@ def scan_to_spark(scan: Scan, spark: Any = None) -> Any:
 
     spark = get_spark(spark)
     if not io.is_local(scan.dataset.location) and not _jvm_has(spark, "org.apache.hadoop.fs.s3a.S3AFileSystem"):
-        return read_tasks(scan, spark)  # projection and filters applied by the executors' pyarrow reads
+        # no Hadoop filesystem for this store (no hadoop-aws here): executors read with pyarrow instead,
+        # applying the projection and filters as they read
+        return read_tasks(scan, spark)
     df = read_version(scan.dataset, spark)
     conditions = list(scan.filters)
     if scan.window_ is not None:
@@ -328,9 +331,6 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
 
 
 def _read_files(dataset: Dataset, spark: Any) -> Any:
-    if not io.is_local(dataset.location) and not _jvm_has(spark, "org.apache.hadoop.fs.s3a.S3AFileSystem"):
-        # no Hadoop filesystem for this store (no hadoop-aws here): executors read with pyarrow instead
-        return read_tasks(dataset.scan(), spark)
     from pyspark.sql import functions as F
 
     files = dataset.files()  # refuses deletion vectors / column mapping before Spark sees any file
@@ -366,6 +366,6 @@ _PLAIN = re.compile(r"^[A-Za-z0-9_.:-]*$")
 
 def _hive_path(root: str, uri: str, values: tuple[tuple[str, str | None], ...]) -> bool:
     """True when the file sits in plain ``col=value`` directories that Spark's discovery parses back exactly."""
-    expected = "/".join(f"{c}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for c, v in values)
+    expected = "/".join(f"{c}={NULL_PARTITION if v is None else v}" for c, v in values)
     plain = all(v is None or (_PLAIN.match(v) and v != "") for _, v in values)
     return bool(plain) and uri.startswith(io.join(root, expected) + "/")

@@ -39,8 +39,9 @@ def partition_string(value: Any) -> str | None:
     return str(value)
 
 
-def _dir_name(column: str, value: str | None) -> str:
-    return f"{column}={NULL_PARTITION if value is None else quote(value, safe='')}"
+def partition_dir(values: Sequence[tuple[str, str | None]]) -> str:
+    """The hive-style directory of a partition: ``col=value/…``, values percent-encoded, nulls as Hive writes them."""
+    return "/".join(f"{c}={NULL_PARTITION if v is None else quote(v, safe='')}" for c, v in values)
 
 
 def _stat_value(v: Any, *, upper: bool) -> Any:
@@ -114,7 +115,7 @@ def write_files(
 
     def target(values: tuple[tuple[str, str | None], ...], schema: pa.Schema) -> _OpenFile:
         if values not in open_files:
-            directory = "/".join(_dir_name(c, v) for c, v in values)
+            directory = partition_dir(values)
             name = f"{prefix}-{len(open_files):05d}-{token}.snappy.parquet"
             relpath = f"{directory}/{name}" if directory else name
             full = io.join(root_path, *relpath.split("/"))

@@ -34,7 +34,7 @@ from dal import io
 from dal.errors import DalError, FormatError, SchemaMismatch
 from dal.formats.base import DataFile, Format, WriteOptions
 from dal.formats.fragments import dataset_from_files
-from dal.formats.parquet_writer import NULL_PARTITION, partition_string
+from dal.formats.parquet_writer import NULL_PARTITION, partition_dir, partition_string
 from dal.formats.petastorm_pickle import ROW_GROUPS_PER_FILE_KEY, UNISCHEMA_KEY, dumps_unischema, loads_unischema
 from dal.tensors import TensorField, TensorSchema
 
@@ -283,7 +283,7 @@ def write_files(root: str, table: pa.Table, partition_by: list[str], prefix: str
         groups[()] = table
     written = []
     for i, (values, part) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
-        directory = "/".join(f"{c}={NULL_PARTITION if v is None else v}" for c, v in values)
+        directory = partition_dir(values)
         name = f"{prefix}-{i:05d}-{token}.parquet"
         rel = f"{directory}/{name}" if directory else name
         os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)

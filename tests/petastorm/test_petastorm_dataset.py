@@ -209,3 +209,16 @@ def test_plain_parquet_is_registered_explicitly(cat: Catalog, tmp_path: Path) ->
     ]
     with pytest.raises(dal.DalError, match="read-only"):
         dal.write(pa.table({"v": [1]}), "x.plain", format="parquet")
+
+
+def test_partition_values_with_separators_round_trip(cat: Catalog) -> None:
+    rows = frames(4)
+    for r, cam in zip(rows, ["left/front", "rear 2%", "left/front", "rear 2%"], strict=True):
+        r["camera"] = cam
+    dal.write(rows, "cam.odd", format="petastorm", schema=SCHEMA, partition_by=["camera"])
+    v0 = os.path.join(cat.get_dataset("cam.odd").location, "v0")
+    assert sorted(d for d in os.listdir(v0) if not d.startswith("_")) == ["camera=left%2Ffront", "camera=rear%202%25"]
+    got = dal.open("cam.odd").to_numpy(["id", "camera"])
+    assert sorted(zip(got["id"].tolist(), got["camera"].tolist(), strict=True)) == [
+        (0, "left/front"), (1, "rear 2%"), (2, "left/front"), (3, "rear 2%")
+    ]  # fmt: skip

@@ -5,6 +5,8 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Azurite (Microsoft's Azure Blob emulator) for the abfs:// tests, from npm; pinned
+AZURITE := .cache/azurite/node_modules/.bin/azurite-blob
 
 .PHONY: install demo test lint typecheck pytest clean
 
@@ -27,7 +29,11 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-pytest: install
+$(AZURITE):
+	@command -v npm >/dev/null || { echo "need Node.js and npm (the Azure tests run Azurite)"; exit 1; }
+	npm install --prefix .cache/azurite --no-audit --no-fund --loglevel=error azurite@3.37.0
+
+pytest: install $(AZURITE)
 	bash scripts/ensure-services.sh
 	$(BIN)/python -m pytest
 

@@ -201,7 +201,9 @@ def _write_petastorm(
     if is_spark_dataframe(data):
         from dal.adapters.spark import write_petastorm
 
-        return write_petastorm(data, fmt, location, schema, mode=opts.mode, partition_by=partition_by)
+        return write_petastorm(
+            data, fmt, location, schema, mode=opts.mode, partition_by=partition_by, storage_options=opts.storage_options
+        )
     columns = _columns(data)
     for f in schema:  # Arrow and Spark hand tensors over as nested lists
         if f.shape != () and f.name in columns:
@@ -209,7 +211,11 @@ def _write_petastorm(
                 v if v is None or isinstance(v, np.ndarray) else np.asarray(v, dtype=f.dtype) for v in columns[f.name]
             ]
     table = fmt.encode(schema, columns, partition_by)  # validates every value before anything is written
-    return int(fmt.write_tensors(location, schema, table, mode=opts.mode, partition_by=partition_by))
+    return int(
+        fmt.write_tensors(
+            location, schema, table, mode=opts.mode, partition_by=partition_by, storage_options=opts.storage_options
+        )
+    )
 
 
 def _columns(data: Any) -> dict[str, list[Any]]:

@@ -135,7 +135,7 @@ class Dataset:
             raise FormatError(f"{self.name} is a {self.info.format} dataset, not a Petastorm one")
         from dal.formats.petastorm import PetastormFormat
 
-        return PetastormFormat().petastorm_url(self.location, self.version)
+        return PetastormFormat().petastorm_url(self.location, self.version, self.storage_options)
 
     def count(self) -> int:
         return self.version.row_count

@@ -14,6 +14,7 @@ from dal.errors import DalError
 
 ENV_WAREHOUSE = "DAL_WAREHOUSE"
 StorageOptions = Mapping[str, str]
+AZURE_SCHEMES = ("az", "abfs", "abfss", "azure")
 
 
 def is_local(uri: str) -> bool:
@@ -29,7 +30,8 @@ def normalize(uri: str | os.PathLike[str]) -> str:
     """
     text = os.fspath(uri)
     parts = urlsplit(text)
-    if parts.username or parts.password:
+    container = parts.scheme in AZURE_SCHEMES and not parts.password  # abfs://container@account.dfs…/path
+    if (parts.username or parts.password) and not container:
         raise DalError(
             f"location {parts.scheme}://…@{parts.hostname}{parts.path} contains credentials; pass them in "
             "storage_options or the environment instead (dal never stores credentials in the catalog)"
@@ -83,6 +85,41 @@ def _s3(options: StorageOptions) -> pafs.S3FileSystem:
     return pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v is not None})
 
 
+def _azure(uri: str, options: StorageOptions) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's Azure client for ``az://container/path`` or ``abfs[s]://container@account.dfs…/path``;
+    an ``azure_storage_endpoint`` (e.g. Azurite's ``http://127.0.0.1:10000/devstoreaccount1``) overrides
+    the public endpoints."""
+    parts = urlsplit(uri)
+    container, host = (parts.username, parts.hostname or "") if parts.username else (parts.netloc, "")
+    account = _option(options, "AZURE_STORAGE_ACCOUNT_NAME", "azure_storage_account_name", "account_name")
+    account = account or (host.split(".", 1)[0] if host else None)
+    if not account:
+        raise DalError(f"{uri}: no Azure storage account; pass AZURE_STORAGE_ACCOUNT_NAME in storage_options")
+    kwargs: dict[str, str] = {"account_name": account}
+    key = _option(options, "AZURE_STORAGE_ACCOUNT_KEY", "azure_storage_account_key", "AZURE_STORAGE_ACCESS_KEY")
+    if key:
+        kwargs["account_key"] = key
+    endpoint = _option(options, "AZURE_STORAGE_ENDPOINT", "azure_storage_endpoint", "AZURE_ENDPOINT")
+    if endpoint:
+        ep = urlsplit(endpoint)
+        kwargs |= {"blob_storage_authority": ep.netloc, "blob_storage_scheme": ep.scheme or "https",
+                   "dfs_storage_authority": ep.netloc, "dfs_storage_scheme": ep.scheme or "https"}  # fmt: skip
+    return pafs.AzureFileSystem(**kwargs), f"{container}{parts.path}".rstrip("/")
+
+
+def _gcs(options: StorageOptions) -> pafs.FileSystem:
+    """pyarrow's GCS client: default Google credentials (``GOOGLE_APPLICATION_CREDENTIALS``, metadata server),
+    anonymous with ``google_skip_signature=true``, another endpoint with ``google_base_url`` (delta-rs' keys)."""
+    kwargs: dict[str, object] = {}
+    if (_option(options, "GOOGLE_SKIP_SIGNATURE", "google_skip_signature") or "").lower() == "true":
+        kwargs["anonymous"] = True
+    endpoint = _option(options, "GOOGLE_BASE_URL", "google_base_url")
+    if endpoint:
+        ep = urlsplit(endpoint)
+        kwargs |= {"endpoint_override": ep.netloc or ep.path, "scheme": ep.scheme or "https"}
+    return pafs.GcsFileSystem(**kwargs)  # type: ignore[arg-type]
+
+
 def delta_options(options: StorageOptions | None) -> dict[str, str] | None:
     """Storage options for delta-rs: the user's, plus what an S3-compatible endpoint needs — HTTP allowed for
     an http:// endpoint, and conditional put (safe concurrent commits, no lock table) unless the caller
@@ -92,18 +129,26 @@ def delta_options(options: StorageOptions | None) -> dict[str, str] | None:
     endpoint = _option(out, "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
     if endpoint and endpoint.startswith("http://") and "aws_allow_http" not in keys:
         out["AWS_ALLOW_HTTP"] = "true"
+    azure = _option(out, "AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT")
+    if azure and azure.startswith("http://") and "azure_allow_http" not in keys:
+        out["azure_allow_http"] = "true"
     if not keys & {"aws_s3_locking_provider", "aws_s3_allow_unsafe_rename", "aws_conditional_put"}:
         out["aws_conditional_put"] = "etag"
     return out or None
 
 
 def filesystem(uri: str, storage_options: StorageOptions | None = None) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow filesystem and the path inside it for ``uri``: local, S3 (pyarrow's own client), or fsspec."""
+    """A pyarrow filesystem and the path inside it for ``uri``: local, S3, Azure and GCS (pyarrow's own
+    clients), or any other fsspec URL (memory://, hdfs://, …) through fsspec."""
     if is_local(uri):
         return pafs.LocalFileSystem(), normalize(uri)
     parts = urlsplit(uri)
     if parts.scheme in ("s3", "s3a"):
         return _s3(storage_options or {}), f"{parts.netloc}{parts.path}".rstrip("/")
+    if parts.scheme in AZURE_SCHEMES:
+        return _azure(uri, storage_options or {})
+    if parts.scheme in ("gs", "gcs"):
+        return _gcs(storage_options or {}), f"{parts.netloc}{parts.path}".rstrip("/")
     import fsspec
 
     fs, path = fsspec.core.url_to_fs(uri, **dict(storage_options or {}))

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -176,54 +176,71 @@ def _write_delta_distributed(df: Any, fmt: Any, location: str, opts: WriteOption
 
 
 def write_petastorm(
-    df: Any, fmt: Any, location: str, schema: TensorSchema, *, mode: str, partition_by: tuple[str, ...]
+    df: Any,
+    fmt: Any,
+    location: str,
+    schema: TensorSchema,
+    *,
+    mode: str,
+    partition_by: tuple[str, ...],
+    storage_options: Mapping[str, str] | None = None,
 ) -> int:
-    """Executors encode their rows with the schema's codecs and write Parquet into a private staging
-    directory (as petastorm's materialize_dataset job does); the driver commits all files as one version.
+    """Executors encode their rows with the schema's codecs and write Parquet into the write's own
+    directory (as petastorm's materialize_dataset job does), on any filesystem pyarrow reaches; the driver
+    commits all files as one version.
 
     Tensor columns arrive as (nested) Spark arrays and are reshaped to the field's shape; scalars as is.
     Raises ``SchemaMismatch`` (naming the field and the row of the Spark task) before anything is committed.
     """
+    from dal.formats.petastorm import FILE_ENTRY_SCHEMA, FileEntry
+
     missing = [n for n in schema.names if n not in df.columns]
     extra = [c for c in df.columns if c not in schema.names]
     if missing or extra:
         raise SchemaMismatch(f"DataFrame does not match the schema: missing {missing}, not in the schema {extra}")
-    staging = fmt.new_staging(location)
+    options = dict(storage_options or {})
+    directory = fmt.start(location, options)
+    task = _encode_partition(location, options, directory, schema, list(partition_by))
     try:
-        task = _encode_partition(staging, schema, list(partition_by))
-        try:
-            rows = df.select(*schema.names).mapInArrow(task, "path string").collect()
-        except Exception as e:
-            marker = "SchemaMismatch: "
-            text = str(e)
-            if marker in text:
-                raise SchemaMismatch(text.split(marker, 1)[1].splitlines()[0]) from None
-            raise
-        return int(fmt.commit_staged(location, schema, staging, [r["path"] for r in rows], mode=mode))
-    finally:
-        import shutil
+        ddl = ", ".join(f"{f.name} {'string' if f.name == 'path' else 'bigint'}" for f in FILE_ENTRY_SCHEMA)
+        rows = df.select(*schema.names).mapInArrow(task, ddl).collect()
+    except Exception as e:
+        fmt.abort(location, directory, options)
+        marker = "SchemaMismatch: "
+        text = str(e)
+        if marker in text:
+            raise SchemaMismatch(text.split(marker, 1)[1].splitlines()[0]) from None
+        raise
+    except BaseException:
+        fmt.abort(location, directory, options)
+        raise
+    files = [FileEntry(r["path"], r["size"], r["rows"], r["row_groups"]) for r in rows]
+    return int(fmt.commit(location, schema, directory, files, mode=mode, storage_options=options))
 
-        shutil.rmtree(staging, ignore_errors=True)
 
-
-def _encode_partition(staging: str, schema: TensorSchema, partition_by: list[str]) -> Any:
+def _encode_partition(
+    location: str, options: dict[str, str], directory: str, schema: TensorSchema, partition_by: list[str]
+) -> Any:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import dataclasses
         import uuid
 
         import numpy as np
 
-        from dal.formats.petastorm import PetastormFormat, write_files
+        from dal.formats.petastorm import FILE_ENTRY_SCHEMA, PetastormFormat, write_files
+        from dal.location import Location
 
         fmt, prefix = PetastormFormat(), f"part-{uuid.uuid4().hex[:8]}"
-        out: list[str] = []
+        loc = Location.of(location, options)
+        out = []
         for i, batch in enumerate(batches):
             columns = {n: batch.column(n).to_pylist() for n in batch.schema.names}
             for f in schema:
                 if f.shape != ():
                     columns[f.name] = [None if v is None else np.asarray(v, dtype=f.dtype) for v in columns[f.name]]
             table = fmt.encode(schema, columns, partition_by)
-            out += write_files(staging, table, partition_by, prefix=f"{prefix}-{i:04d}")
-        yield pa.RecordBatch.from_pylist([{"path": p} for p in out], schema=pa.schema([("path", pa.string())]))
+            out += write_files(loc, directory, table, partition_by, prefix=f"{prefix}-{i:04d}")
+        yield pa.RecordBatch.from_pylist([dataclasses.asdict(f) for f in out], schema=FILE_ENTRY_SCHEMA)
 
     return run
 

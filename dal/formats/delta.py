@@ -14,7 +14,7 @@ import pyarrow.dataset as pads
 
 from catalog.types import Partition, Schema, VersionDraft, VersionInfo
 from dal import io
-from dal.errors import FormatError, SchemaMismatch, UnsupportedFeature, require
+from dal.errors import DalError, FormatError, SchemaMismatch, UnsupportedFeature, require
 from dal.formats.base import DataFile, Format, WriteOptions
 from dal.formats.fragments import dataset_from_files
 from dal.schema import describe_mismatch, from_arrow
@@ -28,6 +28,16 @@ def _dl() -> Any:
 
 def _opts(storage_options: Mapping[str, str]) -> dict[str, str] | None:
     return io.delta_options(storage_options)
+
+
+def _check_location(location: str) -> str:
+    """Refuse locations delta-rs cannot keep a table at between two calls."""
+    if location.startswith("memory://"):
+        raise DalError(
+            "Delta tables cannot live on memory:// (delta-rs keeps a separate in-memory store per table object, "
+            "so a written version would vanish); use format='petastorm' there, or a local path or object store"
+        )
+    return location
 
 
 def _arrow_schema(table: Any) -> pa.Schema:
@@ -54,9 +64,10 @@ class DeltaFormat(Format):
     name = "delta"
 
     def exists(self, location: str, storage_options: Mapping[str, str]) -> bool:
-        return bool(_dl().DeltaTable.is_deltatable(location, storage_options=_opts(storage_options)))
+        return bool(_dl().DeltaTable.is_deltatable(_check_location(location), storage_options=_opts(storage_options)))
 
     def _table(self, location: str, storage_options: Mapping[str, str], version: int | None = None) -> Any:
+        _check_location(location)
         try:
             return _dl().DeltaTable(location, version=version, storage_options=_opts(storage_options))
         except Exception as e:  # delta-rs raises its own TableNotFoundError / DeltaError / OSError

@@ -1,12 +1,11 @@
 """Plain Parquet directories, adopted read-only with ``dal.register(..., format="parquet")``.
 
-Version 0 is the directory as it is when registered (hive-style ``col=value`` partitions recognised).
-dal does not write this format: use Delta for data that changes.
+Version 0 is the directory as it is when registered (hive-style ``col=value`` partitions recognised), on
+local disk or any object store. dal does not write this format: use Delta for data that changes.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 import pyarrow as pa
@@ -14,11 +13,11 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft, VersionInfo
-from dal import io
 from dal.errors import DalError, FormatError
 from dal.formats.base import DataFile, Format, WriteOptions
 from dal.formats.fragments import dataset_from_files
-from dal.formats.petastorm import _data_files, _partition_values, describe_files
+from dal.formats.petastorm import data_files, describe_files, partition_values, scan_directory
+from dal.location import Location
 from dal.schema import from_arrow
 
 
@@ -28,9 +27,7 @@ class ParquetFormat(Format):
     name = "parquet"
 
     def exists(self, location: str, storage_options: Mapping[str, str]) -> bool:
-        if not io.is_local(location):
-            raise DalError("plain Parquet datasets on object storage are not supported yet (local paths only)")
-        return os.path.isdir(location) and bool(_data_files(location))
+        return bool(data_files(Location.of(location, storage_options)))
 
     def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> None:
         raise DalError("dal registers plain Parquet read-only; write with format='delta'")
@@ -43,18 +40,18 @@ class ParquetFormat(Format):
     ) -> list[VersionDraft]:
         if after is not None:
             return []  # adopted once; the directory is not watched for changes
-        arrow = self._schema(location)
-        draft = describe_files(location, _data_files(location), from_arrow(arrow), previous=None, number=0)
+        loc = Location.of(location, storage_options)
+        files = scan_directory(loc)
+        draft = describe_files(files, from_arrow(self._schema(loc, [f.path for f in files])), previous=None, number=0)
         return [draft]
 
-    def _schema(self, location: str) -> pa.Schema:
-        files = _data_files(location)
+    def _schema(self, loc: Location, files: list[str]) -> pa.Schema:
         if not files:
-            raise FormatError(f"no Parquet files in {location}")
-        schema = pq.read_schema(os.path.join(location, files[0]))
+            raise FormatError(f"no Parquet files in {loc.uri}")
+        schema = pq.read_schema(loc.path(files[0]), filesystem=loc.fs)
         values: dict[str, set[str | None]] = {}
         for rel in files:
-            for k, v in _partition_values(rel):
+            for k, v in partition_values(rel):
                 values.setdefault(k, set()).add(v)
         # as pyarrow's hive discovery: integer-looking partition values are int64, others strings
         parts = [
@@ -65,15 +62,12 @@ class ParquetFormat(Format):
         return pa.schema(list(schema) + parts)
 
     def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:
-        return [
-            DataFile(
-                os.path.join(location, rel), os.path.getsize(os.path.join(location, rel)), None, _partition_values(rel)
-            )
-            for rel in _data_files(location)
-        ]
+        loc = Location.of(location, storage_options)
+        return [DataFile(loc.child(rel), size, None, partition_values(rel)) for rel, size in data_files(loc)]
 
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
-        return self._schema(location)
+        loc = Location.of(location, storage_options)
+        return self._schema(loc, [rel for rel, _ in data_files(loc)])
 
     def arrow_dataset(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pads.Dataset:
         files = self.files(location, version, storage_options)

@@ -1,10 +1,15 @@
 """Petastorm datasets (Parquet + a pickled Unischema), read and written without petastorm itself.
 
 Versions: Petastorm has none, so each dal version of a dataset written by dal is a complete Petastorm
-dataset in its own directory ``<location>/v<n>/``: an append hard-links (local) or copies the files of
-the previous version and adds new ones (no file is ever rewritten), an overwrite starts empty. A write is
-built in ``<location>/_staging_<id>/`` and renamed into place, so a killed write leaves no partial
-version and two writers cannot take the same number. Petastorm readers open ``<location>/v<n>``.
+dataset in its own directory ``<location>/v<n>-<token>/``. An append links (local disk) or server-side
+copies (object stores) the previous version's files and adds new ones — no file is ever rewritten; an
+overwrite starts empty. The commit point is one small record, ``<location>/_dal_versions/<n>.json``
+(directory, mode, time, and every file with its size, rows and row groups), created only if absent
+(``O_EXCL`` locally, a conditional PUT on object stores): a writer that finds ``n`` taken moves its new
+files to ``v<n+1>-<token>`` and tries again, so concurrent appenders both land and neither loses rows,
+and a killed writer leaves an unrecorded directory that no reader sees. There is no rename, so the same
+protocol runs on local disk, S3, GCS, Azure and fsspec stores. Petastorm readers open the version's
+directory (``Dataset.petastorm_url``).
 
 A dataset petastorm wrote (``dal.register``) is adopted as version 0 at its own directory, untouched.
 """
@@ -13,12 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import re
-import shutil
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
@@ -30,55 +33,111 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from catalog.types import Partition, Schema, VersionDraft, VersionInfo
-from dal import io
 from dal.errors import DalError, FormatError, SchemaMismatch
 from dal.formats.base import DataFile, Format, WriteOptions
 from dal.formats.fragments import dataset_from_files
 from dal.formats.parquet_writer import NULL_PARTITION, partition_dir, partition_string
 from dal.formats.petastorm_pickle import ROW_GROUPS_PER_FILE_KEY, UNISCHEMA_KEY, dumps_unischema, loads_unischema
+from dal.location import Location
 from dal.tensors import TensorField, TensorSchema
 
 COMMON_METADATA = "_common_metadata"
-_VERSION_DIR = re.compile(r"^v(\d+)$")
+RECORDS = "_dal_versions"
 ROW_GROUP_ROWS = 10_000
+FILE_ENTRY_SCHEMA = pa.schema(
+    [("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()), ("row_groups", pa.int64())]
+)
 
 
-def _local(location: str) -> None:
-    if not io.is_local(location):
-        raise DalError("petastorm datasets on object storage are not supported yet (local paths only)")
+@dataclass(frozen=True)
+class FileEntry:
+    """One Parquet file of a version directory: its path below the directory, bytes, rows, row groups."""
+
+    path: str
+    size: int
+    rows: int
+    row_groups: int
 
 
-def version_dirs(location: str) -> dict[int, str]:
-    """The dal version directories under ``location`` (``v<n>``) by number."""
-    if not os.path.isdir(location):
-        return {}
-    found = {}
-    for name in os.listdir(location):
-        m = _VERSION_DIR.match(name)
-        if m and os.path.isfile(os.path.join(location, name, COMMON_METADATA)):
-            found[int(m.group(1))] = name
-    return found
+@dataclass(frozen=True)
+class Commit:
+    """The record that makes ``directory`` version ``version``."""
+
+    version: int
+    directory: str
+    mode: str
+    committed_at: datetime
+    files: tuple[FileEntry, ...]
+
+    def to_json(self) -> bytes:
+        body = {
+            "version": self.version,
+            "directory": self.directory,
+            "mode": self.mode,
+            "committed_at": self.committed_at.isoformat(),
+            "files": [dataclasses.asdict(f) for f in self.files],
+        }
+        return json.dumps(body, indent=1).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Commit:
+        try:
+            body = json.loads(data)
+            return cls(
+                int(body["version"]),
+                str(body["directory"]),
+                str(body["mode"]),
+                datetime.fromisoformat(body["committed_at"]),
+                tuple(
+                    FileEntry(str(f["path"]), int(f["size"]), int(f["rows"]), int(f["row_groups"]))
+                    for f in body["files"]
+                ),
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise FormatError(f"malformed dal version record: {e}") from e
 
 
-def read_schema(dataset_dir: str) -> TensorSchema:
+def record_name(n: int) -> str:
+    return f"{RECORDS}/{n:020d}.json"
+
+
+def committed_numbers(loc: Location) -> list[int]:
+    """The committed version numbers under ``loc`` (one LIST)."""
+    out = []
+    for rel, _size in loc.list(RECORDS, recursive=False):
+        stem = rel.removesuffix(".json")
+        if rel.endswith(".json") and stem.isdigit():
+            out.append(int(stem))
+    return sorted(out)
+
+
+def read_commit(loc: Location, n: int) -> Commit:
+    try:
+        return Commit.from_json(loc.read(record_name(n)))
+    except FileNotFoundError:
+        raise FormatError(f"Petastorm version {n} of {loc.uri} is missing") from None
+
+
+def read_schema(loc: Location, directory: str = "") -> TensorSchema:
     """The Unischema of a Petastorm dataset directory (restricted unpickling).
 
     Raises:
         FormatError: no ``_common_metadata`` or no Unischema in it (not a Petastorm dataset).
     """
-    path = os.path.join(dataset_dir, COMMON_METADATA)
-    if not os.path.isfile(path):
-        raise FormatError(f"{dataset_dir} is not a Petastorm dataset: it has no {COMMON_METADATA}")
-    meta = pq.read_schema(path).metadata or {}
+    rel = f"{directory}/{COMMON_METADATA}" if directory else COMMON_METADATA
+    where = loc.child(directory)
+    if not loc.exists(rel):
+        raise FormatError(f"{where} is not a Petastorm dataset: it has no {COMMON_METADATA}")
+    meta = pq.read_schema(loc.path(rel), filesystem=loc.fs).metadata or {}
     if UNISCHEMA_KEY not in meta:
         raise FormatError(
-            f"{dataset_dir} has no Petastorm schema ({UNISCHEMA_KEY.decode()}) in {COMMON_METADATA}; "
+            f"{where} has no Petastorm schema ({UNISCHEMA_KEY.decode()}) in {COMMON_METADATA}; "
             "register it with format='parquet' if it is plain Parquet"
         )
     return loads_unischema(meta[UNISCHEMA_KEY])
 
 
-def _partition_values(relpath: str) -> tuple[tuple[str, str | None], ...]:
+def partition_values(relpath: str) -> tuple[tuple[str, str | None], ...]:
     out = []
     for part in relpath.split("/")[:-1]:
         if "=" in part:
@@ -87,15 +146,22 @@ def _partition_values(relpath: str) -> tuple[tuple[str, str | None], ...]:
     return tuple(out)
 
 
-def _data_files(dataset_dir: str) -> list[str]:
-    """Parquet files of a Petastorm dataset, relative, sorted; '_' and '.' entries are not data."""
+def data_files(loc: Location, directory: str = "") -> list[tuple[str, int]]:
+    """The Parquet files below ``directory`` as (relative path, size), sorted; '_' and '.' entries are not data."""
+    return [
+        (rel, size)
+        for rel, size in sorted(loc.list(directory))
+        if rel.endswith(".parquet") and not any(p.startswith(("_", ".")) for p in rel.split("/"))
+    ]
+
+
+def scan_directory(loc: Location, directory: str = "") -> list[FileEntry]:
+    """:func:`data_files` with rows and row groups from their footers: for datasets dal did not write,
+    which have no version record."""
     out = []
-    for root, dirs, files in os.walk(dataset_dir):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
-        rel = os.path.relpath(root, dataset_dir)
-        for f in sorted(files):
-            if not f.startswith(("_", ".")) and f.endswith(".parquet"):
-                out.append(f if rel == "." else f"{rel}/{f}")
+    for rel, size in data_files(loc, directory):
+        meta = pq.read_metadata(loc.path(f"{directory}/{rel}" if directory else rel), filesystem=loc.fs)
+        out.append(FileEntry(rel, size, meta.num_rows, meta.num_row_groups))
     return out
 
 
@@ -107,20 +173,23 @@ class PetastormFormat(Format):
     # -- where versions live ----------------------------------------------------------------------
 
     def exists(self, location: str, storage_options: Mapping[str, str]) -> bool:
-        _local(location)
-        return bool(version_dirs(location)) or os.path.isfile(os.path.join(location, COMMON_METADATA))
+        loc = Location.of(location, storage_options)
+        return bool(committed_numbers(loc)) or loc.exists(COMMON_METADATA)
 
-    def _dir_of(self, location: str, storage_version: int) -> str:
-        dirs = version_dirs(location)
-        if storage_version in dirs:
-            return os.path.join(location, dirs[storage_version])
-        if storage_version == 0 and os.path.isfile(os.path.join(location, COMMON_METADATA)):
-            return location  # a dataset petastorm wrote, adopted as it is
-        raise FormatError(f"Petastorm version {storage_version} of {location} is missing")
+    def _directory(self, loc: Location, storage_version: int) -> str:
+        """The directory (relative to the location; '' for an adopted dataset) of one version."""
+        if storage_version == 0 and not committed_numbers(loc) and loc.exists(COMMON_METADATA):
+            return ""  # a dataset petastorm wrote, adopted as it is
+        return read_commit(loc, storage_version).directory
 
-    def petastorm_url(self, location: str, version: VersionInfo) -> str:
+    def petastorm_url(
+        self, location: str, version: VersionInfo, storage_options: Mapping[str, str] | None = None
+    ) -> str:
+        from dal import io
+
         assert version.storage_version is not None
-        return io.to_uri(self._dir_of(location, version.storage_version))
+        loc = Location.of(location, storage_options)
+        return io.to_uri(loc.child(self._directory(loc, version.storage_version)))
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -163,97 +232,130 @@ class PetastormFormat(Format):
         return pa.Table.from_arrays(arrays, schema=schema.arrow_schema())
 
     def write_tensors(
-        self, location: str, schema: TensorSchema, table: pa.Table, *, mode: str, partition_by: Sequence[str]
+        self,
+        location: str,
+        schema: TensorSchema,
+        table: pa.Table,
+        *,
+        mode: str,
+        partition_by: Sequence[str],
+        storage_options: Mapping[str, str] | None = None,
     ) -> int:
-        """Commit an encoded table as the next version directory; return its number."""
-        staging = self.new_staging(location)
+        """Commit an encoded table as the next version; return its number."""
+        directory = self.start(location, storage_options)
+        loc = Location.of(location, storage_options)
         try:
-            files = write_files(staging, table, list(partition_by))
-            return self.commit_staged(location, schema, staging, files, mode=mode)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            files = write_files(loc, directory, table, list(partition_by))
+        except BaseException:
+            loc.delete_dir(directory)
+            raise
+        return self.commit(location, schema, directory, files, mode=mode, storage_options=storage_options)
 
-    def new_staging(self, location: str) -> str:
-        """A fresh private directory under ``location`` ('_' names are invisible to Petastorm readers)."""
-        _local(location)
-        staging = os.path.join(location, f"_staging_{uuid.uuid4().hex}")
-        os.makedirs(staging)
-        return staging
+    def start(self, location: str, storage_options: Mapping[str, str] | None = None) -> str:
+        """A fresh directory name for a write, ``v<next>-<token>`` (nothing is created yet)."""
+        loc = Location.of(location, storage_options)
+        self._refuse_adopted(loc)
+        numbers = committed_numbers(loc)
+        return f"v{numbers[-1] + 1 if numbers else 0}-{uuid.uuid4().hex[:12]}"
 
-    def commit_staged(
-        self, location: str, schema: TensorSchema, staging: str, new_files: Sequence[str], *, mode: str
+    def _refuse_adopted(self, loc: Location) -> None:
+        if not committed_numbers(loc) and loc.exists(COMMON_METADATA):
+            raise DalError(
+                f"{loc.uri} is a Petastorm dataset dal did not write (adopted as version 0); "
+                "appending to it is not supported yet: write a new dataset"
+            )
+
+    def commit(
+        self,
+        location: str,
+        schema: TensorSchema,
+        directory: str,
+        new_files: Sequence[FileEntry],
+        *,
+        mode: str,
+        storage_options: Mapping[str, str] | None = None,
     ) -> int:
-        """Make staged files the next version: link the previous version's files (append) and the new ones
-        into a fresh directory with its ``_common_metadata``, then rename it to ``v<n>`` (atomic)."""
-        while True:
-            dirs = version_dirs(location)
-            previous = max(dirs) if dirs else None
-            base = None
-            if previous is not None:
-                base = os.path.join(location, dirs[previous])
-            elif os.path.isfile(os.path.join(location, COMMON_METADATA)):
-                raise DalError(
-                    f"{location} is a Petastorm dataset dal did not write (adopted as version 0); "
-                    "appending to it is not supported yet: write a new dataset"
-                )
-            attempt = os.path.join(location, f"_staging_{uuid.uuid4().hex}")
-            os.makedirs(attempt)
-            if mode == "append" and base is not None:
-                _link_tree(base, attempt)
-            for rel in new_files:
-                dst = os.path.join(attempt, rel)
-                os.makedirs(os.path.dirname(dst), exist_ok=True)
-                os.link(os.path.join(staging, rel), dst)
-            _write_common_metadata(attempt, schema)
-            number = 0 if previous is None else previous + 1
-            try:
-                os.rename(attempt, os.path.join(location, f"v{number}"))  # atomic; fails if taken
-                return number
-            except OSError:
-                shutil.rmtree(attempt, ignore_errors=True)  # another writer took v<number>; retry
+        """Make ``directory``'s new files the next version: add the previous version's files (append) and a
+        ``_common_metadata``, then create the version record if no other writer took that number first."""
+        loc = Location.of(location, storage_options)
+        token = directory.rsplit("-", 1)[-1]
+        target = directory
+        try:
+            while True:
+                self._refuse_adopted(loc)
+                numbers = committed_numbers(loc)
+                latest = read_commit(loc, numbers[-1]) if numbers else None
+                n = 0 if latest is None else latest.version + 1
+                target = f"v{n}-{token}"
+                if target != directory:  # another writer committed meanwhile: take the next number
+                    for f in new_files:
+                        loc.move(f"{directory}/{f.path}", f"{target}/{f.path}")
+                    loc.delete_dir(directory)
+                    directory = target
+                base = list(latest.files) if latest is not None and mode == "append" else []
+                for f in base:
+                    loc.copy(f"{latest.directory}/{f.path}", f"{target}/{f.path}")  # type: ignore[union-attr]
+                files = tuple(sorted([*base, *new_files], key=lambda f: f.path))
+                _write_common_metadata(loc, target, schema, files)
+                record = Commit(n, target, mode, datetime.now(UTC), files)
+                if loc.create_exclusive(record_name(n), record.to_json()):
+                    return n
+                for f in base:
+                    loc.delete(f"{target}/{f.path}")
+                loc.delete(f"{target}/{COMMON_METADATA}")
+        except BaseException:
+            loc.delete_dir(directory)
+            loc.delete_dir(target)
+            raise
+
+    def abort(self, location: str, directory: str, storage_options: Mapping[str, str] | None = None) -> None:
+        """Remove an uncommitted write's directory."""
+        Location.of(location, storage_options).delete_dir(directory)
 
     # -- describing versions ----------------------------------------------------------------------
 
     def snapshots(
         self, location: str, storage_options: Mapping[str, str], *, after: int | None, previous: Schema | None
     ) -> list[VersionDraft]:
-        _local(location)
-        dirs = version_dirs(location)
-        numbers = sorted(dirs) if dirs else ([0] if os.path.isfile(os.path.join(location, COMMON_METADATA)) else [])
+        loc = Location.of(location, storage_options)
+        numbers = committed_numbers(loc)
         drafts = []
+        if not numbers and loc.exists(COMMON_METADATA):
+            if after is None:  # adopted once, as version 0
+                tensors = read_schema(loc)
+                draft = describe_files(scan_directory(loc), tensors.to_catalog(), previous=None, number=0)
+                stamp = loc.fs.get_file_info(loc.path(COMMON_METADATA)).mtime
+                committed = stamp.astimezone(UTC) if stamp is not None else datetime.now(UTC)
+                drafts.append(
+                    dataclasses.replace(
+                        draft, committed_at=committed, properties={"unischema": tensors.name, "path": ""}
+                    )
+                )
+            return drafts
         for n in numbers:
             if after is not None and n <= after:
                 continue
-            draft = self._describe(location, n, previous)
-            drafts.append(draft)
+            record = read_commit(loc, n)
+            tensors = read_schema(loc, record.directory)
+            draft = describe_files(record.files, tensors.to_catalog(), previous=previous, number=n)
+            operation = draft.operation
+            if operation == "append" and record.mode == "overwrite":
+                operation = "overwrite"
+            props = {"unischema": tensors.name, "path": record.directory}
+            drafts.append(
+                dataclasses.replace(draft, operation=operation, committed_at=record.committed_at, properties=props)
+            )
             previous = draft.schema
         return drafts
-
-    def _describe(self, location: str, n: int, previous: Schema | None) -> VersionDraft:
-        directory = self._dir_of(location, n)
-        tensors = read_schema(directory)
-        files = _data_files(directory)
-        draft = describe_files(directory, files, tensors.to_catalog(), previous=previous, number=n)
-        operation = draft.operation
-        if operation == "append" and n > 0 and not set(_data_files(self._dir_of(location, n - 1))) <= set(files):
-            operation = "overwrite"
-        props = {"unischema": tensors.name, "path": os.path.relpath(directory, location)}
-        return dataclasses.replace(draft, operation=operation, properties=props)
 
     # -- reading ----------------------------------------------------------------------------------
 
     def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:
         assert version.storage_version is not None
-        directory = self._dir_of(location, version.storage_version)
-        return [
-            DataFile(
-                os.path.join(directory, rel),
-                os.path.getsize(os.path.join(directory, rel)),
-                None,
-                _partition_values(rel),
-            )
-            for rel in _data_files(directory)
-        ]
+        loc = Location.of(location, storage_options)
+        directory = self._directory(loc, version.storage_version)
+        entries = read_commit(loc, version.storage_version).files if directory else tuple(scan_directory(loc))
+        return [DataFile(loc.child(f"{directory}/{f.path}"), f.size, f.rows, partition_values(f.path)) for f in entries]
 
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
         return TensorSchema.from_catalog("schema", version.schema).arrow_schema()
@@ -267,8 +369,10 @@ class PetastormFormat(Format):
         )
 
 
-def write_files(root: str, table: pa.Table, partition_by: list[str], prefix: str = "part") -> list[str]:
-    """Write an encoded table under ``root``, one file per partition value; return the relative paths."""
+def write_files(
+    loc: Location, directory: str, table: pa.Table, partition_by: list[str], prefix: str = "part"
+) -> list[FileEntry]:
+    """Write an encoded table under ``directory``, one file per partition value; describe each file."""
     token = uuid.uuid4().hex
     groups: dict[tuple[tuple[str, str | None], ...], pa.Table] = {}
     if partition_by:
@@ -283,40 +387,40 @@ def write_files(root: str, table: pa.Table, partition_by: list[str], prefix: str
         groups[()] = table
     written = []
     for i, (values, part) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
-        directory = partition_dir(values)
+        subdir = partition_dir(values)
         name = f"{prefix}-{i:05d}-{token}.parquet"
-        rel = f"{directory}/{name}" if directory else name
-        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        rel = f"{subdir}/{name}" if subdir else name
+        full = f"{directory}/{rel}"
+        loc.makedirs(full.rsplit("/", 1)[0])
+        collected: list[Any] = []
         # petastorm (like Spark) keeps partition columns out of the files
-        pq.write_table(part.drop_columns(partition_by), os.path.join(root, rel), row_group_size=ROW_GROUP_ROWS)
-        written.append(rel)
+        pq.write_table(
+            part.drop_columns(partition_by),
+            loc.path(full),
+            filesystem=loc.fs,
+            row_group_size=ROW_GROUP_ROWS,
+            metadata_collector=collected,
+        )
+        size = int(loc.fs.get_file_info(loc.path(full)).size or 0)
+        written.append(FileEntry(rel, size, part.num_rows, collected[0].num_row_groups))
     return written
 
 
-def describe_files(
-    directory: str, files: Sequence[str], schema: Schema, *, previous: Schema | None, number: int
-) -> VersionDraft:
-    """A version draft for the Parquet files of a directory: rows from the footers, hive partitions."""
-    parts = [k for k, _ in _partition_values(files[0])] if files else []
+def describe_files(files: Sequence[FileEntry], schema: Schema, *, previous: Schema | None, number: int) -> VersionDraft:
+    """A version draft for a directory's Parquet files: rows, sizes, hive partitions."""
+    parts = [k for k, _ in partition_values(files[0].path)] if files else []
     by_part: dict[tuple[tuple[str, str | None], ...], list[int]] = defaultdict(lambda: [0, 0, 0])
-    rows = size = 0
-    for rel in files:
-        full = os.path.join(directory, rel)
-        n_rows, n_bytes = pq.read_metadata(full).num_rows, os.path.getsize(full)
-        rows, size = rows + n_rows, size + n_bytes
-        acc = by_part[_partition_values(rel)]
-        acc[0], acc[1], acc[2] = acc[0] + n_rows, acc[1] + 1, acc[2] + n_bytes
-    marker = os.path.join(directory, COMMON_METADATA)
-    stamp = os.path.getmtime(marker if os.path.exists(marker) else directory)
+    for f in files:
+        acc = by_part[partition_values(f.path)]
+        acc[0], acc[1], acc[2] = acc[0] + f.rows, acc[1] + 1, acc[2] + f.size
     operation = "create" if previous is None else ("schema-change" if previous != schema else "append")
     return VersionDraft(
         operation=operation,
         schema=schema,
-        row_count=rows,
+        row_count=sum(f.rows for f in files),
         file_count=len(files),
-        size_bytes=size,
+        size_bytes=sum(f.size for f in files),
         storage_version=number,
-        committed_at=datetime.fromtimestamp(stamp, UTC),
         partition_columns=tuple(parts),
         partitions=tuple(Partition(k, r, f, b) for k, (r, f, b) in sorted(by_part.items(), key=lambda kv: str(kv[0])))
         if parts
@@ -324,28 +428,17 @@ def describe_files(
     )
 
 
-def _link_tree(src: str, dst: str) -> None:
-    """Hard-link every data file of ``src`` into ``dst`` (same bytes, nothing rewritten)."""
-    for rel in _data_files(src):
-        target = os.path.join(dst, rel)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        try:
-            os.link(os.path.join(src, rel), target)
-        except OSError:
-            shutil.copy2(os.path.join(src, rel), target)  # another filesystem: copy, never modify
-
-
-def _write_common_metadata(directory: str, schema: TensorSchema) -> None:
+def _write_common_metadata(loc: Location, directory: str, schema: TensorSchema, files: Sequence[FileEntry]) -> None:
     """``_common_metadata`` as petastorm's materialize_dataset leaves it: the Arrow schema of the data
     columns, the pickled Unischema and the row-group count of every file."""
-    files = _data_files(directory)
-    counts = {rel: pq.read_metadata(os.path.join(directory, rel)).num_row_groups for rel in files}
-    parts = {k for rel in files for k, _ in _partition_values(rel)}
+    counts = {f.path: f.row_groups for f in files}
+    parts = {k for f in files for k, _ in partition_values(f.path)}
     arrow = pa.schema([f for f in schema.arrow_schema() if f.name not in parts])
     arrow = arrow.with_metadata(
         {UNISCHEMA_KEY: dumps_unischema(schema), ROW_GROUPS_PER_FILE_KEY: json.dumps(counts).encode()}
     )
-    pq.write_metadata(arrow, os.path.join(directory, COMMON_METADATA))
+    loc.makedirs(directory)
+    pq.write_metadata(arrow, loc.path(f"{directory}/{COMMON_METADATA}"), filesystem=loc.fs)
 
 
 def decode_table(table: pa.Table, schema: Schema) -> dict[str, Any]:

@@ -5,80 +5,16 @@ Credentials travel only in storage_options; the catalog database must never cont
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import deltalake
-import pandas as pd
 import pyarrow as pa
 import pytest
 
 import dal
 from catalog import Catalog
-
-SECRET = f"sk-{uuid.uuid4().hex}"  # a value that must never reach the catalog
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "moto server did not start"
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=30)
-
-
-@pytest.fixture
-def s3(s3_endpoint: str) -> tuple[str, dict[str, str]]:
-    """A fresh bucket and the storage options to reach it."""
-    import boto3
-
-    bucket = f"dal-{uuid.uuid4().hex[:12]}"
-    boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        aws_access_key_id="AKIDTEST",
-        aws_secret_access_key=SECRET,
-        region_name="us-east-1",
-    ).create_bucket(Bucket=bucket)
-    options = {
-        "AWS_ENDPOINT_URL": s3_endpoint,
-        "AWS_ACCESS_KEY_ID": "AKIDTEST",
-        "AWS_SECRET_ACCESS_KEY": SECRET,
-        "AWS_REGION": "us-east-1",
-    }
-    return bucket, options
-
-
-def frame(n: int, start: int = 0) -> pd.DataFrame:
-    ts = pd.date_range("2026-01-01", periods=n, freq="h", tz="UTC") + pd.Timedelta(hours=start)
-    return pd.DataFrame(
-        {"id": range(start, start + n), "ts": ts, "date": ts.strftime("%Y-%m-%d"), "x": [i / 2 for i in range(n)]}
-    )
+from tests.storage.conftest import SECRET, frame
 
 
 def test_delta_on_s3_end_to_end_and_no_secret_in_the_catalog(
@@ -174,3 +110,14 @@ def test_spark_writes_and_reads_delta_on_s3_without_s3a(
         == sorted(scan.to_arrow().column("id").to_pylist())
         == list(range(24, 48))
     )
+
+
+def test_tf_over_s3(sqlite_env: Catalog, s3: tuple[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    tf = pytest.importorskip("tensorflow")
+    bucket, options = s3
+    monkeypatch.setenv("DAL_WAREHOUSE", f"s3://{bucket}/wh")
+    dal.write(frame(50), "s3.tf", storage_options=options)
+    data = dal.open("s3.tf", storage_options=options).filter("id >= 10").select("id", "x").to_tf(batch_size=16)
+    assert data.element_spec["x"].dtype == tf.float64
+    got = sorted(int(i) for batch in data for i in batch["id"].numpy())
+    assert got == list(range(10, 50))

@@ -1,0 +1,200 @@
+"""A dataset's directory on any filesystem — local disk, S3, or an fsspec URL (gs://, abfs://, memory://).
+
+The few operations a format needs to commit immutable versions without a rename: list, read, write, copy
+(a hard link on local disk, a server-side copy on object stores), move, delete, and *create if absent*
+— the one atomic step: ``O_EXCL`` locally, a conditional PUT (``If-None-Match: *``) on S3, GCS and Azure
+(through obstore, the Python face of the ``object_store`` crate delta-rs uses), ``open(mode="xb")`` for
+other fsspec filesystems.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+from urllib.parse import urlsplit
+
+import pyarrow.fs as pafs
+
+from dal import io
+from dal.errors import DalError, require
+
+_OBJECT_STORES = {"s3": "aws", "s3a": "aws", "gs": "google", "gcs": "google", "az": "azure", "abfs": "azure",
+                  "abfss": "azure", "azure": "azure"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Location:
+    """The directory ``uri`` (normalised) and the options to reach it; paths below it are '/'-separated."""
+
+    uri: str
+    storage_options: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> Location:
+        return cls(io.normalize(uri), dict(storage_options or {}))
+
+    @cached_property
+    def _fs(self) -> tuple[pafs.FileSystem, str]:
+        return io.filesystem(self.uri, self.storage_options)
+
+    @property
+    def fs(self) -> pafs.FileSystem:
+        return self._fs[0]
+
+    @property
+    def local(self) -> bool:
+        return io.is_local(self.uri)
+
+    def path(self, rel: str = "") -> str:
+        """The path of ``rel`` inside :attr:`fs`."""
+        root = self._fs[1]
+        return f"{root}/{rel.strip('/')}" if rel.strip("/") else root
+
+    def child(self, rel: str) -> str:
+        """The URI of ``rel`` (what readers and the catalog see)."""
+        return io.join(self.uri, *[p for p in rel.split("/") if p])
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def exists(self, rel: str) -> bool:
+        return bool(self.fs.get_file_info(self.path(rel)).type != pafs.FileType.NotFound)
+
+    def list(self, rel: str = "", *, recursive: bool = True) -> Iterator[tuple[str, int]]:
+        """Files below ``rel`` as (path relative to ``rel``, size); one LIST per 1000 keys on object stores."""
+        base = self.path(rel)
+        selector = pafs.FileSelector(base, recursive=recursive, allow_not_found=True)
+        for info in self.fs.get_file_info(selector):
+            if info.type == pafs.FileType.File:
+                yield info.path[len(base) :].lstrip("/"), int(info.size or 0)
+
+    def read(self, rel: str) -> bytes:
+        with self.fs.open_input_stream(self.path(rel)) as f:
+            data: bytes = f.read()
+        return data
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def makedirs(self, rel: str) -> None:
+        """Local directories; object stores have none (pyarrow would leave empty marker objects)."""
+        if self.local:
+            self.fs.create_dir(self.path(rel), recursive=True)
+
+    def write(self, rel: str, data: bytes) -> None:
+        self.makedirs(rel.rsplit("/", 1)[0] if "/" in rel else "")
+        with self.fs.open_output_stream(self.path(rel)) as f:
+            f.write(data)
+
+    def copy(self, src: str, dst: str) -> None:
+        """``dst`` gets ``src``'s bytes without rewriting them: a hard link locally (a copy across devices),
+        a server-side copy on S3 (CopyObject) and on fsspec stores that offer one."""
+        self.makedirs(dst.rsplit("/", 1)[0] if "/" in dst else "")
+        if self.local:
+            try:
+                os.link(self.path(src), self.path(dst))
+                return
+            except OSError:
+                pass
+        self.fs.copy_file(self.path(src), self.path(dst))
+
+    def move(self, src: str, dst: str) -> None:
+        """A rename locally; copy then delete on object stores (no rename there)."""
+        self.makedirs(dst.rsplit("/", 1)[0] if "/" in dst else "")
+        try:
+            self.fs.move(self.path(src), self.path(dst))
+        except NotImplementedError:  # pyarrow's Azure without hierarchical namespace (arrow#40405)
+            self.fs.copy_file(self.path(src), self.path(dst))
+            self.fs.delete_file(self.path(src))
+
+    def delete(self, rel: str) -> None:
+        self.fs.delete_file(self.path(rel))
+
+    def delete_dir(self, rel: str) -> None:
+        try:
+            self.fs.delete_dir(self.path(rel))
+        except (FileNotFoundError, OSError):
+            pass
+
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        """Write ``rel`` only if nothing is there yet; False if something is (another writer won).
+
+        Raises:
+            DalError: the filesystem has no atomic create-if-absent (dal refuses rather than risk lost commits).
+        """
+        self.makedirs(rel.rsplit("/", 1)[0] if "/" in rel else "")
+        if self.local:
+            try:
+                fd = os.open(self.path(rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            return True
+        scheme = urlsplit(self.uri).scheme
+        if scheme in _OBJECT_STORES:
+            return _conditional_put(self, rel, data, _OBJECT_STORES[scheme])
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(self.uri, **dict(self.storage_options))
+        try:
+            with fs.open(f"{root.rstrip('/')}/{rel}", "xb") as f:
+                f.write(data)
+        except FileExistsError:
+            return False
+        except (ValueError, NotImplementedError) as e:
+            raise DalError(
+                f"{scheme}:// has no atomic create-if-absent in fsspec ({e}); dal cannot commit versions there safely"
+            ) from e
+        return True
+
+
+def _conditional_put(loc: Location, rel: str, data: bytes, provider: str) -> bool:
+    obstore = require("obstore", "cloud")
+    from obstore.exceptions import AlreadyExistsError
+    from obstore.store import from_url
+
+    config, client = _obstore_config(loc.storage_options, provider)
+    make: Any = from_url  # typed per provider; the config keys are checked by obstore at run time
+    store = make(loc.uri, config=config, client_options=client)
+    try:
+        obstore.put(store, rel, data, mode="create")
+    except AlreadyExistsError:
+        return False
+    return True
+
+
+def _obstore_config(options: Mapping[str, str], provider: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """delta-rs style storage options (``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, …, any case) as obstore's
+    config (lower-case, provider-prefixed keys) and client options; the environment fills the rest."""
+    config: dict[str, str] = {}
+    client: dict[str, Any] = {}
+    for key, value in options.items():
+        k = key.lower()
+        if k in ("aws_allow_http", "allow_http"):
+            client["allow_http"] = value.lower() == "true"
+        elif k in ("aws_endpoint_url", "aws_endpoint", "endpoint_url"):
+            config["aws_endpoint"] = value
+        elif k == "azure_allow_http":
+            client["allow_http"] = value.lower() == "true"
+        elif k in ("azure_storage_access_key",):
+            config["azure_storage_account_key"] = value
+        elif k.startswith(f"{provider}_") and k not in ("aws_conditional_put", "aws_s3_locking_provider"):
+            config[k] = value
+    if provider == "azure":
+        endpoint = config.get("azure_storage_endpoint") or config.get("azure_endpoint")
+        if endpoint and endpoint.startswith("http://"):
+            client.setdefault("allow_http", True)
+    if provider == "aws":
+        endpoint = config.get("aws_endpoint") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint and endpoint.startswith("http://"):
+            client.setdefault("allow_http", True)
+        if endpoint:
+            config["aws_endpoint"] = endpoint
+        config.setdefault(
+            "aws_region", os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        )
+    return config, client

@@ -1,0 +1,181 @@
+"""Fixtures for object-storage tests: a real S3 API (moto in server mode on loopback), one per session."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+SECRET = f"sk-{uuid.uuid4().hex}"  # a value that must never reach the catalog
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "moto server did not start"
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def s3(s3_endpoint: str) -> tuple[str, dict[str, str]]:
+    """A fresh bucket and the storage options to reach it."""
+    import boto3
+
+    bucket = f"dal-{uuid.uuid4().hex[:12]}"
+    boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        aws_access_key_id="AKIDTEST",
+        aws_secret_access_key=SECRET,
+        region_name="us-east-1",
+    ).create_bucket(Bucket=bucket)
+    options = {
+        "AWS_ENDPOINT_URL": s3_endpoint,
+        "AWS_ACCESS_KEY_ID": "AKIDTEST",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_REGION": "us-east-1",
+    }
+    return bucket, options
+
+
+def frame(n: int, start: int = 0) -> pd.DataFrame:
+    ts = pd.date_range("2026-01-01", periods=n, freq="h", tz="UTC") + pd.Timedelta(hours=start)
+    return pd.DataFrame(
+        {"id": range(start, start + n), "ts": ts, "date": ts.strftime("%Y-%m-%d"), "x": [i / 2 for i in range(n)]}
+    )
+
+
+REPO = Path(__file__).resolve().parents[2]
+AZURITE = REPO / ".cache" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
+AZURE_ACCOUNT = "dalacct"
+AZURE_KEY = base64.b64encode(f"{SECRET}-azure-key".encode()).decode()  # a secret the catalog must never see
+
+
+@pytest.fixture(scope="session")
+def azure_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Azurite (Microsoft's Azure Blob Storage emulator, from npm; ``make test`` installs it) on loopback."""
+    binary = str(AZURITE) if AZURITE.exists() else shutil.which("azurite-blob")
+    if binary is None:
+        pytest.skip("azurite is not installed (make test installs it with npm into .cache/azurite)")
+    port = _free_port()
+    data = tmp_path_factory.mktemp("azurite")
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--location",
+            str(data),
+            "--skipApiVersionCheck",
+            "--loose",
+            "--silent",
+        ],
+        env={**os.environ, "AZURITE_ACCOUNTS": f"{AZURE_ACCOUNT}:{AZURE_KEY}"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "azurite did not start"
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}/{AZURE_ACCOUNT}"
+    proc.kill()  # node ignores SIGTERM while it holds connections
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def azure(azure_endpoint: str) -> tuple[str, dict[str, str]]:
+    """A fresh container and the storage options to reach it (delta-rs / object_store key names)."""
+    import pyarrow.fs as pafs
+
+    container = f"dal-{uuid.uuid4().hex[:12]}"
+    options = {
+        "AZURE_STORAGE_ACCOUNT_NAME": AZURE_ACCOUNT,
+        "AZURE_STORAGE_ACCOUNT_KEY": AZURE_KEY,
+        "AZURE_STORAGE_ENDPOINT": azure_endpoint,
+    }
+    authority = azure_endpoint.split("//", 1)[1].split("/", 1)[0]
+    fs = pafs.AzureFileSystem(
+        account_name=AZURE_ACCOUNT, account_key=AZURE_KEY, blob_storage_authority=authority,
+        blob_storage_scheme="http", dfs_storage_authority=authority, dfs_storage_scheme="http",
+    )  # fmt: skip
+    fs.create_dir(container)
+    return container, options
+
+
+@pytest.fixture(scope="session")
+def gcs_endpoint() -> Iterator[str]:
+    """gcp-storage-emulator (pip, JSON API only) on loopback, in memory."""
+    script = Path(sys.executable).parent / "gcp-storage-emulator"
+    if not script.exists():
+        pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(script), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "gcs emulator did not start"
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}"
+    proc.kill()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def gcs(gcs_endpoint: str) -> tuple[str, dict[str, str]]:
+    """A fresh bucket and the storage options to reach it."""
+    import json
+    import urllib.request
+
+    bucket = f"dal-{uuid.uuid4().hex[:12]}"
+    request = urllib.request.Request(
+        f"{gcs_endpoint}/storage/v1/b?project=test",
+        data=json.dumps({"name": bucket}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    urllib.request.urlopen(request, timeout=10).close()
+    return bucket, {"google_base_url": gcs_endpoint, "google_skip_signature": "true"}

@@ -96,9 +96,9 @@ def _table_location(ds: Any) -> str:
     """Where Hive finds exactly this version's files (see the module docstring)."""
     fmt = ds.info.format
     if fmt == "petastorm":
-        return str(ds.petastorm_url)
+        return io.to_uri(str(ds.petastorm_url).removeprefix("file://"), ds.storage_options)
     if fmt == "parquet":
-        return io.to_uri(ds.location)
+        return io.to_uri(ds.location, ds.storage_options)
     files = {f.uri for f in ds.files()}
     fs, root = io.filesystem(ds.location, ds.storage_options)
     import pyarrow.fs as pafs
@@ -114,7 +114,7 @@ def _table_location(ds: Any) -> str:
             "does not include (removed by a later overwrite, delete or optimize); a Hive table over the directory "
             "would read them. Vacuum the table, or read it through delta-spark"
         )
-    return io.to_uri(ds.location)
+    return io.to_uri(ds.location, ds.storage_options)
 
 
 def _descriptor(b: Any, columns: list[Any], location: str) -> Any:
@@ -154,41 +154,58 @@ def sync(
     with _connected(uri) as client:
         for ds, columns, keys, location in plans:
             db, table = hive_name(ds.name)
-            client.create_database_if_not_exists(b.DatabaseBuilder(db).build())
-            params = {
-                "EXTERNAL": "TRUE",
-                "dal.dataset": ds.name,
-                "dal.version": str(ds.number),
-                "dal.format": ds.info.format,
-            }
-            new = b.TableBuilder(
-                table_name=table, db_name=db, storage_descriptor=_descriptor(b, columns, location),
-                partition_keys=keys, parameters=params, table_type="EXTERNAL_TABLE",
-            ).build()  # fmt: skip
             try:
-                existing = client.get_table(db, table)
-            except Exception:
-                existing = None
-            if existing is None:
-                # not create_external_table: that helper replaces the table's parameters (losing dal's)
-                client.create_table(new)
-            else:
-                theirs = [(c.name, c.type) for c in existing.sd.cols] + [
-                    (c.name, c.type) for c in existing.partitionKeys or []
-                ]
-                ours = [(c.name, c.type) for c in columns] + [(c.name, c.type) for c in keys]
-                if (existing.parameters or {}).get("dal.dataset") != ds.name and theirs != ours:
-                    raise DatasetExists(
-                        f"Hive table {db}.{table} exists with another schema ({theirs}) and was not made by dal"
-                    )
-                client.alter_table(db, table, new)
-                for values in client.get_partition_names(db, table, -1):
-                    client.drop_partition(db, table, [kv.split("=", 1)[1] for kv in values.split("/")], False)
-            partitions = _partitions(b, ds, db, table, columns)
-            if partitions:
-                client.add_partitions_if_not_exists(db, table, partitions)
+                client.create_database_if_not_exists(b.DatabaseBuilder(db).build())
+                params = {
+                    "EXTERNAL": "TRUE",
+                    "dal.dataset": ds.name,
+                    "dal.version": str(ds.number),
+                    "dal.format": ds.info.format,
+                }
+                new = b.TableBuilder(
+                    table_name=table, db_name=db, storage_descriptor=_descriptor(b, columns, location),
+                    partition_keys=keys, parameters=params, table_type="EXTERNAL_TABLE",
+                ).build()  # fmt: skip
+                try:
+                    existing = client.get_table(db, table)
+                except Exception:
+                    existing = None
+                if existing is None:
+                    # not create_external_table: that helper replaces the table's parameters (losing dal's)
+                    client.create_table(new)
+                else:
+                    theirs = [(c.name, c.type) for c in existing.sd.cols] + [
+                        (c.name, c.type) for c in existing.partitionKeys or []
+                    ]
+                    ours = [(c.name, c.type) for c in columns] + [(c.name, c.type) for c in keys]
+                    if (existing.parameters or {}).get("dal.dataset") != ds.name and theirs != ours:
+                        raise DatasetExists(
+                            f"Hive table {db}.{table} exists with another schema ({theirs}) and was not made by dal"
+                        )
+                    client.alter_table(db, table, new)
+                    for values in client.get_partition_names(db, table, -1):
+                        client.drop_partition(db, table, [kv.split("=", 1)[1] for kv in values.split("/")], False)
+                partitions = _partitions(b, ds, db, table, columns)
+                if partitions:
+                    client.add_partitions_if_not_exists(db, table, partitions)
+            except DalError:
+                raise
+            except Exception as e:  # thrift's MetaException & co.
+                raise DalError(_refusal(db, table, location, e)) from e
             out.append(HiveTable(db, table, location, ds.name, ds.number, len(partitions)))
     return out
+
+
+def _refusal(db: str, table: str, location: str, e: Exception) -> str:
+    message = getattr(e, "message", None) or str(e) or type(e).__name__
+    text = f"the Hive Metastore refused {db}.{table} at {location}: {message}"
+    if "No FileSystem for scheme" in message or ("ClassNotFoundException" in message and "FileSystem" in message):
+        scheme = urlsplit(location).scheme
+        text += (
+            f" (the metastore needs Hadoop's connector for {scheme}:// on its classpath: hadoop-aws for s3a://, "
+            "hadoop-azure for abfss://, the GCS connector for gs://)"
+        )
+    return text
 
 
 def _partitions(b: Any, ds: Any, db: str, table: str, columns: list[Any]) -> list[Any]:
@@ -197,7 +214,7 @@ def _partitions(b: Any, ds: Any, db: str, table: str, columns: list[Any]) -> lis
     # each partition's location is the directory its files are in (exact, whatever encoding wrote it)
     by_values: dict[tuple[tuple[str, str | None], ...], str] = {}
     for f in ds.files():
-        by_values.setdefault(f.partition_values, io.to_uri(f.uri).rsplit("/", 1)[0])
+        by_values.setdefault(f.partition_values, io.to_uri(f.uri, ds.storage_options).rsplit("/", 1)[0])
     return [
         b.PartitionBuilder(
             values=[NULL_PARTITION if v is None else v for _, v in values],

@@ -155,7 +155,23 @@ def filesystem(uri: str, storage_options: StorageOptions | None = None) -> tuple
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), path
 
 
-def to_uri(location: str) -> str:
-    """A URL for Spark/Hadoop: local paths become ``file://`` + the raw path (Hadoop does not decode
-    percent-escapes, so ``Path.as_uri()``'s ``%3D`` for ``=`` would name another file)."""
+def to_uri(location: str, storage_options: StorageOptions | None = None) -> str:
+    """A URL for Spark/Hadoop (and the Hive Metastore): local paths become ``file://`` + the raw path (Hadoop
+    does not decode percent-escapes, so ``Path.as_uri()``'s ``%3D`` for ``=`` would name another file);
+    ``s3://`` becomes ``s3a://`` (Hadoop's S3 connector; EMR's EMRFS reads both); ``az://container/path``
+    becomes ``abfss://container@<account>.dfs.core.windows.net/path`` (Hadoop's ABFS connector)."""
+    if is_local(location):
+        return f"file://{normalize(location)}"
+    parts = urlsplit(location)
+    if parts.scheme == "s3":
+        return "s3a" + location[2:]
+    if parts.scheme in ("az", "azure"):
+        account = _option(storage_options or {}, "AZURE_STORAGE_ACCOUNT_NAME", "azure_storage_account_name")
+        if account:
+            return f"abfss://{parts.netloc}@{account}.dfs.core.windows.net{parts.path}"
+    return location
+
+
+def url(location: str) -> str:
+    """The location as a URL for Python readers (petastorm, fsspec): ``file://`` for local paths, else as is."""
     return f"file://{normalize(location)}" if is_local(location) else location

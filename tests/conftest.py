@@ -14,6 +14,8 @@ import sqlalchemy as sa
 
 from catalog import Catalog
 
+pytest_plugins = ["tests.objectstores"]  # moto S3, Azurite and GCS emulator fixtures
+
 PG_URL = os.environ.get("DAL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 

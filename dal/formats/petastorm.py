@@ -189,7 +189,7 @@ class PetastormFormat(Format):
 
         assert version.storage_version is not None
         loc = Location.of(location, storage_options)
-        return io.to_uri(loc.child(self._directory(loc, version.storage_version)))
+        return io.url(loc.child(self._directory(loc, version.storage_version)))
 
     # -- writing --------------------------------------------------------------------------------
 

@@ -189,3 +189,22 @@ def test_import_and_cli(sqlite_env: Catalog, sqlite_url: str, metastore: str, tm
     assert sorted(dal.open("copy.rows").to_arrow().column("id").to_pylist()) == list(range(30))
     r = run.invoke(cli, ["--catalog", sqlite_url, "hive", "import", "src.nope", "--uri", metastore])
     assert r.exit_code == 1 and r.stderr.startswith("dal: error: Hive table src.nope not found")
+
+
+def test_object_store_datasets_get_hadoop_urls_and_a_clear_refusal_without_the_connector(
+    sqlite_env: Catalog, metastore: str, s3: tuple[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The metastore here has no hadoop-aws (pyspark ships none, Maven is unreachable): it refuses s3a://
+    locations, and dal says which connector it lacks. The URL dal hands it is Hadoop's, s3a://."""
+    bucket, options = s3
+    monkeypatch.setenv("DAL_WAREHOUSE", f"s3://{bucket}/wh")
+    dal.write(frame(10), "hs3.rows", partition_by=["date"], storage_options=options)
+    versions = sqlite_env.versions("hs3.rows")
+    with pytest.raises(DalError, match=rf"refused hs3\.rows at s3a://{bucket}/wh/hs3\.rows: .*hadoop-aws for s3a://"):
+        dal.hive.sync(["hs3.rows"], uri=metastore, storage_options=options)
+    from hive_metastore_client import HiveMetastoreClient
+
+    host, port = metastore.removeprefix("thrift://").split(":")
+    with HiveMetastoreClient(host, int(port)) as c:
+        assert "rows" not in c.get_all_tables("hs3")
+    assert sqlite_env.versions("hs3.rows") == versions

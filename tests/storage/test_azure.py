@@ -13,8 +13,8 @@ import pytest
 import dal
 from catalog import Catalog
 from dal import io
+from tests.objectstores import AZURE_ACCOUNT, AZURE_KEY, frame
 from tests.petastorm.test_petastorm_dataset import SCHEMA, frames
-from tests.storage.conftest import AZURE_ACCOUNT, AZURE_KEY, frame
 
 
 def test_delta_on_azure_end_to_end(

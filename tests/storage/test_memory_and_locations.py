@@ -82,3 +82,16 @@ def test_create_if_absent_is_atomic_and_keeps_the_first(location: Location) -> N
     assert listed == {"_dal_versions/0.json": 5, "a/b/c.bin": 3, "e/c.bin": 3}
     location.delete_dir("a")
     assert not location.exists("a/b/c.bin") and location.read("e/c.bin") == b"xyz"
+
+
+def test_hadoop_urls_for_spark_and_hive() -> None:
+    from dal import io
+
+    assert io.to_uri("/data/x=1/p.parquet") == "file:///data/x=1/p.parquet"
+    assert io.to_uri("s3://b/wh/t") == "s3a://b/wh/t"
+    assert (
+        io.to_uri("az://c/wh/t", {"AZURE_STORAGE_ACCOUNT_NAME": "acct"}) == "abfss://c@acct.dfs.core.windows.net/wh/t"
+    )
+    assert io.to_uri("abfss://c@acct.dfs.core.windows.net/t") == "abfss://c@acct.dfs.core.windows.net/t"
+    assert io.to_uri("gs://b/t") == "gs://b/t"
+    assert io.url("s3://b/wh/t") == "s3://b/wh/t" and io.url("/data/t") == "file:///data/t"

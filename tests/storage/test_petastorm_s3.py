@@ -16,8 +16,8 @@ import dal
 from catalog import Catalog
 from dal.formats.petastorm import PetastormFormat, write_files
 from dal.location import Location
+from tests.objectstores import SECRET
 from tests.petastorm.test_petastorm_dataset import SCHEMA, frames
-from tests.storage.conftest import SECRET
 
 
 def _client(options: dict[str, str]) -> Any:

@@ -14,7 +14,7 @@ import pytest
 
 import dal
 from catalog import Catalog
-from tests.storage.conftest import SECRET, frame
+from tests.objectstores import SECRET, frame
 
 
 def test_delta_on_s3_end_to_end_and_no_secret_in_the_catalog(

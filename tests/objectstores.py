@@ -1,4 +1,5 @@
-"""Fixtures for object-storage tests: a real S3 API (moto in server mode on loopback), one per session."""
+"""Object-storage servers for tests (a pytest plugin, see tests/conftest.py): a real S3 API (moto in server mode),
+Azurite and a GCS emulator on loopback, one per session, and a fresh bucket or container per test."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def frame(n: int, start: int = 0) -> pd.DataFrame:
     )
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 AZURITE = REPO / ".cache" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
 AZURE_ACCOUNT = "dalacct"
 AZURE_KEY = base64.b64encode(f"{SECRET}-azure-key".encode()).decode()  # a secret the catalog must never see

@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -26,25 +27,31 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@contextmanager
+def serving(command: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[None]:
+    """Run a server on 127.0.0.1:``port`` until the block ends (killed: node ignores SIGTERM while it holds
+    connections)."""
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, f"{command[0]} did not start"
+                time.sleep(0.2)
+        yield
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "moto server did not start"
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=30)
+    with serving([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], port):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture
@@ -90,34 +97,10 @@ def azure_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip("azurite is not installed (make test installs it with npm into .cache/azurite)")
     port = _free_port()
     data = tmp_path_factory.mktemp("azurite")
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--blobHost",
-            "127.0.0.1",
-            "--blobPort",
-            str(port),
-            "--location",
-            str(data),
-            "--skipApiVersionCheck",
-            "--loose",
-            "--silent",
-        ],
-        env={**os.environ, "AZURITE_ACCOUNTS": f"{AZURE_ACCOUNT}:{AZURE_KEY}"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "azurite did not start"
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}/{AZURE_ACCOUNT}"
-    proc.kill()  # node ignores SIGTERM while it holds connections
-    proc.wait(timeout=30)
+    command = [binary, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(data),
+               "--skipApiVersionCheck", "--loose", "--silent"]  # fmt: skip
+    with serving(command, port, {**os.environ, "AZURITE_ACCOUNTS": f"{AZURE_ACCOUNT}:{AZURE_KEY}"}):
+        yield f"http://127.0.0.1:{port}/{AZURE_ACCOUNT}"
 
 
 @pytest.fixture
@@ -147,22 +130,8 @@ def gcs_endpoint() -> Iterator[str]:
     if not script.exists():
         pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
     port = _free_port()
-    proc = subprocess.Popen(
-        [str(script), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "gcs emulator did not start"
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}"
-    proc.kill()
-    proc.wait(timeout=30)
+    with serving([str(script), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"], port):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture

@@ -54,6 +54,20 @@ def delta_spark_available(spark: Any) -> bool:
     return _jvm_has(spark, DELTA_SPARK_CLASS)
 
 
+HADOOP_CONNECTORS = {
+    "s3": "org.apache.hadoop.fs.s3a.S3AFileSystem",  # io.to_uri hands Hadoop s3a:// URLs
+    "s3a": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    **dict.fromkeys(("az", "azure", "abfs", "abfss"), "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem"),
+    **dict.fromkeys(("gs", "gcs"), "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem"),
+}
+
+
+def _hadoop_reaches(spark: Any, location: str) -> bool:
+    """Whether Spark's JVM has the Hadoop connector for ``location``'s scheme (memory:// and others: never)."""
+    connector = HADOOP_CONNECTORS.get(location.split("://", 1)[0])
+    return connector is not None and _jvm_has(spark, connector)
+
+
 def _jvm_has(spark: Any, cls: str) -> bool:
     """Whether ``cls`` loads in the session's JVM (False, not an error, when it does not or there is no JVM)."""
     try:
@@ -118,7 +132,7 @@ def _write_delta_native(df: Any, fmt: Any, location: str, opts: WriteOptions) ->
     elif opts.schema_mode == "overwrite":
         writer = writer.option("overwriteSchema", "true")
     write_id = opts.commit_metadata.get("dal.write_id", "")
-    writer.option("userMetadata", write_id).save(io.to_uri(location))
+    writer.option("userMetadata", write_id).save(io.to_uri(location, opts.storage_options))
     return int(fmt.find_commit(location, opts))
 
 
@@ -254,7 +268,7 @@ def scan_to_spark(scan: Scan, spark: Any = None) -> Any:
     from dal import expr as E
 
     spark = get_spark(spark)
-    if not io.is_local(scan.dataset.location) and not _jvm_has(spark, "org.apache.hadoop.fs.s3a.S3AFileSystem"):
+    if not io.is_local(scan.dataset.location) and not _hadoop_reaches(spark, scan.dataset.location):
         # no Hadoop filesystem for this store (no hadoop-aws here): executors read with pyarrow instead,
         # applying the projection and filters as they read
         return read_tasks(scan, spark)
@@ -297,7 +311,7 @@ def read_version(dataset: Dataset, spark: Any = None) -> Any:
         reader = spark.read.format("delta").option("versionAsOf", dataset.version.storage_version)
         for k, v in dataset.storage_options.items():
             reader = reader.option(k, v)
-        return reader.load(io.to_uri(dataset.location))
+        return reader.load(io.to_uri(dataset.location, dataset.storage_options))
     return _read_files(dataset, spark)
 
 
@@ -359,12 +373,13 @@ def _read_files(dataset: Dataset, spark: Any) -> Any:
     if parts and all(_hive_path(dataset.location, f.uri, f.partition_values) for f in files):
         # Spark's own partition discovery restores the columns; the full schema fixes their types
         full = _spark_schema([f for f in arrow if f.name not in parts] + [arrow.field(c) for c in parts])
-        frame = spark.read.schema(full).option("basePath", io.to_uri(dataset.location))
-        return frame.parquet(*(io.to_uri(f.uri) for f in files)).select(*arrow.names)
+        so = dataset.storage_options
+        frame = spark.read.schema(full).option("basePath", io.to_uri(dataset.location, so))
+        return frame.parquet(*(io.to_uri(f.uri, so) for f in files)).select(*arrow.names)
     # otherwise: group files by partition, each group gets its values as literal columns
     groups: dict[tuple[tuple[str, str | None], ...], list[str]] = {}
     for f in files:
-        groups.setdefault(f.partition_values, []).append(io.to_uri(f.uri))
+        groups.setdefault(f.partition_values, []).append(io.to_uri(f.uri, dataset.storage_options))
     frames = []
     for values, uris in groups.items():
         frame = spark.read.schema(data_schema).parquet(*uris)

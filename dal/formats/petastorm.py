@@ -176,11 +176,14 @@ class PetastormFormat(Format):
         loc = Location.of(location, storage_options)
         return bool(committed_numbers(loc)) or loc.exists(COMMON_METADATA)
 
-    def _directory(self, loc: Location, storage_version: int) -> str:
-        """The directory (relative to the location; '' for an adopted dataset) of one version."""
-        if storage_version == 0 and not committed_numbers(loc) and loc.exists(COMMON_METADATA):
-            return ""  # a dataset petastorm wrote, adopted as it is
-        return read_commit(loc, storage_version).directory
+    def _record(self, loc: Location, storage_version: int) -> Commit | None:
+        """One version's record (one GET); None for version 0 of a dataset petastorm wrote (adopted, no record)."""
+        try:
+            return Commit.from_json(loc.read(record_name(storage_version)))
+        except FileNotFoundError:
+            if storage_version == 0 and loc.exists(COMMON_METADATA):
+                return None
+            raise FormatError(f"Petastorm version {storage_version} of {loc.uri} is missing") from None
 
     def petastorm_url(
         self, location: str, version: VersionInfo, storage_options: Mapping[str, str] | None = None
@@ -189,7 +192,8 @@ class PetastormFormat(Format):
 
         assert version.storage_version is not None
         loc = Location.of(location, storage_options)
-        return io.url(loc.child(self._directory(loc, version.storage_version)))
+        record = self._record(loc, version.storage_version)
+        return io.url(loc.child(record.directory if record is not None else ""))
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -353,9 +357,13 @@ class PetastormFormat(Format):
     def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:
         assert version.storage_version is not None
         loc = Location.of(location, storage_options)
-        directory = self._directory(loc, version.storage_version)
-        entries = read_commit(loc, version.storage_version).files if directory else tuple(scan_directory(loc))
-        return [DataFile(loc.child(f"{directory}/{f.path}"), f.size, f.rows, partition_values(f.path)) for f in entries]
+        record = self._record(loc, version.storage_version)
+        if record is None:  # adopted: list the directory (footers are read when the scan is planned)
+            return [DataFile(loc.child(rel), size, None, partition_values(rel)) for rel, size in data_files(loc)]
+        return [
+            DataFile(loc.child(f"{record.directory}/{f.path}"), f.size, f.rows, partition_values(f.path))
+            for f in record.files
+        ]
 
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
         return TensorSchema.from_catalog("schema", version.schema).arrow_schema()

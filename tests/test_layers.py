@@ -13,7 +13,17 @@ import dal
 from dal.errors import MissingDependency
 
 REPO = Path(__file__).resolve().parents[1]
-HEAVY = {"pyspark", "torch", "tensorflow", "deltalake", "pandas", "psycopg", "hive_metastore_client", "thrift"}
+HEAVY = {
+    "pyspark",
+    "torch",
+    "tensorflow",
+    "deltalake",
+    "pandas",
+    "psycopg",
+    "hive_metastore_client",
+    "thrift",
+    "obstore",
+}
 FRAMEWORKS = {"pyspark", "torch", "tensorflow"}
 
 
@@ -77,3 +87,19 @@ def test_missing_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) ->
 
     with pytest.raises(MissingDependency, match=r"pip install 'dal\[delta\]'"):
         DeltaFormat().exists("/nowhere", {})
+
+
+def test_object_store_commits_without_obstore_name_the_cloud_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_import = builtins.__import__
+
+    def no_obstore(name: str, *args: object, **kwargs: object) -> object:
+        if name == "obstore" or name.startswith("obstore."):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_obstore)
+    monkeypatch.delitem(__import__("sys").modules, "obstore", raising=False)
+    from dal.location import Location
+
+    with pytest.raises(MissingDependency, match=r"pip install 'dal\[cloud\]'"):
+        Location.of("s3://bucket/ds").create_exclusive("_dal_versions/0.json", b"{}")

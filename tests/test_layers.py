@@ -71,16 +71,21 @@ def test_petastorm_is_never_imported() -> None:
     assert offenders == []
 
 
-def test_missing_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
+def uninstall(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    """Make ``import module`` fail for the rest of the test, as if the extra were not installed."""
     real_import = builtins.__import__
 
-    def no_deltalake(name: str, *args: object, **kwargs: object) -> object:
-        if name == "deltalake" or name.startswith("deltalake."):
+    def without(name: str, *args: object, **kwargs: object) -> object:
+        if name == module or name.startswith(f"{module}."):
             raise ModuleNotFoundError(f"No module named {name!r}")
         return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(builtins, "__import__", no_deltalake)
-    monkeypatch.delitem(__import__("sys").modules, "deltalake", raising=False)
+    monkeypatch.setattr(builtins, "__import__", without)
+    monkeypatch.delitem(__import__("sys").modules, module, raising=False)
+
+
+def test_missing_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    uninstall(monkeypatch, "deltalake")
     with pytest.raises(MissingDependency, match=r"pip install 'dal\[delta\]'"):
         dal.errors.require("deltalake", "delta")
     from dal.formats.delta import DeltaFormat
@@ -90,15 +95,7 @@ def test_missing_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_object_store_commits_without_obstore_name_the_cloud_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_import = builtins.__import__
-
-    def no_obstore(name: str, *args: object, **kwargs: object) -> object:
-        if name == "obstore" or name.startswith("obstore."):
-            raise ModuleNotFoundError(f"No module named {name!r}")
-        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(builtins, "__import__", no_obstore)
-    monkeypatch.delitem(__import__("sys").modules, "obstore", raising=False)
+    uninstall(monkeypatch, "obstore")
     from dal.location import Location
 
     with pytest.raises(MissingDependency, match=r"pip install 'dal\[cloud\]'"):

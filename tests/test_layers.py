@@ -4,7 +4,6 @@ imported only lazily, inside functions, and pyspark/torch/tensorflow only from d
 from __future__ import annotations
 
 import ast
-import builtins
 from pathlib import Path
 
 import pytest
@@ -72,16 +71,12 @@ def test_petastorm_is_never_imported() -> None:
 
 
 def uninstall(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
-    """Make ``import module`` fail for the rest of the test, as if the extra were not installed."""
-    real_import = builtins.__import__
+    """Make importing ``module`` (and its submodules, even ones already imported) fail for the rest of the test,
+    as if its extra were not installed: a ``None`` in ``sys.modules`` makes Python raise ImportError."""
+    import sys
 
-    def without(name: str, *args: object, **kwargs: object) -> object:
-        if name == module or name.startswith(f"{module}."):
-            raise ModuleNotFoundError(f"No module named {name!r}")
-        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(builtins, "__import__", without)
-    monkeypatch.delitem(__import__("sys").modules, module, raising=False)
+    for name in [n for n in sys.modules if n == module or n.startswith(f"{module}.")] + [module]:
+        monkeypatch.setitem(sys.modules, name, None)
 
 
 def test_missing_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,6 +15,13 @@ from dal.errors import DalError
 ENV_WAREHOUSE = "DAL_WAREHOUSE"
 StorageOptions = Mapping[str, str]
 AZURE_SCHEMES = ("az", "abfs", "abfss", "azure")
+# object stores dal reaches with pyarrow's own clients, by URL scheme -> provider (delta-rs' option prefix)
+PROVIDERS = {"s3": "aws", "s3a": "aws", "gs": "google", "gcs": "google", **dict.fromkeys(AZURE_SCHEMES, "azure")}
+
+
+def provider(uri: str) -> str | None:
+    """``aws``, ``azure`` or ``google`` for an object-store URL; None for local paths and other fsspec URLs."""
+    return PROVIDERS.get(urlsplit(uri).scheme)
 
 
 def is_local(uri: str) -> bool:
@@ -121,7 +128,8 @@ def _gcs(options: StorageOptions) -> pafs.FileSystem:
 
 
 def delta_options(options: StorageOptions | None) -> dict[str, str] | None:
-    """Storage options for delta-rs: the user's, plus what an S3-compatible endpoint needs — HTTP allowed for
+    """Storage options for delta-rs (and obstore: both are Rust's object_store, same keys): the user's, plus
+    what an S3-compatible endpoint needs — HTTP allowed for
     an http:// endpoint, and conditional put (safe concurrent commits, no lock table) unless the caller
     chose a locking mode (``AWS_S3_LOCKING_PROVIDER``, ``AWS_S3_ALLOW_UNSAFE_RENAME``, ``aws_conditional_put``)."""
     out = dict(options or {})
@@ -143,11 +151,12 @@ def filesystem(uri: str, storage_options: StorageOptions | None = None) -> tuple
     if is_local(uri):
         return pafs.LocalFileSystem(), normalize(uri)
     parts = urlsplit(uri)
-    if parts.scheme in ("s3", "s3a"):
+    store = provider(uri)
+    if store == "aws":
         return _s3(storage_options or {}), f"{parts.netloc}{parts.path}".rstrip("/")
-    if parts.scheme in AZURE_SCHEMES:
+    if store == "azure":
         return _azure(uri, storage_options or {})
-    if parts.scheme in ("gs", "gcs"):
+    if store == "google":
         return _gcs(storage_options or {}), f"{parts.netloc}{parts.path}".rstrip("/")
     import fsspec
 
@@ -161,7 +170,7 @@ def to_uri(location: str, storage_options: StorageOptions | None = None) -> str:
     ``s3://`` becomes ``s3a://`` (Hadoop's S3 connector; EMR's EMRFS reads both); ``az://container/path``
     becomes ``abfss://container@<account>.dfs.core.windows.net/path`` (Hadoop's ABFS connector)."""
     if is_local(location):
-        return f"file://{normalize(location)}"
+        return url(location)
     parts = urlsplit(location)
     if parts.scheme == "s3":
         return "s3a" + location[2:]

@@ -21,9 +21,6 @@ import pyarrow.fs as pafs
 from dal import io
 from dal.errors import DalError, require
 
-_OBJECT_STORES = {"s3": "aws", "s3a": "aws", "gs": "google", "gcs": "google", "az": "azure", "abfs": "azure",
-                  "abfss": "azure", "azure": "azure"}  # fmt: skip
-
 
 @dataclass(frozen=True)
 class Location:
@@ -134,9 +131,9 @@ class Location:
                 f.flush()
                 os.fsync(f.fileno())
             return True
-        scheme = urlsplit(self.uri).scheme
-        if scheme in _OBJECT_STORES:
-            return _conditional_put(self, rel, data, _OBJECT_STORES[scheme])
+        store = io.provider(self.uri)
+        if store is not None:
+            return _conditional_put(self, rel, data, store)
         import fsspec
 
         fs, root = fsspec.core.url_to_fs(self.uri, **dict(self.storage_options))
@@ -147,7 +144,7 @@ class Location:
             return False
         except (ValueError, NotImplementedError) as e:
             raise DalError(
-                f"{scheme}:// has no atomic create-if-absent in fsspec ({e}); dal cannot commit versions there safely"
+                f"{urlsplit(self.uri).scheme}:// has no atomic create-if-absent in fsspec ({e}); dal cannot commit versions there safely"
             ) from e
         return True
 
@@ -168,33 +165,15 @@ def _conditional_put(loc: Location, rel: str, data: bytes, provider: str) -> boo
 
 
 def _obstore_config(options: Mapping[str, str], provider: str) -> tuple[dict[str, str], dict[str, Any]]:
-    """delta-rs style storage options (``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, …, any case) as obstore's
-    config (lower-case, provider-prefixed keys) and client options; the environment fills the rest."""
+    """The options delta-rs gets (``io.delta_options``: obstore is the same object_store crate, same keys) as
+    obstore's config — lower-case, this provider's keys only (it panics on others) — and client options.
+    obstore reads the environment itself for what is not given."""
     config: dict[str, str] = {}
     client: dict[str, Any] = {}
-    for key, value in options.items():
+    for key, value in (io.delta_options(options) or {}).items():
         k = key.lower()
-        if k in ("aws_allow_http", "allow_http"):
+        if k == f"{provider}_allow_http":
             client["allow_http"] = value.lower() == "true"
-        elif k in ("aws_endpoint_url", "aws_endpoint", "endpoint_url"):
-            config["aws_endpoint"] = value
-        elif k == "azure_allow_http":
-            client["allow_http"] = value.lower() == "true"
-        elif k in ("azure_storage_access_key",):
-            config["azure_storage_account_key"] = value
-        elif k.startswith(f"{provider}_") and k not in ("aws_conditional_put", "aws_s3_locking_provider"):
+        elif k.startswith(f"{provider}_"):
             config[k] = value
-    if provider == "azure":
-        endpoint = config.get("azure_storage_endpoint") or config.get("azure_endpoint")
-        if endpoint and endpoint.startswith("http://"):
-            client.setdefault("allow_http", True)
-    if provider == "aws":
-        endpoint = config.get("aws_endpoint") or os.environ.get("AWS_ENDPOINT_URL")
-        if endpoint and endpoint.startswith("http://"):
-            client.setdefault("allow_http", True)
-        if endpoint:
-            config["aws_endpoint"] = endpoint
-        config.setdefault(
-            "aws_region", os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-        )
     return config, client

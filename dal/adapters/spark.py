@@ -54,17 +54,16 @@ def delta_spark_available(spark: Any) -> bool:
     return _jvm_has(spark, DELTA_SPARK_CLASS)
 
 
-HADOOP_CONNECTORS = {
-    "s3": "org.apache.hadoop.fs.s3a.S3AFileSystem",  # io.to_uri hands Hadoop s3a:// URLs
-    "s3a": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-    **dict.fromkeys(("az", "azure", "abfs", "abfss"), "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem"),
-    **dict.fromkeys(("gs", "gcs"), "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem"),
+HADOOP_CONNECTORS = {  # by io.provider; io.to_uri hands Hadoop the URLs these connectors serve (s3a://, abfss://)
+    "aws": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    "azure": "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem",
+    "google": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem",
 }
 
 
 def _hadoop_reaches(spark: Any, location: str) -> bool:
-    """Whether Spark's JVM has the Hadoop connector for ``location``'s scheme (memory:// and others: never)."""
-    connector = HADOOP_CONNECTORS.get(location.split("://", 1)[0])
+    """Whether Spark's JVM has the Hadoop connector for ``location``'s store (memory:// and others: never)."""
+    connector = HADOOP_CONNECTORS.get(io.provider(location) or "")
     return connector is not None and _jvm_has(spark, connector)
 
 

@@ -179,11 +179,12 @@ class PetastormFormat(Format):
     def _record(self, loc: Location, storage_version: int) -> Commit | None:
         """One version's record (one GET); None for version 0 of a dataset petastorm wrote (adopted, no record)."""
         try:
-            return Commit.from_json(loc.read(record_name(storage_version)))
-        except FileNotFoundError:
-            if storage_version == 0 and loc.exists(COMMON_METADATA):
+            return read_commit(loc, storage_version)
+        except FormatError:
+            adopted = storage_version == 0 and not loc.exists(record_name(0)) and loc.exists(COMMON_METADATA)
+            if adopted:
                 return None
-            raise FormatError(f"Petastorm version {storage_version} of {loc.uri} is missing") from None
+            raise
 
     def petastorm_url(
         self, location: str, version: VersionInfo, storage_options: Mapping[str, str] | None = None
@@ -258,12 +259,13 @@ class PetastormFormat(Format):
     def start(self, location: str, storage_options: Mapping[str, str] | None = None) -> str:
         """A fresh directory name for a write, ``v<next>-<token>`` (nothing is created yet)."""
         loc = Location.of(location, storage_options)
-        self._refuse_adopted(loc)
         numbers = committed_numbers(loc)
+        self._refuse_adopted(loc, numbers)
         return f"v{numbers[-1] + 1 if numbers else 0}-{uuid.uuid4().hex[:12]}"
 
-    def _refuse_adopted(self, loc: Location) -> None:
-        if not committed_numbers(loc) and loc.exists(COMMON_METADATA):
+    def _refuse_adopted(self, loc: Location, numbers: Sequence[int]) -> None:
+        """Refuse writing into a dataset petastorm wrote (``numbers``: the committed versions, none there)."""
+        if not numbers and loc.exists(COMMON_METADATA):
             raise DalError(
                 f"{loc.uri} is a Petastorm dataset dal did not write (adopted as version 0); "
                 "appending to it is not supported yet: write a new dataset"
@@ -286,8 +288,8 @@ class PetastormFormat(Format):
         target = directory
         try:
             while True:
-                self._refuse_adopted(loc)
                 numbers = committed_numbers(loc)
+                self._refuse_adopted(loc, numbers)
                 latest = read_commit(loc, numbers[-1]) if numbers else None
                 n = 0 if latest is None else latest.version + 1
                 target = f"v{n}-{token}"

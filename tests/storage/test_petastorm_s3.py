@@ -208,3 +208,5 @@ def test_cli_registers_and_syncs_s3_datasets_with_credentials_from_the_environme
     assert r.exit_code == 0, r.output
     assert [(v.number, v.operation, v.row_count) for v in sqlite_env.versions("s3.cli")][-1] == (2, "overwrite", 1)
     assert _ids("s3.cli", {}) == [99]  # the reader, too, finds the credentials in the environment
+    assert dal.write(frames(1, 7), "s3.cli", format="petastorm").number == 3  # and so does the commit (obstore)
+    assert _ids("s3.cli", {}) == [7, 99]

@@ -14,6 +14,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 
 from catalog.errors import CatalogUnavailable
+from catalog.urls import mask_url
 
 ENV_URL = "DAL_CATALOG_URL"
 ENV_HOME = "DAL_HOME"
@@ -32,9 +33,9 @@ def default_url() -> str:
 
 
 def display_url(url: str | URL) -> str:
-    """The URL with any password masked, for messages."""
+    """The URL with any password and credential-bearing query parameter masked, for messages."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        return mask_url(make_url(url).render_as_string(hide_password=True))
     except ArgumentError:
         return "<unparseable URL>"
 
@@ -64,11 +65,18 @@ def make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
     except ArgumentError as e:
-        raise CatalogUnavailable(f"invalid catalog URL {url!r}: {e}") from e
+        raise CatalogUnavailable(f"invalid catalog URL {mask_url(url)!r}: {mask_url(str(e))}") from e
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(parsed.database).expanduser().parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise CatalogUnavailable(
+                    f"cannot create the catalog's folder {folder} ({e.strerror or e}); set DAL_HOME or "
+                    "DAL_CATALOG_URL to a writable place"
+                ) from e
         else:
             kwargs["poolclass"] = StaticPool
             kwargs["connect_args"] = {"check_same_thread": False}

@@ -7,6 +7,7 @@ Backend errors are translated at this boundary into ``catalog.errors``.
 from __future__ import annotations
 
 import getpass
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ from catalog.errors import (
 )
 from catalog.models import DatasetRow, PartitionRow, SchemaFieldRow, SchemaRow, TagRow, VersionRow, utcnow
 from catalog.types import (
+    MAX_VERSION,
     DatasetInfo,
     Field,
     Partition,
@@ -39,9 +41,11 @@ from catalog.types import (
     diff_schemas,
     validate_name,
     validate_tag,
+    version_ref,
 )
 
 VersionRef = int | str | datetime | None
+_TAG_TEXT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 FORMATS = ("delta", "petastorm", "parquet")
 
 
@@ -378,24 +382,22 @@ class Catalog:
 
     def _resolve(self, s: Session, ds: DatasetRow, ref: VersionRef) -> VersionRow:
         base = select(VersionRow).where(VersionRow.dataset_id == ds.id)
-        if isinstance(ref, bool):
-            raise TypeError("version must be an int, a tag, a datetime or None, not a bool")
-        if isinstance(ref, str) and ref.strip().isdigit():
-            ref = int(ref)
+        ref = version_ref(ref)  # InvalidName for a bool, float, …; ASCII digit strings become ints
         if ref is None or ref == "latest":
             row = s.scalar(base.order_by(VersionRow.number.desc()).limit(1))
             if row is None:
                 raise VersionNotFound(f"any version of {ds.name!r}", hint="the dataset has no versions yet")
             return row
         if isinstance(ref, int):
-            row = s.scalar(base.where(VersionRow.number == ref))
+            row = s.scalar(base.where(VersionRow.number == ref)) if 0 <= ref <= MAX_VERSION else None
             if row is None:
                 latest = "none yet" if ds.current_version < 0 else f"0..{ds.current_version}"
                 raise VersionNotFound(f"version {ref} of {ds.name!r}", hint=f"versions are {latest}")
             return row
         if isinstance(ref, str):
             text = ref
-            tag = s.scalar(select(TagRow).where(TagRow.dataset_id == ds.id, TagRow.name == text))
+            valid = _TAG_TEXT.fullmatch(text) is not None  # never send NUL or other junk to the database
+            tag = s.scalar(select(TagRow).where(TagRow.dataset_id == ds.id, TagRow.name == text)) if valid else None
             if tag is not None:
                 return s.get_one(VersionRow, tag.version_id)
             try:

@@ -13,9 +13,11 @@ from typing import Any
 from catalog.errors import InvalidName
 
 # letters, digits, '_' and '-' in dot-separated parts: no path separators, no empty part, so no '..'
-_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$")
-_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+# always matched with fullmatch: '$' would also match before a final newline ("cam\n")
+_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*")
+_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 MAX_NAME_LENGTH = 200
+MAX_VERSION = 2**63 - 1  # the catalog's version numbers are 64-bit integers
 
 
 def validate_name(name: object) -> str:
@@ -24,7 +26,7 @@ def validate_name(name: object) -> str:
         raise InvalidName(f"invalid dataset name {name!r}: expected a non-empty string like 'weather.radar_v2'")
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidName(f"invalid dataset name {name[:40]!r}...: longer than {MAX_NAME_LENGTH} characters")
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         raise InvalidName(
             f"invalid dataset name {name!r}: use letters, digits, '_' and '-' in parts separated by single "
             "dots (e.g. 'weather.radar_v2'); no '/', '\\', spaces, empty parts or '..'"
@@ -34,13 +36,29 @@ def validate_name(name: object) -> str:
 
 def validate_tag(tag: object) -> str:
     """Return ``tag`` if it is a valid tag name (not all digits, so it never shadows a version number)."""
-    if not isinstance(tag, str) or not _TAG_RE.match(tag) or len(tag) > 100:
+    if not isinstance(tag, str) or len(tag) > 100 or not _TAG_RE.fullmatch(tag):
         raise InvalidName(f"invalid tag {tag!r}: use letters, digits, '_', '-' and '.' (e.g. 'prod', '2026-q3')")
     if tag.isdigit():
         raise InvalidName(f"invalid tag {tag!r}: a tag cannot be all digits (it would read as a version number)")
     if tag == "latest":
         raise InvalidName("invalid tag 'latest': it is reserved for the newest version")
     return tag
+
+
+def version_ref(ref: object) -> int | str | datetime | None:
+    """A version reference as the catalog resolves it: None, an int, a tag or ``latest``, an ISO timestamp or
+    a datetime. A string of ASCII digits becomes an int (``'²'`` and ``'٣'`` stay strings: tags never match
+    them); ints beyond 64 bits are kept (they match no version). Anything else is ``InvalidName``."""
+    if ref is None or isinstance(ref, datetime):
+        return ref
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        return ref
+    if isinstance(ref, str):
+        text = ref.strip()
+        return int(text) if text.isascii() and text.isdigit() else ref
+    raise InvalidName(
+        f"invalid version {ref!r}: expected a version number (int), a tag, an ISO timestamp or a datetime"
+    )
 
 
 @dataclass(frozen=True)

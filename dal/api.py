@@ -14,7 +14,7 @@ from catalog import Catalog, DatasetNotFound, VersionConflict, VersionInfo, Vers
 from catalog.types import validate_name, validate_tag
 from dal import io
 from dal.dataset import Dataset
-from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists
+from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists, translating
 from dal.formats.base import SchemaMode, WriteMode, WriteOptions, get_format
 from dal.formats.delta import commit_metadata
 from dal.sources import is_spark_dataframe, to_reader
@@ -37,6 +37,7 @@ def get_catalog(catalog: CatalogLike = None) -> Catalog:
         return _catalogs[key]
 
 
+@translating("opening {name}")
 def open(
     name: str,
     version: VersionRef = None,
@@ -54,6 +55,7 @@ def open(
     return Dataset(info, cat.version(name, version), dict(storage_options or {}))
 
 
+@translating("writing {name}")
 def write(
     data: Any,
     name: str,
@@ -234,6 +236,7 @@ def _columns(data: Any) -> dict[str, list[Any]]:
     )
 
 
+@translating("registering {name} at {uri}")
 def register(
     name: str,
     uri: str,
@@ -267,6 +270,7 @@ def register(
     return versions
 
 
+@translating("syncing {name}")
 def sync(
     name: str, *, storage_options: Mapping[str, str] | None = None, catalog: CatalogLike = None
 ) -> list[VersionInfo]:

@@ -10,7 +10,12 @@ DalError
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
 
 from catalog.errors import (
     CatalogError,
@@ -25,6 +30,7 @@ from catalog.errors import (
     VersionConflict,
     VersionNotFound,
 )
+from catalog.urls import mask_text
 
 
 class FormatError(DalError):
@@ -57,6 +63,122 @@ def require(module: str, extra: str) -> Any:
         raise MissingDependency(f"{module} is needed for this; install it with: pip install 'dal[{extra}]'") from e
 
 
+# -- foreign errors (pyarrow, delta-rs, obstore, the OS) as one clean line ------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# where Rust's RUST_BACKTRACE=1 output (or a Python traceback pasted into a message) begins
+_BACKTRACE = re.compile(r"\n\s*(?:Stack backtrace:|stack backtrace:|Backtrace:|Traceback \(most recent)")
+FOREIGN_MODULES = ("pyarrow", "deltalake", "_internal", "obstore", "fsspec", "botocore", "s3fs", "adlfs", "gcsfs")
+MAX_MESSAGE = 2000
+
+
+def one_line(text: object) -> str:
+    """``text`` fit for one terminal line: no backtrace, no ANSI colours or other control characters
+    (escaped as ``\\xNN``), whitespace runs (newlines included) collapsed, credentials in URLs masked."""
+    message = str(text)
+    found = _BACKTRACE.search(message)
+    if found:
+        message = message[: found.start()]
+    message = _ANSI.sub("", message)
+    message = " ".join(message.split())
+    message = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", message)
+    message = mask_text(message)
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + "…"
+
+
+def storage_hint(message: str) -> str:
+    """What to check for an object-store error that does not say (credentials, bucket, endpoint)."""
+    text = message.lower()
+    if "169.254.169.254" in text or "instance metadata" in text or "imds" in text or "no credentials" in text:
+        return (
+            "no credentials were found (dal looked as far as the cloud instance-metadata endpoint): pass "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or the Azure/GCS equivalents) in storage_options or the "
+            "environment, or AWS_SKIP_SIGNATURE=true for a public bucket"
+        )
+    if "nosuchbucket" in text or "bucket does not exist" in text or "containernotfound" in text:
+        return "the bucket does not exist at this endpoint: check the URL, the region and AWS_ENDPOINT_URL"
+    if "accessdenied" in text or "403" in text or "forbidden" in text or "invalidaccesskeyid" in text:
+        return "access denied: check the credentials and that they may read/write this bucket and path"
+    if "connection refused" in text or "dns error" in text or "error sending request" in text or "timed out" in text:
+        return "the object store cannot be reached: check AWS_ENDPOINT_URL (or the Azure/GCS endpoint) and the network"
+    if "generic s3 error" in text or "generic azure" in text or "generic gcs" in text or "generic error" in text:
+        return "check the credentials (storage_options or the environment), the bucket name, region and endpoint"
+    return ""
+
+
+def is_foreign(e: BaseException) -> bool:
+    """An error from a library dal calls (or the OS), to be reported as a ``FormatError``."""
+    if isinstance(e, DalError):
+        return False
+    module = type(e).__module__ or ""
+    return isinstance(e, OSError) or module.split(".")[0] in FOREIGN_MODULES
+
+
+def translate(e: BaseException, what: str) -> DalError:
+    """A ``FormatError`` for a foreign error while doing ``what`` (e.g. ``"reading weather.radar version 3"``):
+    one line, credentials masked, with a hint for object-store errors that give none."""
+    message = one_line(f"{type(e).__name__}: {e}" if not str(e) else e)
+    hint = storage_hint(str(e))
+    return FormatError(f"{one_line(what)} failed: {message}" + (f" (hint: {hint})" if hint else ""))
+
+
+@contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Turn foreign errors (pyarrow, delta-rs, obstore, OSError) raised inside into ``FormatError``."""
+    try:
+        yield
+    except Exception as e:
+        if is_foreign(e):
+            raise translate(e, what) from e
+        raise
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def translating(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorator form of ``translated``; ``what`` may name the call's arguments (``"writing {name}"``).
+    Generator functions are translated while they are iterated."""
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(fn)
+
+        def describe(args: Any, kwargs: Any) -> str:
+            try:
+                bound = signature.bind(*args, **kwargs)
+                return what.format(**{k: str(v)[:200] for k, v in bound.arguments.items()})
+            except (TypeError, KeyError, IndexError, ValueError):
+                return what
+
+        if inspect.isgeneratorfunction(fn):
+
+            @functools.wraps(fn)
+            def gen(*args: P.args, **kwargs: P.kwargs) -> Any:
+                try:
+                    yield from fn(*args, **kwargs)  # type: ignore[misc]
+                except Exception as e:
+                    if is_foreign(e):
+                        raise translate(e, describe(args, kwargs)) from e
+                    raise
+
+            return gen  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:
+                if is_foreign(e):
+                    raise translate(e, describe(args, kwargs)) from e
+                raise
+
+        return call
+
+    return wrap
+
+
 __all__ = [
     "CatalogError",
     "CatalogOutOfDate",
@@ -74,5 +196,10 @@ __all__ = [
     "UnsupportedFeature",
     "VersionConflict",
     "VersionNotFound",
+    "one_line",
     "require",
+    "storage_hint",
+    "translate",
+    "translated",
+    "translating",
 ]

@@ -10,6 +10,9 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 
 from catalog.engine import data_dir
+from catalog.urls import has_credentials
+from catalog.urls import mask_text as mask_text  # re-exported: dal's one masking of URLs in text
+from catalog.urls import mask_url as mask_url
 from dal.errors import DalError
 
 ENV_WAREHOUSE = "DAL_WAREHOUSE"
@@ -35,18 +38,31 @@ def normalize(uri: str | os.PathLike[str]) -> str:
     Raises:
         DalError: the URL carries credentials (they belong in ``storage_options``, never in the catalog).
     """
+    if not isinstance(uri, (str, os.PathLike)):
+        raise DalError(f"a location must be a path or URL string, not {type(uri).__name__}")
     text = os.fspath(uri)
-    parts = urlsplit(text)
-    container = parts.scheme in AZURE_SCHEMES and not parts.password  # abfs://container@account.dfs…/path
-    if (parts.username or parts.password) and not container:
+    if not isinstance(text, str) or not text or "\x00" in text:
+        raise DalError(f"invalid location {mask_url(str(text))!r}: expected a non-empty path or URL without NUL")
+    try:
+        parts = urlsplit(text)
+        username, password, hostname = parts.username, parts.password, parts.hostname
+    except ValueError as e:  # e.g. an unbalanced '[' in the host
+        raise DalError(f"invalid location {mask_url(text)!r}: {e}") from None
+    container = parts.scheme in AZURE_SCHEMES and not password  # abfs://container@account.dfs…/path
+    if ((username or password) and not container) or has_credentials(text):
         raise DalError(
-            f"location {parts.scheme}://…@{parts.hostname}{parts.path} contains credentials; pass them in "
-            "storage_options or the environment instead (dal never stores credentials in the catalog)"
+            f"location {_shown(text, parts.scheme, hostname, parts.path)} contains credentials (a password, or a query "
+            "parameter such as password=, secret=, token=, sig=, key=); pass them in storage_options or the "
+            "environment instead (dal never stores credentials in the catalog)"
         )
     if is_local(text):
         local = parts.path if parts.scheme == "file" else text
         return str(Path(local).expanduser().resolve())
     return text.rstrip("/")
+
+
+def _shown(text: str, scheme: str, host: str | None, path: str) -> str:
+    return f"{scheme}://…@{host or ''}{path}" if "@" in text.partition("?")[0] else mask_url(text)
 
 
 def join(root: str, *parts: str) -> str:

@@ -6,6 +6,7 @@ User mistakes (unknown dataset or version, bad name, unreachable catalog) print 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -15,22 +16,44 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from catalog import Catalog, VersionInfo
+from catalog import Catalog, DatasetInfo, VersionInfo
 from catalog.engine import default_url, display_url
-from dal.errors import DalError
+from dal.errors import DalError, is_foreign, one_line, printable, translate
+from dal.io import mask_url
 
 EXIT_USER_ERROR = 1
+EXIT_BUG = 70  # EX_SOFTWARE: dal itself failed
+ENV_DEBUG = "DAL_DEBUG"
 
 
 class _Group(click.Group):
-    """Turns dal's own errors into one line on stderr instead of a traceback."""
+    """Turns every error into one line on stderr instead of a traceback.
+
+    dal's own errors, and errors of the libraries and storage it calls (pyarrow, delta-rs, OSError…), are
+    ``dal: error: …`` and exit 1. Anything else is a bug in dal: one ``dal: internal error: …`` line asking
+    for a report, exit 70, and the traceback only with ``DAL_DEBUG=1``.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
         except DalError as e:
-            click.echo(f"dal: error: {e}", err=True)
+            click.echo(f"dal: error: {one_line(e)}", err=True)
             ctx.exit(EXIT_USER_ERROR)
+        except Exception as e:
+            if is_foreign(e):
+                click.echo(f"dal: error: {one_line(translate(e, 'dal ' + (ctx.invoked_subcommand or '')))}", err=True)
+                ctx.exit(EXIT_USER_ERROR)
+            if os.environ.get(ENV_DEBUG):
+                raise
+            click.echo(
+                f"dal: internal error: {one_line(f'{type(e).__name__}: {e}')} (a bug in dal: please report it "
+                f"with the command that caused it; {ENV_DEBUG}=1 shows the traceback)",
+                err=True,
+            )
+            ctx.exit(EXIT_BUG)
 
 
 class _State:
@@ -46,6 +69,13 @@ class _State:
 
 def _catalog(ctx: click.Context) -> Catalog:
     return ctx.ensure_object(_State).catalog()
+
+
+def _dataset_dict(d: DatasetInfo) -> dict[str, Any]:
+    """A dataset for JSON output; a location stored by an older dal with credentials in it is masked."""
+    out = d.to_dict()
+    out["location"] = mask_url(d.location)
+    return out
 
 
 def _console() -> Console:
@@ -66,13 +96,18 @@ def _size(n: int) -> str:
 
 
 def _table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    table = Table(title=escape(title) if title else None, show_lines=False, header_style="bold")
+    table = Table(title=_text(title) if title else None, show_lines=False, header_style="bold")
     for c in columns:
         table.add_column(c, justify="right" if c in {"version", "rows", "files", "size", "#"} else "left")
     for r in rows:
-        # escape: type names like timestamp[us, tz=UTC] and user text would otherwise be read as Rich markup
-        table.add_row(*("" if v is None else escape(str(v)) for v in r))
+        table.add_row(*("" if v is None else _text(v) for v in r))
     _console().print(table)
+
+
+def _text(value: object) -> str:
+    """User text for a Rich table: control characters (ESC sequences, newlines) shown as escapes, and
+    Rich markup escaped (type names like timestamp[us, tz=UTC] and descriptions like "[bold]x")."""
+    return escape(printable(value))
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -104,7 +139,7 @@ def ls_cmd(ctx: click.Context, pattern: str | None, as_json: bool) -> None:
     """List datasets; PATTERN is a glob on names (weather.*) or a substring of name or description."""
     datasets = _catalog(ctx).list_datasets(pattern)
     if as_json:
-        _emit_json([d.to_dict() for d in datasets])
+        _emit_json([_dataset_dict(d) for d in datasets])
         return
     if not datasets:
         click.echo("no datasets" + (f" match {pattern!r}" if pattern else " yet"))
@@ -135,14 +170,14 @@ def show_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
     ds = cat.get_dataset(name)
     latest = cat.version(name) if ds.latest_version is not None else None
     if as_json:
-        out = ds.to_dict()
+        out = _dataset_dict(ds)
         out["latest"] = latest.to_dict(with_schema=True) if latest else None
         _emit_json(out)
         return
     rows: list[tuple[str, object]] = [
         ("name", ds.name),
         ("format", ds.format),
-        ("location", ds.location),
+        ("location", mask_url(ds.location)),
         ("description", ds.description or "-"),
         ("owner", ds.owner or "-"),
         ("time column", ds.time_column or "-"),
@@ -371,7 +406,8 @@ def hive_sync_cmd(ctx: click.Context, names: tuple[str, ...], uri: str, version:
         _emit_json([t.__dict__ for t in tables])
         return
     for t in tables:
-        click.echo(f"{t.dataset} v{t.version} -> {t.database}.{t.table} ({t.partitions} partitions) at {t.location}")
+        line = f"{t.dataset} v{t.version} -> {t.database}.{t.table} ({t.partitions} partitions) at {t.location}"
+        click.echo(printable(mask_url(line)))
 
 
 @hive_group.command("import")
@@ -384,7 +420,7 @@ def hive_import_cmd(ctx: click.Context, qualified: str, uri: str, name: str | No
     from dal import hive
 
     versions = hive.import_table(qualified, uri=uri, name=name, catalog=_catalog(ctx))
-    click.echo(f"imported {qualified} as {versions[0].dataset} with {len(versions)} version(s)")
+    click.echo(printable(f"imported {qualified} as {versions[0].dataset} with {len(versions)} version(s)"))
 
 
 @cli.group("db", cls=_Group)
@@ -429,6 +465,9 @@ def db_status_cmd(ctx: click.Context, as_json: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point."""
+    # delta-rs logs the cloud SDK's credential-chain warnings (many lines each) to stderr via env_logger;
+    # the CLI reports the failure itself in one line, so only errors are logged unless RUST_LOG says otherwise
+    os.environ.setdefault("RUST_LOG", "error")
     cli.main(args=list(argv) if argv is not None else None, prog_name="dal")
 
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 from catalog.types import DatasetInfo, Schema, VersionInfo
-from dal.errors import FormatError
+from dal.errors import FormatError, translating
 from dal.formats.base import DataFile, Format, get_format
 
 if TYPE_CHECKING:
@@ -72,12 +72,14 @@ class Dataset:
     def _format(self) -> Format:
         return get_format(self.info.format)
 
+    @translating("reading {self.name} version {self.number}")
     def files(self) -> list[DataFile]:
         """The data files this version pins, in a deterministic order (listed once: a version is immutable)."""
         if "files" not in self._plans:
             self._plans["files"] = self._format.files(self.location, self.version, self.storage_options)
         return list(self._plans["files"])
 
+    @translating("reading {self.name} version {self.number}")
     def arrow_schema(self) -> pa.Schema:
         """The Arrow schema of this version (partition columns included; tensor fields as stored)."""
         if "schema" not in self._plans:
@@ -85,6 +87,7 @@ class Dataset:
         schema: pa.Schema = self._plans["schema"]
         return schema
 
+    @translating("reading {self.name} version {self.number}")
     def arrow_dataset(self) -> pads.Dataset:
         """A pyarrow dataset over exactly this version's files (partition columns restored)."""
         return self._format.arrow_dataset(self.location, self.version, self.storage_options)

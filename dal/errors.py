@@ -63,10 +63,21 @@ def require(module: str, extra: str) -> Any:
         raise MissingDependency(f"{module} is needed for this; install it with: pip install 'dal[{extra}]'") from e
 
 
+def check_int(value: object, what: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` as an int (a bool, float or string is refused, a NumPy integer accepted) within the bounds,
+    else ``FilterError`` naming the argument."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise FilterError(f"{what} must be an integer, not {type(value).__name__} {one_line(repr(value))[:80]}")
+    number = int(value)  # type: ignore[call-overload]
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise FilterError(f"{what} must be {bounds}, not {number if abs(number) < 10**30 else 'a huge number'}")
+    return number
+
+
 # -- foreign errors (pyarrow, delta-rs, obstore, the OS) as one clean line ------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # where Rust's RUST_BACKTRACE=1 output (or a Python traceback pasted into a message) begins
 _BACKTRACE = re.compile(r"\n\s*(?:Stack backtrace:|stack backtrace:|Backtrace:|Traceback \(most recent)")
 FOREIGN_MODULES = ("pyarrow", "deltalake", "_internal", "obstore", "fsspec", "botocore", "s3fs", "adlfs", "gcsfs")
@@ -80,11 +91,20 @@ def one_line(text: object) -> str:
     found = _BACKTRACE.search(message)
     if found:
         message = message[: found.start()]
-    message = _ANSI.sub("", message)
-    message = " ".join(message.split())
-    message = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", message)
+    message = printable(" ".join(_ANSI.sub("", message).split()))
     message = mask_text(message)
     return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + "…"
+
+
+def printable(text: object) -> str:
+    """``text`` with every character a terminal would act on or hide (ESC and other controls, newlines,
+    bidi overrides, zero-width characters) written as a visible ``\\xNN`` / ``\\uNNNN`` escape."""
+    return "".join(c if c.isprintable() else _escape_char(c) for c in str(text))
+
+
+def _escape_char(c: str) -> str:
+    n = ord(c)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 
 
 def storage_hint(message: str) -> str:
@@ -148,8 +168,8 @@ def translating(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
         def describe(args: Any, kwargs: Any) -> str:
             try:
                 bound = signature.bind(*args, **kwargs)
-                return what.format(**{k: str(v)[:200] for k, v in bound.arguments.items()})
-            except (TypeError, KeyError, IndexError, ValueError):
+                return what.format(**bound.arguments)[:500]
+            except Exception:  # a hostile argument must not hide the real error
                 return what
 
         if inspect.isgeneratorfunction(fn):
@@ -196,7 +216,9 @@ __all__ = [
     "UnsupportedFeature",
     "VersionConflict",
     "VersionNotFound",
+    "check_int",
     "one_line",
+    "printable",
     "require",
     "storage_hint",
     "translate",

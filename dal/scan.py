@@ -31,9 +31,15 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from dal import expr as E
-from dal.errors import FilterError
+from dal.errors import FilterError, check_int, translating
 from dal.formats.base import DataFile
-from dal.formats.fragments import dataset_from_files, partition_expression
+from dal.formats.fragments import (
+    dataset_from_files,
+    parquet_format,
+    partition_expression,
+    read_exact,
+    row_group_starts,
+)
 from dal.sharding import Remainder, assign, share
 from dal.tasks import ReadTask
 
@@ -143,13 +149,13 @@ class Scan:
         """Permute row groups per epoch and mix rows through a buffer of ``buffer_size`` rows.
 
         The same seed and epoch give the same order on every rank and every run."""
-        if buffer_size < 1:
-            raise FilterError("buffer_size must be >= 1")
-        return replace(self, shuffle_=(int(seed), int(buffer_size)))
+        seed = check_int(seed, "shuffle seed", minimum=0)
+        buffer_size = check_int(buffer_size, "shuffle buffer_size", minimum=1, maximum=2**31 - 1)
+        return replace(self, shuffle_=(seed, buffer_size))
 
     def set_epoch(self, epoch: int) -> Scan:
         """The scan for another epoch (a new order when shuffling)."""
-        return replace(self, epoch=int(epoch))
+        return replace(self, epoch=check_int(epoch, "epoch", minimum=0, maximum=2**63 - 1))
 
     # -- planning --------------------------------------------------------------------------------
 
@@ -196,6 +202,7 @@ class Scan:
         store = self._store
         if "tasks" not in store:
             flt = self.row_filter
+            mapped = self._physical is not None
             tasks = []
             uri_of = {f.uri: f for f in self._files()}
             paths = {self._local_path(u): u for u in uri_of}
@@ -204,14 +211,19 @@ class Scan:
                 uri = paths.get(fragment.path, fragment.path)
                 fragments[uri] = fragment  # keeps its footer once split_by_row_group has read it
                 values = uri_of[uri].partition_values if uri in uri_of else ()
+                deleted = uri_of[uri].deleted_rows if uri in uri_of else ()
+                # with column mapping the files' statistics carry physical names: no pruning by them
                 pieces = (
                     fragment.split_by_row_group(filter=flt, schema=self.arrow_schema)
-                    if flt is not None
+                    if flt is not None and not mapped
                     else fragment.split_by_row_group(schema=self.arrow_schema)
                 )
+                starts = row_group_starts(fragment.path, fragment.filesystem) if deleted else []
                 for piece in pieces:
                     for rg in piece.row_groups:
-                        tasks.append(ReadTask(uri, rg.id, values, rg.num_rows))
+                        gone = _deleted_in(deleted, starts[rg.id], rg.num_rows) if deleted else ()
+                        exact = mapped or bool(deleted)
+                        tasks.append(ReadTask(uri, rg.id, values, rg.num_rows, deleted=gone, exact=exact))
             tasks.sort(key=lambda t: (t.uri, t.row_group))
             store["fragments"] = fragments
             store["tasks"] = tasks
@@ -231,13 +243,21 @@ class Scan:
         """Rows per task that pass the filter (a read of the filter columns only when there is a filter)."""
         flt = self.row_filter
         if flt is None:
-            return [t.num_rows for t in tasks]
+            return [t.live_rows for t in tasks]
         counted: dict[tuple[str, int], int] = self._store.setdefault("matching", {})
         for t in tasks:
+            if (t.uri, t.row_group) not in counted and t.exact:  # deletion vectors, column mapping
+                counted[(t.uri, t.row_group)] = self._read_exact(t).filter(flt).num_rows
             if (t.uri, t.row_group) not in counted:
-                counted[(t.uri, t.row_group)] = self._fragment(t).count_rows(filter=flt)
+                # through a scanner over the dataset's schema: the filter may name partition columns, which
+                # the file lacks and the fragment's partition expression supplies
+                scanner = pads.Scanner.from_fragment(
+                    self._fragment(t), schema=self.arrow_schema, filter=flt, columns=[]
+                )
+                counted[(t.uri, t.row_group)] = scanner.count_rows()
         return [counted[(t.uri, t.row_group)] for t in tasks]
 
+    @translating("reading {self.dataset.name} version {self.dataset.number}")
     def plan(self) -> list[ReadTask]:
         """The ReadTasks this scan reads, for its epoch and (when sharded) its rank, in reading order."""
         from dal.dataset import _translate_missing
@@ -257,6 +277,7 @@ class Scan:
             for i, offset, length in assign(counts, ranges)
         ]
 
+    @translating("reading {self.dataset.name} version {self.dataset.number}")
     def split(self, index: int, parts: int) -> list[ReadTask]:
         """One of ``parts`` disjoint pieces of this scan's plan (e.g. a DataLoader worker's), by rows."""
         tasks = self.plan()
@@ -277,7 +298,7 @@ class Scan:
         planned = self._store.get("fragments", {}).get(task.uri)
         if planned is not None:
             return planned.subset(row_group_ids=groups)
-        return pads.ParquetFileFormat().make_fragment(
+        return parquet_format().make_fragment(
             self._local_path(task.uri),
             filesystem=self._pa_dataset.filesystem,
             partition_expression=partition_expression(task.partition_values, self.arrow_schema),
@@ -316,14 +337,49 @@ class Scan:
         batches = int(max(2, min(16, READAHEAD_BUDGET // max(int(batch_bytes), 1))))
         return fragments, batches
 
+    @property
+    def _physical(self) -> pa.Schema | None:
+        """The schema as the data files name it, when that differs (Delta column mapping)."""
+        plans = self.dataset._plans
+        if "physical" not in plans:
+            ds = self.dataset
+            plans["physical"] = ds._format.physical_schema(ds.location, ds.version, ds.storage_options)
+        physical: pa.Schema | None = plans["physical"]
+        return physical
+
+    def _read_exact(self, task: ReadTask) -> pa.Table:
+        """One row group with deletion vectors applied and logical column names, before the row filter."""
+        return read_exact(
+            self._local_path(task.uri),
+            self._pa_dataset.filesystem,
+            task.row_group,
+            self.arrow_schema,
+            self._physical,
+            task.partition_values,
+            task.deleted,
+        )
+
+    def _exact_batches(self, task: ReadTask, batch_size: int) -> Iterator[pa.RecordBatch]:
+        table = self._read_exact(task)
+        flt = self.row_filter
+        if flt is not None:
+            table = table.filter(flt)
+        if self.columns is not None:
+            table = table.select(list(self.columns))
+        yield from table.to_batches(max_chunksize=batch_size)
+
     def _read_task(self, task: ReadTask, batch_size: int) -> Iterator[pa.RecordBatch]:
-        batches = self._fragment(task).to_batches(
-            schema=self.arrow_schema,
-            columns=list(self.columns) if self.columns is not None else None,
-            filter=self.row_filter,
-            batch_size=batch_size,
-            use_threads=True,
-            fragment_scan_options=self._scan_options(),
+        batches = (
+            self._exact_batches(task, batch_size)
+            if task.exact
+            else self._fragment(task).to_batches(
+                schema=self.arrow_schema,
+                columns=list(self.columns) if self.columns is not None else None,
+                filter=self.row_filter,
+                batch_size=batch_size,
+                use_threads=True,
+                fragment_scan_options=self._scan_options(),
+            )
         )
         skip, take = task.offset, task.length
         for batch in batches:
@@ -345,7 +401,7 @@ class Scan:
         parallel, in order); the few tasks cut by sharding are read one by one."""
         run: list[ReadTask] = []
         for task in tasks:
-            if task.offset == 0 and task.length is None:
+            if task.offset == 0 and task.length is None and not task.exact:
                 run.append(task)
                 continue
             if run:
@@ -369,9 +425,7 @@ class Scan:
                 j += 1
             fragments.append(self._fragment(tasks[i], [t.row_group for t in tasks[i : j + 1]]))
             i = j + 1
-        dataset = pads.FileSystemDataset(
-            fragments, self.arrow_schema, pads.ParquetFileFormat(), self._pa_dataset.filesystem
-        )
+        dataset = pads.FileSystemDataset(fragments, self.arrow_schema, parquet_format(), self._pa_dataset.filesystem)
         fragment_ahead, batch_ahead = self._readahead(batch_size)
         for batch in dataset.to_batches(
             columns=list(self.columns) if self.columns is not None else None,
@@ -385,6 +439,7 @@ class Scan:
             if batch.num_rows:
                 yield batch
 
+    @translating("reading {self.dataset.name} version {self.dataset.number}")
     def iter_batches(
         self,
         batch_size: int = 65_536,
@@ -399,8 +454,9 @@ class Scan:
         epochs run ``epoch, epoch+1, …`` (each reshuffled when shuffling). ``tasks`` reads part of the plan
         (e.g. a DataLoader worker's ``split``); ``stream`` gives that part its own shuffle-buffer RNG.
         """
-        if batch_size < 1:
-            raise FilterError("batch_size must be >= 1")
+        batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=2**31 - 1)
+        num_epochs = check_int(num_epochs, "num_epochs", minimum=0)
+        stream = check_int(stream, "stream", minimum=0)
         from dal.dataset import _translate_missing
 
         for e in range(num_epochs):
@@ -446,6 +502,7 @@ class Scan:
         """Columns as NumPy, tensor fields decoded (see ``Dataset.to_numpy``)."""
         return self.dataset._decode(self.to_arrow())
 
+    @translating("reading {self.dataset.name} version {self.dataset.number}")
     def count(self) -> int:
         """Rows this scan yields (counts matching rows when filtered; no data columns are read)."""
         plan = self.plan()
@@ -453,6 +510,7 @@ class Scan:
             t.length if t.length is not None else n for t, n in zip(plan, self._matching_rows(plan), strict=True)
         )
 
+    @translating("reading {self.dataset.name} version {self.dataset.number}")
     def sequences(
         self,
         length: int,
@@ -471,8 +529,8 @@ class Scan:
         Raises:
             FilterError: a bad length / step, or unknown columns.
         """
-        if length < 1 or step < 1:
-            raise FilterError("sequences need length >= 1 and step >= 1")
+        length = check_int(length, "sequences length", minimum=1)
+        step = check_int(step, "sequences step", minimum=1)
         column = column or self.dataset.info.time_column
         if column is None:
             raise FilterError(f"{self.dataset.name} has no time column; pass sequences(..., column='ts')")
@@ -499,6 +557,7 @@ class Scan:
             for i in range(int(a), int(b) - length + 1, step):
                 yield table.slice(i, length)
 
+    @translating("reading {self.dataset.name} version {self.dataset.number}")
     def bytes_planned(self) -> int:
         """Compressed bytes of the column chunks this scan reads (for measuring pruning)."""
         import pyarrow.parquet as pq
@@ -516,6 +575,14 @@ class Scan:
                 if wanted is None or chunk.path_in_schema.split(".")[0] in wanted:
                     total += chunk.total_compressed_size
         return total
+
+
+def _deleted_in(deleted: Sequence[int], start: int, rows: int) -> tuple[int, ...]:
+    """The positions of ``deleted`` (sorted file positions) inside rows [start, start+rows), row-group relative."""
+    import bisect
+
+    lo, hi = bisect.bisect_left(deleted, start), bisect.bisect_left(deleted, start + rows)
+    return tuple(d - start for d in deleted[lo:hi])
 
 
 def _prune_time_partitions(files: list[DataFile], w: Window) -> list[DataFile]:

@@ -152,7 +152,7 @@ def test_resolve_by_number_tag_and_time(cat: Catalog) -> None:
         cat.version("d.t", 7)
     with pytest.raises(VersionNotFound, match="did you mean 'prod'"):
         cat.version("d.t", "prdo")
-    with pytest.raises(TypeError):
+    with pytest.raises(InvalidName, match="invalid version True"):  # a DalError, not a TypeError
         cat.version("d.t", True)
 
 

@@ -1,4 +1,4 @@
-"""Write a stream of Arrow batches as hive-partitioned Parquet files with Delta-style statistics.
+"""Write a stream of Arrow batches as hive-partitioned Parquet files with Delta statistics (``delta_stats``).
 
 Runs on Spark executors (``dal.adapters.spark``): pure pyarrow, no Spark or delta-rs imports.
 """
@@ -6,12 +6,11 @@ Runs on Spark executors (``dal.adapters.spark``): pure pyarrow, no Spark or delt
 from __future__ import annotations
 
 import json
-import math
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -20,10 +19,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dal import io
+from dal.formats.delta_stats import FileStats
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-_STATS_TYPES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_large_string,
-                pa.types.is_date, pa.types.is_timestamp)  # fmt: skip
 
 
 def partition_string(value: Any) -> str | None:
@@ -44,56 +42,16 @@ def partition_dir(values: Sequence[tuple[str, str | None]]) -> str:
     return "/".join(f"{c}={NULL_PARTITION if v is None else quote(v, safe='')}" for c, v in values)
 
 
-def _stat_value(v: Any, *, upper: bool) -> Any:
-    if isinstance(v, datetime):
-        # Delta keeps millisecond stats: round the max up so skipping never drops a matching file
-        micro = v.microsecond % 1000
-        if upper and micro:
-            v = v.replace(microsecond=v.microsecond - micro) + timedelta(milliseconds=1)
-        elif micro:
-            v = v.replace(microsecond=v.microsecond - micro)
-        text = v.replace(tzinfo=None).isoformat(timespec="milliseconds")
-        return text + "Z" if v.tzinfo is not None else text
-    if isinstance(v, date):
-        return v.isoformat()
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return None
-    return v
-
-
 @dataclass
 class _OpenFile:
     relpath: str
     writer: pq.ParquetWriter
     values: tuple[tuple[str, str | None], ...]
-    rows: int = 0
-    mins: dict[str, Any] = field(default_factory=dict)
-    maxs: dict[str, Any] = field(default_factory=dict)
-    nulls: dict[str, int] = field(default_factory=dict)
+    stats: FileStats
 
     def add(self, table: pa.Table) -> None:
         self.writer.write_table(table)
-        self.rows += table.num_rows
-        for name in table.column_names:
-            col = table.column(name)
-            self.nulls[name] = self.nulls.get(name, 0) + col.null_count
-            if not any(p(col.type) for p in _STATS_TYPES) or col.null_count == len(col):
-                continue
-            mm = pc.min_max(col)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
-            if lo is not None:
-                self.mins[name] = lo if name not in self.mins else min(self.mins[name], lo)
-                self.maxs[name] = hi if name not in self.maxs else max(self.maxs[name], hi)
-
-    def stats(self) -> str:
-        return json.dumps(
-            {
-                "numRecords": self.rows,
-                "minValues": {k: _stat_value(v, upper=False) for k, v in self.mins.items()},
-                "maxValues": {k: _stat_value(v, upper=True) for k, v in self.maxs.items()},
-                "nullCount": self.nulls,
-            }
-        )
+        self.stats.add(table)
 
 
 def write_files(
@@ -121,7 +79,7 @@ def write_files(
             full = io.join(root_path, *relpath.split("/"))
             fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
             writer = pq.ParquetWriter(full, schema, filesystem=fs, compression="snappy")
-            open_files[values] = _OpenFile(relpath, writer, values)
+            open_files[values] = _OpenFile(relpath, writer, values, FileStats(schema))
         return open_files[values]
 
     for batch in batches:
@@ -152,8 +110,8 @@ def write_files(
                 "path": f.relpath,  # delta-rs URL-encodes it in the log itself
                 "size": int(info.size or 0),
                 "partition_values": json.dumps(dict(f.values)),
-                "num_records": f.rows,
-                "stats": f.stats(),
+                "num_records": f.stats.rows,
+                "stats": f.stats.to_json(),
                 "modification_time": int(time.time() * 1000),
             }
         )

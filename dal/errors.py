@@ -120,7 +120,9 @@ def storage_hint(message: str) -> str:
         return "the bucket does not exist at this endpoint: check the URL, the region and AWS_ENDPOINT_URL"
     if "accessdenied" in text or "403" in text or "forbidden" in text or "invalidaccesskeyid" in text:
         return "access denied: check the credentials and that they may read/write this bucket and path"
-    if "connection refused" in text or "dns error" in text or "error sending request" in text or "timed out" in text:
+    unreachable = ("connection refused", "dns error", "error sending request", "timed out", "could not connect",
+                   "network_connection", "couldn't resolve host", "curlcode")  # fmt: skip
+    if any(u in text for u in unreachable):
         return "the object store cannot be reached: check AWS_ENDPOINT_URL (or the Azure/GCS endpoint) and the network"
     if "generic s3 error" in text or "generic azure" in text or "generic gcs" in text or "generic error" in text:
         return "check the credentials (storage_options or the environment), the bucket name, region and endpoint"

@@ -93,19 +93,51 @@ def _option(options: StorageOptions, *names: str) -> str | None:
     return None
 
 
+def _true(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("true", "1", "yes")
+
+
+def _s3_credentials_found(options: StorageOptions) -> bool:
+    """Whether any AWS credential source other than the instance-metadata endpoint is configured."""
+    if _option(options, "AWS_ACCESS_KEY_ID", "key", "access_key_id"):
+        return True
+    env = ("AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+           "AWS_CONTAINER_CREDENTIALS_FULL_URI")  # fmt: skip
+    if any(os.environ.get(n) for n in env):
+        return True
+    shared = os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials"
+    return Path(shared).expanduser().is_file()
+
+
 def _s3(options: StorageOptions) -> pafs.S3FileSystem:
     endpoint = _option(options, "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "endpoint_url")
+    anonymous = _true(_option(options, "AWS_SKIP_SIGNATURE", "aws_skip_signature", "skip_signature"))
+    if endpoint and not anonymous and not _s3_credentials_found(options):
+        # pyarrow would send unsigned requests (uploading a write's files), then delta-rs/obstore would look for
+        # credentials at the cloud instance-metadata endpoint, which an S3-compatible store never serves
+        raise DalError(
+            f"no S3 credentials for the endpoint {mask_url(endpoint)}: pass AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY in storage_options or the environment, or AWS_SKIP_SIGNATURE=true for a "
+            "public bucket (refused before any data was sent)"
+        )
+    if anonymous:
+        return pafs.S3FileSystem(anonymous=True, region=_option(options, "AWS_REGION") or "us-east-1",
+                                 **_endpoint_kwargs(endpoint))  # fmt: skip
     kwargs: dict[str, object] = {
         "access_key": _option(options, "AWS_ACCESS_KEY_ID", "key"),
         "secret_key": _option(options, "AWS_SECRET_ACCESS_KEY", "secret"),
         "session_token": _option(options, "AWS_SESSION_TOKEN", "token"),
         "region": _option(options, "AWS_REGION", "AWS_DEFAULT_REGION", "region_name") or "us-east-1",
     }
-    if endpoint:
-        parts = urlsplit(endpoint)
-        kwargs["endpoint_override"] = parts.netloc or parts.path
-        kwargs["scheme"] = parts.scheme or "https"
+    kwargs |= _endpoint_kwargs(endpoint)
     return pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v is not None})
+
+
+def _endpoint_kwargs(endpoint: str | None) -> dict[str, str]:
+    if not endpoint:
+        return {}
+    parts = urlsplit(endpoint)
+    return {"endpoint_override": parts.netloc or parts.path, "scheme": parts.scheme or "https"}
 
 
 def _azure(uri: str, options: StorageOptions) -> tuple[pafs.FileSystem, str]:

@@ -68,7 +68,9 @@ def make_engine(url: str) -> Engine:
         raise CatalogUnavailable(f"invalid catalog URL {mask_url(url)!r}: {mask_url(str(e))}") from e
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
+        if parsed.database and parsed.database.startswith("file:"):
+            pass  # an SQLite URI (``?uri=true``, e.g. ``mode=ro``): opened as given, no folder to create
+        elif parsed.database and parsed.database != ":memory:":
             folder = Path(parsed.database).expanduser().parent
             try:
                 folder.mkdir(parents=True, exist_ok=True)

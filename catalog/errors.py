@@ -60,5 +60,23 @@ class CatalogUnavailable(CatalogError):
     """The catalog database cannot be reached or opened."""
 
 
+class CatalogReadOnly(CatalogError):
+    """The catalog can be read but this role or file cannot write to it (privileges, read-only file)."""
+
+
+class CommittedNotRecorded(CatalogError):
+    """A write committed its data to storage but the catalog could not record it.
+
+    The data is safe and complete in storage; ``dal sync NAME`` (or the next write) records it.
+    Retrying the write would store the rows twice.
+    """
+
+    def __init__(self, message: str, *, dataset: str, location: str, storage_version: int) -> None:
+        super().__init__(message)
+        self.dataset = dataset
+        self.location = location
+        self.storage_version = storage_version
+
+
 class CatalogOutOfDate(CatalogError):
     """The catalog database schema is older (or newer) than this dal needs."""

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, or_, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -21,6 +21,7 @@ from catalog import migrate
 from catalog.engine import default_url, display_url, make_engine
 from catalog.errors import (
     CatalogError,
+    CatalogReadOnly,
     CatalogUnavailable,
     DatasetExists,
     DatasetNotFound,
@@ -47,6 +48,28 @@ from catalog.types import (
 VersionRef = int | str | datetime | None
 _TAG_TEXT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 FORMATS = ("delta", "petastorm", "parquet")
+# what recording writes needs on PostgreSQL: rows in every table; updates of datasets (the row lock that
+# serialises publishers) and tags (moving one)
+_WRITE_PRIVILEGES = (
+    ("dal_datasets", "INSERT"),
+    ("dal_datasets", "UPDATE"),
+    ("dal_schemas", "INSERT"),
+    ("dal_schema_fields", "INSERT"),
+    ("dal_versions", "INSERT"),
+    ("dal_partitions", "INSERT"),
+    ("dal_tags", "INSERT"),
+    ("dal_tags", "UPDATE"),
+)
+
+
+def _is_permission_error(e: DBAPIError) -> bool:
+    """A backend's "you may not write": PostgreSQL's insufficient_privilege (42501), SQLite's read-only
+    database (a read-only file, medium or ``mode=ro`` connection)."""
+    orig = e.orig
+    if getattr(orig, "sqlstate", None) == "42501":
+        return True
+    name = str(getattr(orig, "sqlite_errorname", ""))
+    return name.startswith("SQLITE_READONLY") or "attempt to write a readonly database" in str(orig)
 
 
 def _like_pattern(pattern: str) -> str:
@@ -98,6 +121,11 @@ class Catalog:
             if isinstance(e, IntegrityError):
                 raise
             first = str(e.orig).strip().splitlines()[0] if e.orig is not None else str(e)
+            if isinstance(e, DBAPIError) and _is_permission_error(e):
+                raise CatalogReadOnly(
+                    f"this catalog role cannot write to {display_url(self.url)} ({first}); "
+                    "it can read datasets but not record versions, datasets or tags"
+                ) from e
             raise CatalogUnavailable(f"catalog {display_url(self.url)} failed: {first}") from e
 
     @contextmanager
@@ -109,6 +137,42 @@ class Catalog:
     def _write(self) -> Iterator[Session]:
         with self._translate(), Session(self._write_engine) as s, s.begin():
             yield s
+
+    def check_writable(self) -> None:
+        """Refuse early, before any data is written to storage, when this role cannot record versions.
+
+        PostgreSQL: the privileges recording needs (``has_table_privilege`` / ``has_sequence_privilege``
+        of the current user). SQLite: a write transaction that changes nothing (a read-only file,
+        medium or ``mode=ro`` connection refuses it).
+
+        Raises:
+            CatalogReadOnly: naming what is missing. CatalogUnavailable: the database cannot be reached.
+        """
+        with self._translate(), self._write_engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                tables = list(dict(_WRITE_PRIVILEGES))
+                checks = [f"has_table_privilege(current_user, :t{i}, :p{i})" for i in range(len(_WRITE_PRIVILEGES))]
+                checks += [
+                    f"coalesce(has_sequence_privilege(current_user, pg_get_serial_sequence(:s{i}, 'id'), 'USAGE'), true)"
+                    for i in range(len(tables))
+                ]
+                params = {f"t{i}": t for i, (t, _) in enumerate(_WRITE_PRIVILEGES)}
+                params |= {f"p{i}": p for i, (_, p) in enumerate(_WRITE_PRIVILEGES)}
+                params |= {f"s{i}": t for i, t in enumerate(tables)}
+                row = conn.execute(text(f"SELECT current_user, {', '.join(checks)}"), params).one()
+                user, granted = row[0], list(row[1:])
+                needed = [f"{p} on {t}" for t, p in _WRITE_PRIVILEGES] + [f"USAGE on {t}_id_seq" for t in tables]
+                missing = [what for what, ok in zip(needed, granted, strict=True) if not ok]
+                if missing:
+                    raise CatalogReadOnly(
+                        f"this catalog role ({user}) cannot write to {display_url(self.url)}: it lacks "
+                        + ", ".join(missing)
+                        + "; nothing was written (ask for those grants, or write with another role)"
+                    )
+            else:
+                with conn.begin() as tx:  # BEGIN IMMEDIATE: takes the write lock, as recording would
+                    conn.execute(text("UPDATE dal_datasets SET name = name WHERE 1 = 0"))
+                    tx.rollback()
 
     def revision(self) -> str | None:
         """The catalog schema revision recorded in the database (``None`` when never migrated)."""

@@ -10,13 +10,24 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from catalog import Catalog, DatasetNotFound, VersionConflict, VersionInfo, VersionRef, default_url
+from catalog import (
+    Catalog,
+    CatalogReadOnly,
+    CatalogUnavailable,
+    CommittedNotRecorded,
+    DatasetNotFound,
+    VersionConflict,
+    VersionInfo,
+    VersionRef,
+    default_url,
+)
 from catalog.types import validate_name, validate_tag
 from dal import io
 from dal.dataset import Dataset
 from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists, translating
-from dal.formats.base import SchemaMode, WriteMode, WriteOptions, get_format
-from dal.formats.delta import commit_metadata
+from dal.faults import pause
+from dal.formats.base import Format, SchemaMode, WriteMode, WriteOptions, get_format
+from dal.formats.delta import commit_info, commit_metadata
 from dal.sources import is_spark_dataframe, to_reader
 from dal.tensors import TensorSchema
 
@@ -81,11 +92,16 @@ def write(
     ``format='petastorm'`` takes a ``TensorSchema`` (``schema=``; an existing dataset keeps its own) and
     data as a pandas DataFrame, a dict of columns or a list of row dicts holding NumPy arrays.
 
-    Everything is validated before any data is written; a failed write leaves the table and the
-    catalog as they were.
+    Everything is validated — and the catalog asked whether this role may record versions — before
+    any data is written; a write that fails before its storage commit leaves the table and the catalog
+    as they were. A first write killed after its storage commit is recorded by the next write (or
+    ``sync``, at the default location): the table carries this dataset's name in its first commit.
 
     Raises:
-        InvalidName, SchemaMismatch (naming the columns), TagExists, DatasetExists, FormatError.
+        InvalidName, SchemaMismatch (naming the columns), TagExists, DatasetExists, FormatError,
+        CatalogReadOnly (this role cannot record versions: nothing was written),
+        CommittedNotRecorded (the data is committed in storage but the catalog could not record it:
+        do not retry; ``dal sync`` records it).
     """
     validate_name(name)
     if mode not in ("append", "overwrite"):
@@ -114,11 +130,13 @@ def write(
             raise TagExists(f"{name}: tag(s) {', '.join(taken)} exist already; move them with dal tag --force")
     else:
         location = io.normalize(path) if path else io.default_location(name)
-        if fmt.exists(location, options):
+        if fmt.exists(location, options) and _written_for(fmt, location, options) != name:
             raise DatasetExists(
                 f"a {format} table already exists at {location} but is not in the catalog; "
                 f"adopt it first with dal.register({name!r}, {location!r})"
             )
+
+    cat.check_writable()  # before anything reaches storage: a commit nobody may record helps no one
 
     opts = WriteOptions(
         mode=mode,
@@ -139,28 +157,60 @@ def write(
             raise SchemaMismatch(f"time_column {time_column!r} is not a column of the data")
         fmt.check_write(location, reader.schema, opts)
         storage_version = fmt.write(location, reader, opts)
+    pause("after-storage-commit")
 
     # storage committed: now record it (and anything other writers committed before it)
-    if existing is None:
-        cat.create_dataset(
-            name,
-            format=format,
-            location=location,
-            description=description or "",
-            time_column=time_column,
-            exist_ok=True,
-        )
-    elif description is not None or time_column is not None:
-        cat.update_dataset(name, description=description, time_column=time_column)
-    recorded = sync(name, storage_options=options, catalog=cat)
-    version = next((v for v in recorded if v.storage_version == storage_version), None)
-    if version is None:  # recorded meanwhile by a concurrent writer's sync
-        version = next((v for v in cat.versions(name) if v.storage_version == storage_version), None)
-    if version is None:
-        raise FormatError(f"{name}: committed storage version {storage_version} but it could not be recorded")
+    try:
+        if existing is None:
+            cat.create_dataset(
+                name,
+                format=format,
+                location=location,
+                description=description or "",
+                time_column=time_column,
+                exist_ok=True,
+            )
+        elif description is not None or time_column is not None:
+            cat.update_dataset(name, description=description, time_column=time_column)
+        recorded = sync(name, storage_options=options, catalog=cat)
+        version = next((v for v in recorded if v.storage_version == storage_version), None)
+        if version is None:  # recorded meanwhile by a concurrent writer's sync
+            version = next((v for v in cat.versions(name) if v.storage_version == storage_version), None)
+        if version is None:
+            raise FormatError(f"storage version {storage_version} is not among the versions sync found")
+    except (CatalogUnavailable, CatalogReadOnly, FormatError, OSError) as e:
+        raise _not_recorded(name, format, location, storage_version, e, first=existing is None) from e
     for t in tags:
         version = cat.tag(name, version.number, t)
     return version
+
+
+def _written_for(fmt: Format, location: str, options: Mapping[str, str]) -> str:
+    """The dataset name dal wrote the table at ``location`` for, from its first commit ("" if not dal's)."""
+    if fmt.name == "delta":
+        info = commit_info(location, 0, options) or {}
+        return str(info.get("dal.dataset", ""))
+    if fmt.name == "petastorm":
+        return str(fmt.written_for(location, options))  # type: ignore[attr-defined]
+    return ""
+
+
+def _not_recorded(
+    name: str, format: str, location: str, storage_version: int, e: BaseException, *, first: bool
+) -> CommittedNotRecorded:
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if first and location != io.default_location(name):
+        fix = f"`dal register {name} {location}` (or the next dal.write to {name} with this path) records it"
+    else:
+        fix = f"`dal sync {name}` (or the next write to {name}) records it"
+    return CommittedNotRecorded(
+        f"{name}: the data was committed to storage as {format} version {storage_version} at {location}, "
+        f"but the catalog could not record it ({reason}). {fix}; do NOT retry the write: the rows would be "
+        "stored twice",
+        dataset=name,
+        location=location,
+        storage_version=storage_version,
+    )
 
 
 def _write_petastorm(
@@ -215,7 +265,13 @@ def _write_petastorm(
     table = fmt.encode(schema, columns, partition_by)  # validates every value before anything is written
     return int(
         fmt.write_tensors(
-            location, schema, table, mode=opts.mode, partition_by=partition_by, storage_options=opts.storage_options
+            location,
+            schema,
+            table,
+            mode=opts.mode,
+            partition_by=partition_by,
+            storage_options=opts.storage_options,
+            dataset=str(opts.commit_metadata.get("dal.dataset", "")),
         )
     )
 
@@ -277,10 +333,18 @@ def sync(
     """Record the storage versions committed since the catalog last looked (by dal or any other tool).
 
     Concurrent syncs are safe: a version recorded by another process meanwhile is skipped.
+    A dataset not in the catalog whose first write was stopped before it was recorded (a table at its
+    default location whose first commit names it) is recorded now.
     Returns the versions this call recorded, oldest first.
     """
     cat = get_catalog(catalog)
-    info = cat.get_dataset(name)
+    try:
+        info = cat.get_dataset(name)
+    except DatasetNotFound:
+        adopted = _adopt_unrecorded(cat, name, dict(storage_options or {}))
+        if adopted is None:
+            raise
+        info = adopted
     fmt = get_format(info.format)
     last = cat.version(name) if info.latest_version is not None else None
     drafts = fmt.snapshots(
@@ -296,3 +360,18 @@ def sync(
         except VersionConflict:
             continue  # another process recorded this storage version first
     return out
+
+
+def _adopt_unrecorded(cat: Catalog, name: str, options: Mapping[str, str]) -> Any:
+    """The catalog entry for ``name`` when its default location holds a table dal wrote for it (a first
+    write that committed to storage but was stopped before the catalog heard of it); None otherwise."""
+    location = io.default_location(name)
+    for format in ("delta", "petastorm"):
+        try:
+            fmt = get_format(format)
+            found = fmt.exists(location, options) and _written_for(fmt, location, options) == name
+        except DalError:
+            continue
+        if found:
+            return cat.create_dataset(name, format=format, location=location, exist_ok=True)
+    return None

@@ -10,6 +10,7 @@ other fsspec filesystems.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,6 +21,7 @@ import pyarrow.fs as pafs
 
 from dal import io
 from dal.errors import DalError, require
+from dal.faults import pause
 
 
 @dataclass(frozen=True)
@@ -115,31 +117,34 @@ class Location:
             pass
 
     def create_exclusive(self, rel: str, data: bytes) -> bool:
-        """Write ``rel`` only if nothing is there yet; False if something is (another writer won).
+        """Publish ``data`` at ``rel`` only if nothing is there yet; False if something is (another writer won).
+
+        Never visible half-written: locally the bytes go to a hidden temporary file first (written and
+        fsynced), which is then hard-linked to ``rel`` — ``link`` fails if ``rel`` exists, so it is the
+        atomic create-if-absent; object stores take the whole bytes in one conditional PUT; other fsspec
+        stores get them in one ``xb`` write.
 
         Raises:
+            OSError: the bytes could not be written (disk full, permissions): nothing was published.
             DalError: the filesystem has no atomic create-if-absent (dal refuses rather than risk lost commits).
         """
         self.makedirs(rel.rsplit("/", 1)[0] if "/" in rel else "")
         if self.local:
-            try:
-                fd = os.open(self.path(rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            return True
+            return _link_exclusive(self.path(rel), data)
         store = io.provider(self.uri)
         if store is not None:
             return _conditional_put(self, rel, data, store)
         import fsspec
+        from fsspec.implementations.memory import MemoryFileSystem
 
         fs, root = fsspec.core.url_to_fs(self.uri, **dict(self.storage_options))
+        path = f"{root.rstrip('/')}/{rel}"
         try:
-            with fs.open(f"{root.rstrip('/')}/{rel}", "xb") as f:
-                f.write(data)
+            if isinstance(fs, MemoryFileSystem):  # publishes the complete bytes in one step
+                fs.pipe_file(path, data, mode="create")
+            else:
+                with fs.open(path, "xb") as f:
+                    f.write(data)
         except FileExistsError:
             return False
         except (ValueError, NotImplementedError) as e:
@@ -147,6 +152,46 @@ class Location:
                 f"{urlsplit(self.uri).scheme}:// has no atomic create-if-absent in fsspec ({e}); dal cannot commit versions there safely"
             ) from e
         return True
+
+
+def _link_exclusive(final: str, data: bytes) -> bool:
+    """Write ``data`` to a temporary file beside ``final``, fsync it, then ``link`` it to ``final``."""
+    folder, name = os.path.split(final)
+    tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        pause("record-written")
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            return False
+        _fsync_dir(folder)
+        return True
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+
+
+def _fsync_dir(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories; the link itself is already atomic
+    finally:
+        os.close(fd)
 
 
 def _conditional_put(loc: Location, rel: str, data: bytes, provider: str) -> bool:
@@ -157,8 +202,8 @@ def _conditional_put(loc: Location, rel: str, data: bytes, provider: str) -> boo
     config, client = _obstore_config(loc.storage_options, provider)
     make: Any = from_url  # typed per provider; the config keys are checked by obstore at run time
     store = make(loc.uri, config=config, client_options=client)
-    try:
-        obstore.put(store, rel, data, mode="create")
+    try:  # mode='create' is one conditional PUT of the complete bytes (never a multipart upload)
+        obstore.put(store, rel, data, mode="create", use_multipart=False)
     except AlreadyExistsError:
         return False
     return True

@@ -4,20 +4,28 @@ Versions: Petastorm has none, so each dal version of a dataset written by dal is
 dataset in its own directory ``<location>/v<n>-<token>/``. An append links (local disk) or server-side
 copies (object stores) the previous version's files and adds new ones — no file is ever rewritten; an
 overwrite starts empty. The commit point is one small record, ``<location>/_dal_versions/<n>.json``
-(directory, mode, time, and every file with its size, rows and row groups), created only if absent
-(``O_EXCL`` locally, a conditional PUT on object stores): a writer that finds ``n`` taken moves its new
+(directory, mode, time, the dataset's name, and every file with its size, rows and row groups), published
+whole and only if absent (written to a hidden temporary file then hard-linked locally, one conditional PUT
+on object stores), so no reader ever sees it half-written: a writer that finds ``n`` taken moves its new
 files to ``v<n+1>-<token>`` and tries again, so concurrent appenders both land and neither loses rows,
 and a killed writer leaves an unrecorded directory that no reader sees. There is no rename, so the same
 protocol runs on local disk, S3, GCS, Azure and fsspec stores. Petastorm readers open the version's
 directory (``Dataset.petastorm_url``).
 
 A dataset petastorm wrote (``dal.register``) is adopted as version 0 at its own directory, untouched.
+
+A damaged record (an older dal killed or out of space while writing one, or a hand edit) is a
+``FormatError`` naming the file. It is skipped as an *abandoned commit* — its number is never reused and
+no reader or writer looks at it again — only when that cannot lose committed data: it is older than
+``ABANDONED_AFTER_S`` (no writer can still be finishing it) and it is empty (it never described anything)
+or no ``v<n>-*`` directory of that number still holds a ``_common_metadata`` (its files are gone).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -26,14 +34,15 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from catalog.types import Partition, Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError, SchemaMismatch
+from dal.faults import pause
 from dal.formats.base import DataFile, Format, WriteOptions
 from dal.formats.fragments import dataset_from_files
 from dal.formats.parquet_writer import NULL_PARTITION, partition_dir, partition_string
@@ -44,6 +53,7 @@ from dal.tensors import TensorField, TensorSchema
 COMMON_METADATA = "_common_metadata"
 RECORDS = "_dal_versions"
 ROW_GROUP_ROWS = 10_000
+ABANDONED_AFTER_S = 60.0
 FILE_ENTRY_SCHEMA = pa.schema(
     [("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()), ("row_groups", pa.int64())]
 )
@@ -68,15 +78,18 @@ class Commit:
     mode: str
     committed_at: datetime
     files: tuple[FileEntry, ...]
+    dataset: str = ""  # the catalog name it was written for ("" when unknown)
 
     def to_json(self) -> bytes:
-        body = {
+        body: dict[str, Any] = {
             "version": self.version,
             "directory": self.directory,
             "mode": self.mode,
             "committed_at": self.committed_at.isoformat(),
             "files": [dataclasses.asdict(f) for f in self.files],
         }
+        if self.dataset:
+            body["dataset"] = self.dataset
         return json.dumps(body, indent=1).encode()
 
     @classmethod
@@ -92,8 +105,9 @@ class Commit:
                     FileEntry(str(f["path"]), int(f["size"]), int(f["rows"]), int(f["row_groups"]))
                     for f in body["files"]
                 ),
+                str(body.get("dataset", "")),
             )
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise FormatError(f"malformed dal version record: {e}") from e
 
 
@@ -112,10 +126,71 @@ def committed_numbers(loc: Location) -> list[int]:
 
 
 def read_commit(loc: Location, n: int) -> Commit:
+    """Version ``n``'s record.
+
+    Raises:
+        FormatError: it is missing or damaged (naming the file and what to do).
+    """
+    commit = load_commit(loc, n)
+    if commit is None:
+        raise FormatError(
+            f"Petastorm version {n} of {loc.uri} was never completed: its record {loc.child(record_name(n))} "
+            "is an abandoned commit (damaged, and no data of it is left)"
+        )
+    return commit
+
+
+def load_commit(loc: Location, n: int) -> Commit | None:
+    """Version ``n``'s record, or None when it is an abandoned commit (see the module's notes).
+
+    Raises:
+        FormatError: missing, or damaged in a way that skipping it could lose data (naming the file and the way out).
+    """
+    rel = record_name(n)
     try:
-        return Commit.from_json(loc.read(record_name(n)))
+        data = loc.read(rel)
     except FileNotFoundError:
-        raise FormatError(f"Petastorm version {n} of {loc.uri} is missing") from None
+        raise FormatError(f"Petastorm version {n} of {loc.uri} is missing ({loc.child(rel)})") from None
+    try:
+        return Commit.from_json(data)
+    except FormatError as e:
+        problem = str(e).removeprefix("malformed dal version record: ") or "no content"
+    where = loc.child(rel)
+    what = "empty" if not data.strip() else f"damaged ({problem})"
+    stamp = loc.fs.get_file_info(loc.path(rel)).mtime
+    age = time.time() - stamp.timestamp() if stamp is not None else ABANDONED_AFTER_S
+    if age < ABANDONED_AFTER_S:
+        raise FormatError(
+            f"the version record {where} is {what} and was written {age:.0f} s ago: an older dal may still be "
+            f"writing it. If no writer is running, dal treats it as an abandoned commit {ABANDONED_AFTER_S:.0f} s "
+            "after it was written: try again then"
+        )
+    if not data.strip():
+        return None  # never described anything: nobody can have read or recorded it
+    kept = _directories_with_data(loc, n)
+    if not kept:
+        return None  # its files are gone: nothing to lose
+    raise FormatError(
+        f"the version record {where} is {what} but its data is still in {', '.join(loc.child(d) for d in kept)}, "
+        f"so dal will not guess which files version {n} holds. Restore the record from a backup; or, to give "
+        f"version {n} up, delete that directory: dal then skips the record as an abandoned commit"
+    )
+
+
+def _directories_with_data(loc: Location, n: int) -> list[str]:
+    """The ``v<n>-*`` directories under ``loc`` that hold a ``_common_metadata``."""
+    selector = pafs.FileSelector(loc.path(), recursive=False, allow_not_found=True)
+    names = [i.base_name for i in loc.fs.get_file_info(selector) if i.type == pafs.FileType.Directory]
+    return sorted(d for d in names if d.startswith(f"v{n}-") and loc.exists(f"{d}/{COMMON_METADATA}"))
+
+
+def latest_commit(loc: Location, numbers: Sequence[int]) -> Commit | None:
+    """The newest record among ``numbers`` that is not an abandoned commit (None: no version yet)."""
+    for n in reversed(numbers):
+        commit = load_commit(loc, n)
+        if commit is not None:
+            return commit
+    return None
 
 
 def read_schema(loc: Location, directory: str = "") -> TensorSchema:
@@ -128,13 +203,14 @@ def read_schema(loc: Location, directory: str = "") -> TensorSchema:
     where = loc.child(directory)
     if not loc.exists(rel):
         raise FormatError(f"{where} is not a Petastorm dataset: it has no {COMMON_METADATA}")
-    meta = pq.read_schema(loc.path(rel), filesystem=loc.fs).metadata or {}
+    stored = pq.read_schema(loc.path(rel), filesystem=loc.fs)
+    meta = stored.metadata or {}
     if UNISCHEMA_KEY not in meta:
         raise FormatError(
             f"{where} has no Petastorm schema ({UNISCHEMA_KEY.decode()}) in {COMMON_METADATA}; "
             "register it with format='parquet' if it is plain Parquet"
         )
-    return loads_unischema(meta[UNISCHEMA_KEY])
+    return loads_unischema(meta[UNISCHEMA_KEY], stored)
 
 
 def partition_values(relpath: str) -> tuple[tuple[str, str | None], ...]:
@@ -245,16 +321,28 @@ class PetastormFormat(Format):
         mode: str,
         partition_by: Sequence[str],
         storage_options: Mapping[str, str] | None = None,
+        dataset: str = "",
     ) -> int:
-        """Commit an encoded table as the next version; return its number."""
+        """Commit an encoded table as the next version; return its number.
+
+        Raises:
+            FormatError: storage refused the files (disk full, permissions); nothing was committed.
+        """
         directory = self.start(location, storage_options)
         loc = Location.of(location, storage_options)
         try:
             files = write_files(loc, directory, table, list(partition_by))
-        except BaseException:
+        except BaseException as e:
             loc.delete_dir(directory)
+            if isinstance(e, OSError | RuntimeError):  # pyarrow: "file metadata is only available after writer close"
+                raise FormatError(
+                    f"writing Petastorm files under {loc.child(directory)} failed ({_reason(e)}); nothing was committed"
+                ) from e
             raise
-        return self.commit(location, schema, directory, files, mode=mode, storage_options=storage_options)
+        pause("petastorm-files-written")
+        return self.commit(
+            location, schema, directory, files, mode=mode, storage_options=storage_options, dataset=dataset
+        )
 
     def start(self, location: str, storage_options: Mapping[str, str] | None = None) -> str:
         """A fresh directory name for a write, ``v<next>-<token>`` (nothing is created yet)."""
@@ -280,9 +368,15 @@ class PetastormFormat(Format):
         *,
         mode: str,
         storage_options: Mapping[str, str] | None = None,
+        dataset: str = "",
     ) -> int:
         """Make ``directory``'s new files the next version: add the previous version's files (append) and a
-        ``_common_metadata``, then create the version record if no other writer took that number first."""
+        ``_common_metadata``, then publish the version record if no other writer took that number first.
+
+        Raises:
+            FormatError: storage refused a step (disk full, permissions); nothing was committed and the
+                write's directory is removed.
+        """
         loc = Location.of(location, storage_options)
         token = directory.rsplit("-", 1)[-1]
         target = directory
@@ -290,8 +384,8 @@ class PetastormFormat(Format):
             while True:
                 numbers = committed_numbers(loc)
                 self._refuse_adopted(loc, numbers)
-                latest = read_commit(loc, numbers[-1]) if numbers else None
-                n = 0 if latest is None else latest.version + 1
+                latest = latest_commit(loc, numbers)
+                n = numbers[-1] + 1 if numbers else 0  # an abandoned commit's number is never reused
                 target = f"v{n}-{token}"
                 if target != directory:  # another writer committed meanwhile: take the next number
                     for f in new_files:
@@ -303,16 +397,31 @@ class PetastormFormat(Format):
                     loc.copy(f"{latest.directory}/{f.path}", f"{target}/{f.path}")  # type: ignore[union-attr]
                 files = tuple(sorted([*base, *new_files], key=lambda f: f.path))
                 _write_common_metadata(loc, target, schema, files)
-                record = Commit(n, target, mode, datetime.now(UTC), files)
+                pause("petastorm-metadata-written")
+                record = Commit(n, target, mode, datetime.now(UTC), files, dataset)
                 if loc.create_exclusive(record_name(n), record.to_json()):
                     return n
                 for f in base:
                     loc.delete(f"{target}/{f.path}")
                 loc.delete(f"{target}/{COMMON_METADATA}")
-        except BaseException:
+        except BaseException as e:
             loc.delete_dir(directory)
             loc.delete_dir(target)
+            if isinstance(e, OSError):
+                raise FormatError(
+                    f"committing Petastorm version to {loc.uri} failed ({_reason(e)}); nothing was committed"
+                ) from e
             raise
+
+    def written_for(self, location: str, storage_options: Mapping[str, str]) -> str:
+        """The catalog name the first version at ``location`` was written for ("" if unknown or none)."""
+        loc = Location.of(location, storage_options)
+        numbers = committed_numbers(loc)
+        for n in numbers:
+            commit = load_commit(loc, n)
+            if commit is not None:
+                return commit.dataset
+        return ""
 
     def abort(self, location: str, directory: str, storage_options: Mapping[str, str] | None = None) -> None:
         """Remove an uncommitted write's directory."""
@@ -341,7 +450,9 @@ class PetastormFormat(Format):
         for n in numbers:
             if after is not None and n <= after:
                 continue
-            record = read_commit(loc, n)
+            record = load_commit(loc, n)
+            if record is None:  # an abandoned commit: no version
+                continue
             tensors = read_schema(loc, record.directory)
             draft = describe_files(record.files, tensors.to_catalog(), previous=previous, number=n)
             operation = draft.operation
@@ -377,6 +488,16 @@ class PetastormFormat(Format):
             location,
             storage_options,
         )
+
+
+def _reason(e: BaseException) -> str:
+    """What storage said, in one line (``No space left on device``)."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    cause = e.__cause__ or e.__context__
+    if isinstance(e, RuntimeError) and isinstance(cause, OSError):
+        return _reason(cause)
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 def write_files(

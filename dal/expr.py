@@ -11,12 +11,15 @@ typed literals; ``to_arrow(expr)`` turns a bound tree into a pyarrow compute exp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -82,6 +85,8 @@ class Col:
         return hash(("col", self.name))
 
     def isin(self, values: Iterable[object]) -> IsIn:
+        if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+            raise FilterError(f"isin takes a list of values, not {type(values).__name__} {values!r}")
         return IsIn(self, tuple(Lit(v) for v in values))
 
     def is_null(self) -> IsNull:
@@ -184,11 +189,14 @@ def parse_sql(text: str) -> Expr:
         if isinstance(node, exp.Literal):
             if node.is_string:
                 return Lit(node.this)
-            number = str(node.this)
-            return Lit(float(number) if any(c in number for c in ".eE") else int(number))
+            number = str(node.this)  # exact: 0.1 is the decimal 0.1 (see bind for how it meets a column)
+            try:
+                return Lit(Decimal(number) if any(c in number for c in ".eE") else int(number))
+            except (ValueError, ArithmeticError):
+                raise FilterError(f"bad number {number!r} in filter {text!r}") from None
         if isinstance(node, exp.Neg):
             inner = operand(node.this)
-            if isinstance(inner, Lit) and isinstance(inner.value, int | float):
+            if isinstance(inner, Lit) and isinstance(inner.value, int | float | Decimal):
                 return Lit(-inner.value)
         if isinstance(node, exp.Boolean):
             return Lit(bool(node.this))
@@ -249,63 +257,236 @@ def as_expr(f: Expr | str) -> Expr:
 
 
 # -- binding to a schema ---------------------------------------------------------------------------
+#
+# SQL's numeric semantics: a literal is compared with the column's values as the number it is, never
+# truncated to the column's type. ``bind`` rewrites each comparison into one whose literal the column's
+# type holds exactly, so every engine (pyarrow, partition and statistics pruning, Spark) computes the
+# same answer: on an integer column ``id = 1.5`` is false, ``id < 1.5`` is ``id <= 1``, ``id > 1e20``
+# is false and ``id <> 1e20`` is true (each NULL on a NULL row, as in SQL).
+#
+# Literal conversions: a float column compares as float64 with the literal rounded to float64 (SQL's
+# cast of a numeric literal to DOUBLE), so a float32 column never equals 0.1; integer, decimal, date and
+# timestamp columns compare exactly (a timestamp of finer precision than the column's unit falls between
+# two of its values; a date column's value is that day's midnight). NaN literals are refused: comparisons
+# with NaN are never true; NaN values in float columns compare as IEEE 754 says (false, except ``<>``).
 
 
-def _coerce(value: Any, typ: pa.DataType, column: str) -> Any:
-    """The literal as a value of the column's type, or FilterError naming the mismatch."""
-    if value is None:
-        return None
+@dataclass(frozen=True)
+class Fixed(Expr):
+    """``result`` for every row where ``column`` is not NULL, NULL where it is: a comparison that the
+    column's type decides alone (``id = 1.5`` on an integer column is Fixed(id, False))."""
+
+    column: Col
+    result: bool
+
+    def columns(self) -> set[str]:
+        return {self.column.name}
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a literal falls among a column type's values: ``exact`` (a value of the type), else between
+    ``down`` and ``up`` (the type's neighbouring values), or ``below`` / ``above`` the type's range."""
+
+    exact: Any = None
+    down: Any = None
+    up: Any = None
+    is_exact: bool = False
+    below: bool = False
+    above: bool = False
+
+
+def _string_type(typ: pa.DataType) -> bool:
+    return bool(pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ))
+
+
+def _numeric_type(typ: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ))
+
+
+def _value_type(typ: pa.DataType) -> pa.DataType:
+    return typ.value_type if pa.types.is_dictionary(typ) else typ
+
+
+def _number(value: Any, typ: pa.DataType, column: str, bad: FilterError) -> Fraction | float:
+    """An exact rational for a numeric literal (±inf stays a float); NaN and non-numbers are refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal | Fraction):
+        raise bad
+    if isinstance(value, float | Decimal) and math.isnan(value):
+        raise FilterError(f"NaN literal compared with column {column!r}: comparisons with NaN are never true")
+    if isinstance(value, float | Decimal) and math.isinf(value):
+        return float(value)
+    if isinstance(value, float) and pa.types.is_decimal(typ):
+        return Fraction(Decimal(repr(value)))  # the number as written: 0.1 is 0.1 on a decimal column
+    return Fraction(value)
+
+
+def _int_place(v: Fraction | float, typ: pa.DataType) -> _Place:
+    bits = typ.bit_width
+    lo, hi = (0, 2**bits - 1) if pa.types.is_unsigned_integer(typ) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    if isinstance(v, float):  # ±inf
+        return _Place(above=v > 0, below=v < 0)
+    fl, ce = math.floor(v), math.ceil(v)
+    if fl == ce and lo <= fl <= hi:
+        return _Place(exact=fl, is_exact=True)
+    return _Place(down=fl, up=ce, below=v < lo, above=v > hi)
+
+
+def _float_place(v: Fraction | float, typ: pa.DataType) -> _Place:
+    dtype: Any = {16: np.float16, 32: np.float32, 64: np.float64}[typ.bit_width]
+    try:
+        v64 = float(v)
+    except OverflowError:
+        v64 = math.inf if v > 0 else -math.inf
+    if math.isinf(v64) and not isinstance(v, float):  # a finite literal beyond float64: between max and inf
+        big = float(np.finfo(dtype).max)
+        return _Place(down=big, up=math.inf) if v64 > 0 else _Place(down=-math.inf, up=-big)
+    with np.errstate(over="ignore"):
+        near = dtype(v64)
+    if float(near) == v64:
+        return _Place(exact=float(near), is_exact=True)
+    if float(near) > v64:
+        return _Place(down=float(np.nextafter(near, dtype(-np.inf))), up=float(near))
+    return _Place(down=float(near), up=float(np.nextafter(near, dtype(np.inf))))
+
+
+def _decimal_place(v: Fraction | float, typ: pa.DataType) -> _Place:
+    limit = 10**typ.precision - 1
+    if isinstance(v, float):  # ±inf
+        return _Place(above=v > 0, below=v < 0)
+    scaled = v * 10**typ.scale
+    fl, ce = math.floor(scaled), math.ceil(scaled)
+    if fl == ce and -limit <= fl <= limit:
+        return _Place(exact=_scaled(fl, typ.scale), is_exact=True)
+    return _Place(down=_scaled(fl, typ.scale), up=_scaled(ce, typ.scale), below=scaled < -limit, above=scaled > limit)
+
+
+def _scaled(units: int, scale: int) -> Decimal:
+    return Decimal(units).scaleb(-scale)
+
+
+_EPOCH = datetime(1970, 1, 1)
+_UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+def _datetime_literal(value: Any, bad: FilterError) -> datetime:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise bad from None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if not isinstance(value, datetime):
+        raise bad
+    # naive literals are UTC (documented); compared as naive UTC
+    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo is not None else value
+
+
+def _timestamp_place(value: Any, typ: pa.DataType, bad: FilterError) -> _Place:
+    naive = _datetime_literal(value, bad)
+    per = _UNITS[typ.unit]
+    micros = (naive - _EPOCH) // timedelta(microseconds=1)
+    units = Fraction(micros * per, 1_000_000)
+    lo, hi = -(2**63), 2**63 - 1
+
+    def back(n: int) -> datetime | None:
+        try:
+            out = _EPOCH + timedelta(microseconds=n * 1_000_000 // per)
+        except OverflowError:
+            return None
+        return out.replace(tzinfo=UTC) if typ.tz is not None else out
+
+    fl, ce = math.floor(units), math.ceil(units)
+    if fl == ce and lo <= fl <= hi:
+        return _Place(exact=back(fl), is_exact=True)
+    up = back(ce)
+    return _Place(down=back(fl), up=up, below=units < lo, above=units > hi or up is None)
+
+
+def _date_place(value: Any, bad: FilterError) -> _Place:
+    if isinstance(value, str):
+        try:
+            return _Place(exact=date.fromisoformat(value), is_exact=True)
+        except ValueError:
+            pass
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return _Place(exact=value, is_exact=True)
+    moment = _datetime_literal(value, bad)  # a date column's value is its day's midnight (UTC)
+    day = moment.date()
+    if moment == datetime(day.year, day.month, day.day):
+        return _Place(exact=day, is_exact=True)
+    if day == date.max:
+        return _Place(down=day, above=True)
+    return _Place(down=day, up=day + timedelta(days=1))
+
+
+def _place(value: Any, typ: pa.DataType, column: str) -> _Place:
+    """Where the literal ``value`` falls among the values of ``typ`` (FilterError naming a mismatch)."""
+    typ = _value_type(typ)
+    if isinstance(value, np.bool_ | np.integer | np.floating):
+        value = value.item()
     bad = FilterError(f"type mismatch: column {column!r} is {typ}, but the filter compares it with {value!r}")
     if pa.types.is_boolean(typ):
         if isinstance(value, bool):
-            return value
+            return _Place(exact=value, is_exact=True)
         raise bad
-    if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ):
-        if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
-            raise bad
-        if pa.types.is_integer(typ) and isinstance(value, float) and not value.is_integer():
-            return value  # compared as a float: x > 2.5 is meaningful on an int column
-        return value
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
+    if pa.types.is_integer(typ):
+        return _int_place(_number(value, typ, column, bad), typ)
+    if pa.types.is_floating(typ):
+        return _float_place(_number(value, typ, column, bad), typ)
+    if pa.types.is_decimal(typ):
+        return _decimal_place(_number(value, typ, column, bad), typ)
+    if _string_type(typ):
         if isinstance(value, str):
-            return value
+            return _Place(exact=value, is_exact=True)
         raise bad
     if pa.types.is_timestamp(typ):
-        if isinstance(value, str):
-            try:
-                value = datetime.fromisoformat(value)
-            except ValueError:
-                raise bad from None
-        if isinstance(value, date) and not isinstance(value, datetime):
-            value = datetime(value.year, value.month, value.day)
-        if not isinstance(value, datetime):
-            raise bad
-        if typ.tz is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)  # naive literals on a zoned column are UTC (documented)
-        if typ.tz is None and value.tzinfo is not None:
-            value = value.astimezone(UTC).replace(tzinfo=None)
-        return value
+        return _timestamp_place(value, typ, bad)
     if pa.types.is_date(typ):
-        if isinstance(value, str):
-            try:
-                return date.fromisoformat(value)
-            except ValueError:
-                raise bad from None
-        if isinstance(value, datetime):
-            return value.date()
-        if isinstance(value, date):
-            return value
-        raise bad
-    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
+        return _date_place(value, bad)
+    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ) or pa.types.is_fixed_size_binary(typ):
         raise FilterError(f"column {column!r} is {typ} (encoded data): it cannot be filtered on")
-    return value
+    try:
+        pa.scalar(value, type=typ)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        raise bad from None
+    if not (pa.types.is_time(typ) or pa.types.is_duration(typ)):
+        raise FilterError(f"column {column!r} is {typ}: filters compare numbers, strings, booleans and times")
+    return _Place(exact=value, is_exact=True)
+
+
+def _compare(op: CompareOp, column: Col, typ: pa.DataType, value: Any) -> Expr:
+    """``column op value`` as a comparison with a literal of the column's type, or a Fixed result."""
+    where = _place(value, typ, column.name)
+    if where.is_exact:
+        return Compare(op, column, Lit(where.exact))
+    if op in ("==", "!="):
+        return Fixed(column, op == "!=")
+    if where.below or where.above:  # every value of the type is above (below) the literal
+        return Fixed(column, (op in ("<", "<=")) == where.above)
+    if op in ("<", "<="):  # column < v  <=>  column <= (the type's largest value below v)
+        return Compare("<=", column, Lit(where.down))
+    return Compare(">=", column, Lit(where.up))  # column > v  <=>  column >= (its smallest value above v)
+
+
+def _comparable(a: pa.DataType, b: pa.DataType) -> bool:
+    a, b = _value_type(a), _value_type(b)
+    if _numeric_type(a) and _numeric_type(b):
+        return not (pa.types.is_decimal(a) or pa.types.is_decimal(b)) or a == b
+    if _string_type(a) and _string_type(b):
+        return True
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
+        return (a.tz is None) == (b.tz is None)
+    return bool(a == b and (pa.types.is_boolean(a) or pa.types.is_date(a)))
 
 
 def bind(expr: Expr, schema: pa.Schema) -> Expr:
-    """Check ``expr`` against ``schema`` and give its literals the columns' types.
+    """Check ``expr`` against ``schema`` and give its literals the columns' types (see above).
 
     Raises:
-        FilterError: an unknown column (with close names) or a literal of the wrong type.
+        FilterError: an unknown column (with close names), a literal of the wrong type, a NaN literal,
+        or two columns that cannot be compared.
     """
     import difflib
 
@@ -327,19 +508,32 @@ def bind(expr: Expr, schema: pa.Schema) -> Expr:
             return Or(go(e.left), go(e.right))
         if isinstance(e, Not):
             return Not(go(e.operand))
-        if isinstance(e, IsNull):
+        if isinstance(e, IsNull | Fixed):
             field(e.column)
             return e
         if isinstance(e, IsIn):
             f = field(e.column)
-            return IsIn(e.column, tuple(Lit(_coerce(v.value, f.type, f.name)) for v in e.values))
+            kept: list[Lit] = []
+            for v in e.values:
+                if v.value is None:
+                    kept.append(v)
+                    continue
+                where = _place(v.value, f.type, f.name)
+                if where.is_exact:
+                    kept.append(Lit(where.exact))  # a value the type cannot hold equals no row
+            if not kept:
+                return Fixed(e.column, False)
+            return IsIn(e.column, tuple(dict.fromkeys(kept)))
         if isinstance(e, Compare):
             left, right, op = e.left, e.right, e.op
             if isinstance(left, Lit) and isinstance(right, Col):
                 left, right, op = right, left, _FLIP[op]
             if isinstance(left, Col) and isinstance(right, Col):
-                field(left)
-                field(right)
+                a, b = field(left), field(right)
+                if not _comparable(a.type, b.type):
+                    raise FilterError(
+                        f"type mismatch: cannot compare column {a.name!r} ({a.type}) with column {b.name!r} ({b.type})"
+                    )
                 return Compare(op, left, right)
             if not isinstance(left, Col):
                 raise FilterError("a comparison needs at least one column")
@@ -347,7 +541,7 @@ def bind(expr: Expr, schema: pa.Schema) -> Expr:
             assert isinstance(right, Lit)
             if right.value is None:
                 raise FilterError(f"compare {left.name!r} with NULL using is_null() / IS NULL, not {op}")
-            return Compare(op, left, Lit(_coerce(right.value, f.type, f.name)))
+            return _compare(op, left, f.type, right.value)
         raise FilterError(f"not a filter: {e!r}")
 
     return go(expr)
@@ -355,15 +549,28 @@ def bind(expr: Expr, schema: pa.Schema) -> Expr:
 
 # -- to pyarrow --------------------------------------------------------------------------------------
 
+_NULL = pc.scalar(pa.scalar(None, pa.bool_()))
+
 
 def to_arrow(expr: Expr, schema: pa.Schema) -> pc.Expression:
-    """A pyarrow compute expression for a bound ``expr`` (null comparisons are false, as in SQL)."""
+    """A pyarrow compute expression for a bound ``expr``, with SQL's NULL logic (a comparison with NULL
+    is NULL; AND / OR / NOT are three-valued; ``x IN (…)`` is NULL for a NULL ``x``).
 
-    def value(x: Col | Lit, like: Col | Lit) -> Any:
-        if isinstance(x, Col):
-            return pc.field(x.name)
-        typ = schema.field(like.name).type if isinstance(like, Col) else None
-        return pc.scalar(pa.scalar(x.value, type=typ)) if typ is not None else pc.scalar(x.value)
+    Comparisons on float columns carry an ``is_nan`` term: NaN values make them false (``<>``: true), and
+    Parquet statistics ignore NaN, so without the term pyarrow would prune row groups holding matching NaNs.
+    """
+
+    def typ(c: Col) -> pa.DataType:
+        return _value_type(schema.field(c.name).type)
+
+    def floating(c: Col) -> bool:
+        return bool(pa.types.is_floating(typ(c)))
+
+    def nan_guard(c: Col, term: pc.Expression, true_on_nan: bool) -> pc.Expression:
+        if not floating(c):
+            return term
+        nan = pc.field(c.name).is_nan()
+        return term | nan if true_on_nan else term & ~nan
 
     def go(e: Expr) -> pc.Expression:
         if isinstance(e, And):
@@ -374,12 +581,31 @@ def to_arrow(expr: Expr, schema: pa.Schema) -> pc.Expression:
             return ~go(e.operand)
         if isinstance(e, IsNull):
             return pc.field(e.column.name).is_null()
+        if isinstance(e, Fixed):
+            unknown = pc.field(e.column.name).is_null() & _NULL
+            return ~unknown if e.result else unknown
         if isinstance(e, IsIn):
-            typ = schema.field(e.column.name).type
-            return pc.field(e.column.name).isin(pa.array([v.value for v in e.values], type=typ))
+            present = [v.value for v in e.values if v.value is not None]
+            f = pc.field(e.column.name)
+            term = pc.is_in(f, value_set=pa.array(present, type=typ(e.column)), skip_nulls=True)
+            term = term | (f.is_null() & _NULL)  # NULL IN (…) is NULL
+            if len(present) < len(e.values):
+                term = term | _NULL  # x IN (…, NULL) is NULL unless x matches
+            return nan_guard(e.column, term, False)
         if isinstance(e, Compare):
-            a, b = value(e.left, e.right), value(e.right, e.left)
-            return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
+            left, right = e.left, e.right
+            if isinstance(left, Lit) and isinstance(right, Col):  # unbound trees: normalise the order
+                left, right = right, left
+                op = _FLIP[e.op]
+            else:
+                op = e.op
+            assert isinstance(left, Col)
+            a = pc.field(left.name)
+            b = pc.field(right.name) if isinstance(right, Col) else pc.scalar(pa.scalar(right.value, type=typ(left)))
+            term = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+            if isinstance(right, Col):
+                return term
+            return nan_guard(left, term, op == "!=")
         raise FilterError(f"not a filter: {e!r}")
 
     return go(expr)

@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,11 @@ def _as_datetime(value: datetime | date | str, what: str) -> datetime:
     if not isinstance(value, datetime):
         raise FilterError(f"{what} must be a datetime, date or ISO string, not {type(value).__name__}")
     return value if value.tzinfo else value.replace(tzinfo=UTC)  # naive = UTC, as everywhere in dal
+
+
+def _epoch_seconds(moment: datetime) -> Decimal:
+    """Seconds since the epoch, exactly (a float would round microseconds away)."""
+    return Decimal((moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)).scaleb(-6)
 
 
 @dataclass(frozen=True)
@@ -175,10 +181,8 @@ class Scan:
         typ = self.arrow_schema.field(w.column).type
         lo: Any
         hi: Any
-        if pa.types.is_integer(typ):
-            lo, hi = int(w.start.timestamp()), int(w.end.timestamp())
-            if w.end.timestamp() > hi:
-                hi += 1
+        if pa.types.is_integer(typ):  # epoch seconds, compared exactly (bind rounds to whole seconds)
+            lo, hi = _epoch_seconds(w.start), _epoch_seconds(w.end)
         else:
             lo, hi = w.start, w.end
         return E.bind(E.And(E.Col(w.column) >= lo, E.Col(w.column) < hi), self.arrow_schema)
@@ -249,12 +253,13 @@ class Scan:
             if (t.uri, t.row_group) not in counted and t.exact:  # deletion vectors, column mapping
                 counted[(t.uri, t.row_group)] = self._read_exact(t).filter(flt).num_rows
             if (t.uri, t.row_group) not in counted:
-                # through a scanner over the dataset's schema: the filter may name partition columns, which
-                # the file lacks and the fragment's partition expression supplies
+                # a scan over the dataset's schema: the filter may name partition columns, which the file
+                # lacks and the fragment's partition expression supplies. Not count_rows(): when the filter
+                # holds for the whole partition, pyarrow 26 counts every row group of the file, not this one.
                 scanner = pads.Scanner.from_fragment(
                     self._fragment(t), schema=self.arrow_schema, filter=flt, columns=[]
                 )
-                counted[(t.uri, t.row_group)] = scanner.count_rows()
+                counted[(t.uri, t.row_group)] = sum(b.num_rows for b in scanner.to_batches())
         return [counted[(t.uri, t.row_group)] for t in tasks]
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")

@@ -13,8 +13,10 @@ remainder:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal
+
+import pyarrow as pa
 
 Remainder = Literal["pad", "drop", "keep"]
 
@@ -58,3 +60,21 @@ def assign(counts: Sequence[int], ranges: Sequence[tuple[int, int]]) -> list[tup
             a, b = max(lo, start), min(hi, end)
             out.append((i, a - lo, b - a))
     return out
+
+
+def slice_rows(batches: Iterable[pa.RecordBatch], offset: int, length: int | None) -> Iterator[pa.RecordBatch]:
+    """Rows ``[offset, offset + length)`` of a stream of (filtered) batches: a sliced ReadTask's rows."""
+    skip, take = offset, length
+    for batch in batches:
+        if take is not None and take <= 0:
+            return
+        if skip >= batch.num_rows:
+            skip -= batch.num_rows
+            continue
+        if skip:
+            batch, skip = batch.slice(skip), 0
+        if take is not None:
+            batch = batch.slice(0, take)
+            take -= batch.num_rows
+        if batch.num_rows:
+            yield batch

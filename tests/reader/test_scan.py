@@ -182,6 +182,6 @@ def test_sequences_respect_entities_and_gaps(env: Catalog) -> None:
     stepped = list(ds.sequences(3, step=3, by="station"))
     assert [w.column("v").to_pylist() for w in stepped] == [[0, 1, 2], [3, 4, 5]] * 2
     assert list(ds.filter("v > 100").sequences(2)) == []
-    with pytest.raises(FilterError, match="length >= 1"):
+    with pytest.raises(FilterError, match="length must be >= 1"):
         list(ds.sequences(0))
     assert START + STEP > START  # the shared fixture's clock is used by the other tests

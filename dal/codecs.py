@@ -10,14 +10,16 @@ buffer; formats that must be inflated (npz, png, jpeg) decode cell by cell, then
 from __future__ import annotations
 
 import io
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 
-from dal.errors import SchemaMismatch, require
+from dal.errors import FormatError, SchemaMismatch, require
 
 _ARROW_OF_NUMPY = {
     "int8": pa.int8(), "uint8": pa.uint8(), "int16": pa.int16(), "uint16": pa.uint16(), "int32": pa.int32(),
@@ -27,13 +29,48 @@ _ARROW_OF_NUMPY = {
 
 
 def dtype_name(dtype: Any) -> str:
-    """A canonical dtype name: numpy's name, with 'str' and 'bytes' for the variable-length kinds."""
+    """A canonical dtype name: numpy's name, with 'str' and 'bytes' for the variable-length kinds and
+    'decimal' for Python's ``Decimal`` (petastorm's dtype for decimal columns)."""
+    if dtype is Decimal or (isinstance(dtype, str) and dtype == "decimal"):
+        return "decimal"
     d = np.dtype(dtype)
     if d.kind == "U":
         return "str"
     if d.kind == "S":
         return "bytes"
     return str(d.name)
+
+
+_DECIMAL_TYPE = re.compile(r"decimal(?:128|256)?\((\d+), *(-?\d+)\)")
+_TIMESTAMP_TZ = re.compile(r"timestamp\[(s|ms|us|ns), *tz=(.+)\]")
+
+
+def arrow_type(spec: str) -> pa.DataType:
+    """The scalar Arrow type a catalog type string names (``str(pa.DataType)``).
+
+    Raises:
+        SchemaMismatch: not a scalar Arrow type.
+    """
+    if m := _DECIMAL_TYPE.fullmatch(spec):
+        precision, scale = int(m.group(1)), int(m.group(2))
+        return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+    if m := _TIMESTAMP_TZ.fullmatch(spec):
+        return pa.timestamp(m.group(1), tz=m.group(2))
+    try:
+        return pa.type_for_alias(spec)
+    except (ValueError, KeyError) as e:
+        raise SchemaMismatch(f"{spec!r} is not a scalar Arrow type") from e
+
+
+def default_storage(dtype: str) -> pa.DataType | None:
+    """The Arrow type a scalar of ``dtype`` is stored as when its codec names none (None: it must name one)."""
+    if dtype in _ARROW_OF_NUMPY:
+        return _ARROW_OF_NUMPY[dtype]
+    if dtype == "datetime64[D]":
+        return pa.date32()
+    if m := re.fullmatch(r"datetime64\[(s|ms|us|ns)\]", dtype):
+        return pa.timestamp(m.group(1))
+    return None
 
 
 def shape_matches(actual: tuple[int, ...], expected: tuple[int | None, ...]) -> bool:
@@ -72,14 +109,35 @@ class Codec(ABC):
 
 
 class ScalarCodec(Codec):
-    """Plain Parquet scalars of the field's dtype."""
+    """Plain Parquet scalars of the field's dtype.
+
+    ``storage`` names the Arrow type the values are stored as when it is not the dtype's own (as Petastorm's
+    ``ScalarCodec(spark_type)`` does: ``uint8`` in a ``ShortType`` column is stored as int16, a ``Decimal``
+    field as ``decimal128(p, s)``, ``np.datetime64`` as a date or a timestamp). Decoding gives what
+    petastorm's ``make_reader`` gives, as one NumPy column: values of the field's dtype; ``Decimal``
+    objects; ``datetime64[us]`` for timestamps and ``datetime64[D]`` for dates; NaN for a null float and,
+    for any other null, ``None`` in an object array whose other cells are scalars of the dtype.
+    """
 
     spec = "scalar"
 
+    def __init__(self, storage: pa.DataType | str | None = None) -> None:
+        self.storage = None if storage is None else str(arrow_type(str(storage)))
+
     def storage_type(self, dtype: str) -> pa.DataType:
-        if dtype not in _ARROW_OF_NUMPY:
-            raise SchemaMismatch(f"dtype {dtype} has no scalar storage type")
-        return _ARROW_OF_NUMPY[dtype]
+        if self.storage is not None:
+            return arrow_type(self.storage)
+        typ = default_storage(dtype)
+        if typ is None:
+            hint = (
+                "e.g. ScalarCodec(pa.decimal128(10, 2))"
+                if dtype == "decimal"
+                else "e.g. ScalarCodec(pa.timestamp('us')) or ScalarCodec(pa.date32())"
+                if dtype.startswith("datetime64")
+                else "give ScalarCodec an Arrow storage type"
+            )
+            raise SchemaMismatch(f"dtype {dtype} has no default scalar storage type: {hint}")
+        return typ
 
     def encode(self, name: str, dtype: str, shape: tuple[int | None, ...], values: Sequence[Any]) -> pa.Array:
         try:
@@ -91,7 +149,32 @@ class ScalarCodec(Codec):
             ) from e
 
     def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
-        return array.to_numpy(zero_copy_only=False)
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        typ = array.type
+        if pa.types.is_dictionary(typ):
+            array = array.cast(typ.value_type)
+            typ = array.type
+        target = _decoded_dtype(dtype, typ)
+        if target is None:  # strings, bytes, Decimal: object arrays, None for a null
+            return array.to_numpy(zero_copy_only=False)
+        if array.null_count == 0 or target.kind in "fc":  # floats: NaN for a null, as petastorm
+            return np.asarray(array.to_numpy(zero_copy_only=False)).astype(target, copy=False)
+        out = np.empty(len(array), dtype=object)
+        valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        out[valid] = list(np.asarray(array.drop_null().to_numpy(zero_copy_only=False)).astype(target, copy=False))
+        return out
+
+
+def _decoded_dtype(dtype: str, storage: pa.DataType) -> np.dtype[Any] | None:
+    """The NumPy dtype a scalar column decodes to, or None for object columns (str, bytes, Decimal)."""
+    if dtype in ("str", "bytes", "decimal", "object") or pa.types.is_decimal(storage):
+        return None
+    if pa.types.is_string(storage) or pa.types.is_large_string(storage) or pa.types.is_binary(storage):
+        return None
+    if dtype == "datetime64":  # petastorm: np.datetime64(value) of a date is [D], of a timestamp [us]
+        return np.dtype("datetime64[D]") if pa.types.is_date(storage) else np.dtype("datetime64[us]")
+    return np.dtype(dtype)
 
 
 def _scalar_fits(value: Any, typ: pa.DataType) -> bool:
@@ -137,13 +220,21 @@ class _ArrayCodec(Codec):
     def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
         if len(array) == 0:
             return _empty(dtype, shape)
-        cells = [None if b is None else self._decode_one(b) for b in array.to_pylist()]
-        return _stack(cells)
+        return _stack(self._decode_cells(array))
+
+    def _decode_cells(self, array: pa.Array) -> list[np.ndarray | None]:
+        cells: list[np.ndarray | None] = []
+        for row, b in enumerate(array.to_pylist()):
+            try:
+                cells.append(None if b is None else self._decode_one(b))
+            except (ValueError, TypeError, OSError, EOFError, KeyError, AttributeError) as e:
+                raise FormatError(f"row {row}: not a valid {self.describe()} cell ({type(e).__name__}: {e})") from e
+        return cells
 
 
 def _empty(dtype: str, shape: tuple[int | None, ...]) -> Any:
     """An empty batch keeps its (rows, *shape) form when the shape is fully known."""
-    if all(d is not None for d in shape):
+    if all(d is not None for d in shape) and dtype != "decimal":
         return np.empty((0, *shape), dtype=np.dtype(dtype))  # type: ignore[arg-type]
     return []
 
@@ -170,7 +261,10 @@ class NdarrayCodec(_ArrayCodec):
     def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
         if len(array) == 0:
             return _empty(dtype, shape)
-        fast = _decode_npy_batch(array)
+        try:
+            fast = _decode_npy_batch(array)
+        except ValueError:  # a damaged cell: decoding cell by cell names it
+            fast = None
         return fast if fast is not None else super().decode(dtype, shape, array)
 
 
@@ -250,24 +344,27 @@ class ImageCodec(_ArrayCodec):
 
     def _decode_one(self, data: bytes) -> np.ndarray:
         cv2 = require("cv2", "images")
-        return np.asarray(cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED))
+        image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+        if image is None or not (image.ndim == 2 or (image.ndim == 3 and image.shape[2] == 3)):
+            raise ValueError("OpenCV could not decode an (H, W) or (H, W, 3) image")
+        return np.asarray(image)
 
     def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
         if len(array) == 0:
             return _empty(dtype, shape)
-        cells = [None if b is None else self._decode_one(b) for b in array.to_pylist()]
-        stacked = _stack(cells)
+        stacked = _stack(self._decode_cells(array))
         if isinstance(stacked, np.ndarray):
             return stacked[..., ::-1].copy() if stacked.ndim == 4 else stacked  # BGR -> RGB, whole batch at once
         return [None if c is None else (c[:, :, ::-1].copy() if c.ndim == 3 else c) for c in stacked]
 
 
-def codec_from_spec(spec: str | None) -> Codec | None:
-    """The codec a catalog field's ``codec`` string names (as written by ``Codec.describe``)."""
+def codec_from_spec(spec: str | None, storage: str | None = None) -> Codec | None:
+    """The codec a catalog field's ``codec`` string names (as written by ``Codec.describe``); a scalar
+    codec keeps the field's Arrow ``storage`` type string."""
     if spec is None:
         return None
     if spec == "scalar":
-        return ScalarCodec()
+        return ScalarCodec(storage)
     if spec == "ndarray":
         return NdarrayCodec()
     if spec == "compressed_ndarray":

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from catalog.types import Field, Schema
-from dal.codecs import Codec, ScalarCodec, codec_from_spec, dtype_name
+from dal.codecs import Codec, ScalarCodec, codec_from_spec, default_storage, dtype_name
 from dal.errors import SchemaMismatch
 
 
@@ -38,6 +38,10 @@ class TensorField:
             if self.shape != ():
                 raise SchemaMismatch(f"field {self.name!r}: a non-scalar field needs a codec (e.g. NdarrayCodec())")
             object.__setattr__(self, "codec", ScalarCodec())
+        elif isinstance(self.codec, ScalarCodec) and self.codec.storage is not None:
+            default = default_storage(self.dtype_name)
+            if default is not None and str(default) == self.codec.storage:  # one spelling of each codec
+                object.__setattr__(self, "codec", ScalarCodec())
 
     @property
     def the_codec(self) -> Codec:
@@ -59,7 +63,7 @@ class TensorField:
 
     @classmethod
     def from_catalog(cls, f: Field) -> TensorField:
-        return cls(f.name, f.dtype or "float64", f.shape or (), codec_from_spec(f.codec), f.nullable)
+        return cls(f.name, f.dtype or "float64", f.shape or (), codec_from_spec(f.codec, f.type), f.nullable)
 
 
 @dataclass(frozen=True)

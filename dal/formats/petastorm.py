@@ -573,17 +573,18 @@ def _write_common_metadata(loc: Location, directory: str, schema: TensorSchema, 
 
 
 def decode_table(table: pa.Table, schema: Schema) -> dict[str, Any]:
-    """Decode every tensor field of ``table`` into NumPy (stacked when shapes agree); scalars as arrays."""
+    """Decode every field of ``table`` as petastorm's ``make_reader`` does (see ``dal.codecs``), one NumPy
+    column each (tensors stacked when shapes agree); columns without tensor metadata as plain NumPy."""
     out: dict[str, Any] = {}
     for name in table.column_names:
         field = schema.get(name)
         column = table.column(name).combine_chunks()
-        if field is None or field.codec in (None, "scalar"):
-            values = column.to_numpy(zero_copy_only=False)
-            if field is not None and field.dtype not in (None, "str", "bytes") and values.dtype != object:
-                values = values.astype(np.dtype(field.dtype), copy=False)
-            out[name] = values
-        else:
-            tf = TensorField.from_catalog(field)
+        if field is None or field.dtype is None:
+            out[name] = column.to_numpy(zero_copy_only=False)
+            continue
+        tf = TensorField.from_catalog(field)
+        try:
             out[name] = tf.the_codec.decode(tf.dtype_name, tf.shape, column)
+        except (DalError, ValueError, TypeError, pa.ArrowException) as e:
+            raise FormatError(f"field {name!r}: cannot decode its {field.codec or 'scalar'} values: {e}") from e
     return out

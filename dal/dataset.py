@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 from catalog.types import DatasetInfo, Schema, VersionInfo
-from dal.errors import FormatError, translating
+from dal.errors import FilterError, FormatError, translating
 from dal.formats.base import DataFile, Format, get_format
 
 if TYPE_CHECKING:
@@ -93,7 +93,11 @@ class Dataset:
         return self._format.arrow_dataset(self.location, self.version, self.storage_options)
 
     def _scan_of(self, columns: list[str] | None) -> Scan:
-        return self.select(*columns) if columns is not None else self.scan()
+        if columns is None:
+            return self.scan()
+        if isinstance(columns, str) or not isinstance(columns, list | tuple):
+            raise FilterError(f"columns must be a list of column names, not {type(columns).__name__}")
+        return self.select(*columns)
 
     def to_arrow(self, columns: list[str] | None = None) -> pa.Table:
         """This version as one Arrow table (tensor fields as stored; see ``to_numpy`` for decoded)."""

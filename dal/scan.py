@@ -103,6 +103,8 @@ class Scan:
         import difflib
 
         for n in names:
+            if not isinstance(n, str):
+                raise FilterError(f"a column name in {what} must be a string, not {type(n).__name__}")
             if n not in self.arrow_schema.names:
                 close = difflib.get_close_matches(n, self.arrow_schema.names, n=3)
                 hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
@@ -112,9 +114,12 @@ class Scan:
 
     def select(self, *columns: str) -> Scan:
         """Read only these columns (only their bytes are read)."""
-        if len(columns) == 1 and not isinstance(columns[0], str):
+        if len(columns) == 1 and isinstance(columns[0], list | tuple):
             columns = tuple(columns[0])
         self._check_columns(columns, "select")
+        twice = sorted({c for c in columns if columns.count(c) > 1})
+        if twice:
+            raise FilterError(f"select names {', '.join(map(repr, twice))} more than once")
         return replace(self, columns=tuple(columns))
 
     def filter(self, condition: E.Expr | str) -> Scan:

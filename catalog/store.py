@@ -40,8 +40,10 @@ from catalog.types import (
     VersionDraft,
     VersionInfo,
     diff_schemas,
+    validate_column,
     validate_name,
     validate_tag,
+    validate_text,
     version_ref,
 )
 
@@ -189,6 +191,7 @@ class Catalog:
     def list_datasets(self, pattern: str | None = None) -> list[DatasetInfo]:
         """Datasets sorted by name; ``pattern`` is a glob on the name (``weather.*``) or, without
         wildcards, a case-insensitive substring of the name or description."""
+        validate_text(pattern, "pattern", optional=True, max_length=1000)
         stmt = select(DatasetRow).order_by(DatasetRow.name)
         if pattern:
             if any(c in pattern for c in "*?"):
@@ -229,7 +232,11 @@ class Catalog:
             InvalidName: bad name. DatasetExists: the name is taken (or taken with other settings).
         """
         validate_name(name)
-        if format not in FORMATS:
+        validate_text(location, "location", max_length=10_000)
+        validate_text(description, "description")
+        validate_text(owner, "owner", optional=True, max_length=1000)
+        validate_column(time_column)
+        if not isinstance(format, str) or format not in FORMATS:
             raise CatalogError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
         row = DatasetRow(
             name=name,
@@ -256,6 +263,8 @@ class Catalog:
         self, name: str, *, description: str | None = None, time_column: str | None = None
     ) -> DatasetInfo:
         """Change a dataset's description or time column (its versions are untouched)."""
+        validate_text(description, "description", optional=True)
+        validate_column(time_column)
         with self._write() as s:
             row = self._dataset_row(s, name)
             if description is not None:
@@ -421,6 +430,7 @@ class Catalog:
 
     def untag(self, name: str, tag: str) -> None:
         """Remove ``tag`` from ``name``. Raises ``VersionNotFound`` if there is no such tag."""
+        validate_tag(tag)
         with self._write() as s:
             ds = self._dataset_row(s, name, for_update=True)
             row = s.scalar(select(TagRow).where(TagRow.dataset_id == ds.id, TagRow.name == tag))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from catalog.errors import InvalidName
+from catalog.errors import CatalogError, InvalidName
 
 # letters, digits, '_' and '-' in dot-separated parts: no path separators, no empty part, so no '..'
 # always matched with fullmatch: '$' would also match before a final newline ("cam\n")
@@ -43,6 +43,33 @@ def validate_tag(tag: object) -> str:
     if tag == "latest":
         raise InvalidName("invalid tag 'latest': it is reserved for the newest version")
     return tag
+
+
+_COLUMN_RE = re.compile(r"[^\x00-\x1f\x7f]{1,1000}")  # any printable name Arrow allows, no control characters
+MAX_TEXT = 100_000
+
+
+def validate_text(value: object, what: str, *, optional: bool = False, max_length: int = MAX_TEXT) -> str | None:
+    """``value`` if it is a string fit for the catalog (no NUL, at most ``max_length`` characters), else
+    ``CatalogError``; None passes when ``optional``."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise CatalogError(f"{what} must be a string, not {type(value).__name__}")
+    if "\x00" in value:
+        raise CatalogError(f"{what} contains a NUL character")
+    if len(value) > max_length:
+        raise CatalogError(f"{what} is longer than {max_length} characters")
+    return value
+
+
+def validate_column(value: object, what: str = "time_column", *, optional: bool = True) -> str | None:
+    """``value`` if it can name a column (a non-empty string without control characters), else ``InvalidName``."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not _COLUMN_RE.fullmatch(value):
+        raise InvalidName(f"invalid {what} {value!r:.80}: expected a column name without control characters")
+    return value
 
 
 def version_ref(ref: object) -> int | str | datetime | None:

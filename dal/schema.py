@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from catalog.types import Field, Schema
+from dal.formats.delta_types import stored
 
 
 def from_arrow(schema: pa.Schema, tensors: dict[str, Field] | None = None) -> Schema:
@@ -37,16 +38,5 @@ def describe_mismatch(table: pa.Schema, incoming: pa.Schema) -> tuple[list[str],
 
 
 def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
-    if a.equals(b):
-        return True
-    # large/small string and binary variants and timestamp units store the same values
-    groups = [
-        (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view),
-        (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view),
-    ]
-    for g in groups:
-        if any(p(a) for p in g) and any(p(b) for p in g):
-            return True
-    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
-        return (a.tz is None) == (b.tz is None)
-    return False
+    """Whether both types land in the same Delta column (string/large_string, uint8/int8, timestamp units …)."""
+    return bool(a.equals(b) or stored(a).equals(stored(b)))

@@ -16,6 +16,7 @@ from catalog.types import Partition, Schema, VersionDraft, VersionInfo
 from dal import io
 from dal.errors import DalError, FormatError, SchemaMismatch, UnsupportedFeature, require
 from dal.formats.base import DataFile, Format, WriteOptions
+from dal.formats.delta_types import ConformedReader, check_writable
 from dal.formats.fragments import dataset_from_files
 from dal.schema import describe_mismatch, from_arrow
 
@@ -75,6 +76,7 @@ class DeltaFormat(Format):
             raise FormatError(f"cannot open Delta table {location}{at}: {e}") from e
 
     def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> None:
+        check_writable(schema, location)  # types Delta cannot hold are refused before anything is written
         absent = [c for c in opts.partition_by if c not in schema.names]
         if absent:
             raise SchemaMismatch(f"partition_by names columns not in the data: {', '.join(absent)}")
@@ -108,10 +110,11 @@ class DeltaFormat(Format):
     def write(self, location: str, data: pa.RecordBatchReader, opts: WriteOptions) -> int:
         dl = _dl()
         props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
+        conformed = ConformedReader(data)  # unsigned -> signed, ns -> us, … refusing values that do not fit
         try:
             dl.write_deltalake(
                 location,
-                data,
+                conformed.reader,
                 mode=opts.mode,
                 partition_by=list(opts.partition_by) or None,
                 schema_mode=opts.schema_mode,
@@ -119,8 +122,12 @@ class DeltaFormat(Format):
                 commit_properties=props,
             )
         except (dl.exceptions.SchemaMismatchError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            if conformed.error is not None:
+                raise conformed.error from None
             raise SchemaMismatch(f"delta-rs refused the data for {location}: {e}") from e
         except Exception as e:
+            if conformed.error is not None:
+                raise conformed.error from None
             raise FormatError(f"writing Delta table {location} failed: {e}") from e
         return self.find_commit(location, opts)
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
-from dal.errors import FormatError, SchemaMismatch, require
+from dal.errors import DalError, FormatError, SchemaMismatch, require
 
 _ARROW_OF_NUMPY = {
     "int8": pa.int8(), "uint8": pa.uint8(), "int16": pa.int16(), "uint16": pa.uint16(), "int32": pa.int32(),
@@ -227,7 +227,9 @@ class _ArrayCodec(Codec):
         for row, b in enumerate(array.to_pylist()):
             try:
                 cells.append(None if b is None else self._decode_one(b))
-            except (ValueError, TypeError, OSError, EOFError, KeyError, AttributeError) as e:
+            except DalError:  # a missing extra (OpenCV) says so itself
+                raise
+            except Exception as e:  # numpy, zipfile and OpenCV raise many types on damaged bytes
                 raise FormatError(f"row {row}: not a valid {self.describe()} cell ({type(e).__name__}: {e})") from e
         return cells
 

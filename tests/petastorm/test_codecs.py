@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dal.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec, codec_from_spec
-from dal.errors import SchemaMismatch
+from dal.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec, arrow_type, codec_from_spec
+from dal.errors import FormatError, SchemaMismatch
 
 DTYPES = ["int8", "uint8", "int16", "int32", "int64", "float32", "float64"]
 
@@ -94,3 +94,69 @@ def test_codec_specs_round_trip() -> None:
         assert codec_from_spec(codec.describe()) == codec
     with pytest.raises(SchemaMismatch):
         codec_from_spec("zstd-magic")
+
+
+def test_scalars_decode_as_petastorms_make_reader() -> None:
+    """make_reader gives ``numpy_dtype(value)`` per cell: dal gives the same values as one column."""
+    import datetime
+    from decimal import Decimal
+
+    # uint8 in a Spark ShortType column (int16 on disk), float16 in a FloatType column
+    got = ScalarCodec("int16").decode("uint8", (), pa.array([0, 255, 7], pa.int16()))
+    assert got.dtype == np.uint8 and got.tolist() == [0, 255, 7]
+    assert ScalarCodec("float").decode("float16", (), pa.array([1.5, -2.0], pa.float32())).dtype == np.float16
+    # timestamps as datetime64[us], dates as datetime64[D] (np.datetime64 of a pandas Timestamp / a date)
+    ts = datetime.datetime(2001, 2, 3, 4, 5, 6, 789012)
+    got = ScalarCodec("timestamp[ns]").decode("datetime64", (), pa.array([ts], pa.timestamp("ns")))
+    assert got.dtype == np.dtype("datetime64[us]") and got[0] == np.datetime64(ts)
+    got = ScalarCodec("date32[day]").decode("datetime64", (), pa.array([datetime.date(1969, 12, 25)]))
+    assert got.dtype == np.dtype("datetime64[D]") and got[0] == np.datetime64("1969-12-25")
+    # decimals as Decimal objects, exact scale kept
+    got = ScalarCodec("decimal128(10, 4)").decode(
+        "decimal", (), pa.array([Decimal("-1.2500"), None], pa.decimal128(10, 4))
+    )
+    assert str(got[0]) == "-1.2500" and got[1] is None
+    # a null float is NaN (pandas gives make_reader NaN); any other null is None beside numpy scalars
+    floats = ScalarCodec().decode("float64", (), pa.array([1.0, None]))
+    assert floats.dtype == np.float64 and np.isnan(floats[1])
+    ints = ScalarCodec("int16").decode("int32", (), pa.array([3, None, -4], pa.int16()))
+    assert ints.dtype == object and ints[1] is None and type(ints[0]) is np.int32 and ints[2] == -4
+    flags = ScalarCodec().decode("bool", (), pa.array([True, None]))
+    assert type(flags[0]) is np.bool_ and flags[1] is None
+    stamps = ScalarCodec("timestamp[us]").decode("datetime64", (), pa.array([ts, None], pa.timestamp("us")))
+    assert stamps[1] is None and stamps[0] == np.datetime64(ts, "us")
+    assert ScalarCodec().decode("str", (), pa.array(["a", None])).tolist() == ["a", None]
+    # the old decoder cast a null int through NaN into garbage; no cell is ever invented
+    assert ScalarCodec().decode("int64", (), pa.array([None], pa.int64()))[0] is None
+
+
+def test_scalar_storage_types_round_trip_through_the_catalog() -> None:
+    from decimal import Decimal
+
+    from dal import TensorField
+
+    for spec in ("decimal128(12, 4)", "timestamp[us]", "timestamp[ns, tz=UTC]", "date32[day]", "int16", "float"):
+        assert str(arrow_type(spec)) == spec
+    with pytest.raises(SchemaMismatch, match="not a scalar Arrow type"):
+        arrow_type("list<item: int32>")
+    field = TensorField("d", Decimal, (), ScalarCodec(pa.decimal128(12, 4)))
+    back = TensorField.from_catalog(field.to_catalog())
+    assert (back.dtype_name, back.codec, field.dtype_name) == ("decimal", ScalarCodec("decimal128(12, 4)"), "decimal")
+    # the dtype's own storage type is spelled as no storage type, so schemas compare equal
+    assert TensorField("i", np.int32, (), ScalarCodec("int32")) == TensorField("i", np.int32)
+    with pytest.raises(SchemaMismatch, match="decimal128"):
+        TensorField("d", Decimal).to_catalog()  # a Decimal needs its precision and scale
+    with pytest.raises(SchemaMismatch, match="timestamp"):
+        TensorField("t", np.datetime64).to_catalog()
+
+
+def test_a_damaged_cell_is_a_format_error_naming_the_row() -> None:
+    good = NdarrayCodec().encode("m", "float32", (2,), [np.zeros(2, np.float32)])[0].as_py()
+    for codec, cells in (
+        (NdarrayCodec(), [good, good[:-3]]),  # truncated: the batch path falls back, then names the row
+        (NdarrayCodec(), [good, b"junk"]),
+        (CompressedNdarrayCodec(), [b"PK\x03\x04junk"]),
+        (ImageCodec("png"), [b"\x89PNG junk"]),
+    ):
+        with pytest.raises(FormatError, match=r"row \d: not a valid"):
+            codec.decode("float32", (2,), pa.array(cells, pa.binary()))

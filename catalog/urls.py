@@ -51,13 +51,13 @@ def _mask_param(m: re.Match[str]) -> str:
     return f"{lead}{name}={MASK}" if m.group("value") else m.group(0)
 
 
-def mask_text(text: str) -> str:
+def mask_text(text: object) -> str:
     """``text`` with every URL password and credential-bearing parameter value replaced by ``***``."""
-    text = _USERINFO.sub(lambda m: f"{m.group('lead')}{MASK}@", text)
+    text = _USERINFO.sub(lambda m: f"{m.group('lead')}{MASK}@", str(text))
     return _PARAM.sub(_mask_param, text)
 
 
-def mask_url(url: str) -> str:
+def mask_url(url: object) -> str:
     """The URL with its password and secret query parameters masked (for messages and ``dal db status``)."""
     return mask_text(url)
 

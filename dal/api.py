@@ -22,7 +22,7 @@ from catalog import (
     default_url,
 )
 from catalog.types import validate_name, validate_tag
-from dal import io
+from dal import args, io
 from dal.dataset import Dataset
 from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists, translating
 from dal.faults import pause
@@ -61,6 +61,7 @@ def open(
     Raises:
         DatasetNotFound / VersionNotFound (with close names), InvalidName.
     """
+    args.check(storage_options=storage_options, catalog=catalog)
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
     return Dataset(info, cat.version(name, version), dict(storage_options or {}))
@@ -103,6 +104,8 @@ def write(
         CommittedNotRecorded (the data is committed in storage but the catalog could not record it:
         do not retry; ``dal sync`` records it).
     """
+    args.check(partition_by=partition_by, tags=tags, format=format, description=description,
+               time_column=time_column, path=path, storage_options=storage_options, catalog=catalog)  # fmt: skip
     validate_name(name)
     if mode not in ("append", "overwrite"):
         raise DalError(f"mode must be 'append' or 'overwrite', not {mode!r}")
@@ -308,6 +311,8 @@ def register(
     Raises:
         FormatError: no table of that format at ``uri``. DatasetExists: the name is taken.
     """
+    args.check(uri=uri, format=format, description=description, time_column=time_column,
+               storage_options=storage_options, catalog=catalog)  # fmt: skip
     validate_name(name)
     cat = get_catalog(catalog)
     fmt = get_format(format)
@@ -337,6 +342,7 @@ def sync(
     default location whose first commit names it) is recorded now.
     Returns the versions this call recorded, oldest first.
     """
+    args.check(storage_options=storage_options, catalog=catalog)
     cat = get_catalog(catalog)
     try:
         info = cat.get_dataset(name)

@@ -208,7 +208,10 @@ def filesystem(uri: str, storage_options: StorageOptions | None = None) -> tuple
         return _gcs(storage_options or {}), f"{parts.netloc}{parts.path}".rstrip("/")
     import fsspec
 
-    fs, path = fsspec.core.url_to_fs(uri, **dict(storage_options or {}))
+    try:
+        fs, path = fsspec.core.url_to_fs(uri, **dict(storage_options or {}))
+    except (ValueError, ImportError, TypeError) as e:  # unknown protocol, its package missing, bad options
+        raise DalError(f"cannot open {mask_url(uri)}: {mask_text(e)}") from e
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), path
 
 

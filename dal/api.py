@@ -64,7 +64,13 @@ def open(
     args.check(storage_options=storage_options, catalog=catalog)
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
-    return Dataset(info, cat.version(name, version), dict(storage_options or {}))
+    pinned = cat.version(name, version)
+    unavailable = pinned.properties.get("unavailable")  # recorded by sync: expired log, data files gone
+    if unavailable:
+        raise FormatError(
+            f"{name} version {pinned.number} (storage version {pinned.storage_version}) cannot be read: {unavailable}"
+        )
+    return Dataset(info, pinned, dict(storage_options or {}))
 
 
 @translating("writing {name}")

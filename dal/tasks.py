@@ -15,6 +15,13 @@ class ReadTask:
     num_rows: int  # rows in the row group, before filtering
     offset: int = 0
     length: int | None = None  # None: every (matching) row from offset on
+    deleted: tuple[int, ...] = ()  # positions in the row group a deletion vector removes (sorted)
+    exact: bool = False  # read through fragments.read_exact (deletion vectors, column mapping)
+
+    @property
+    def live_rows(self) -> int:
+        """Rows of the row group a reader sees, before filtering (deleted rows removed)."""
+        return self.num_rows - len(self.deleted)
 
     def slice(self, offset: int, length: int) -> ReadTask:
         return replace(self, offset=self.offset + offset, length=length)

@@ -36,6 +36,7 @@ class DataFile:
     size_bytes: int
     row_count: int | None
     partition_values: tuple[tuple[str, str | None], ...]
+    deleted_rows: tuple[int, ...] = ()  # positions (in the file) a Delta deletion vector removes
 
 
 class Format(ABC):
@@ -68,6 +69,13 @@ class Format(ABC):
     @abstractmethod
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
         """The full Arrow schema (partition columns included) of one pinned version."""
+
+    def physical_schema(
+        self, location: str, version: VersionInfo, storage_options: Mapping[str, str]
+    ) -> pa.Schema | None:
+        """The schema with each field named as in the data files, when that differs from ``arrow_schema``
+        (Delta column mapping); None when the files use the logical names."""
+        return None
 
     @abstractmethod
     def arrow_dataset(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pads.Dataset:

@@ -9,8 +9,10 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 
 from catalog.types import Partition, Schema, VersionDraft, VersionInfo
 from dal import io
@@ -21,6 +23,21 @@ from dal.formats.fragments import dataset_from_files
 from dal.schema import describe_mismatch, from_arrow
 
 WRITE_ID_KEY = "dal.write_id"
+# version property: why a recorded Delta version cannot be read (expired from the log, data files gone)
+UNAVAILABLE_KEY = "unavailable"
+# Delta reader features dal reads correctly; any other one a version needs makes ``open`` refuse it
+SUPPORTED_READER_FEATURES = frozenset(
+    {
+        "columnMapping",  # physical -> logical names from the schema's field metadata (dal.formats.fragments)
+        "deletionVectors",  # per-file masks from delta-rs, applied per row group (dal.formats.fragments)
+        "timestampNtz",
+        "v2Checkpoint",  # log replay is delta-rs's
+        "vacuumProtocolCheck",  # constrains VACUUM only, not reads
+        "variantType",
+        "variantType-preview",
+    }
+)
+COLUMN_MAPPING_KEY = "delta.columnMapping.physicalName"
 
 
 def _dl() -> Any:
@@ -73,6 +90,12 @@ class DeltaFormat(Format):
             return _dl().DeltaTable(location, version=version, storage_options=_opts(storage_options))
         except Exception as e:  # delta-rs raises its own TableNotFoundError / DeltaError / OSError
             at = "" if version is None else f" at version {version}"
+            unknown = sorted(_logged_reader_features(location, storage_options) - SUPPORTED_READER_FEATURES)
+            if unknown:
+                raise UnsupportedFeature(
+                    f"cannot open Delta table {location}{at}: its protocol requires the reader feature(s) "
+                    f"{', '.join(unknown)}, which neither delta-rs nor dal can read ({_short(e)})"
+                ) from e
             raise FormatError(f"cannot open Delta table {location}{at}: {e}") from e
 
     def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> None:
@@ -148,18 +171,41 @@ class DeltaFormat(Format):
     def snapshots(
         self, location: str, storage_options: Mapping[str, str], *, after: int | None, previous: Schema | None
     ) -> list[VersionDraft]:
+        """Every version after ``after``; versions the log no longer holds (expired, before the first one it
+        can rebuild) are described as unavailable, a version missing or corrupt between readable ones is an
+        error (never skipped: it could not be recorded afterwards)."""
         table = self._table(location, storage_options)
         latest = table.version()
         drafts: list[VersionDraft] = []
+        expired: list[tuple[int, str | None]] = []
+        readable_seen = False
         for v in range(0 if after is None else after + 1, latest + 1):
             try:
                 table.load_as_version(v)
-            except Exception:
-                # the log no longer holds this version (expired by log retention): nothing to pin
+            except Exception as e:
+                if readable_seen:
+                    raise FormatError(
+                        f"{location}: Delta version {v} cannot be loaded ({_short(e)}), yet version {v - 1} "
+                        "before it can: its commit is missing or corrupt, and dal will not skip it silently"
+                    ) from e
+                # before the oldest version the log can rebuild: expired by log cleanup, or a broken start
+                expired.append((v, None if not _commit_exists(location, v, storage_options) else _short(e)))
                 continue
-            draft = self._describe(table, v, commit_info(location, v, storage_options) or {}, previous, storage_options)
+            if expired:
+                drafts += [_expired(x, why, v) for x, why in expired]
+                expired = []
+            readable_seen = True
+            try:
+                draft = self._describe(
+                    table, v, commit_info(location, v, storage_options) or {}, previous, storage_options
+                )
+            except DalError:
+                raise
+            except Exception as e:
+                raise FormatError(f"{location}: cannot describe Delta version {v}: {_short(e)}") from e
             drafts.append(draft)
-            previous = draft.schema
+            if UNAVAILABLE_KEY not in draft.properties:
+                previous = draft.schema
         return drafts
 
     def _describe(
@@ -170,8 +216,19 @@ class DeltaFormat(Format):
         parts = tuple(table.metadata().partition_columns)
         actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
         rows = sum(a["num_records"] or 0 for a in actions)
+        missing = None
         if any(a["num_records"] is None for a in actions):
-            rows = self._count_without_stats(table, actions, storage_options)
+            try:
+                rows = self._count_without_stats(table, actions, storage_options)
+            except FileNotFoundError as e:
+                missing = f"a data file of Delta version {v} is missing ({_short(e)}); was it removed by VACUUM?"
+        if "deletionVectors" in (table.protocol().reader_features or []):
+            try:
+                rows -= sum(len(d) for d in _deleted_rows(table).values())
+            except Exception as e:
+                if "not found" not in str(e).lower():
+                    raise
+                missing = missing or f"a deletion vector file of Delta version {v} is missing ({_short(e)})"
         by_part: dict[tuple[tuple[str, str | None], ...], list[int]] = defaultdict(lambda: [0, 0, 0])
         if parts:
             for a in actions:
@@ -181,8 +238,11 @@ class DeltaFormat(Format):
                 acc[1] += 1
                 acc[2] += a["size_bytes"]
         ts = entry.get("timestamp")
+        props: dict[str, Any] = {"delta_operation": str(entry.get("operation", "")), "delta_version": v}
+        if missing:
+            props[UNAVAILABLE_KEY] = missing
         return VersionDraft(
-            operation=_operation(entry, v, previous is not None and previous != schema),
+            operation="unavailable" if missing else _operation(entry, v, previous is not None and previous != schema),
             schema=schema,
             row_count=rows,
             file_count=len(actions),
@@ -193,7 +253,7 @@ class DeltaFormat(Format):
             partitions=tuple(
                 Partition(k, r, f, b) for k, (r, f, b) in sorted(by_part.items(), key=lambda kv: str(kv[0]))
             ),
-            properties={"delta_operation": str(entry.get("operation", "")), "delta_version": v},
+            properties=props,
         )
 
     def _count_without_stats(
@@ -212,44 +272,153 @@ class DeltaFormat(Format):
         return total
 
     def _pinned(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> Any:
+        where = f"{version.dataset} version {version.number} (Delta version {version.storage_version})"
         if version.storage_version is None:
             raise FormatError(f"{version.dataset} version {version.number} pins no Delta version")
-        table = self._table(location, storage_options, version.storage_version)
-        config = table.metadata().configuration
-        mapping = config.get("delta.columnMapping.mode", "none")
-        if mapping not in (None, "none"):
+        reason = version.properties.get(UNAVAILABLE_KEY)
+        if reason:
+            raise FormatError(f"{where} cannot be read: {reason}")
+        try:
+            table = _dl().DeltaTable(location, version=version.storage_version, storage_options=_opts(storage_options))
+            features = set(table.protocol().reader_features or [])
+        except Exception as e:
+            raise FormatError(f"{where}: delta-rs cannot load it: {_short(e)}") from e
+        unsupported = sorted(features - SUPPORTED_READER_FEATURES)
+        if unsupported:
             raise UnsupportedFeature(
-                f"{version.dataset} uses Delta column mapping (mode {mapping!r}); dal's reader maps columns by "
-                "physical name and would read wrong columns, so it refuses. Read it with delta-spark."
+                f"{where} needs the Delta reader feature(s) {', '.join(unsupported)}, which dal cannot read "
+                "correctly; it refuses rather than return wrong rows"
             )
-        if "deletionVectors" in (table.protocol().reader_features or []):
-            if pa.table(table.deletion_vectors()).num_rows:
-                raise UnsupportedFeature(
-                    f"{version.dataset} version {version.number} has Delta deletion vectors; reading its files "
-                    "as plain Parquet would return deleted rows, so dal refuses. Run OPTIMIZE/PURGE or use delta-spark."
-                )
         return table
 
     def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:
         table = self._pinned(location, version, storage_options)
-        parts = tuple(table.metadata().partition_columns)
+        where = f"{version.dataset} version {version.number} (Delta version {version.storage_version})"
+        try:
+            parts = tuple(table.metadata().partition_columns)
+            actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+        except Exception as e:
+            raise FormatError(f"{where}: cannot list its data files: {_short(e)}") from e
+        deleted: dict[str, tuple[int, ...]] = {}
+        if "deletionVectors" in (table.protocol().reader_features or []):
+            try:
+                deleted = _deleted_rows(table)
+            except Exception as e:
+                raise FormatError(f"{where}: cannot read its deletion vectors: {_short(e)}") from e
         out = []
-        for a in pa.table(table.get_add_actions(flatten=True)).to_pylist():
+        for a in actions:
             path = unquote(a["path"])
             uri = path if "://" in path or path.startswith("/") else io.join(location, path)
             values = tuple((c, None if a[f"partition.{c}"] is None else str(a[f"partition.{c}"])) for c in parts)
-            out.append(DataFile(uri, a["size_bytes"], a["num_records"], values))
+            out.append(DataFile(uri, a["size_bytes"], a["num_records"], values, deleted.get(path, ())))
         out.sort(key=lambda f: f.uri)  # deterministic order for planning and sharding
         return out
 
+    def physical_schema(
+        self, location: str, version: VersionInfo, storage_options: Mapping[str, str]
+    ) -> pa.Schema | None:
+        """With column mapping, the logical schema with each field named by its physical (Parquet) name."""
+        logical = self.arrow_schema(location, version, storage_options)
+        if not any(f.metadata and COLUMN_MAPPING_KEY.encode() in f.metadata for f in logical):
+            return None
+        return physical_schema(logical)
+
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
-        return _arrow_schema(self._table(location, storage_options, version.storage_version))
+        return _arrow_schema(self._pinned(location, version, storage_options))
 
     def arrow_dataset(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pads.Dataset:
         files = self.files(location, version, storage_options)
+        if any(f.deleted_rows for f in files) or self.physical_schema(location, version, storage_options):
+            raise UnsupportedFeature(
+                f"{version.dataset} version {version.number} has deletion vectors or column mapping, which a plain "
+                "pyarrow dataset cannot apply; read it with dal.open(...).scan() (or to_arrow / iter_batches)"
+            )
         return dataset_from_files(
             files, self.arrow_schema(location, version, storage_options), location, storage_options
         )
+
+
+def _short(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:300]}"
+
+
+def _commit_exists(location: str, version: int, storage_options: Mapping[str, str]) -> bool:
+    fs, root = io.filesystem(location, storage_options)
+    try:
+        info = fs.get_file_info(io.join(root, "_delta_log", f"{version:020d}.json"))
+    except OSError:
+        return False
+    return bool(info.type == pafs.FileType.File)
+
+
+def _logged_reader_features(location: str, storage_options: Mapping[str, str]) -> set[str]:
+    """Reader features named by the protocol actions of the table's commit files (best effort: for saying
+    why delta-rs refuses a table it cannot load)."""
+    fs, root = io.filesystem(location, storage_options)
+    features: set[str] = set()
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(io.join(root, "_delta_log")))
+        for info in sorted(i.path for i in infos if i.path.endswith(".json"))[-50:]:
+            with fs.open_input_stream(info) as fh:
+                for line in fh.read().decode(errors="replace").splitlines():
+                    if '"protocol"' in line:
+                        protocol = json.loads(line).get("protocol") or {}
+                        features = set(protocol.get("readerFeatures") or [])
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return features
+
+
+def _expired(version: int, error: str | None, first: int) -> VersionDraft:
+    """A version before the oldest one the log can rebuild: recorded, so ``dal versions`` shows it, but
+    unreadable (``open`` refuses it with this reason)."""
+    why = (
+        f"the table's log no longer holds Delta version {version} (expired by log retention or cleanup)"
+        if error is None
+        else f"delta-rs cannot load Delta version {version} ({error})"
+    )
+    return VersionDraft(
+        operation="expired" if error is None else "unavailable",
+        schema=Schema(),
+        row_count=0,
+        storage_version=version,
+        properties={"delta_version": version, UNAVAILABLE_KEY: f"{why}; the oldest readable version is {first}"},
+    )
+
+
+def _deleted_rows(table: Any) -> dict[str, tuple[int, ...]]:
+    """Deleted row positions per data file (its path relative to the table, unquoted), from delta-rs."""
+    root = unquote(str(table.table_uri)).rstrip("/") + "/"
+    out: dict[str, tuple[int, ...]] = {}
+    for row in pa.table(table.deletion_vectors()).to_pylist():
+        path = unquote(str(row["filepath"]))
+        keep = np.asarray(row["selection_vector"] or [], dtype=bool)
+        out[path[len(root) :] if path.startswith(root) else path] = tuple(int(i) for i in np.flatnonzero(~keep))
+    return out
+
+
+def physical_schema(logical: pa.Schema) -> pa.Schema:
+    """``logical`` with every field (nested ones too) named by its ``delta.columnMapping.physicalName``."""
+    return pa.schema([_physical_field(f) for f in logical], metadata=logical.metadata)
+
+
+def _physical_field(f: pa.Field) -> pa.Field:
+    meta = f.metadata or {}
+    name = meta.get(COLUMN_MAPPING_KEY.encode(), f.name.encode()).decode()
+    return pa.field(name, _physical_type(f.type), f.nullable, f.metadata)
+
+
+def _physical_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([_physical_field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        return pa.map_(_physical_field(t.key_field), _physical_field(t.item_field), t.keys_sorted)
+    if pa.types.is_large_list(t):
+        return pa.large_list(_physical_field(t.value_field))
+    if pa.types.is_list(t):
+        return pa.list_(_physical_field(t.value_field))
+    return t
 
 
 def commit_info(location: str, version: int, storage_options: Mapping[str, str]) -> dict[str, Any] | None:
@@ -271,4 +440,4 @@ def commit_metadata(write_id: str, **extra: str) -> dict[str, str]:
     return {WRITE_ID_KEY: write_id, **extra}
 
 
-__all__ = ["WRITE_ID_KEY", "DeltaFormat", "commit_metadata"]
+__all__ = ["UNAVAILABLE_KEY", "WRITE_ID_KEY", "DeltaFormat", "commit_metadata", "physical_schema"]

@@ -1,15 +1,36 @@
-"""A pyarrow dataset over an explicit file list, with partition values restored from the catalog/log."""
+"""A pyarrow dataset over an explicit file list, with partition values restored from the catalog/log.
+
+``read_exact`` reads one row group the way a table format means it when plain Parquet reading is not
+enough: Delta deletion vectors (rows removed by position) and column mapping (Parquet columns named by
+physical names, matched to the logical schema, nested fields included).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from dal import io
 from dal.formats.base import DataFile
+
+
+def parquet_format() -> pads.ParquetFileFormat:
+    """Parquet as dal reads it: INT96 timestamps (Spark's legacy encoding) decoded as microseconds, so
+    values outside the nanosecond range (year 1677 .. 2262, e.g. 9999-12-31) stay exact."""
+    return pads.ParquetFileFormat(read_options=pads.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
+
+
+def partition_value(value: str | None, typ: pa.DataType) -> pa.Scalar:
+    """A partition value (as the log/manifest spells it) typed as its column."""
+    if value is None:
+        return pa.scalar(None, typ)
+    return pa.scalar(value).cast(typ)
 
 
 def partition_expression(values: Sequence[tuple[str, str | None]], schema: pa.Schema) -> pc.Expression:
@@ -19,8 +40,7 @@ def partition_expression(values: Sequence[tuple[str, str | None]], schema: pa.Sc
         if value is None:
             term = pc.field(name).is_null()
         else:
-            typ = schema.field(name).type
-            term = pc.field(name) == pa.scalar(value).cast(typ)
+            term = pc.field(name) == partition_value(value, schema.field(name).type)
         expr = expr & term
     return expr
 
@@ -30,7 +50,7 @@ def dataset_from_files(
 ) -> pads.FileSystemDataset:
     """One fragment per file; columns missing from a file (partition columns) come from its expression."""
     fs, _ = io.filesystem(location, storage_options)
-    fmt = pads.ParquetFileFormat()
+    fmt = parquet_format()
     fragments = [
         fmt.make_fragment(
             io.filesystem(f.uri, storage_options)[1],
@@ -42,3 +62,54 @@ def dataset_from_files(
         for f in files
     ]
     return pads.FileSystemDataset(fragments, schema, fmt, fs)
+
+
+def row_group_starts(path: str, filesystem: pafs.FileSystem) -> list[int]:
+    """The position in the file of each row group's first row."""
+    md = pq.ParquetFile(path, filesystem=filesystem).metadata
+    starts, at = [], 0
+    for i in range(md.num_row_groups):
+        starts.append(at)
+        at += md.row_group(i).num_rows
+    return starts
+
+
+def read_exact(
+    path: str,
+    filesystem: pafs.FileSystem,
+    row_group: int,
+    schema: pa.Schema,
+    physical: pa.Schema | None,
+    partition_values: Sequence[tuple[str, str | None]],
+    deleted: Sequence[int] = (),
+) -> pa.Table:
+    """Every column of ``schema`` for one row group, deleted positions dropped, before any row filter.
+
+    ``physical`` (column mapping) names each field of ``schema`` as the Parquet file does; the result
+    carries the logical names. Columns absent from the file are null; partition columns come from
+    ``partition_values``.
+    """
+    parts = dict(partition_values)
+    physical = physical or schema
+    with filesystem.open_input_file(path) as fh:
+        pf = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")
+        present = set(pf.schema_arrow.names)
+        wanted = [p.name for f, p in zip(schema, physical, strict=True) if f.name not in parts and p.name in present]
+        data = pf.read_row_group(row_group, columns=wanted)
+    n = data.num_rows
+    columns = []
+    for f, p in zip(schema, physical, strict=True):
+        if f.name in parts:
+            columns.append(pa.repeat(partition_value(parts[f.name], f.type), n))
+        elif p.name in present:
+            # cast by physical names (types as the table says), then relabel with the logical names
+            col = data.column(p.name).cast(p.type)
+            columns.append(pa.chunked_array([c.view(f.type) for c in col.chunks], type=f.type))
+        else:
+            columns.append(pa.nulls(n, f.type))
+    table = pa.Table.from_arrays(columns, schema=schema)
+    if deleted:
+        keep = np.ones(n, dtype=bool)
+        keep[np.asarray(deleted, dtype=np.int64)] = False
+        table = table.filter(pa.array(keep))
+    return table

@@ -290,10 +290,12 @@ class Scan:
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def split(self, index: int, parts: int) -> list[ReadTask]:
         """One of ``parts`` disjoint pieces of this scan's plan (e.g. a DataLoader worker's), by rows."""
+        if not isinstance(parts, int) or isinstance(parts, bool) or parts < 1:
+            raise FilterError(f"parts must be a positive int, got {parts!r}")
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < parts:
+            raise FilterError(f"index must be in [0, {parts}), got {index!r}")
         tasks = self.plan()
-        counts = [
-            t.length if t.length is not None else n for t, n in zip(tasks, self._matching_rows(tasks), strict=True)
-        ]
+        counts = self.task_rows(tasks)
         ranges = share(sum(counts), index, parts, "keep")
         return [
             tasks[i] if offset == 0 and length == counts[i] else tasks[i].slice(offset, length)
@@ -515,10 +517,11 @@ class Scan:
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def count(self) -> int:
         """Rows this scan yields (counts matching rows when filtered; no data columns are read)."""
-        plan = self.plan()
-        return sum(
-            t.length if t.length is not None else n for t, n in zip(plan, self._matching_rows(plan), strict=True)
-        )
+        return sum(self.task_rows(self.plan()))
+
+    def task_rows(self, tasks: Sequence[ReadTask]) -> list[int]:
+        """Rows each of these tasks (of this scan's plan or a split of it) yields, counted, not read."""
+        return [t.length if t.length is not None else n for t, n in zip(tasks, self._matching_rows(tasks), strict=True)]
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def sequences(

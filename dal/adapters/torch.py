@@ -83,14 +83,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         parts = max(num_workers, 1)
         total = 0
         for w in range(parts):
-            tasks = scan.split(w, parts)
-            rows = (
-                sum(t.length if t.length is not None else t.num_rows for t in tasks)
-                if scan.row_filter is None
-                else None
-            )
-            if rows is None:
-                rows = sum(b.num_rows for b in scan.iter_batches(65_536, tasks=tasks))
+            rows = sum(scan.task_rows(scan.split(w, parts)))  # counted (filter columns only), not read
             total += -(-rows // self.batch_size)
         return total
 

@@ -189,8 +189,14 @@ def write(
             raise FormatError(f"storage version {storage_version} is not among the versions sync found")
     except (CatalogUnavailable, CatalogReadOnly, FormatError, OSError) as e:
         raise _not_recorded(name, format, location, storage_version, e, first=existing is None) from e
-    for t in tags:
-        version = cat.tag(name, version.number, t)
+    try:
+        for t in tags:
+            version = cat.tag(name, version.number, t)
+    except (TagExists, CatalogUnavailable, CatalogReadOnly) as e:  # recorded: a retry would duplicate the rows
+        raise type(e)(
+            f"{name}: the data was written and recorded as version {version.number}, but tagging it failed ({e}); "
+            f"do NOT retry the write: tag it with `dal tag {name} {version.number} TAG`"
+        ) from e
     return version
 
 

@@ -380,6 +380,7 @@ class PetastormFormat(Format):
         loc = Location.of(location, storage_options)
         token = directory.rsplit("-", 1)[-1]
         target = directory
+        publishing: int | None = None
         try:
             while True:
                 numbers = committed_numbers(loc)
@@ -399,12 +400,27 @@ class PetastormFormat(Format):
                 _write_common_metadata(loc, target, schema, files)
                 pause("petastorm-metadata-written")
                 record = Commit(n, target, mode, datetime.now(UTC), files, dataset)
+                publishing = n
                 if loc.create_exclusive(record_name(n), record.to_json()):
                     return n
+                publishing = None
                 for f in base:
                     loc.delete(f"{target}/{f.path}")
                 loc.delete(f"{target}/{COMMON_METADATA}")
         except BaseException as e:
+            # a publish that failed on the way back (a timeout after an object store took the PUT) may
+            # have committed: then its files must stay
+            landed = _published(loc, publishing, target) if publishing is not None else False
+            if landed is True and publishing is not None and isinstance(e, Exception):
+                return publishing
+            if landed is not False:
+                if isinstance(e, Exception):
+                    raise FormatError(
+                        f"publishing Petastorm version {publishing} of {loc.uri} failed ({_reason(e)}) and whether "
+                        f"it was committed is unknown; its files in {loc.child(target)} are kept: `dal sync` "
+                        "records the version if it was committed"
+                    ) from e
+                raise
             loc.delete_dir(directory)
             loc.delete_dir(target)
             if isinstance(e, OSError):
@@ -488,6 +504,16 @@ class PetastormFormat(Format):
             location,
             storage_options,
         )
+
+
+def _published(loc: Location, n: int, directory: str) -> bool | None:
+    """Whether version ``n``'s record exists and names ``directory`` (None: cannot tell)."""
+    try:
+        return Commit.from_json(loc.read(record_name(n))).directory == directory
+    except FileNotFoundError:
+        return False
+    except Exception:
+        return None
 
 
 def _reason(e: BaseException) -> str:

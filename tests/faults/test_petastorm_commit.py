@@ -182,3 +182,23 @@ def test_full_disk_when_publishing_the_record_leaves_no_record(
         f.unlink()
     assert dal.write(rows(5, 5), NAME, format="petastorm").storage_version == 1
     assert ids() == list(range(10))
+
+
+def test_publish_that_fails_after_the_record_landed_keeps_the_commit(
+    cat: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An object store may take the PUT and then time out: the commit happened, its files must stay."""
+    dal.write(rows(0, 3), NAME, format="petastorm", schema=SCHEMA)
+    from dal import location as location_module
+
+    real = location_module._link_exclusive
+
+    def lands_then_times_out(final: str, data: bytes) -> bool:
+        real(final, data)
+        raise TimeoutError("the response never came")
+
+    with monkeypatch.context() as m:
+        m.setattr(location_module, "_link_exclusive", lands_then_times_out)
+        v = dal.write(rows(3, 3), NAME, format="petastorm")  # the old code deleted the committed files here
+    assert v.storage_version == 1
+    assert ids() == list(range(6))

@@ -242,7 +242,9 @@ def _empty(dtype: str, shape: tuple[int | None, ...]) -> Any:
 
 
 def _stack(cells: list[np.ndarray | None]) -> Any:
-    if cells and all(c is not None for c in cells) and len({c.shape for c in cells if c is not None}) == 1:
+    """One (rows, *shape) array when every cell has one shape and one dtype, else the cells as they are
+    (stacking would widen, e.g., ``|S9`` and ``|S10`` string cells to one itemsize: not what was written)."""
+    if cells and all(c is not None for c in cells) and len({(c.shape, c.dtype) for c in cells if c is not None}) == 1:
         return np.stack(cells)  # type: ignore[arg-type]
     return cells
 

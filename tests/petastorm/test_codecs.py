@@ -160,3 +160,13 @@ def test_a_damaged_cell_is_a_format_error_naming_the_row() -> None:
     ):
         with pytest.raises(FormatError, match=r"row \d: not a valid"):
             codec.decode("float32", (2,), pa.array(cells, pa.binary()))
+
+
+def test_cells_of_one_shape_but_different_dtypes_are_not_widened() -> None:
+    """petastorm gives each cell as np.load read it: |S9 and |S10 cells stay |S9 and |S10 (np.stack would
+    widen both to |S10; found on legacy__0.6.0's matrix_string)."""
+    cells = [np.array([b"a" * 9, b"b"]), np.array([b"c" * 10, b"d"])]
+    got = NdarrayCodec().decode("bytes", (None,), NdarrayCodec().encode("s", "bytes", (None,), cells))
+    assert isinstance(got, list) and [c.dtype.str for c in got] == ["|S9", "|S10"]
+    same = NdarrayCodec().decode("bytes", (None,), NdarrayCodec().encode("s", "bytes", (None,), [cells[0], cells[0]]))
+    assert isinstance(same, np.ndarray) and same.shape == (2, 2)

@@ -82,7 +82,9 @@ def version_ref(ref: object) -> int | str | datetime | None:
         return ref
     if isinstance(ref, str):
         text = ref.strip()
-        return int(text) if text.isascii() and text.isdigit() else ref
+        if text.isascii() and text.isdigit():
+            return int(text) if len(text) <= 30 else ref  # longer: no version, and int() refuses > 4300 digits
+        return ref
     raise InvalidName(
         f"invalid version {ref!r}: expected a version number (int), a tag, an ISO timestamp or a datetime"
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -68,7 +69,7 @@ def check_int(value: object, what: str, *, minimum: int | None = None, maximum: 
     else ``FilterError`` naming the argument."""
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise FilterError(f"{what} must be an integer, not {type(value).__name__} {one_line(repr(value))[:80]}")
-    number = int(value)  # type: ignore[call-overload]
+    number = operator.index(value)  # type: ignore[arg-type]
     if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
         bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
         raise FilterError(f"{what} must be {bounds}, not {number if abs(number) < 10**30 else 'a huge number'}")

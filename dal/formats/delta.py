@@ -183,17 +183,15 @@ class DeltaFormat(Format):
             try:
                 table.load_as_version(v)
             except Exception as e:
-                if readable_seen:
+                present = _commit_exists(location, v, storage_options)
+                if readable_seen or (after is not None and present):  # a gap, or a corrupt commit after ours
                     raise FormatError(
                         f"{location}: Delta version {v} cannot be loaded ({_short(e)}), yet version {v - 1} "
                         "before it can: its commit is missing or corrupt, and dal will not skip it silently"
                     ) from e
                 # before the oldest version the log can rebuild: expired by log cleanup, or a broken start
-                expired.append((v, None if not _commit_exists(location, v, storage_options) else _short(e)))
+                expired.append((v, _short(e) if present else None))
                 continue
-            if expired:
-                drafts += [_expired(x, why, v) for x, why in expired]
-                expired = []
             readable_seen = True
             try:
                 draft = self._describe(
@@ -203,9 +201,14 @@ class DeltaFormat(Format):
                 raise
             except Exception as e:
                 raise FormatError(f"{location}: cannot describe Delta version {v}: {_short(e)}") from e
+            # expired versions take the time of the first readable one (theirs is gone with their commits)
+            drafts += [_expired(x, why, v, draft.committed_at) for x, why in expired]
+            expired = []
             drafts.append(draft)
             if UNAVAILABLE_KEY not in draft.properties:
                 previous = draft.schema
+        if expired:
+            raise FormatError(f"{location}: Delta versions {expired[0][0]}..{expired[-1][0]} cannot be loaded")
         return drafts
 
     def _describe(
@@ -370,7 +373,7 @@ def _logged_reader_features(location: str, storage_options: Mapping[str, str]) -
     return features
 
 
-def _expired(version: int, error: str | None, first: int) -> VersionDraft:
+def _expired(version: int, error: str | None, first: int, committed_at: datetime | None) -> VersionDraft:
     """A version before the oldest one the log can rebuild: recorded, so ``dal versions`` shows it, but
     unreadable (``open`` refuses it with this reason)."""
     why = (
@@ -383,6 +386,7 @@ def _expired(version: int, error: str | None, first: int) -> VersionDraft:
         schema=Schema(),
         row_count=0,
         storage_version=version,
+        committed_at=committed_at,
         properties={"delta_version": version, UNAVAILABLE_KEY: f"{why}; the oldest readable version is {first}"},
     )
 

@@ -135,6 +135,9 @@ def test_expired_early_versions_are_recorded_and_refused(tmp_path: Path) -> None
     versions = dal.get_catalog(catalog).versions(NAME)
     assert [(v.storage_version, v.operation) for v in versions[:3]] == [(0, "expired"), (1, "expired"), (2, "expired")]
     assert all("no longer holds" in v.properties["unavailable"] for v in versions[:3])
+    # their commit times are gone with their commits: they take the first readable version's, so opening
+    # "as of" a time never lands on one after a readable version
+    assert {v.created_at for v in versions[:4]} == {versions[3].created_at}
     with pytest.raises(FormatError, match=rf"{NAME} version 1 .*expired.*oldest readable version is 3"):
         dal.open(NAME, 1, catalog=catalog)
     for v in versions[3:]:
@@ -159,7 +162,8 @@ def test_corrupt_middle_commit_is_an_error_naming_it(tmp_path: Path) -> None:
         dal.register(NAME, str(path), catalog=f"sqlite:///{tmp_path}/catalog.db")
 
 
-def test_corrupt_commit_after_registering_is_reported_by_sync(tmp_path: Path) -> None:
+@pytest.mark.parametrize("broken", [5, 6])  # the first version after the recorded ones, or one after that
+def test_corrupt_commit_after_registering_is_reported_by_sync(broken: int, tmp_path: Path) -> None:
     path = _copy("delta-golden/basic-with-inserts-deletes-checkpoint", tmp_path)
     log = path / "_delta_log"
     later = {p.name: p.read_bytes() for p in log.iterdir() if p.name[:20].isdigit() and int(p.name[:20]) > 4}
@@ -170,8 +174,8 @@ def test_corrupt_commit_after_registering_is_reported_by_sync(tmp_path: Path) ->
     assert len(dal.register(NAME, str(path), catalog=catalog)) == 5
     for name, data in later.items():
         (log / name).write_bytes(data)
-    (log / f"{6:020d}.json").write_text("not json\n")
-    with pytest.raises(FormatError, match=r"Delta version 6 cannot be loaded"):
+    (log / f"{broken:020d}.json").write_text("not json\n")
+    with pytest.raises(FormatError, match=rf"Delta version {broken} cannot be loaded"):
         dal.sync(NAME, catalog=catalog)
     assert [v.storage_version for v in dal.get_catalog(catalog).versions(NAME)] == [0, 1, 2, 3, 4]
 

@@ -162,6 +162,35 @@ def test_a_slice_of_a_nested_table_is_written(sqlite_env: Catalog) -> None:
     assert ours.to_pylist() == theirs.to_pylist() == data.to_pylist()
 
 
+def test_pandas_dtypes_round_trip_or_are_refused(sqlite_env: Catalog) -> None:
+    import numpy as np
+    import pandas as pd
+
+    df = pd.DataFrame(
+        {
+            "_row": np.arange(3, dtype=np.int64),
+            "u8": np.array([0, 128, 255], dtype=np.uint8),
+            "f32": np.array([1, 2, 3], dtype=np.float32),
+            "nullable": pd.array([1, None, 3], dtype="Int64"),
+            "s": ["a", None, "c"],
+            "cat": pd.Categorical(["x", "y", "x"]),
+            "ts": pd.to_datetime(["2020-01-01 00:00:00", "2021-06-01 12:00:00.123456", None], format="ISO8601"),
+            "tz": pd.to_datetime(["2020-01-01", "2021-06-01", None]).tz_localize("Europe/Paris"),
+            "lst": [[1, 2], [], None],
+            "dct": [{"a": 1}, None, {"a": 2}],
+        }
+    )
+    dal.write(df, "pandas.ok")
+    ours, theirs = read_back("pandas.ok")
+    assert ours.to_pylist() == theirs.to_pylist() == pa.Table.from_pandas(df, preserve_index=False).to_pylist()
+    for bad, needle in [
+        (pd.DataFrame({"x": [None, None]}), "x (null)"),
+        (pd.DataFrame({"td": pd.to_timedelta([1, 2], unit="s")}), "td (duration[ns])"),
+        (pd.DataFrame({"p": pd.period_range("2020-01", periods=2, freq="M")}), "p (extension<pandas.period"),
+    ]:
+        assert_refused_before_writing(sqlite_env, bad, "pandas.bad", needle)
+
+
 # ---- property: random nested schemas and data -------------------------------------------------------------
 
 PRIMITIVES: list[tuple[pa.DataType, st.SearchStrategy[Any]]] = [

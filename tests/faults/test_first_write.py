@@ -6,8 +6,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import textwrap
-import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,44 +26,38 @@ SCHEMA = TensorSchema("Frames", [
 ])  # fmt: skip
 
 
-def _first_writer(url: str, warehouse: str, fmt: str, name: str, writer: int, at: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def _first_writer(url: str, warehouse: str, fmt: str, writer: int, barrier: Any, out: Any) -> None:
     os.environ["DAL_CATALOG_URL"] = url
     os.environ["DAL_WAREHOUSE"] = warehouse
     ids = [writer * 100 + k for k in range(5)]
-    while time.time() < at:  # both processes write at the same instant
-        pass
-    try:
-        if fmt == "delta":
-            v = dal.write(pa.table({"id": ids}), name)
-        else:
-            rows = [{"id": i, "depth": np.zeros((2, 2), np.float32)} for i in ids]
-            v = dal.write(rows, name, format="petastorm", schema=SCHEMA)
-        out.put((writer, v.number, ""))
-    except Exception as e:  # reported, so the test shows what went wrong
-        out.put((writer, -1, f"{type(e).__name__}: {e}"))
+    for r in range(ROUNDS):
+        barrier.wait(timeout=120)  # both processes make the first write of race.ds<r> at the same instant
+        try:
+            if fmt == "delta":
+                v = dal.write(pa.table({"id": ids}), f"race.ds{r}")
+            else:
+                rows = [{"id": i, "depth": np.zeros((2, 2), np.float32)} for i in ids]
+                v = dal.write(rows, f"race.ds{r}", format="petastorm", schema=SCHEMA)
+            out.put((r, writer, v.number, ""))
+        except Exception as e:  # reported, so the test shows what went wrong
+            out.put((r, writer, -1, f"{type(e).__name__}: {e}"))
 
 
 @pytest.mark.parametrize("fmt", ["delta", "petastorm"])
 def test_two_processes_making_the_first_write_both_land(cat: Catalog, fmt: str) -> None:
     ctx = mp.get_context("spawn")
-    out = ctx.Queue()
+    out, barrier = ctx.Queue(), ctx.Barrier(2)
+    env = (os.environ["DAL_CATALOG_URL"], os.environ["DAL_WAREHOUSE"])
+    procs = [ctx.Process(target=_first_writer, args=(*env, fmt, w, barrier, out)) for w in (1, 2)]
+    for p in procs:
+        p.start()
+    results = sorted(out.get(timeout=240) for _ in range(2 * ROUNDS))
+    for p in procs:
+        p.join(timeout=60)
+    assert [err for *_, err in results] == [""] * (2 * ROUNDS), results
     for r in range(ROUNDS):
         name = f"race.ds{r}"
-        at = time.time() + 4  # room for both interpreters to start
-        procs = [
-            ctx.Process(
-                target=_first_writer,
-                args=(os.environ["DAL_CATALOG_URL"], os.environ["DAL_WAREHOUSE"], fmt, name, w, at, out),
-            )
-            for w in (1, 2)
-        ]
-        for p in procs:
-            p.start()
-        results = sorted(out.get(timeout=240) for _ in procs)
-        for p in procs:
-            p.join(timeout=60)
-        assert [err for _, _, err in results] == ["", ""], results
-        assert sorted(n for _, n, _ in results) == [0, 1]
+        assert sorted(n for rr, _, n, _ in results if rr == r) == [0, 1]
         got = dal.open(name).to_numpy(["id"])["id"] if fmt == "petastorm" else dal.open(name).to_arrow()["id"]
         assert sorted(int(i) for i in got) == [100, 101, 102, 103, 104, 200, 201, 202, 203, 204]
         assert [v.number for v in cat.versions(name)] == [0, 1]
@@ -101,6 +95,27 @@ def test_first_write_killed_before_the_catalog_insert_is_recorded_by_the_next_wr
     assert v.number == 1
     assert sorted(dal.open("heal.ds").to_arrow()["id"].to_pylist()) == [1, 2, 3, 4]
     assert sorted(dal.open("heal.ds", 0).to_arrow()["id"].to_pylist()) == [1, 2, 3]
+
+
+PETASTORM_FIRST_WRITE = textwrap.dedent(
+    """
+    import numpy as np, dal
+    from tests.faults.test_first_write import SCHEMA
+    dal.write([{"id": i, "depth": np.zeros((2, 2), np.float32)} for i in (1, 2, 3)], "heal.ds",
+              format="petastorm", schema=SCHEMA)
+    """
+)
+
+
+def test_petastorm_first_write_killed_before_the_catalog_insert_is_recorded_by_the_next_write(
+    cat: Catalog, tmp_path: Path
+) -> None:
+    run_until_paused(PETASTORM_FIRST_WRITE, "after-storage-commit", tmp_path)
+    with pytest.raises(DatasetNotFound):
+        cat.get_dataset("heal.ds")
+    dal.write([{"id": 4, "depth": np.zeros((2, 2), np.float32)}], "heal.ds", format="petastorm", schema=SCHEMA)
+    assert [x.storage_version for x in cat.versions("heal.ds")] == [0, 1]
+    assert sorted(int(i) for i in dal.open("heal.ds").to_numpy(["id"])["id"]) == [1, 2, 3, 4]
 
 
 def test_first_write_killed_before_the_catalog_insert_is_recorded_by_sync(cat: Catalog, tmp_path: Path) -> None:

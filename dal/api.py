@@ -128,6 +128,27 @@ def write(
         existing = cat.get_dataset(name)
     except DatasetNotFound:
         existing = None
+    if existing is None:
+        location = io.normalize(path) if path else io.default_location(name)
+        if fmt.exists(location, options):
+            if _written_for(fmt, location, options) != name:
+                raise DatasetExists(
+                    f"a {format} table already exists at {location} but is not in the catalog; "
+                    f"adopt it first with dal.register({name!r}, {location!r})"
+                )
+            # a first write of this dataset committed there and was not recorded (killed, or racing this
+            # one): record it now, then write on top of it like any later write, with its checks
+            cat.check_writable()
+            cat.create_dataset(
+                name,
+                format=format,
+                location=location,
+                description=description or "",
+                time_column=time_column,
+                exist_ok=True,
+            )
+            sync(name, storage_options=options, catalog=cat)
+            existing = cat.get_dataset(name)
     if existing is not None:
         if existing.format != format:
             raise DalError(f"{name} is a {existing.format} dataset; cannot write format={format!r} to it")
@@ -137,13 +158,6 @@ def write(
         taken = sorted(set(cat.tags(name)) & set(tags))
         if taken:
             raise TagExists(f"{name}: tag(s) {', '.join(taken)} exist already; move them with dal tag --force")
-    else:
-        location = io.normalize(path) if path else io.default_location(name)
-        if fmt.exists(location, options) and _written_for(fmt, location, options) != name:
-            raise DatasetExists(
-                f"a {format} table already exists at {location} but is not in the catalog; "
-                f"adopt it first with dal.register({name!r}, {location!r})"
-            )
 
     cat.check_writable()  # before anything reaches storage: a commit nobody may record helps no one
 
@@ -365,12 +379,15 @@ def sync(
         info = adopted
     fmt = get_format(info.format)
     last = cat.version(name) if info.latest_version is not None else None
-    drafts = fmt.snapshots(
-        info.location,
-        dict(storage_options or {}),
-        after=last.storage_version if last else None,
-        previous=last.schema if last else None,
-    )
+    try:
+        drafts = fmt.snapshots(
+            info.location,
+            dict(storage_options or {}),
+            after=last.storage_version if last else None,
+            previous=last.schema if last else None,
+        )
+    except FormatError as e:  # the format knows the location only: name the dataset too
+        raise type(e)(f"{name}: {e}") from e
     out: list[VersionInfo] = []
     for draft in drafts:
         try:

@@ -16,7 +16,7 @@ import pytest
 import dal
 from catalog import Catalog, DatasetNotFound
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
-from dal.errors import DatasetExists
+from dal.errors import DatasetExists, SchemaMismatch
 from tests.faults.conftest import finish, run_until_paused, start_paused
 
 ROUNDS = 3
@@ -116,6 +116,16 @@ def test_petastorm_first_write_killed_before_the_catalog_insert_is_recorded_by_t
     dal.write([{"id": 4, "depth": np.zeros((2, 2), np.float32)}], "heal.ds", format="petastorm", schema=SCHEMA)
     assert [x.storage_version for x in cat.versions("heal.ds")] == [0, 1]
     assert sorted(int(i) for i in dal.open("heal.ds").to_numpy(["id"])["id"]) == [1, 2, 3, 4]
+
+
+def test_an_unrecorded_first_write_is_adopted_before_the_next_write_is_checked(cat: Catalog, tmp_path: Path) -> None:
+    """The next write is checked against the adopted version: no version mixing two schemas."""
+    run_until_paused(PETASTORM_FIRST_WRITE, "after-storage-commit", tmp_path)
+    other = TensorSchema("Frames", [TensorField("id", np.int64, (), ScalarCodec())])
+    with pytest.raises(SchemaMismatch, match="removed"):
+        dal.write([{"id": 9}], "heal.ds", format="petastorm", schema=other)
+    assert [x.storage_version for x in cat.versions("heal.ds")] == [0]  # adopted, nothing else written
+    assert sorted(int(i) for i in dal.open("heal.ds").to_numpy(["id"])["id"]) == [1, 2, 3]
 
 
 def test_first_write_killed_before_the_catalog_insert_is_recorded_by_sync(cat: Catalog, tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ decodable by delta-rs, and in agreement with the statistics delta-rs writes for 
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -11,10 +13,14 @@ from typing import Any
 
 import deltalake
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from dal.formats.delta_stats import FileStats, leaves
+from dal.formats.delta_types import problems, target_schema
 from dal.formats.parquet_writer import write_files
+from tests.writes.test_arrow_types import tables
 
 
 def mixed_table() -> pa.Table:
@@ -135,3 +141,53 @@ def test_bounds_are_never_inexact() -> None:
     d = stats.to_dict()
     assert d["minValues"] == {"s": "a" + "z" * 31, "ts": "9999-12-31T23:59:59.999Z"}  # a prefix is <= the value
     assert d["maxValues"] == {"f": 2.0}  # no exact max for a 41-char string or past year 9999
+
+
+def _leaf_values(table: pa.Table, path: tuple[str, ...]) -> list[Any]:
+    from dal.formats.delta_stats import _column
+
+    return [v for v in _column(table, path).to_pylist() if v is not None]
+
+
+def _parse(bound: Any, like: Any) -> Any:
+    if isinstance(like, datetime):
+        parsed = datetime.fromisoformat(bound)
+        return parsed if like.tzinfo is not None else parsed.replace(tzinfo=None)
+    if isinstance(like, date):
+        return date.fromisoformat(bound)
+    return bound
+
+
+@settings(
+    max_examples=int(os.environ.get("DAL_PROPERTY_EXAMPLES", "40")),
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=tables())
+def test_random_tables_committed_like_the_spark_driver_have_sound_statistics(tmp_path: Path, data: pa.Table) -> None:
+    if problems(data.schema):
+        return
+    data = data.cast(target_schema(data.schema))  # what Spark hands over: signed integers, microseconds
+    location = tmp_path / uuid.uuid4().hex
+    commit_like_the_spark_driver(location, data, [])
+    dt = deltalake.DeltaTable(location)
+    assert dt.to_pyarrow_table().sort_by("_row").to_pylist() == data.to_pylist()
+    pa.table(dt.get_add_actions(flatten=True))  # delta-rs decodes every file's statistics
+    for line in (location / "_delta_log" / f"{0:020d}.json").open():
+        add = json.loads(line).get("add")
+        if add is None:
+            continue
+        stats = json.loads(add["stats"])
+        file = pq.read_table(location / add["path"])
+        assert stats["numRecords"] == file.num_rows
+        for path, _ in leaves(file.schema):
+            node_min, node_max, nulls = stats["minValues"], stats["maxValues"], stats["nullCount"]
+            for name in path:
+                node_min, node_max, nulls = node_min.get(name, {}), node_max.get(name, {}), nulls[name]
+            values = _leaf_values(file, path)
+            assert nulls == file.num_rows - len(values)
+            if node_min != {}:
+                assert all(_parse(node_min, v) <= v for v in values), path
+            if node_max != {}:
+                assert all(_parse(node_max, v) >= v for v in values), path

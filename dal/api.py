@@ -179,7 +179,14 @@ def write(
         if time_column is not None and time_column not in reader.schema.names:
             raise SchemaMismatch(f"time_column {time_column!r} is not a column of the data")
         fmt.check_write(location, reader.schema, opts)
-        storage_version = fmt.write(location, reader, opts)
+        try:
+            storage_version = fmt.write(location, reader, opts)
+        except FormatError as e:
+            # an error on the way back (a lost response after the store took the commit) may hide a commit
+            landed = None if isinstance(e, SchemaMismatch) else _landed(fmt, location, opts)
+            if landed is None:
+                raise
+            storage_version = landed
     pause("after-storage-commit")
 
     # storage committed: now record it (and anything other writers committed before it)
@@ -212,6 +219,17 @@ def write(
             f"do NOT retry the write: tag it with `dal tag {name} {version.number} TAG`"
         ) from e
     return version
+
+
+def _landed(fmt: Format, location: str, opts: WriteOptions) -> int | None:
+    """The storage version this write's commit got, found by its write id, if it landed (None: it did not,
+    or that cannot be told)."""
+    if fmt.name != "delta":
+        return None
+    try:
+        return int(fmt.find_commit(location, opts))  # type: ignore[attr-defined]
+    except (DalError, OSError):
+        return None
 
 
 def _written_for(fmt: Format, location: str, options: Mapping[str, str]) -> str:

@@ -30,3 +30,34 @@ def test_delta_write_on_a_full_disk_is_a_dal_error_and_changes_nothing(cat: Cata
     filler.unlink()
     assert dal.write(pa.table({"id": [3]}), "disk.events").storage_version == 1
     assert sorted(dal.open("disk.events").to_arrow()["id"].to_pylist()) == [0, 1, 2, 3]
+
+
+def test_delta_commit_that_landed_before_an_error_is_recorded_not_reported_as_failed(
+    cat: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lost response after the store took the commit: the write is recorded, never a failure to retry."""
+    dal.write(pa.table({"id": [0, 1, 2]}), "lost.reply")
+    real = deltalake.write_deltalake
+
+    def commits_then_loses_the_reply(*args: object, **kwargs: object) -> None:
+        real(*args, **kwargs)  # type: ignore[arg-type]
+        raise OSError("connection reset by peer")
+
+    with monkeypatch.context() as m:
+        m.setattr(deltalake, "write_deltalake", commits_then_loses_the_reply)
+        v = dal.write(pa.table({"id": [3, 4]}), "lost.reply")  # the old code raised FormatError here
+    assert v.number == 1 and v.storage_version == 1
+    assert sorted(dal.open("lost.reply").to_arrow()["id"].to_pylist()) == [0, 1, 2, 3, 4]
+
+
+def test_delta_write_that_did_not_land_is_still_an_error(cat: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    dal.write(pa.table({"id": [0]}), "no.reply")
+
+    def refuses(*args: object, **kwargs: object) -> None:
+        raise OSError("connection refused")
+
+    with monkeypatch.context() as m:
+        m.setattr(deltalake, "write_deltalake", refuses)
+        with pytest.raises(DalError, match="connection refused"):
+            dal.write(pa.table({"id": [1]}), "no.reply")
+    assert [v.storage_version for v in cat.versions("no.reply")] == [0]

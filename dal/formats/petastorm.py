@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 import uuid
 from collections import defaultdict
@@ -349,6 +350,7 @@ class PetastormFormat(Format):
         loc = Location.of(location, storage_options)
         numbers = committed_numbers(loc)
         self._refuse_adopted(loc, numbers)
+        _sweep_temporary_records(loc)
         return f"v{numbers[-1] + 1 if numbers else 0}-{uuid.uuid4().hex[:12]}"
 
     def _refuse_adopted(self, loc: Location, numbers: Sequence[int]) -> None:
@@ -504,6 +506,22 @@ class PetastormFormat(Format):
             location,
             storage_options,
         )
+
+
+def _sweep_temporary_records(loc: Location) -> None:
+    """Remove the hidden temporary records (``.<record>.<token>.tmp``, local disk only) that writers killed
+    before publishing left, once no writer can still be using them."""
+    if not loc.local:
+        return
+    now = time.time()
+    for rel, _size in loc.list(RECORDS, recursive=False):
+        if rel.startswith(".") and rel.endswith(".tmp"):
+            path = loc.path(f"{RECORDS}/{rel}")
+            try:
+                if now - os.stat(path).st_mtime >= ABANDONED_AFTER_S:
+                    os.unlink(path)
+            except OSError:
+                pass  # gone meanwhile, or not ours to remove
 
 
 def _published(loc: Location, n: int, directory: str) -> bool | None:

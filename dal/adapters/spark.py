@@ -453,11 +453,11 @@ def _read_files(dataset: Dataset, spark: Any) -> Any:
     return out.select(*arrow.names)
 
 
-_PLAIN = re.compile(r"^[A-Za-z0-9_.:-]*$")
+_PLAIN = re.compile(r"[A-Za-z0-9_.:-]+")  # fullmatch: '$' would accept a value ending in a newline
 
 
 def _hive_path(root: str, uri: str, values: tuple[tuple[str, str | None], ...]) -> bool:
     """True when the file sits in plain ``col=value`` directories that Spark's discovery parses back exactly."""
     expected = "/".join(f"{c}={NULL_PARTITION if v is None else v}" for c, v in values)
-    plain = all(v is None or (_PLAIN.match(v) and v != "") for _, v in values)
+    plain = all(v is None or _PLAIN.fullmatch(v) for _, v in values)
     return bool(plain) and uri.startswith(io.join(root, expected) + "/")

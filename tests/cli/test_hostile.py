@@ -319,3 +319,12 @@ def test_a_bug_is_one_line_asking_for_a_report(sqlite_url: str, monkeypatch: pyt
     monkeypatch.setenv("DAL_DEBUG", "1")
     result = CliRunner().invoke(cli, ["--catalog", sqlite_url, "ls"])
     assert isinstance(result.exception, ZeroDivisionError)  # the traceback, on request
+
+
+def test_a_partition_value_ending_in_a_newline_is_not_plain() -> None:
+    """Spark's partition discovery would not parse ``c=a\\n`` back: such a file must be read by its value."""
+    from dal.adapters.spark import _hive_path
+
+    assert _hive_path("/t", "/t/c=a/f.parquet", (("c", "a"),))
+    assert not _hive_path("/t", "/t/c=a\n/f.parquet", (("c", "a\n"),))
+    assert not _hive_path("/t", "/t/c=/f.parquet", (("c", ""),))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import pickletools
 import struct
 from collections import OrderedDict, defaultdict
 from collections.abc import Mapping
@@ -293,8 +294,37 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return found
 
 
+_MAX_PICKLE = 16 * 2**20  # a Unischema or row-group index is kilobytes; a bigger one is not metadata
+_MEMO_OPS = {"PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET"}
+_OPCODES = {op.code: op for op in pickletools.opcodes}
+
+
+def _prescan(data: bytes) -> None:
+    """Walk the opcodes without running any before unpickling: refuse oversized pickles and memo indexes
+    beyond the pickle's own length (``p4294967295`` would make the unpickler allocate a 32 GiB memo)."""
+    if len(data) > _MAX_PICKLE:
+        raise pickle.UnpicklingError(f"{len(data)} bytes is too large for petastorm metadata")
+    f = io.BytesIO(data)
+    while True:
+        code = f.read(1)
+        op = _OPCODES.get(code.decode("latin1"))
+        if op is None:
+            raise pickle.UnpicklingError(f"unknown opcode {code!r} at byte {f.tell() - 1}")
+        if op.arg is None:
+            arg = None
+        elif op.arg.name == "stringnl":  # a Python 2 str: pickletools would insist on ASCII, the unpickler does not
+            arg = f.readline()
+        else:
+            arg = op.arg.reader(f)
+        if op.name in _MEMO_OPS and not (isinstance(arg, int) and 0 <= arg <= len(data)):
+            raise pickle.UnpicklingError(f"memo index {arg!r} out of range")
+        if op.name == "STOP":
+            return
+
+
 def _load(data: bytes, what: str) -> Any:
     try:
+        _prescan(data)
         return _RestrictedUnpickler(data).load()
     except RecursionError as e:
         raise FormatError(f"petastorm {what} metadata refused: nested too deeply") from e
@@ -410,15 +440,26 @@ def loads_rowgroup_indexes(data: bytes) -> dict[str, RowGroupIndex]:
             raise FormatError(f"petastorm row-group index {key!r} is not a petastorm indexer")
         state = vars(indexer)
         data_ = state.get("_index_data")
-        if isinstance(data_, Mapping):
-            pieces = {_plain(k): frozenset(int(p) for p in v) for k, v in data_.items()}
-        elif isinstance(data_, (set, frozenset, list)):
-            pieces = {None: frozenset(int(p) for p in data_)}
-        else:
-            raise FormatError(f"petastorm row-group index {key!r} has malformed data")
+        try:
+            if isinstance(data_, Mapping):
+                pieces = {_plain(k): _pieces(v) for k, v in data_.items()}
+            elif isinstance(data_, (set, frozenset, list)):
+                pieces = {None: _pieces(data_)}
+            else:
+                raise TypeError(type(data_).__name__)
+        except (TypeError, ValueError) as e:
+            raise FormatError(f"petastorm row-group index {key!r} has malformed data ({e})") from e
         name = str(state.get("_index_name", key))
         out[str(key)] = RowGroupIndex(name, str(state.get("_column_name", "")), indexer.kind, pieces)
     return out
+
+
+def _pieces(value: Any) -> frozenset[int]:
+    if not isinstance(value, (set, frozenset, list, tuple)) or not all(
+        isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in value
+    ):
+        raise TypeError("row groups must be a set of ints")
+    return frozenset(int(p) for p in value)
 
 
 def _plain(value: Any) -> Any:

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dal import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema
-from dal.errors import FormatError, SchemaMismatch
+from dal.errors import DalError, FormatError, SchemaMismatch
 from dal.formats.petastorm_pickle import _load, dumps_unischema, loads_rowgroup_indexes, loads_unischema
 
 SCHEMA = TensorSchema("Example", [
@@ -336,3 +338,55 @@ def test_a_real_legacy_pickle_with_a_global_swapped_runs_nothing(tmp_path: Path)
     with pytest.raises(FormatError, match="refusing to load __builtin__.eval"):
         loads_unischema(swapped)
     assert not marker.exists()
+
+
+def test_memo_and_size_bombs_are_refused_before_unpickling() -> None:
+    # a PUT at index 2**32-1 makes CPython's unpickler allocate a 32 GiB memo
+    with pytest.raises(FormatError, match="memo index"):
+        loads_unischema(b"(dp4294967295\n.")
+    with pytest.raises(FormatError, match="memo index"):
+        loads_unischema(b"\x80\x02}r\xff\xff\xff\x7f.")
+    with pytest.raises(FormatError, match="too large"):
+        loads_unischema(b"N" * (17 * 2**20) + b".")
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.data())
+def test_damaged_legacy_pickles_are_format_errors(data: st.DataObject) -> None:
+    """Any byte-level damage to a legacy schema or row-group index: a schema or a FormatError, never
+    another exception (the schema it gives, if any, also describes itself without one)."""
+    blob = bytearray(data.draw(st.sampled_from(DAMAGEABLE)))
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, len(blob) - 1))
+        kind = data.draw(st.sampled_from(["set", "delete", "insert"]))
+        if kind == "set":
+            blob[pos] = data.draw(st.integers(0, 255))
+        elif kind == "delete":
+            del blob[pos : pos + data.draw(st.integers(1, 8))]
+        else:
+            blob[pos:pos] = data.draw(st.binary(min_size=1, max_size=4))
+    for load in (loads_unischema, loads_rowgroup_indexes):
+        try:
+            out = load(bytes(blob))
+        except DalError:
+            continue
+        if isinstance(out, TensorSchema):
+            try:
+                out.to_catalog()
+            except DalError:
+                pass
+
+
+def _index_blob() -> bytes:
+    dtype = R(G("numpy", "dtype"), ("i8", 0, 1), (3, "<", None, None, None, -1, -1, 0))
+    value = R(G("numpy.core.multiarray", "scalar"), (dtype, (7).to_bytes(8, "little")))
+    index = R(
+        G("collections", "defaultdict"),
+        (G("__builtin__", "set"),),
+        items=((value, R(G("__builtin__", "set"), ([0],))),),
+    )
+    state = {"_index_name": "id", "_column_name": "id", "_index_data": index}
+    return whole({"id": instance("petastorm.etl.rowgroup_indexers", "SingleFieldIndexer", state)})
+
+
+DAMAGEABLE = [legacy_schema(**LEGACY_FIELDS), _index_blob(), dumps_unischema(SCHEMA), pickle.dumps({"a": 1})]

@@ -91,6 +91,24 @@ def test_read_only_sqlite_catalog_is_refused_before_anything_is_written(sqlite_e
     assert dal.write(table(3, 1), "ro.ds").storage_version == first.storage_version + 1
 
 
+def test_cli_changes_through_a_read_only_catalog_are_one_clear_line(sqlite_env: Catalog) -> None:
+    from click.testing import CliRunner
+
+    from dal.cli import cli
+
+    dal.write(table(0, 3), "ro.ds")
+    read_only = f"sqlite:///file:{sa.make_url(sqlite_env.url).database}?mode=ro&uri=true"
+    for args in (["tag", "ro.ds", "0", "prod"], ["sync", "ro.ds"]):
+        result = CliRunner().invoke(cli, args, env={"DAL_CATALOG_URL": read_only})
+        if args[0] == "sync":  # nothing new to record: a read-only role may sync a dataset that is current
+            assert result.exit_code == 0, result.output
+            continue
+        assert result.exit_code != 0
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("dal: error: this catalog role cannot write"), result.output
+    assert sqlite_env.tags("ro.ds") == {}
+
+
 @pytest.mark.postgres
 def test_privilege_lost_after_the_storage_commit_is_committed_not_recorded(
     pg_url: str, pg_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

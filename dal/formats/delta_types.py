@@ -13,8 +13,12 @@ column and a way out:
   with nanoseconds is refused: delta-rs would drop them silently), decimal32/64/256 of at most 38 digits to
   decimal128;
 - refused: null (no type at all), float16, time of day, durations, intervals, unions, run-end encoding,
-  extension types, decimals of more than 38 digits, structs without fields, and column names that repeat
-  (Delta compares names case-insensitively).
+  extension types, decimals of more than 38 digits, structs without fields, column names that repeat
+  (Delta compares names case-insensitively), and timestamps without time zone that appear only inside maps
+  (delta-rs then cannot create the table).
+
+``check_writable`` refuses by type (``DeltaFormat.check_write``, both the Arrow and the Spark path);
+``ConformedReader`` converts and checks values while delta-rs reads the stream, before anything is committed.
 """
 
 from __future__ import annotations

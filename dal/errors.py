@@ -81,7 +81,18 @@ def check_int(value: object, what: str, *, minimum: int | None = None, maximum: 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 # where Rust's RUST_BACKTRACE=1 output (or a Python traceback pasted into a message) begins
 _BACKTRACE = re.compile(r"\n\s*(?:Stack backtrace:|stack backtrace:|Backtrace:|Traceback \(most recent)")
-FOREIGN_MODULES = ("pyarrow", "deltalake", "_internal", "obstore", "fsspec", "botocore", "s3fs", "adlfs", "gcsfs")
+FOREIGN_MODULES = (
+    "pyarrow",
+    "deltalake",
+    "_internal",
+    "obstore",
+    "fsspec",
+    "botocore",
+    "s3fs",
+    "adlfs",
+    "gcsfs",
+    "thrift",
+)
 MAX_MESSAGE = 2000
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -89,14 +90,14 @@ class DeltaFormat(Format):
         try:
             return _dl().DeltaTable(location, version=version, storage_options=_opts(storage_options))
         except Exception as e:  # delta-rs raises its own TableNotFoundError / DeltaError / OSError
-            at = "" if version is None else f" at version {version}"
+            at = " (its latest version)" if version is None else f" at version {version}"
             unknown = sorted(_logged_reader_features(location, storage_options) - SUPPORTED_READER_FEATURES)
             if unknown:
                 raise UnsupportedFeature(
                     f"cannot open Delta table {location}{at}: its protocol requires the reader feature(s) "
                     f"{', '.join(unknown)}, which neither delta-rs nor dal can read ({_short(e)})"
                 ) from e
-            raise FormatError(f"cannot open Delta table {location}{at}: {e}") from e
+            raise FormatError(f"cannot open Delta table {location}{at}: {_short(e)}") from e
 
     def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> None:
         check_writable(schema, location)  # types Delta cannot hold are refused before anything is written
@@ -200,6 +201,12 @@ class DeltaFormat(Format):
             except DalError:
                 raise
             except Exception as e:
+                unsupported = sorted(set(table.protocol().reader_features or []) - SUPPORTED_READER_FEATURES)
+                if unsupported:
+                    raise UnsupportedFeature(
+                        f"{location}: Delta version {v} needs the reader feature(s) {', '.join(unsupported)}, "
+                        f"which neither delta-rs nor dal can read ({_short(e)})"
+                    ) from e
                 raise FormatError(f"{location}: cannot describe Delta version {v}: {_short(e)}") from e
             # expired versions take the time of the first readable one (theirs is gone with their commits)
             drafts += [_expired(x, why, v, draft.committed_at) for x, why in expired]
@@ -342,8 +349,9 @@ class DeltaFormat(Format):
 
 
 def _short(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return f"{type(e).__name__}: {text[:300]}"
+    """One line: the error's type and message, without the backtrace delta-rs appends (``0: <unknown>``)."""
+    text = re.split(r"\n\s*\d+: ", str(e), maxsplit=1)[0]
+    return f"{type(e).__name__}: {' '.join(text.split())[:300]}"
 
 
 def _commit_exists(location: str, version: int, storage_options: Mapping[str, str]) -> bool:

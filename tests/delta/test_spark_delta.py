@@ -19,7 +19,7 @@ import pytest
 import dal
 from catalog import Catalog
 from dal.adapters.spark import delta_spark_available, get_spark
-from dal.errors import SchemaMismatch, UnsupportedFeature
+from dal.errors import SchemaMismatch
 
 pytestmark = pytest.mark.spark
 
@@ -175,8 +175,9 @@ def test_delta_spark_classes_are_detected_when_on_the_classpath(tmp_path: Path) 
     assert "DETECTED True" in out.stdout, out.stderr[-2000:]
 
 
-def test_column_mapping_tables_are_refused_not_misread(cat: Catalog, spark: Any, tmp_path: Path) -> None:
-    """A table another engine switched to column mapping: dal's plain-Parquet paths refuse it clearly."""
+def test_column_mapping_tables_read_by_logical_names(cat: Catalog, spark: Any, tmp_path: Path) -> None:
+    """A table another engine switched to column mapping (renaming a column afterwards): dal and Spark read
+    the files' physical columns under their logical names (was: refused, issue 12)."""
     where = str(tmp_path / "mapped")
     deltalake.write_deltalake(where, pa.table({"a": [1, 2], "b": ["x", "y"]}))
     meta = json.loads(next(line for line in open(f"{where}/_delta_log/{0:020d}.json") if '"metaData"' in line))[
@@ -185,6 +186,7 @@ def test_column_mapping_tables_are_refused_not_misread(cat: Catalog, spark: Any,
     schema = json.loads(meta["schemaString"])
     for i, f in enumerate(schema["fields"], start=1):
         f["metadata"] = {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": f["name"]}
+    schema["fields"][0]["name"] = "renamed"  # RENAME COLUMN a TO renamed: the files still say "a"
     meta["schemaString"] = json.dumps(schema)
     meta["configuration"] = {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"}
     commit = [
@@ -196,7 +198,8 @@ def test_column_mapping_tables_are_refused_not_misread(cat: Catalog, spark: Any,
     dal.register("ext.mapped", where)
     assert [r["a"] for r in dal.open("ext.mapped", 0).to_arrow().to_pylist()] == [1, 2]  # before: fine
     ds = dal.open("ext.mapped", 1)
-    with pytest.raises(UnsupportedFeature, match="column mapping"):
-        ds.to_arrow()
-    with pytest.raises(UnsupportedFeature, match="column mapping"):
-        ds.to_spark(spark)
+    expected = [{"renamed": 1, "b": "x"}, {"renamed": 2, "b": "y"}]
+    assert sorted(ds.to_arrow().to_pylist(), key=str) == expected
+    assert ds.filter("renamed > 1").select("renamed").to_arrow().to_pylist() == [{"renamed": 2}]
+    rows = [r.asDict() for r in ds.to_spark(spark).collect()]
+    assert sorted(rows, key=str) == expected

@@ -321,24 +321,48 @@ def _encode_partition(
 
 def scan_to_spark(scan: Scan, spark: Any = None) -> Any:
     """The pinned version in Spark with the scan's filters and window as Spark predicates (so Spark pushes
-    them into its Parquet scan) and its projection as a select; sharding and shuffling are the reader's
-    business, not Spark's, and are ignored here."""
-    from pyspark.sql import functions as F
+    them into its Parquet scan) and its projection as a select.
 
-    from dal import expr as E
-
+    A sharded scan is read by Spark's executors task by task (``read_tasks``): the DataFrame holds exactly
+    the rank's rows, as ``to_arrow`` would. Shuffling orders rows, and a DataFrame has no order: the rows
+    are the same either way."""
     spark = get_spark(spark)
-    if not io.is_local(scan.dataset.location) and not _hadoop_reaches(spark, scan.dataset.location):
-        # no Hadoop filesystem for this store (no hadoop-aws here): executors read with pyarrow instead,
-        # applying the projection and filters as they read
+    if scan.shard_ is not None or (
+        not io.is_local(scan.dataset.location) and not _hadoop_reaches(spark, scan.dataset.location)
+    ):
+        # sharded, or no Hadoop filesystem for this store (no hadoop-aws here): executors read the planned
+        # tasks with pyarrow, applying the projection, filters and the shard's row ranges as they read
         return read_tasks(scan, spark)
     df = read_version(scan.dataset, spark)
     conditions = list(scan.filters)
     if scan.window_ is not None:
         conditions.append(scan._window_expr(scan.window_))
+    floating = {f.name for f in scan.arrow_schema if pa.types.is_floating(f.type)}
+    for c in conditions:
+        df = df.where(spark_condition(c, floating))
+    if scan.columns is not None:
+        df = df.select(*scan.columns)
+    return df
 
-    def value(x: E.Col | E.Lit) -> Any:
-        return F.col(x.name) if isinstance(x, E.Col) else F.lit(x.value)
+
+def spark_condition(e: Any, floating: set[str]) -> Any:
+    """A bound filter (``dal.expr.bind``) as a Spark Column with the semantics ``to_arrow`` gives it.
+
+    Spark orders NaN above every number and makes NaN = NaN true; dal compares NaN as IEEE 754 does (only
+    ``<>`` is true), so comparisons on ``floating`` columns are guarded. Naive datetimes are UTC.
+    """
+    from datetime import UTC, datetime
+
+    from pyspark.sql import functions as F
+
+    from dal import expr as E
+
+    null = F.lit(None).cast("boolean")
+
+    def lit(v: Any) -> Any:
+        if isinstance(v, datetime) and v.tzinfo is None:
+            v = v.replace(tzinfo=UTC)
+        return F.lit(v)
 
     def go(e: E.Expr) -> Any:
         if isinstance(e, E.And):
@@ -349,18 +373,28 @@ def scan_to_spark(scan: Scan, spark: Any = None) -> Any:
             return ~go(e.operand)
         if isinstance(e, E.IsNull):
             return F.col(e.column.name).isNull()
+        if isinstance(e, E.Fixed):
+            return F.when(F.col(e.column.name).isNull(), null).otherwise(F.lit(e.result))
         if isinstance(e, E.IsIn):
-            return F.col(e.column.name).isin([v.value for v in e.values])
-        if isinstance(e, E.Compare):
-            a, b = value(e.left), value(e.right)
-            return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
+            return F.col(e.column.name).isin([lit(v.value) for v in e.values])
+        if isinstance(e, E.Compare) and isinstance(e.left, E.Col):
+            a = F.col(e.left.name)
+            b = F.col(e.right.name) if isinstance(e.right, E.Col) else lit(e.right.value)
+            term = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
+            if isinstance(e.right, E.Col):
+                if e.left.name not in floating and e.right.name not in floating:
+                    return term
+                return (
+                    F.when(a.isNull() | b.isNull(), null)
+                    .when(F.isnan(a) | F.isnan(b), F.lit(e.op == "!="))
+                    .otherwise(term)
+                )
+            if e.left.name in floating and e.op in (">", ">="):
+                return term & ~F.isnan(a)  # Spark: NaN > 1 is true
+            return term
         raise DalError(f"cannot translate {e!r} to Spark")
 
-    for c in conditions:
-        df = df.where(go(c))
-    if scan.columns is not None:
-        df = df.select(*scan.columns)
-    return df
+    return go(e)
 
 
 def read_version(dataset: Dataset, spark: Any = None) -> Any:
@@ -385,36 +419,66 @@ def _spark_schema(fields: list[pa.Field]) -> Any:
 def read_tasks(scan: Scan, spark: Any) -> Any:
     """The scan's planned ReadTasks read by Spark's executors with pyarrow (``mapInArrow``): a distributed
     read of exactly the pinned version that needs no Hadoop filesystem for the storage (e.g. S3 without
-    hadoop-aws). The scan's projection and filter are applied as each task is read."""
+    hadoop-aws). The scan's projection and filter are applied as each task is read, and a sliced task
+    (a shard's cut of a row group) yields exactly its rows."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     tasks = scan.plan()
     columns = list(scan.columns) if scan.columns is not None else scan.arrow_schema.names
     out_schema = pa.schema([scan.arrow_schema.field(c) for c in columns])
-    rows = [(t.uri, t.row_group, json.dumps(t.partition_values)) for t in tasks]
-    payload = (scan.dataset.location, dict(scan.dataset.storage_options), scan.arrow_schema, columns, scan.row_filter)
+    rows = [
+        (
+            t.uri,
+            t.row_group,
+            json.dumps(t.partition_values),
+            t.offset,
+            -1 if t.length is None else t.length,
+            json.dumps(list(getattr(t, "deleted", ()))),
+            bool(getattr(t, "exact", False)),
+        )
+        for t in tasks
+    ]
+    payload = (
+        scan.dataset.location,
+        dict(scan.dataset.storage_options),
+        scan.arrow_schema,
+        getattr(scan, "_physical", None),
+        columns,
+        scan.row_filter,
+    )
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.dataset as pads
-
         from dal import io as dio
-        from dal.formats.fragments import partition_expression
+        from dal.formats import fragments as frag
+        from dal.sharding import slice_rows
 
-        location, options, schema, cols, row_filter = payload
+        location, options, schema, physical, cols, row_filter = payload
         fs, _ = dio.filesystem(location, options)
-        fmt = pads.ParquetFileFormat()
+        fmt = frag.parquet_format()
         for batch in batches:
-            for uri, rg, values in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
-                fragment = fmt.make_fragment(
-                    dio.filesystem(uri, options)[1], filesystem=fs,
-                    partition_expression=partition_expression([tuple(v) for v in json.loads(values)], schema),
-                    row_groups=[rg],
-                )  # fmt: skip
-                for b in fragment.to_batches(schema=schema, columns=cols, filter=row_filter):
-                    if b.num_rows:
-                        yield b
+            for uri, rg, values, offset, length, deleted, exact in zip(
+                *(batch.column(i).to_pylist() for i in range(7)), strict=True
+            ):
+                parts = [tuple(v) for v in json.loads(values)]
+                path = dio.filesystem(uri, options)[1]
+                if exact:  # deletion vectors / column mapping: read whole, then filter
+                    table = frag.read_exact(path, fs, rg, schema, physical, parts, json.loads(deleted))  # type: ignore[attr-defined]
+                    if row_filter is not None:
+                        table = table.filter(row_filter)
+                    read: Iterator[pa.RecordBatch] = iter(table.select(cols).to_batches())
+                else:
+                    fragment = fmt.make_fragment(
+                        path,
+                        filesystem=fs,
+                        partition_expression=frag.partition_expression(parts, schema),
+                        row_groups=[rg],
+                    )
+                    read = fragment.to_batches(schema=schema, columns=cols, filter=row_filter)
+                yield from slice_rows(read, offset, None if length < 0 else length)
 
-    task_schema = "uri string, row_group int, partition_values string"
+    task_schema = (
+        "uri string, row_group int, partition_values string, offset long, length long, deleted string, exact boolean"
+    )
     if not rows:
         return spark.createDataFrame([], _spark_schema(list(out_schema)))
     frame = spark.createDataFrame(rows, task_schema).repartition(min(len(rows), spark.sparkContext.defaultParallelism))

@@ -390,3 +390,27 @@ def _index_blob() -> bytes:
 
 
 DAMAGEABLE = [legacy_schema(**LEGACY_FIELDS), _index_blob(), dumps_unischema(SCHEMA), pickle.dumps({"a": 1})]
+
+
+def test_storage_types_round_trip_through_the_spark_types_petastorm_pickles() -> None:
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    schema = TensorSchema("Types", [
+        TensorField("ts", np.datetime64, (), ScalarCodec(pa.timestamp("us"))),
+        TensorField("day", np.datetime64, (), ScalarCodec(pa.date32())),
+        TensorField("dec", Decimal, (), ScalarCodec(pa.decimal128(12, 4)), nullable=True),
+        TensorField("u8", np.uint8, (), ScalarCodec(pa.int16())),
+        TensorField("f16", np.float16, (), ScalarCodec(pa.float32())),
+    ])  # fmt: skip
+    blob = dumps_unischema(schema)
+    names = {arg for op, arg, _ in pickletools.genops(blob) if op.name == "GLOBAL"}
+    assert {"decimal Decimal", "numpy datetime64", "pyspark.sql.types DecimalType", "pyspark.sql.types DateType",
+            "pyspark.sql.types TimestampType", "pyspark.sql.types ShortType"} <= names  # fmt: skip
+    back = loads_unischema(blob)
+    assert [(f.name, f.dtype_name, f.codec, f.nullable) for f in back] == [
+        (f.name, f.dtype_name, f.codec, f.nullable) for f in schema
+    ]
+    with pytest.raises(FormatError, match="no Spark type"):
+        dumps_unischema(TensorSchema("T", [TensorField("t", np.int32, (), ScalarCodec(pa.time64("us")))]))

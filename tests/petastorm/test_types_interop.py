@@ -78,3 +78,54 @@ def test_every_pickle_protocol_of_the_unischema_loads(written: tuple[Path, dict[
     assert (names["dec"].dtype_name, str(names["dec"].storage_type())) == ("decimal", "decimal128(12, 4)")
     assert str(names["ts"].storage_type()) == "timestamp[us]" and str(names["day"].storage_type()) == "date32[day]"
     assert str(names["u8"].storage_type()) == "int16"  # petastorm stores uint8 in a Spark ShortType
+
+
+def test_petastorm_reads_the_types_dal_writes_as_dal_decodes_them(cat: Catalog, tmp_path: Path) -> None:
+    """Timestamps, dates, Decimals, narrow storage (uint8 in int16, float16 in float32), nullable scalars and
+    arrays written by dal: petastorm's make_reader decodes every value exactly as dal does."""
+    import datetime
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+
+    schema = TensorSchema("DalTypes", [
+        TensorField("id", np.int32),
+        TensorField("ts", np.datetime64, (), ScalarCodec(pa.timestamp("us"))),
+        TensorField("day", np.datetime64, (), ScalarCodec(pa.date32()), nullable=True),
+        TensorField("dec", Decimal, (), ScalarCodec(pa.decimal128(10, 3)), nullable=True),
+        TensorField("u8", np.uint8, (), ScalarCodec(pa.int16())),
+        TensorField("f16", np.float16, (), ScalarCodec(pa.float32())),
+        TensorField("n_i64", np.int64, (), nullable=True),
+        TensorField("text", np.str_, (), nullable=True),
+        TensorField("words", np.str_, (None,), NdarrayCodec(), nullable=True),
+    ])  # fmt: skip
+    rows = [
+        {
+            "id": i,
+            "ts": np.datetime64("2020-01-01T00:00:00.123456") + np.timedelta64(37 * i, "h"),
+            "day": None if i % 3 == 1 else datetime.date(1969, 12, 31) + datetime.timedelta(days=400 * i),
+            "dec": None if i % 4 == 2 else Decimal(f"{i * 7 - 20}.{i:03d}"),
+            "u8": 250 + i % 6,
+            "f16": np.float16(i / 3),
+            "n_i64": None if i % 2 else 2**40 + i,
+            "text": None if i % 5 == 0 else f"t{i} é",
+            "words": None if i % 4 == 0 else np.array([f"w{j}" for j in range(i % 3)], dtype=np.str_),
+        }
+        for i in range(12)
+    ]
+    dal.write(rows, "dal.types", format="petastorm", schema=schema)
+    out = tmp_path / "read.json"
+    proc = run_legacy("petastorm_read_json.py", str(out), dal.open("dal.types").petastorm_url)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (theirs,) = json.loads(out.read_text()).values()
+    assert "error" not in theirs and not theirs["failed_fields"] and len(theirs["rows"]) == 12
+    got = dal.open("dal.types").to_numpy()
+    problems = []
+    for row, ident in enumerate(int(i) for i in got["id"]):
+        for name in sorted(got):
+            why = mismatch(got[name][row], load(theirs["rows"][str(ident)][name]))
+            if why:
+                problems.append(f"id {ident}, {name}: {why}")
+    assert not problems, "\n".join(problems[:30])

@@ -256,7 +256,7 @@ class Scan:
         counted: dict[tuple[str, int], int] = self._store.setdefault("matching", {})
         for t in tasks:
             if (t.uri, t.row_group) not in counted and t.exact:  # deletion vectors, column mapping
-                counted[(t.uri, t.row_group)] = self._read_exact(t).filter(flt).num_rows
+                counted[(t.uri, t.row_group)] = self._read_exact(t, _filter_columns(self)).filter(flt).num_rows
             if (t.uri, t.row_group) not in counted:
                 # a scan over the dataset's schema: the filter may name partition columns, which the file
                 # lacks and the fragment's partition expression supplies. Not count_rows(): when the filter
@@ -359,8 +359,11 @@ class Scan:
         physical: pa.Schema | None = plans["physical"]
         return physical
 
-    def _read_exact(self, task: ReadTask) -> pa.Table:
-        """One row group with deletion vectors applied and logical column names, before the row filter."""
+    def _read_exact(self, task: ReadTask, columns: Sequence[str] | None = None) -> pa.Table:
+        """One row group with deletion vectors applied and logical column names, before the row filter
+        (the given columns, else those the scan selects and filters on)."""
+        if columns is None and self.columns is not None:
+            columns = [*self.columns, *_filter_columns(self)]
         return read_exact(
             self._local_path(task.uri),
             self._pa_dataset.filesystem,
@@ -369,6 +372,7 @@ class Scan:
             self._physical,
             task.partition_values,
             task.deleted,
+            columns=columns,
         )
 
     def _exact_batches(self, task: ReadTask, batch_size: int) -> Iterator[pa.RecordBatch]:
@@ -588,6 +592,27 @@ class Scan:
                 if wanted is None or chunk.path_in_schema.split(".")[0] in wanted:
                     total += chunk.total_compressed_size
         return total
+
+
+def _filter_columns(scan: Scan) -> list[str]:
+    """The columns the scan's filters and window name."""
+    import dataclasses
+
+    names: list[str] = [scan.window_.column] if scan.window_ is not None else []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, E.Col):
+            names.append(node.name)
+        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+            for f in dataclasses.fields(node):
+                walk(getattr(node, f.name))
+        elif isinstance(node, tuple | list):
+            for item in node:
+                walk(item)
+
+    for e in scan.filters:
+        walk(e)
+    return list(dict.fromkeys(names))
 
 
 def _deleted_in(deleted: Sequence[int], start: int, rows: int) -> tuple[int, ...]:

@@ -82,8 +82,11 @@ def read_exact(
     physical: pa.Schema | None,
     partition_values: Sequence[tuple[str, str | None]],
     deleted: Sequence[int] = (),
+    *,
+    columns: Sequence[str] | None = None,
 ) -> pa.Table:
-    """Every column of ``schema`` for one row group, deleted positions dropped, before any row filter.
+    """The columns of ``schema`` (only ``columns`` when given, in schema order) for one row group, deleted
+    positions dropped, before any row filter.
 
     ``physical`` (column mapping) names each field of ``schema`` as the Parquet file does; the result
     carries the logical names. Columns absent from the file are null; partition columns come from
@@ -91,25 +94,32 @@ def read_exact(
     """
     parts = dict(partition_values)
     physical = physical or schema
+    keep = set(schema.names if columns is None else columns)
+    fields = [(f, p) for f, p in zip(schema, physical, strict=True) if f.name in keep]
     with filesystem.open_input_file(path) as fh:
         pf = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")
         present = set(pf.schema_arrow.names)
-        wanted = [p.name for f, p in zip(schema, physical, strict=True) if f.name not in parts and p.name in present]
+        wanted = [p.name for f, p in fields if f.name not in parts and p.name in present]
         data = pf.read_row_group(row_group, columns=wanted)
-    n = data.num_rows
-    columns = []
-    for f, p in zip(schema, physical, strict=True):
+        n = pf.metadata.row_group(row_group).num_rows
+    out = []
+    for f, p in fields:
         if f.name in parts:
-            columns.append(pa.repeat(partition_value(parts[f.name], f.type), n))
+            out.append(pa.repeat(partition_value(parts[f.name], f.type), n))
         elif p.name in present:
             # cast by physical names (types as the table says), then relabel with the logical names
             col = data.column(p.name).cast(p.type)
-            columns.append(pa.chunked_array([c.view(f.type) for c in col.chunks], type=f.type))
+            out.append(pa.chunked_array([c.view(f.type) for c in col.chunks], type=f.type))
         else:
-            columns.append(pa.nulls(n, f.type))
-    table = pa.Table.from_arrays(columns, schema=schema)
+            out.append(pa.nulls(n, f.type))
+    table = pa.Table.from_arrays(out, schema=pa.schema([f for f, _ in fields])) if fields else _no_columns(n)
     if deleted:
-        keep = np.ones(n, dtype=bool)
-        keep[np.asarray(deleted, dtype=np.int64)] = False
-        table = table.filter(pa.array(keep))
+        mask = np.ones(n, dtype=bool)
+        mask[np.asarray(deleted, dtype=np.int64)] = False
+        table = table.filter(pa.array(mask))
     return table
+
+
+def _no_columns(rows: int) -> pa.Table:
+    """A table of ``rows`` rows and no columns (what a count reads)."""
+    return pa.table({"_": pa.nulls(rows)}).drop_columns(["_"])

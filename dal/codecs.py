@@ -318,14 +318,19 @@ class CompressedNdarrayCodec(_ArrayCodec):
 
 
 class ImageCodec(_ArrayCodec):
-    """PNG or JPEG through OpenCV; arrays are RGB (H, W, 3) or greyscale (H, W), as in Petastorm."""
+    """Images through OpenCV (png, jpeg with a quality, and the other formats petastorm's
+    CompressedImageCodec accepts: bmp, tiff, webp, ppm); arrays are RGB (H, W, 3) or greyscale (H, W)."""
 
     spec = "image"
+    FORMATS: ClassVar[dict[str, str]] = {
+        "png": "png", "jpeg": "jpeg", "jpg": "jpeg", "bmp": "bmp", "tiff": "tiff", "tif": "tiff", "webp": "webp",
+        "ppm": "ppm",
+    }  # fmt: skip
 
     def __init__(self, format: str = "png", quality: int = 80) -> None:
-        if format not in ("png", "jpeg", "jpg"):
-            raise ValueError(f"image format must be png or jpeg, not {format!r}")
-        self.format = "jpeg" if format == "jpg" else format
+        if format not in self.FORMATS:
+            raise ValueError(f"image format must be one of {', '.join(sorted(set(self.FORMATS)))}, not {format!r}")
+        self.format = self.FORMATS[format]
         self.quality = int(quality)
 
     def describe(self) -> str:

@@ -170,3 +170,17 @@ def test_cells_of_one_shape_but_different_dtypes_are_not_widened() -> None:
     assert isinstance(got, list) and [c.dtype.str for c in got] == ["|S9", "|S10"]
     same = NdarrayCodec().decode("bytes", (None,), NdarrayCodec().encode("s", "bytes", (None,), [cells[0], cells[0]]))
     assert isinstance(same, np.ndarray) and same.shape == (2, 2)
+
+
+def test_the_other_image_formats_petastorm_accepts() -> None:
+    rgb = (np.arange(8 * 6 * 3) * 7 % 256).astype(np.uint8).reshape(8, 6, 3)
+    grey16 = (np.arange(8 * 6) * 1000).astype(np.uint16).reshape(8, 6)
+    for fmt, arr in (("bmp", rgb), ("tiff", rgb), ("tif", grey16), ("webp", rgb), ("ppm", rgb)):
+        codec = ImageCodec(fmt)
+        assert codec_from_spec(codec.describe()) == codec
+        dtype = str(arr.dtype)
+        got = codec.decode(dtype, arr.shape, codec.encode("img", dtype, arr.shape, [arr, arr]))
+        np.testing.assert_array_equal(got[1], arr)  # all lossless (webp without a quality is lossless)
+    assert ImageCodec("tif").describe() == "image/tiff"
+    with pytest.raises(ValueError, match="image format must be one of"):
+        ImageCodec("gif")

@@ -89,6 +89,9 @@ fields = [
     F("img_16", np.uint16, (8, 6, 3), CompressedImageCodec("png")),
     F("img_jpeg", np.uint8, (8, 6, 3), CompressedImageCodec("jpeg", 90)),
     F("img_nullable", np.uint8, (8, 6, 3), CompressedImageCodec("png"), True),
+    F("img_bmp", np.uint8, (8, 6, 3), CompressedImageCodec("bmp")),
+    F("img_webp", np.uint8, (8, 6, 3), CompressedImageCodec("webp")),
+    F("img_tiff16", np.uint16, (8, 6), CompressedImageCodec("tiff")),
 ]
 Schema = Unischema("AllTypes", fields)
 
@@ -136,6 +139,9 @@ def row(i):
         "img_16": rng.integers(0, 65536, (8, 6, 3)).astype(np.uint16),
         "img_jpeg": rng.integers(0, 256, (8, 6, 3)).astype(np.uint8),
         "img_nullable": None if i % 2 else rng.integers(0, 256, (8, 6, 3)).astype(np.uint8),
+        "img_bmp": rng.integers(0, 256, (8, 6, 3)).astype(np.uint8),
+        "img_webp": rng.integers(0, 256, (8, 6, 3)).astype(np.uint8),
+        "img_tiff16": rng.integers(0, 65536, (8, 6)).astype(np.uint16),
     }
     for d in ARRAY_DTYPES:
         a = rng.standard_normal((2, 3)) * 100

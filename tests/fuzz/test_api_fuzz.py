@@ -21,7 +21,9 @@ import pytest
 
 import dal
 from catalog import Catalog
+from dal.codecs import NdarrayCodec, ScalarCodec
 from dal.errors import DalError
+from dal.tensors import TensorField, TensorSchema
 from tests.fuzz.hostile import SEED, budget, describe, hostile, hostile_str
 
 Case = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -39,15 +41,22 @@ def table(n: int = 20, start: int = 0) -> pa.Table:
     )
 
 
+TENSORS = TensorSchema(
+    "Fuzz", [TensorField("id", np.int64, (), ScalarCodec()), TensorField("x", np.float32, (2, 3), NdarrayCodec())]
+)
+
+
 @pytest.fixture
 def world(sqlite_env: Catalog, tmp_path: Path) -> dict[str, Any]:
     dal.write(table(), "ds", partition_by=["part"], time_column="ts", tags=["prod"], description="fuzz")
     dal.write(table(10, 100), "ds")
-    return {"catalog": sqlite_env, "root": f"{tmp_path}/a/b/c/loc", "ds": dal.open("ds")}
+    rows = {"id": np.arange(6), "x": [np.full((2, 3), i, np.float32) for i in range(6)]}
+    dal.write(rows, "pt", format="petastorm", schema=TENSORS, time_column="id")
+    return {"catalog": sqlite_env, "root": f"{tmp_path}/a/b/c/loc", "ds": dal.open("ds"), "pt": dal.open("pt")}
 
 
 def name(rng: random.Random) -> Any:
-    return rng.choice(["ds", "ds", "fresh", "fresh.sub", hostile(rng)])
+    return rng.choice(["ds", "ds", "pt", "fresh", "fresh.sub", hostile(rng)])
 
 
 def location(rng: random.Random, root: str) -> Any:
@@ -72,6 +81,10 @@ def data(rng: random.Random) -> Any:
         return table(3).drop(["s"])
     if pick < 0.75:
         return pa.table({"id": ["not", "an", "int"]})
+    if pick < 0.85:
+        return rng.choice([{"id": np.arange(2), "x": [np.zeros((2, 3), np.float32)] * 2},
+                           {"id": np.arange(2), "x": [np.zeros((3, 2), np.float64)] * 2},
+                           [{"id": 1, "x": hostile(rng)}], {"id": hostile(rng)}])  # fmt: skip
     return hostile(rng)
 
 
@@ -88,7 +101,8 @@ def api_case(rng: random.Random, w: dict[str, Any]) -> Case:
             ("description", lambda: hostile(rng)),
             ("tags", lambda: rng.choice([["t1"], [hostile(rng)], hostile(rng)])),
             ("path", lambda: location(rng, w["root"])),
-            ("format", lambda: rng.choice(["delta", "parquet", hostile(rng)])),
+            ("format", lambda: rng.choice(["delta", "petastorm", "parquet", hostile(rng)])),
+            ("schema", lambda: rng.choice([TENSORS, hostile(rng)])),
             ("schema_mode", lambda: rng.choice(["merge", hostile(rng)])),
             ("storage_options", lambda: rng.choice([{"x": hostile_str(rng)}, hostile(rng)])),
         ):
@@ -131,18 +145,20 @@ def scan_case(rng: random.Random, w: dict[str, Any]) -> Case:
     terminal = rng.choice(list(TERMINALS))
     steps.append((terminal, TERMINALS[terminal](rng)))
 
+    which = rng.choice(["ds", "pt"])
+
     def chain() -> Any:
-        scan = w["ds"].scan()
+        scan = w[which].scan()
         for method, arguments in steps:
             scan = getattr(scan, method)(*arguments)
         return scan
 
-    chain.__qualname__ = "scan()." + ".".join(f"{m}({', '.join(repr(a)[:40] for a in a_)})" for m, a_ in steps)
+    chain.__qualname__ = f"{which}.scan()." + ".".join(f"{m}({', '.join(repr(a)[:40] for a in a_)})" for m, a_ in steps)
     return chain, (), {}
 
 
 def dataset_case(rng: random.Random, w: dict[str, Any]) -> Case:
-    d = w["ds"]
+    d = w[rng.choice(["ds", "pt"])]
     method = rng.choice(["to_arrow", "iter_batches", "to_numpy", "iter_numpy", "to_pandas", "select", "filter",
                          "window", "shard", "shuffle", "sequences"])  # fmt: skip
     args = {
@@ -200,18 +216,21 @@ def _consume(result: Any) -> None:
 def fuzz(world: dict[str, Any], make: Callable[[random.Random, dict[str, Any]], Case], seed: int) -> None:
     rng = random.Random(seed)
     failures: dict[str, str] = {}
-    ran = 0
+    ran = succeeded = 0
     for _ in budget():
         fn, args, kwargs = make(rng, world)
         ran += 1
         try:
             _consume(fn(*args, **kwargs))
+            succeeded += 1
         except DalError as e:
             assert str(e), f"{describe(fn, args, kwargs)} raised an empty {type(e).__name__}"
         except Exception as e:  # the point of the test: anything else is a failure
             failures.setdefault(
                 where(e), f"{type(e).__name__}: {str(e)[:150]!r}\n    from {describe(fn, args, kwargs)}"
             )
+    print(f"{make.__name__}: {ran} cases, {succeeded} succeeded, {len(failures)} distinct failures")
+    assert succeeded >= ran // 20, "the fuzzer hardly ever gets past argument checks: it tests little"
     assert not failures, f"{len(failures)} non-DalError failure(s) in {ran} cases:\n" + "\n".join(
         f"  {k}: {v}" for k, v in sorted(failures.items())
     )

@@ -99,6 +99,8 @@ class Col:
 
 def col(name: str) -> Col:
     """A column of the dataset, for building filters: ``dal.col("label") == 1``."""
+    if not isinstance(name, str):
+        raise FilterError(f"dal.col takes a column name (a string), not {type(name).__name__}")
     return Col(name)
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from dal.errors import DalError, require
+from dal.errors import DalError, check_int, require
 
 if TYPE_CHECKING:
     from dal.scan import Scan
@@ -52,8 +52,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         output_schema: pa.Schema | None = None,
     ) -> None:
         super().__init__()
-        if batch_size < 1:
-            raise DalError("batch_size must be >= 1")
+        batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=2**31 - 1)
         if transform is not None and output_schema is None:
             raise DalError("a transform must declare its output_schema (the columns and types it returns)")
         # resolve the version's files, schema and row groups here, in the main process: delta-rs (tokio)

@@ -328,3 +328,12 @@ def test_a_partition_value_ending_in_a_newline_is_not_plain() -> None:
     assert _hive_path("/t", "/t/c=a/f.parquet", (("c", "a"),))
     assert not _hive_path("/t", "/t/c=a\n/f.parquet", (("c", "a\n"),))
     assert not _hive_path("/t", "/t/c=/f.parquet", (("c", ""),))
+
+
+def test_expression_and_adapter_arguments_are_dal_errors(small: dal.Dataset) -> None:
+    for bad in (1, None, b"id", ["id"]):
+        with pytest.raises(DalError, match="column name"):
+            small.filter(dal.col(bad) == 1)  # type: ignore[arg-type]
+    for batch_size in ("10", 0, 1.5):
+        with pytest.raises(DalError, match="batch_size"):
+            small.to_torch(batch_size)  # type: ignore[arg-type]

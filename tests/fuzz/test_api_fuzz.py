@@ -117,9 +117,41 @@ def api_case(rng: random.Random, w: dict[str, Any]) -> Case:
     return dal.sync, (name(rng),), rng.choice([{}, {"storage_options": hostile(rng)}, {"catalog": hostile(rng)}])
 
 
+class Lazy:
+    """An argument built when the case runs (building a ``dal.col`` expression may itself raise)."""
+
+    def __init__(self, build: Callable[[], Any], text: str) -> None:
+        self.build, self.text = build, text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def expression(rng: random.Random) -> Lazy:
+    """A ``dal.col`` expression with hostile column names and literals."""
+    column = rng.choice(["id", "s", "part", "ts", hostile(rng)])
+    value, other = hostile(rng), rng.choice([1, "p1", hostile(rng)])
+    op = rng.choice(["==", "!=", "<", ">=", "isin", "is_null", "&", "|", "~"])
+
+    def build() -> Any:
+        c = dal.col(column)
+        if op == "isin":
+            return c.isin(value)
+        if op == "is_null":
+            return c.is_null()
+        if op in ("&", "|"):
+            left = c == other
+            return (left & dal.col("id").__eq__(value)) if op == "&" else (left | value)
+        if op == "~":
+            return ~(c == value)
+        return {"==": c.__eq__, "!=": c.__ne__, "<": c.__lt__, ">=": c.__ge__}[op](value)
+
+    return Lazy(build, f"dal.col({column!r:.40}) {op} {value!r:.40}")
+
+
 SCAN_METHODS: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "select": lambda r: tuple(r.choice(["id", "s", "part", hostile(r)]) for _ in range(r.randint(0, 3))),
-    "filter": lambda r: (r.choice(["id > 3", "part = 'p1'", "s = 'row1' and id < 5", hostile(r)]),),
+    "filter": lambda r: (r.choice(["id > 3", "part = 'p1'", "s = 'row1' and id < 5", hostile(r), expression(r)]),),
     "window": lambda r: (hostile(r), hostile(r), r.choice([None, "ts", "id", hostile(r)])),
     "shard": lambda r: (r.choice([0, 1, hostile(r)]), r.choice([2, hostile(r)]), r.choice(["pad", hostile(r)])),
     "shuffle": lambda r: (r.choice([7, hostile(r)]), r.choice([10, hostile(r)])),
@@ -150,7 +182,7 @@ def scan_case(rng: random.Random, w: dict[str, Any]) -> Case:
     def chain() -> Any:
         scan = w[which].scan()
         for method, arguments in steps:
-            scan = getattr(scan, method)(*arguments)
+            scan = getattr(scan, method)(*(a.build() if isinstance(a, Lazy) else a for a in arguments))
         return scan
 
     chain.__qualname__ = f"{which}.scan()." + ".".join(f"{m}({', '.join(repr(a)[:40] for a in a_)})" for m, a_ in steps)
@@ -221,7 +253,7 @@ def fuzz(world: dict[str, Any], make: Callable[[random.Random, dict[str, Any]], 
         fn, args, kwargs = make(rng, world)
         ran += 1
         try:
-            _consume(fn(*args, **kwargs))
+            _consume(fn(*(a.build() if isinstance(a, Lazy) else a for a in args), **kwargs))
             succeeded += 1
         except DalError as e:
             assert str(e), f"{describe(fn, args, kwargs)} raised an empty {type(e).__name__}"

@@ -6,6 +6,7 @@ User mistakes (unknown dataset or version, bad name, unreachable catalog) print 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from dal.io import mask_url
 EXIT_USER_ERROR = 1
 EXIT_BUG = 70  # EX_SOFTWARE: dal itself failed
 ENV_DEBUG = "DAL_DEBUG"
+QUIET_LOGGERS = ("thrift", "hive_metastore_client", "py4j")
 
 
 class _Group(click.Group):
@@ -128,6 +130,10 @@ version_option = click.option(
 @click.pass_context
 def cli(ctx: click.Context, catalog_url: str | None) -> None:
     """Browse and manage the dal dataset catalog."""
+    # libraries that log a failure before raising it (thrift: "Could not connect to …") would add a second
+    # line to the one dal prints for it
+    for noisy in QUIET_LOGGERS:
+        logging.getLogger(noisy).setLevel(logging.CRITICAL)
     ctx.obj = _State(catalog_url)
 
 

@@ -337,3 +337,10 @@ def test_expression_and_adapter_arguments_are_dal_errors(small: dal.Dataset) -> 
     for batch_size in ("10", 0, 1.5):
         with pytest.raises(DalError, match="batch_size"):
             small.to_torch(batch_size)  # type: ignore[arg-type]
+
+
+def test_unreachable_hive_metastore_is_one_line(small: dal.Dataset, sqlite_env: Catalog) -> None:
+    """thrift logs "Could not connect …" before raising: the CLI must still print only its own line."""
+    for argv in (["hive", "sync", "small"], ["hive", "import", "db.t"]):
+        proc = run_cli(*argv, "--uri", "thrift://127.0.0.1:1", env={"DAL_CATALOG_URL": sqlite_env.url})
+        assert_one_error_line(proc.returncode, proc.stdout, proc.stderr, expect="cannot reach the Hive Metastore")

@@ -588,12 +588,14 @@ def to_arrow(expr: Expr, schema: pa.Schema) -> pc.Expression:
             return ~unknown if e.result else unknown
         if isinstance(e, IsIn):
             present = [v.value for v in e.values if v.value is not None]
+            if floating(e.column) and 0.0 in present:
+                present += [0.0, -0.0]  # is_in hashes bits; SQL says -0.0 = 0.0
             f = pc.field(e.column.name)
             term = pc.is_in(f, value_set=pa.array(present, type=typ(e.column)), skip_nulls=True)
-            term = term | (f.is_null() & _NULL)  # NULL IN (…) is NULL
-            if len(present) < len(e.values):
-                term = term | _NULL  # x IN (…, NULL) is NULL unless x matches
-            return nan_guard(e.column, term, False)
+            term = nan_guard(e.column, term, False) | (f.is_null() & _NULL)  # NULL IN (…) is NULL
+            if any(v.value is None for v in e.values):
+                term = term | _NULL  # x IN (…, NULL) is NULL unless x matches (NaN included)
+            return term
         if isinstance(e, Compare):
             left, right = e.left, e.right
             if isinstance(left, Lit) and isinstance(right, Col):  # unbound trees: normalise the order

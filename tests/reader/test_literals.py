@@ -186,3 +186,20 @@ def test_bad_literals_are_filter_errors(typed: dal.Dataset, condition: object, m
 def test_isin_takes_a_list() -> None:
     with pytest.raises(FilterError, match="isin takes a list of values, not str"):
         col("s").isin("abc")
+
+
+def test_float_in_lists_and_comparisons_follow_ieee() -> None:
+    """-0.0 = 0.0 (is_in hashes the bits, so IN needs both); NaN is unequal to everything; NULL stays NULL."""
+    import pyarrow.dataset as pads
+
+    from dal.expr import bind, parse_sql, to_arrow
+
+    t = pa.table({"x": pa.array([0.0, -0.0, None, 1.0, math.nan], pa.float32()), "k": range(5)})
+
+    def keys(sql: str) -> list[int]:
+        flt = to_arrow(bind(parse_sql(sql), t.schema), t.schema)
+        return pads.dataset(t).to_table(filter=flt).column("k").to_pylist()
+
+    assert keys("x IN (0.0, NULL)") == keys("x IN (-0)") == keys("x = 0") == [0, 1]
+    assert keys("NOT x IN (-0.0)") == keys("x <> 0") == [3, 4]
+    assert keys("NOT x IN (0, NULL)") == []

@@ -24,6 +24,7 @@ from catalog import Catalog
 from dal.codecs import NdarrayCodec, ScalarCodec
 from dal.errors import DalError
 from dal.tensors import TensorField, TensorSchema
+from tests.conftest import use_catalog
 from tests.fuzz.hostile import SEED, budget, describe, hostile, hostile_str
 
 Case = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -48,11 +49,21 @@ TENSORS = TensorSchema(
 
 @pytest.fixture
 def world(sqlite_env: Catalog, tmp_path: Path) -> dict[str, Any]:
+    return make_world(sqlite_env, tmp_path)
+
+
+@pytest.fixture
+def pg_world(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The same world on the real PostgreSQL (NUL bytes, 64-bit overflow and long text behave differently)."""
+    return make_world(use_catalog(pg_url, tmp_path, monkeypatch), tmp_path)
+
+
+def make_world(catalog: Catalog, tmp_path: Path) -> dict[str, Any]:
     dal.write(table(), "ds", partition_by=["part"], time_column="ts", tags=["prod"], description="fuzz")
     dal.write(table(10, 100), "ds")
     rows = {"id": np.arange(6), "x": [np.full((2, 3), i, np.float32) for i in range(6)]}
     dal.write(rows, "pt", format="petastorm", schema=TENSORS, time_column="id")
-    return {"catalog": sqlite_env, "root": f"{tmp_path}/a/b/c/loc", "ds": dal.open("ds"), "pt": dal.open("pt")}
+    return {"catalog": catalog, "root": f"{tmp_path}/a/b/c/loc", "ds": dal.open("ds"), "pt": dal.open("pt")}
 
 
 def name(rng: random.Random) -> Any:
@@ -282,3 +293,8 @@ def test_fuzz_dataset_methods(world: dict[str, Any]) -> None:
 
 def test_fuzz_catalog_methods(world: dict[str, Any]) -> None:
     fuzz(world, catalog_case, SEED + 3)
+
+
+@pytest.mark.postgres
+def test_fuzz_catalog_and_api_on_postgres(pg_world: dict[str, Any]) -> None:
+    fuzz(pg_world, lambda rng, w: rng.choice([catalog_case, api_case])(rng, w), SEED + 4)

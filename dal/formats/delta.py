@@ -17,7 +17,7 @@ import pyarrow.fs as pafs
 
 from catalog.types import Partition, Schema, VersionDraft, VersionInfo
 from dal import io
-from dal.errors import DalError, FormatError, SchemaMismatch, UnsupportedFeature, require
+from dal.errors import DalError, FormatError, SchemaMismatch, UnsupportedFeature, one_line, require, translate
 from dal.formats.base import DataFile, Format, WriteOptions
 from dal.formats.delta_types import ConformedReader, check_writable
 from dal.formats.fragments import dataset_from_files
@@ -148,11 +148,11 @@ class DeltaFormat(Format):
         except (dl.exceptions.SchemaMismatchError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
             if conformed.error is not None:
                 raise conformed.error from None
-            raise SchemaMismatch(f"delta-rs refused the data for {location}: {e}") from e
+            raise SchemaMismatch(f"delta-rs refused the data for {location}: {one_line(e)}") from e
         except Exception as e:
             if conformed.error is not None:
                 raise conformed.error from None
-            raise FormatError(f"writing Delta table {location} failed: {e}") from e
+            raise translate(e, f"writing Delta table {location}") from e  # one line, masked, with a hint
         return self.find_commit(location, opts)
 
     def find_commit(self, location: str, opts: WriteOptions) -> int:

@@ -99,6 +99,7 @@ def read_exact(
     with filesystem.open_input_file(path) as fh:
         pf = pq.ParquetFile(fh, coerce_int96_timestamp_unit="us")
         present = set(pf.schema_arrow.names)
+        fields = [(f, _by_field_id(p, pf.schema_arrow, present)) for f, p in fields]
         wanted = [p.name for f, p in fields if f.name not in parts and p.name in present]
         data = pf.read_row_group(row_group, columns=wanted)
         n = pf.metadata.row_group(row_group).num_rows
@@ -118,6 +119,20 @@ def read_exact(
         mask[np.asarray(deleted, dtype=np.int64)] = False
         table = table.filter(pa.array(mask))
     return table
+
+
+def _by_field_id(physical: pa.Field, file_schema: pa.Schema, present: set[str]) -> pa.Field:
+    """Column mapping's id mode matches columns by Parquet field id: when the file has no column of the
+    physical name, the column carrying the field's ``delta.columnMapping.id`` (top-level fields)."""
+    if physical.name in present or not physical.metadata:
+        return physical
+    wanted = physical.metadata.get(b"delta.columnMapping.id")
+    if wanted is None:
+        return physical
+    for f in file_schema:
+        if f.metadata and f.metadata.get(b"PARQUET:field_id") == wanted:
+            return physical.with_name(f.name)
+    return physical
 
 
 def _no_columns(rows: int) -> pa.Table:

@@ -206,3 +206,24 @@ def test_unknown_reader_feature_delta_rs_cannot_load_is_named(tmp_path: Path) ->
     path = _copy("delta-rs/simple_table_features", tmp_path)
     with pytest.raises(UnsupportedFeature, match="blahabl"):
         dal.register(NAME, str(path), catalog=f"sqlite:///{tmp_path}/catalog.db")
+
+
+def test_column_mapping_id_mode_matches_parquet_field_ids(tmp_path: Path) -> None:
+    """In id mode a file's columns may carry other names (e.g. written by another engine): the field id decides."""
+    import pyarrow.parquet as pq
+
+    path, catalog = _register("delta-golden/table-with-columnmapping-mode-id", tmp_path)
+    before = dal.open(NAME, catalog=catalog).to_arrow()
+    for f in path.rglob("*.parquet"):
+        if "_delta_log" in f.parts:
+            continue
+        table = pq.read_table(f)
+        renamed = pa.schema([field.with_name(f"other_{i}") for i, field in enumerate(table.schema)])
+        assert all(b"PARQUET:field_id" in (field.metadata or {}) for field in renamed)
+        pq.write_table(pa.Table.from_arrays(table.columns, schema=renamed), f)
+    fresh = dal.open(NAME, catalog=catalog)
+    _same(fresh.to_arrow(), before)
+    _same(
+        fresh.scan().filter("LongType < 3").select("StringType").to_arrow(),
+        before.filter(pa.compute.field("LongType") < 3).select(["StringType"]),
+    )

@@ -344,3 +344,10 @@ def test_unreachable_hive_metastore_is_one_line(small: dal.Dataset, sqlite_env: 
     for argv in (["hive", "sync", "small"], ["hive", "import", "db.t"]):
         proc = run_cli(*argv, "--uri", "thrift://127.0.0.1:1", env={"DAL_CATALOG_URL": sqlite_env.url})
         assert_one_error_line(proc.returncode, proc.stdout, proc.stderr, expect="cannot reach the Hive Metastore")
+
+
+def test_a_delta_write_error_is_one_line_with_a_hint(sqlite_env: Catalog) -> None:
+    """delta-rs' own message spans lines (and names the instance-metadata endpoint): the error says it once."""
+    with pytest.raises(FormatError) as e:
+        dal.write(pa.table({"cam\n": ["a"], "id": [1]}), "cams", partition_by=["cam\n"])
+    assert "\n" not in str(e.value) and "writing Delta table" in str(e.value)

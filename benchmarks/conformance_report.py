@@ -57,12 +57,10 @@ def delta_report(verbose: bool) -> dict[str, int]:
 
 # --- Petastorm -------------------------------------------------------------------------------------------
 def petastorm_report(verbose: bool) -> dict[str, int] | None:
-    """HOOK for the Petastorm half of the report (owned by H2): the six legacy datasets, counts per class.
+    """The six legacy datasets, counts per class (H2's half: ``benchmarks/petastorm_conformance.py``)."""
+    from benchmarks.petastorm_conformance import petastorm_report as report
 
-    Replace this body (or import the function from a module of your own); return the counts it printed,
-    or None when there is nothing to report.
-    """
-    return None
+    return report(verbose)
 
 
 def main() -> int:

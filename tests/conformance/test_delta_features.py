@@ -227,3 +227,15 @@ def test_column_mapping_id_mode_matches_parquet_field_ids(tmp_path: Path) -> Non
         fresh.scan().filter("LongType < 3").select("StringType").to_arrow(),
         before.filter(pa.compute.field("LongType") < 3).select(["StringType"]),
     )
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("table", ["delta-golden/dv-with-columnmapping", "delta-rs/table_with_deletion_logs"])
+def test_deletion_vectors_and_column_mapping_through_to_spark(table: str, spark: object, tmp_path: Path) -> None:
+    path, catalog = _register(table, tmp_path)
+    ds = dal.open(NAME, catalog=catalog)
+    expected = _delta_rs(path, "select * from t")
+    got = ds.to_spark(spark).toPandas()
+    _same(pa.Table.from_pandas(got, preserve_index=False).select(expected.schema.names), expected)
+    shards = [ds.scan().shard(r, 2, remainder="keep").to_spark(spark).count() for r in range(2)]
+    assert sum(shards) == expected.num_rows

@@ -488,7 +488,11 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
 def _read_files(dataset: Dataset, spark: Any) -> Any:
     from pyspark.sql import functions as F
 
-    files = dataset.files()  # refuses deletion vectors / column mapping before Spark sees any file
+    files = dataset.files()
+    if any(f.deleted_rows for f in files) or dataset._format.physical_schema(
+        dataset.location, dataset.version, dataset.storage_options
+    ):  # deletion vectors / column mapping: plain Parquet reads would be wrong; tasks read them exactly
+        return read_tasks(dataset.scan(), spark)
     arrow = dataset._format.arrow_schema(dataset.location, dataset.version, dataset.storage_options)
     parts = list(dataset.version.partition_columns)
     data_schema = _spark_schema([f for f in arrow if f.name not in parts])

@@ -24,7 +24,7 @@ import pyarrow as pa
 from catalog import VersionInfo, VersionRef
 from dal import io
 from dal.api import CatalogLike, get_catalog, open, register
-from dal.errors import DalError, DatasetExists, FormatError, require
+from dal.errors import DalError, DatasetExists, FormatError, UnsupportedFeature, require
 from dal.formats.parquet_writer import NULL_PARTITION
 
 PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
@@ -99,7 +99,13 @@ def _table_location(ds: Any) -> str:
         return io.to_uri(str(ds.petastorm_url).removeprefix("file://"), ds.storage_options)
     if fmt == "parquet":
         return io.to_uri(ds.location, ds.storage_options)
-    files = {f.uri for f in ds.files()}
+    listed = ds.files()
+    if any(f.deleted_rows for f in listed) or ds._format.physical_schema(ds.location, ds.version, ds.storage_options):
+        raise UnsupportedFeature(
+            f"{ds.name} version {ds.number} has Delta deletion vectors or column mapping: a Hive table reads its "
+            "files as plain Parquet (deleted rows back, physical column names); read it with dal or delta-spark"
+        )
+    files = {f.uri for f in listed}
     fs, root = io.filesystem(ds.location, ds.storage_options)
     import pyarrow.fs as pafs
 

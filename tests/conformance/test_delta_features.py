@@ -239,3 +239,12 @@ def test_deletion_vectors_and_column_mapping_through_to_spark(table: str, spark:
     _same(pa.Table.from_pandas(got, preserve_index=False).select(expected.schema.names), expected)
     shards = [ds.scan().shard(r, 2, remainder="keep").to_spark(spark).count() for r in range(2)]
     assert sum(shards) == expected.num_rows
+
+
+@pytest.mark.parametrize("table", ["delta-rs/table_with_deletion_logs", "delta-rs/table_with_column_mapping"])
+def test_hive_sync_refuses_versions_a_plain_parquet_table_would_misread(table: str, tmp_path: Path) -> None:
+    from dal import hive
+
+    _, catalog = _register(table, tmp_path)
+    with pytest.raises(UnsupportedFeature, match=rf"{NAME} version \d+ has Delta deletion vectors or column mapping"):
+        hive.sync([NAME], uri="thrift://127.0.0.1:9", catalog=catalog)  # refused before the metastore is asked

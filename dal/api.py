@@ -181,7 +181,7 @@ def write(
         fmt.check_write(location, reader.schema, opts)
         try:
             storage_version = fmt.write(location, reader, opts)
-        except FormatError as e:
+        except DalError as e:
             # an error on the way back (a lost response after the store took the commit) may hide a commit
             landed = None if isinstance(e, SchemaMismatch) else _landed(fmt, location, opts)
             if landed is None:

@@ -20,6 +20,8 @@ time.tzset()
 import numpy as np  # noqa: E402
 from petastorm.codecs import CompressedImageCodec, CompressedNdarrayCodec, NdarrayCodec, ScalarCodec  # noqa: E402
 from petastorm.etl.dataset_metadata import materialize_dataset  # noqa: E402
+from petastorm.etl.rowgroup_indexers import FieldNotNullIndexer, SingleFieldIndexer  # noqa: E402
+from petastorm.etl.rowgroup_indexing import build_rowgroup_index  # noqa: E402
 from petastorm.unischema import Unischema, UnischemaField, dict_to_spark_row  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
@@ -165,6 +167,13 @@ with materialize_dataset(spark, "file://" + out_dir, Schema, 1):
     spark.createDataFrame(rdd, Schema.as_spark_schema()).write.mode("overwrite").partitionBy("part").parquet(
         "file://" + out_dir
     )
+# row-group indexes, pickled by Python 3 at the highest protocol into _common_metadata
+indexers = [
+    SingleFieldIndexer("id_index", "id"),
+    SingleFieldIndexer("text_index", "text"),
+    FieldNotNullIndexer("n_text_not_null", "n_text"),
+]
+build_rowgroup_index("file://" + out_dir, spark.sparkContext, indexers)
 spark.stop()
 
 rows_read, failed = read_all("file://" + out_dir)

@@ -402,11 +402,17 @@ def _expired(version: int, error: str | None, first: int, committed_at: datetime
 def _deleted_rows(table: Any) -> dict[str, tuple[int, ...]]:
     """Deleted row positions per data file (its path relative to the table, unquoted), from delta-rs."""
     root = unquote(str(table.table_uri)).rstrip("/") + "/"
+    dvs = pa.table(table.deletion_vectors())
     out: dict[str, tuple[int, ...]] = {}
-    for row in pa.table(table.deletion_vectors()).to_pylist():
-        path = unquote(str(row["filepath"]))
-        keep = np.asarray(row["selection_vector"] or [], dtype=bool)
-        out[path[len(root) :] if path.startswith(root) else path] = tuple(int(i) for i in np.flatnonzero(~keep))
+    if not dvs.num_rows:
+        return out
+    masks = dvs.column("selection_vector").combine_chunks()
+    offsets = masks.offsets.to_numpy()
+    keep = masks.values.to_numpy(zero_copy_only=False).astype(bool)  # True: the row stays
+    for i, uri in enumerate(dvs.column("filepath").to_pylist()):
+        path = unquote(str(uri))
+        gone = np.flatnonzero(~keep[offsets[i] : offsets[i + 1]])
+        out[path[len(root) :] if path.startswith(root) else path] = tuple(gone.tolist())
     return out
 
 

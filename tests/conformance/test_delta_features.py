@@ -248,3 +248,16 @@ def test_hive_sync_refuses_versions_a_plain_parquet_table_would_misread(table: s
     _, catalog = _register(table, tmp_path)
     with pytest.raises(UnsupportedFeature, match=rf"{NAME} version \d+ has Delta deletion vectors or column mapping"):
         hive.sync([NAME], uri="thrift://127.0.0.1:9", catalog=catalog)  # refused before the metastore is asked
+
+
+def test_deletion_vectors_through_torch_ranks_and_workers(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")  # CI installs torch (dal[torch]); skipping fails the run there
+    path, catalog = _register("delta-rs/table_with_deletion_logs", tmp_path)
+    ds = dal.open(NAME, catalog=catalog).select("id", "age")
+    expected = sorted(_delta_rs(path, "select id from t").column("id").to_pylist())
+    seen: list[int] = []
+    for rank in range(2):
+        data = ds.shard(rank, 2, "keep").to_torch(batch_size=16)
+        loader = torch.utils.data.DataLoader(data, batch_size=None, num_workers=2)
+        seen += [int(i) for batch in loader for i in batch["id"]]
+    assert sorted(seen) == expected  # deleted rows stay deleted in every worker; none twice, none missing

@@ -36,7 +36,7 @@ def display_url(url: str | URL) -> str:
     """The URL with any password and credential-bearing query parameter masked, for messages."""
     try:
         return mask_url(make_url(url).render_as_string(hide_password=True))
-    except ArgumentError:
+    except (ArgumentError, ValueError, TypeError):
         return "<unparseable URL>"
 
 
@@ -62,9 +62,11 @@ def make_engine(url: str) -> Engine:
     Raises:
         CatalogUnavailable: the URL is malformed or its driver is not installed (with the install hint).
     """
+    if not isinstance(url, str | URL) or "\x00" in str(url):
+        raise CatalogUnavailable(f"invalid catalog URL {mask_url(url)!r}: expected a URL string without NUL")
     try:
         parsed = make_url(url)
-    except ArgumentError as e:
+    except (ArgumentError, ValueError) as e:  # ValueError: e.g. a port that is not a number ('[::1')
         raise CatalogUnavailable(f"invalid catalog URL {mask_url(url)!r}: {mask_url(str(e))}") from e
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if parsed.get_backend_name() == "sqlite":

@@ -118,3 +118,24 @@ def test_fuzz_cli_through_the_real_console_script(url: str) -> None:
         if problem or "hunter2" in proc.stdout + proc.stderr:
             problems.append(f"dal {argv!r:.120}: {problem or 'printed the secret'}")
     assert not problems, "\n".join(problems)
+
+
+HOSTILE_CATALOG_URLS = [
+    "sqlite:///\x00x",
+    "postgresql://[::1",
+    "postgresql://u@h:notaport/db",
+    "\x1b[31m",
+    "sqlite:///" + "a" * 5000,
+    "mysql://u:hunter2@h/db",
+    "sqlite:////etc/passwd",
+    "sqlite:////proc/nope/catalog.db",
+    "' OR 1=1 --",
+]
+
+
+@pytest.mark.parametrize("url", HOSTILE_CATALOG_URLS)
+def test_hostile_catalog_urls_are_one_line(url: str) -> None:
+    for args in (["ls"], ["db", "status"], ["db", "upgrade"]):
+        result = CliRunner().invoke(cli, ["--catalog", url, *args])
+        problem = check_outcome(args, result.exit_code, result.stdout, result.stderr)
+        assert problem is None and "hunter2" not in result.output, f"dal --catalog {url!r:.60} {args}: {problem}"

@@ -480,7 +480,23 @@ def _comparable(a: pa.DataType, b: pa.DataType) -> bool:
         return True
     if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
         return (a.tz is None) == (b.tz is None)
-    return bool(a == b and (pa.types.is_boolean(a) or pa.types.is_date(a)))
+    if pa.types.is_date(a) and pa.types.is_date(b):
+        return True
+    return bool(a == b and pa.types.is_boolean(a))
+
+
+def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    """The type two comparable columns are cast to when pyarrow has no kernel for the pair (None: it has)."""
+    a, b = _value_type(a), _value_type(b)
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a != b:
+        unit = max(a.unit, b.unit, key=lambda u: _UNITS[u])
+        return pa.timestamp(unit, tz=None if a.tz is None else "UTC")
+    if pa.types.is_date(a) and pa.types.is_date(b) and a != b:
+        return pa.date32()
+    ints = pa.types.is_integer(a) and pa.types.is_integer(b)
+    if ints and pa.types.is_unsigned_integer(a) != pa.types.is_unsigned_integer(b) and 64 in (a.bit_width, b.bit_width):
+        return pa.decimal128(20, 0)  # uint64 against a signed int: exact, no overflow
+    return None
 
 
 def bind(expr: Expr, schema: pa.Schema) -> Expr:
@@ -605,10 +621,14 @@ def to_arrow(expr: Expr, schema: pa.Schema) -> pc.Expression:
                 op = e.op
             assert isinstance(left, Col)
             a = pc.field(left.name)
-            b = pc.field(right.name) if isinstance(right, Col) else pc.scalar(pa.scalar(right.value, type=typ(left)))
-            term = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
             if isinstance(right, Col):
-                return term
+                b = pc.field(right.name)
+                common = _common_type(typ(left), typ(right))
+                if common is not None:
+                    a, b = a.cast(common), b.cast(common)
+                return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+            b = pc.scalar(pa.scalar(right.value, type=typ(left)))
+            term = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
             return nan_guard(left, term, op == "!=")
         raise FilterError(f"not a filter: {e!r}")
 

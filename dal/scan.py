@@ -16,9 +16,11 @@ statistics rule them out; sharding and shuffling are list arithmetic over the re
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 
 DATE_PARTITION_NAMES = ("date", "day", "dt", "ds")
 PREFETCH_BATCHES = 4
+PLAN_CACHE = 32  # plans (per filter and window) kept per opened version
 # decoded bytes pyarrow may hold ahead of the consumer; sizes its read-ahead so memory stays bounded
 # whatever the row-group size of the data (measured: benchmarks/reader_bench.py, peak RSS rows)
 READAHEAD_BUDGET = 128 * 1024 * 1024
@@ -240,7 +243,18 @@ class Scan:
 
     @property
     def _store(self) -> dict[str, Any]:
-        store: dict[str, Any] = self.dataset._plans.setdefault(repr((self.filters, self.window_)), {})
+        """This scan's plan cache (tasks, footers, matching-row counts), shared by scans with its filters
+        and window. The last PLAN_CACHE of them are kept: a process trying many filters stays bounded."""
+        scans: OrderedDict[str, dict[str, Any]] = self.dataset._plans.setdefault("scans", OrderedDict())
+        key = repr((self.filters, self.window_))
+        store = scans.get(key)
+        if store is None:
+            store = scans.setdefault(key, {})  # atomic: the prefetch thread asks too
+            while len(scans) > PLAN_CACHE:
+                scans.popitem(last=False)  # least recently used
+        else:
+            with contextlib.suppress(KeyError):  # evicted meanwhile by another thread: still a valid cache
+                scans.move_to_end(key)
         return store
 
     def _local_path(self, uri: str) -> str:

@@ -203,3 +203,32 @@ def test_float_in_lists_and_comparisons_follow_ieee() -> None:
     assert keys("x IN (0.0, NULL)") == keys("x IN (-0)") == keys("x = 0") == [0, 1]
     assert keys("NOT x IN (-0.0)") == keys("x <> 0") == [3, 4]
     assert keys("NOT x IN (0, NULL)") == []
+
+
+def test_columns_of_related_types_compare() -> None:
+    """Column against column: timestamps of other units and zones, date32/date64, uint64/int64 (no
+    ArrowNotImplementedError, no overflow)."""
+    import pyarrow.dataset as pads
+
+    from dal.expr import bind, parse_sql, to_arrow
+
+    t = pa.table(
+        {
+            "a": pa.array([0, 1000, 5], pa.timestamp("ms", "UTC")),
+            "b": pa.array([0, 2_000_000, 5000], pa.timestamp("us", "Europe/Paris")),
+            "c": pa.array([0, 1, 2], pa.date32()),
+            "d": pa.array([0, 2 * 86_400_000, 2 * 86_400_000], pa.date64()),
+            "u": pa.array([1, 2**64 - 1, 3], pa.uint64()),
+            "i": pa.array([1, -2, 4], pa.int64()),
+        }
+    )
+
+    def rows(sql: str) -> list[int]:
+        flt = to_arrow(bind(parse_sql(sql), t.schema), t.schema)
+        return [
+            k for k, keep in enumerate(pads.dataset(t).to_table(columns={"m": flt}).column("m").to_pylist()) if keep
+        ]
+
+    assert rows("a = b") == [0, 2] and rows("a < b") == [1]
+    assert rows("c = d") == [0, 2] and rows("c < d") == [1]
+    assert rows("u > i") == [1] and rows("u = i") == [0] and rows("u < i") == [2]

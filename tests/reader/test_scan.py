@@ -185,3 +185,12 @@ def test_sequences_respect_entities_and_gaps(env: Catalog) -> None:
     with pytest.raises(FilterError, match="length must be >= 1"):
         list(ds.sequences(0))
     assert START + STEP > START  # the shared fixture's clock is used by the other tests
+
+
+def test_plan_cache_is_bounded(plain: dal.Dataset) -> None:
+    from dal.scan import PLAN_CACHE
+
+    for k in range(PLAN_CACHE + 8):  # a process trying many filters keeps a bounded number of plans
+        assert plain.filter(dal.col("id") < k).count() == k
+    assert len(plain._plans["scans"]) == PLAN_CACHE
+    assert plain.filter(dal.col("id") < 3).count() == 3  # evicted plans are planned again

@@ -42,7 +42,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from catalog.types import Partition, Schema, VersionDraft, VersionInfo
-from dal.errors import DalError, FormatError, SchemaMismatch, translate
+from dal.errors import DalError, FormatError, SchemaMismatch, one_line
 from dal.faults import pause
 from dal.formats.base import DataFile, Format, WriteOptions
 from dal.formats.fragments import dataset_from_files
@@ -207,7 +207,7 @@ def read_schema(loc: Location, directory: str = "") -> TensorSchema:
     try:
         stored = pq.read_schema(loc.path(rel), filesystem=loc.fs)
     except (pa.ArrowException, OSError) as e:  # truncated or not Parquet at all
-        raise translate(e, f"reading {loc.child(rel)} (damaged? restore it, or re-write the dataset)") from e
+        raise FormatError(f"{loc.child(rel)} is damaged ({one_line(e)}); restore it from a backup") from e
     meta = stored.metadata or {}
     if UNISCHEMA_KEY not in meta:
         raise FormatError(

@@ -246,7 +246,7 @@ def test_register_of_a_corrupt_common_metadata_is_a_format_error(
     for meta in dst.rglob("_common_metadata"):
         blob = meta.read_bytes()
         meta.write_bytes(blob[: len(blob) // 2] if damage == "truncate" else b"PAR1" + b"\xff" * 50 + b"PAR1")
-    with pytest.raises(FormatError):
+    with pytest.raises(FormatError, match="_common_metadata is damaged"):
         dal.register("copy", str(dst), format="petastorm")
     proc = run_cli("--catalog", sqlite_env.url, "register", "copy2", str(dst), "--format", "petastorm")
     assert_one_error_line(proc.returncode, proc.stdout, proc.stderr)

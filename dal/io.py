@@ -109,6 +109,29 @@ def _s3_credentials_found(options: StorageOptions) -> bool:
     return Path(shared).expanduser().is_file()
 
 
+def _shared_credentials() -> dict[str, str]:
+    """The static keys of the AWS profile (``AWS_PROFILE`` or ``default``) in the shared credentials file, for
+    delta-rs and obstore: pyarrow's S3 client reads that file, obstore does not (it would ask the instance-metadata
+    endpoint after pyarrow uploaded a write's files). Never stored: they live in this process's options only."""
+    import configparser
+
+    path = Path(os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials").expanduser()
+    parser = configparser.RawConfigParser()
+    try:
+        if not path.is_file() or not parser.read(path):
+            return {}
+    except (OSError, configparser.Error):
+        return {}
+    profile = os.environ.get("AWS_PROFILE") or "default"
+    if not parser.has_section(profile):
+        return {}
+    section = parser[profile]
+    names = {"aws_access_key_id": "AWS_ACCESS_KEY_ID", "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+             "aws_session_token": "AWS_SESSION_TOKEN"}  # fmt: skip
+    out = {upper: section[lower] for lower, upper in names.items() if section.get(lower)}
+    return out if {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= out.keys() else {}
+
+
 def _s3(options: StorageOptions) -> pafs.S3FileSystem:
     endpoint = _option(options, "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "endpoint_url")
     anonymous = _true(_option(options, "AWS_SKIP_SIGNATURE", "aws_skip_signature", "skip_signature"))
@@ -181,6 +204,8 @@ def delta_options(options: StorageOptions | None) -> dict[str, str] | None:
     an http:// endpoint, and conditional put (safe concurrent commits, no lock table) unless the caller
     chose a locking mode (``AWS_S3_LOCKING_PROVIDER``, ``AWS_S3_ALLOW_UNSAFE_RENAME``, ``aws_conditional_put``)."""
     out = dict(options or {})
+    if not _option(out, "AWS_ACCESS_KEY_ID", "key", "access_key_id", "aws_skip_signature", "skip_signature"):
+        out |= _shared_credentials()  # the Rust clients read no AWS profile; pyarrow's does (it would upload)
     keys = {k.lower() for k in out}
     endpoint = _option(out, "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
     if endpoint and endpoint.startswith("http://") and "aws_allow_http" not in keys:

@@ -351,3 +351,31 @@ def test_a_delta_write_error_is_one_line_with_a_hint(sqlite_env: Catalog) -> Non
     with pytest.raises(FormatError) as e:
         dal.write(pa.table({"cam\n": ["a"], "id": [1]}), "cams", partition_by=["cam\n"])
     assert "\n" not in str(e.value) and "writing Delta table" in str(e.value)
+
+
+def test_a_petastorm_write_with_profile_credentials_commits(
+    sqlite_env: Catalog, s3: tuple[str, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Credentials only in the shared credentials file: pyarrow read them and uploaded the files, then obstore
+    (which reads no profile) asked the instance-metadata endpoint and the commit failed. Both clients get them."""
+    from dal.codecs import ScalarCodec
+    from dal.tensors import TensorField, TensorSchema
+    from tests.objectstores import SECRET as S3_SECRET
+
+    bucket, options = s3
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    credentials = tmp_path / "credentials"
+    credentials.write_text(
+        f"[default]\naws_access_key_id = {options['AWS_ACCESS_KEY_ID']}\n"
+        f"aws_secret_access_key = {options['AWS_SECRET_ACCESS_KEY']}\n"
+    )
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    endpoint_only = {"AWS_ENDPOINT_URL": options["AWS_ENDPOINT_URL"], "AWS_REGION": "us-east-1"}
+    schema = TensorSchema("S", [TensorField("id", np.int64, (), ScalarCodec())])
+    v = dal.write({"id": np.arange(5)}, "pt", format="petastorm", schema=schema, path=f"s3://{bucket}/pt",
+                  storage_options=endpoint_only)  # fmt: skip
+    assert dal.open("pt", storage_options=endpoint_only).to_arrow().num_rows == 5 and v.number == 0
+    db = Path(sqlite_env.url.removeprefix("sqlite:///"))
+    stored = b"".join(p.read_bytes() for p in (db, db.with_name(db.name + "-wal")) if p.exists())
+    assert S3_SECRET.encode() not in stored

@@ -446,7 +446,7 @@ def test_to_arrow_and_count_match_duckdb(datasets: Datasets, duck: Any, e: Any) 
             assert scan.count() == len(expected), f"{name} count{describe(e)}"
 
 
-@settings(max_examples=20, **SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=EXAMPLES // 5, **SETTINGS)  # type: ignore[arg-type]
 @given(e=filters(ALL_COLUMNS), world=st.integers(2, 4), shuffle=st.booleans())
 def test_shards_and_splits_match_duckdb(datasets: Datasets, duck: Any, e: Any, world: int, shuffle: bool) -> None:
     expected = reference(duck, e)
@@ -470,7 +470,7 @@ def test_shards_and_splits_match_duckdb(datasets: Datasets, duck: Any, e: Any, w
         assert sorted(i for p in parts for i in p) == expected, f"{name} split{describe(e)}"
 
 
-@settings(max_examples=4, **SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=max(4, EXAMPLES // 25), **SETTINGS)  # type: ignore[arg-type]
 @given(e=filters(ALL_COLUMNS))
 def test_to_torch_matches_duckdb(datasets: Datasets, duck: Any, e: Any) -> None:
     pytest.importorskip("torch")  # CI installs torch (dal[torch]); skipping fails the run there
@@ -487,7 +487,7 @@ def test_to_torch_matches_duckdb(datasets: Datasets, duck: Any, e: Any) -> None:
 
 
 @pytest.mark.spark
-@settings(max_examples=2, **SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=max(2, EXAMPLES // 50), **SETTINGS)  # type: ignore[arg-type]
 @given(e=filters(ALL_COLUMNS))
 def test_to_spark_matches_duckdb(datasets: Datasets, duck: Any, spark: Any, e: Any) -> None:
     """Spark is slow on two cores: Spark's own reader with translated predicates on Delta, and the

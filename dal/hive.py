@@ -100,7 +100,7 @@ def _table_location(ds: Any) -> str:
     if fmt == "parquet":
         return io.to_uri(ds.location, ds.storage_options)
     listed = ds.files()
-    if any(f.deleted_rows for f in listed) or ds._format.physical_schema(ds.location, ds.version, ds.storage_options):
+    if any(f.deleted_rows for f in listed) or ds._format.physical_schema(ds.arrow_schema()):
         raise UnsupportedFeature(
             f"{ds.name} version {ds.number} has Delta deletion vectors or column mapping: a Hive table reads its "
             "files as plain Parquet (deleted rows back, physical column names); read it with dal or delta-spark"

@@ -369,7 +369,7 @@ class Scan:
         plans = self.dataset._plans
         if "physical" not in plans:
             ds = self.dataset
-            plans["physical"] = ds._format.physical_schema(ds.location, ds.version, ds.storage_options)
+            plans["physical"] = ds._format.physical_schema(self.arrow_schema)
         physical: pa.Schema | None = plans["physical"]
         return physical
 

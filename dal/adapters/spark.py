@@ -489,9 +489,8 @@ def _read_files(dataset: Dataset, spark: Any) -> Any:
     from pyspark.sql import functions as F
 
     files = dataset.files()
-    if any(f.deleted_rows for f in files) or dataset._format.physical_schema(
-        dataset.location, dataset.version, dataset.storage_options
-    ):  # deletion vectors / column mapping: plain Parquet reads would be wrong; tasks read them exactly
+    # deletion vectors / column mapping: plain Parquet reads would be wrong; the planned tasks read them exactly
+    if any(f.deleted_rows for f in files) or dataset._format.physical_schema(dataset.arrow_schema()):
         return read_tasks(dataset.scan(), spark)
     arrow = dataset._format.arrow_schema(dataset.location, dataset.version, dataset.storage_options)
     parts = list(dataset.version.partition_columns)

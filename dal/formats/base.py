@@ -70,11 +70,9 @@ class Format(ABC):
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
         """The full Arrow schema (partition columns included) of one pinned version."""
 
-    def physical_schema(
-        self, location: str, version: VersionInfo, storage_options: Mapping[str, str]
-    ) -> pa.Schema | None:
-        """The schema with each field named as in the data files, when that differs from ``arrow_schema``
-        (Delta column mapping); None when the files use the logical names."""
+    def physical_schema(self, schema: pa.Schema) -> pa.Schema | None:
+        """``schema`` (a version's ``arrow_schema``) with each field named as in the data files, when that
+        differs (Delta column mapping); None when the files use the logical names. No I/O."""
         return None
 
     @abstractmethod

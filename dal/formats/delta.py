@@ -324,21 +324,19 @@ class DeltaFormat(Format):
         out.sort(key=lambda f: f.uri)  # deterministic order for planning and sharding
         return out
 
-    def physical_schema(
-        self, location: str, version: VersionInfo, storage_options: Mapping[str, str]
-    ) -> pa.Schema | None:
-        """With column mapping, the logical schema with each field named by its physical (Parquet) name."""
-        logical = self.arrow_schema(location, version, storage_options)
-        if not any(f.metadata and COLUMN_MAPPING_KEY.encode() in f.metadata for f in logical):
+    def physical_schema(self, schema: pa.Schema) -> pa.Schema | None:
+        """With column mapping, ``schema`` with each field named by its physical (Parquet) name."""
+        if not any(f.metadata and COLUMN_MAPPING_KEY.encode() in f.metadata for f in schema):
             return None
-        return physical_schema(logical)
+        return physical_schema(schema)
 
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
         return _arrow_schema(self._pinned(location, version, storage_options))
 
     def arrow_dataset(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pads.Dataset:
         files = self.files(location, version, storage_options)
-        if any(f.deleted_rows for f in files) or self.physical_schema(location, version, storage_options):
+        schema = self.arrow_schema(location, version, storage_options)
+        if any(f.deleted_rows for f in files) or self.physical_schema(schema):
             raise UnsupportedFeature(
                 f"{version.dataset} version {version.number} has deletion vectors or column mapping, which a plain "
                 "pyarrow dataset cannot apply; read it with dal.open(...).scan() (or to_arrow / iter_batches)"

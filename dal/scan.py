@@ -215,6 +215,7 @@ class Scan:
         if "tasks" not in store:
             flt = self.row_filter
             mapped = self._physical is not None
+            pruning = self._mapped_pruning() if mapped and flt is not None else None
             tasks = []
             uri_of = {f.uri: f for f in self._files()}
             paths = {self._local_path(u): u for u in uri_of}
@@ -224,12 +225,14 @@ class Scan:
                 fragments[uri] = fragment  # keeps its footer once split_by_row_group has read it
                 values = uri_of[uri].partition_values if uri in uri_of else ()
                 deleted = uri_of[uri].deleted_rows if uri in uri_of else ()
-                # with column mapping the files' statistics carry physical names: no pruning by them
-                pieces = (
-                    fragment.split_by_row_group(filter=flt, schema=self.arrow_schema)
-                    if flt is not None and not mapped
-                    else fragment.split_by_row_group(schema=self.arrow_schema)
-                )
+                if flt is not None and not mapped:
+                    pieces = fragment.split_by_row_group(filter=flt, schema=self.arrow_schema)
+                elif pruning is not None and pruning[2] <= set(fragment.physical_schema.names):
+                    # column mapping: statistics carry the physical names, so prune by the data-column
+                    # terms of the filter renamed to them (only where the file has every one of them)
+                    pieces = fragment.split_by_row_group(filter=pruning[0], schema=pruning[1])
+                else:
+                    pieces = fragment.split_by_row_group(schema=self.arrow_schema)
                 starts = row_group_starts(fragment.path, fragment.filesystem) if deleted else []
                 for piece in pieces:
                     for rg in piece.row_groups:
@@ -362,6 +365,36 @@ class Scan:
         fragments = int(max(1, min(4, READAHEAD_BUDGET // max(rg_bytes, 1))))
         batches = int(max(2, min(16, READAHEAD_BUDGET // max(int(batch_bytes), 1))))
         return fragments, batches
+
+    def _mapped_pruning(self) -> tuple[pc.Expression, pa.Schema, set[str]] | None:
+        """For column mapping: the filter's AND-terms on data columns with physical names, a schema naming
+        data columns physically (partition columns logically, as the fragments' partition expressions
+        do), and the physical names the terms need; None when no term can prune."""
+        physical = self._physical
+        if physical is None:
+            return None
+        parts = set(self.dataset.version.partition_columns)
+        rename = {f.name: p.name for f, p in zip(self.arrow_schema, physical, strict=True) if f.name not in parts}
+        terms = list(self.filters) + ([self._window_expr(self.window_)] if self.window_ is not None else [])
+        flat: list[E.Expr] = []
+        while terms:
+            t = terms.pop()
+            if isinstance(t, E.And):
+                terms += [t.left, t.right]
+            else:
+                flat.append(t)
+        keep = [t for t in flat if (cols := _columns_in(t)) and cols <= rename.keys()]
+        if not keep:
+            return None
+        schema = pa.schema([f if f.name in parts else p for f, p in zip(self.arrow_schema, physical, strict=True)])
+        try:
+            out = _renamed(keep[0], rename)
+            for t in keep[1:]:
+                out = E.And(out, _renamed(t, rename))
+            expr = E.to_arrow(out, schema)
+        except Exception:  # pruning is an optimisation: never let it fail a read
+            return None
+        return expr, schema, {rename[c] for t in keep for c in _columns_in(t)}
 
     @property
     def _physical(self) -> pa.Schema | None:
@@ -606,6 +639,36 @@ class Scan:
                 if wanted is None or chunk.path_in_schema.split(".")[0] in wanted:
                     total += chunk.total_compressed_size
         return total
+
+
+def _columns_in(node: Any) -> set[str]:
+    """The columns an expression names."""
+    import dataclasses
+
+    if isinstance(node, E.Col):
+        return {node.name}
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return set().union(*(_columns_in(getattr(node, f.name)) for f in dataclasses.fields(node)))
+    if isinstance(node, tuple | list):
+        return set().union(*(_columns_in(item) for item in node))
+    return set()
+
+
+def _renamed(node: Any, names: dict[str, str]) -> Any:
+    """``node`` with its column references renamed."""
+    import dataclasses
+
+    if isinstance(node, E.Col):
+        return E.Col(names[node.name])
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return dataclasses.replace(
+            node, **{f.name: _renamed(getattr(node, f.name), names) for f in dataclasses.fields(node) if f.init}
+        )
+    if isinstance(node, tuple):
+        return tuple(_renamed(item, names) for item in node)
+    if isinstance(node, list):
+        return [_renamed(item, names) for item in node]
+    return node
 
 
 def _filter_columns(scan: Scan) -> list[str]:

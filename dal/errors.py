@@ -2,7 +2,8 @@
 
 DalError
 ├── CatalogError ⊃ InvalidName, NotFound ⊃ {DatasetNotFound, VersionNotFound}, DatasetExists, TagExists,
-│                  VersionConflict, CatalogUnavailable, CatalogOutOfDate
+│                  VersionConflict, CatalogUnavailable, CatalogReadOnly, CatalogOutOfDate,
+│                  CommittedNotRecorded
 ├── FormatError ⊃ SchemaMismatch, UnsupportedFeature
 ├── FilterError
 └── MissingDependency
@@ -21,7 +22,9 @@ from typing import Any, ParamSpec, TypeVar
 from catalog.errors import (
     CatalogError,
     CatalogOutOfDate,
+    CatalogReadOnly,
     CatalogUnavailable,
+    CommittedNotRecorded,
     DalError,
     DatasetExists,
     DatasetNotFound,
@@ -216,7 +219,9 @@ def translating(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
 __all__ = [
     "CatalogError",
     "CatalogOutOfDate",
+    "CatalogReadOnly",
     "CatalogUnavailable",
+    "CommittedNotRecorded",
     "DalError",
     "DatasetExists",
     "DatasetNotFound",

@@ -590,6 +590,19 @@ def to_arrow(expr: Expr, schema: pa.Schema) -> pc.Expression:
         nan = pc.field(c.name).is_nan()
         return term | nan if true_on_nan else term & ~nan
 
+    def pair_nan_guard(x: Col, y: Col, term: pc.Expression, true_on_nan: bool) -> pc.Expression:
+        """The same for two columns (a partition column becomes a literal under its partition's guarantee,
+        so statistics meet this comparison too): NaN against a non-NULL value decides it; NULL stays NULL."""
+        if not (floating(x) or floating(y)):
+            return term
+        fx, fy = pc.field(x.name), pc.field(y.name)
+        decided: pc.Expression = pc.scalar(False)
+        for nan_side, other in ((x, fy), (y, fx)):
+            if floating(nan_side):
+                f = pc.field(nan_side.name)
+                decided = decided | (f.is_valid() & f.is_nan() & other.is_valid())
+        return term | decided if true_on_nan else term & ~decided
+
     def go(e: Expr) -> pc.Expression:
         if isinstance(e, And):
             return go(e.left) & go(e.right)
@@ -626,7 +639,8 @@ def to_arrow(expr: Expr, schema: pa.Schema) -> pc.Expression:
                 common = _common_type(typ(left), typ(right))
                 if common is not None:
                     a, b = a.cast(common), b.cast(common)
-                return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+                term = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+                return pair_nan_guard(left, right, term, op == "!=")
             b = pc.scalar(pa.scalar(right.value, type=typ(left)))
             term = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
             return nan_guard(left, term, op == "!=")

@@ -232,3 +232,25 @@ def test_columns_of_related_types_compare() -> None:
     assert rows("a = b") == [0, 2] and rows("a < b") == [1]
     assert rows("c = d") == [0, 2] and rows("c < d") == [1]
     assert rows("u > i") == [1] and rows("u = i") == [0] and rows("u < i") == [2]
+
+
+def test_nan_rows_survive_statistics_pruning(sqlite_env: Catalog, tmp_path: Path) -> None:
+    """Parquet statistics leave NaN out of min/max: a row group of [NaN, 1, 2] has min 1. Comparisons that
+    are true for NaN (NOT x > 0, x <> 1, and a partition column against x, which pyarrow turns into a
+    literal comparison under the partition's guarantee) must not be pruned away by them."""
+    (tmp_path / "n" / "p=0").mkdir(parents=True)
+    data = pa.table({"k": [0, 1, 2], "x": pa.array([math.nan, 1.0, 2.0], pa.float32())})
+    pq.write_table(data, tmp_path / "n" / "p=0" / "f.parquet")
+    dal.register("r.nan", str(tmp_path / "n"), format="parquet")
+    ds = dal.open("r.nan")
+    for condition, expected in [
+        ("NOT x > 0", [0]),
+        ("x <> 1", [0, 2]),
+        ("NOT x IN (1, 2)", [0]),
+        ("NOT p < x", [0]),
+        ("p <> x", [0, 1, 2]),
+        ("NOT x >= p", [0]),
+    ]:
+        scan = ds.filter(condition)
+        assert sorted(scan.select("k").to_arrow().column("k").to_pylist()) == expected, condition
+        assert scan.count() == len(expected), condition

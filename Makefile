@@ -35,6 +35,7 @@ $(AZURITE):
 
 pytest: install $(AZURITE)
 	bash scripts/ensure-services.sh
+	bash scripts/ensure-browser.sh
 	$(BIN)/python -m pytest
 
 test: lint typecheck pytest

@@ -564,3 +564,51 @@ class Catalog:
             tags=tuple(t.name for t in r.tags),
             properties=dict(r.properties or {}),
         )
+
+    # -- read-only pages for the web UI (dal ui): paginated in the database -----------------------------
+
+    @staticmethod
+    def _search_clause(query: str | None) -> Any:
+        """The WHERE clause of a search: a glob on the name (``weather.*``) or, without wildcards, a
+        case-insensitive substring of the name or description; LIKE metacharacters are escaped, the text is
+        a bound parameter."""
+        if not query:
+            return None
+        if any(c in query for c in "*?"):
+            return DatasetRow.name.like(_like_pattern(query), escape="\\")
+        needle = f"%{_like_pattern(query.lower())}%"
+        return or_(
+            func.lower(DatasetRow.name).like(needle, escape="\\"),
+            func.lower(DatasetRow.description).like(needle, escape="\\"),
+        )
+
+    def count_datasets(self, query: str | None = None) -> int:
+        """How many datasets match ``query`` (as ``search_datasets``)."""
+        validate_text(query, "query", optional=True, max_length=1000)
+        stmt = select(func.count()).select_from(DatasetRow)
+        clause = self._search_clause(query)
+        if clause is not None:
+            stmt = stmt.where(clause)
+        with self._read() as s:
+            return int(s.scalar(stmt) or 0)
+
+    def search_datasets(
+        self, query: str | None = None, *, limit: int = 50, offset: int = 0
+    ) -> list[tuple[DatasetInfo, int | None, int | None]]:
+        """One page of datasets sorted by name, with the row count and size in bytes of each one's latest
+        version (``None`` before its first); LIMIT/OFFSET run in the database. ``query`` as ``list_datasets``."""
+        validate_text(query, "query", optional=True, max_length=1000)
+        limit, offset = max(0, min(int(limit), 1000)), max(0, int(offset))
+        latest = (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)
+        stmt = (
+            select(DatasetRow, VersionRow.row_count, VersionRow.size_bytes)
+            .outerjoin(VersionRow, latest)
+            .order_by(DatasetRow.name)
+            .limit(limit)
+            .offset(offset)
+        )
+        clause = self._search_clause(query)
+        if clause is not None:
+            stmt = stmt.where(clause)
+        with self._read() as s:
+            return [(self._dataset_info(d), rows, size) for d, rows, size in s.execute(stmt)]

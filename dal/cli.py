@@ -5,7 +5,6 @@ User mistakes (unknown dataset or version, bad name, unreachable catalog) print 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -17,10 +16,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from catalog import Catalog, DatasetInfo, VersionInfo
+from catalog import Catalog, VersionInfo
 from catalog.engine import default_url, display_url
+from dal import views
 from dal.errors import DalError, is_foreign, one_line, printable, translate
 from dal.io import mask_url
+from dal.views import dataset_dict as _dataset_dict
+from dal.views import size_text as _size
 
 EXIT_USER_ERROR = 1
 EXIT_BUG = 70  # EX_SOFTWARE: dal itself failed
@@ -73,28 +75,12 @@ def _catalog(ctx: click.Context) -> Catalog:
     return ctx.ensure_object(_State).catalog()
 
 
-def _dataset_dict(d: DatasetInfo) -> dict[str, Any]:
-    """A dataset for JSON output; a location stored by an older dal with credentials in it is masked."""
-    out = d.to_dict()
-    out["location"] = mask_url(d.location)
-    return out
-
-
 def _console() -> Console:
     return Console(soft_wrap=False, width=max(Console().width, 100))
 
 
 def _emit_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, default=str))
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+    click.echo(views.to_json(obj))
 
 
 def _table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
@@ -173,13 +159,11 @@ def ls_cmd(ctx: click.Context, pattern: str | None, as_json: bool) -> None:
 def show_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a dataset: location, owner, time column and its newest version."""
     cat = _catalog(ctx)
+    if as_json:
+        _emit_json(views.show(cat, name))
+        return
     ds = cat.get_dataset(name)
     latest = cat.version(name) if ds.latest_version is not None else None
-    if as_json:
-        out = _dataset_dict(ds)
-        out["latest"] = latest.to_dict(with_schema=True) if latest else None
-        _emit_json(out)
-        return
     rows: list[tuple[str, object]] = [
         ("name", ds.name),
         ("format", ds.format),
@@ -227,10 +211,10 @@ def _version_rows(versions: Sequence[VersionInfo]) -> list[tuple[object, ...]]:
 @click.pass_context
 def versions_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
     """List the versions of a dataset, oldest first."""
-    versions = _catalog(ctx).versions(name)
     if as_json:
-        _emit_json([v.to_dict() for v in versions])
+        _emit_json(views.versions(_catalog(ctx), name))
         return
+    versions = _catalog(ctx).versions(name)
     if not versions:
         click.echo(f"{name} has no versions yet")
         return
@@ -248,10 +232,10 @@ def versions_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
     """Show the schema of one version (tensor fields with dtype, shape and codec)."""
-    v = _catalog(ctx).version(name, version)
     if as_json:
-        _emit_json({"dataset": name, "version": v.number, "fields": v.schema.to_list()})
+        _emit_json(views.schema(_catalog(ctx), name, version))
         return
+    v = _catalog(ctx).version(name, version)
     _table(
         f"{name} @ version {v.number}",
         ["#", "column", "type", "nullable", "tensor"],
@@ -277,13 +261,11 @@ def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool
 def diff_cmd(ctx: click.Context, name: str, old: str, new: str, as_json: bool) -> None:
     """Compare the schemas of two versions (numbers, tags or timestamps)."""
     cat = _catalog(ctx)
+    if as_json:
+        _emit_json(views.diff(cat, name, old, new))
+        return
     d = cat.diff(name, old, new)
     a, b = cat.version(name, old), cat.version(name, new)
-    if as_json:
-        out = d.to_dict()
-        out["row_count"] = {"old": a.row_count, "new": b.row_count}
-        _emit_json(out)
-        return
     rows: list[tuple[object, ...]] = [("+", f.name, "", f.describe()) for f in d.added]
     rows += [("-", f.name, f.describe(), "") for f in d.removed]
     rows += [("~", c.name, _field_text(c.old), _field_text(c.new)) for c in d.changed]
@@ -306,18 +288,11 @@ def _field_text(f: Any) -> str:
 def partitions_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
     """List the partitions present in one version, with row counts."""
     cat = _catalog(ctx)
+    if as_json:
+        _emit_json(views.partitions(cat, name, version))
+        return
     v = cat.version(name, version)
     parts = cat.partitions(name, v.number)
-    if as_json:
-        _emit_json(
-            {
-                "dataset": name,
-                "version": v.number,
-                "partition_columns": list(v.partition_columns),
-                "partitions": [p.to_dict() for p in parts],
-            }
-        )
-        return
     if not v.partition_columns:
         click.echo(f"{name} @ version {v.number} is not partitioned ({v.row_count:,} rows)")
         return
@@ -467,6 +442,18 @@ def db_status_cmd(ctx: click.Context, as_json: bool) -> None:
         else:
             status = "up to date" if current == head else f"needs `{migrate.UPGRADE_COMMAND}`"
         click.echo(f"catalog {info['url']}: revision {current or 'none'} (head {head}), {status}")
+
+
+@cli.command("ui")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--token", envvar="DAL_UI_TOKEN", default=None, help="Require this bearer token ($DAL_UI_TOKEN).")
+@click.pass_context
+def ui_cmd(ctx: click.Context, host: str, port: int, token: str | None) -> None:
+    """Serve a read-only web page and JSON API over the catalog (needs dal[ui])."""
+    from dal.ui import serve
+
+    serve(_catalog(ctx), host=host, port=port, token=token)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

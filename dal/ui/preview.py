@@ -1,0 +1,55 @@
+"""A few rows of one version for the web UI, with tensor and binary cells summarised instead of dumped."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from catalog import Catalog
+from catalog.types import Field
+
+MAX_ROWS = 100
+MAX_TEXT = 200
+
+
+def _cell(value: Any, field: Field | None) -> Any:
+    if value is None:
+        return None
+    if field is not None and field.is_tensor and field.codec not in (None, "scalar"):
+        size = len(value) if isinstance(value, bytes | bytearray) else None
+        return f"<{field.describe()}" + (f", {size:,} bytes>" if size is not None else ">")
+    if isinstance(value, bytes | bytearray):
+        return f"<{len(value):,} bytes>"
+    if isinstance(value, list):
+        return f"<list of {len(value):,}>" if len(value) > 8 else [_cell(v, None) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _cell(v, None) for k, v in list(value.items())[:16]}
+    if isinstance(value, str):
+        return value if len(value) <= MAX_TEXT else value[: MAX_TEXT - 1] + "…"
+    if isinstance(value, bool | int | float):
+        return value
+    return str(value)
+
+
+def preview(cat: Catalog, name: str, version: int | str | None = None, rows: int = 10) -> dict[str, Any]:
+    """The first ``rows`` rows of one version (at most ``MAX_ROWS``) as JSON-ready values: tensor fields
+    as ``<dtype[shape] (codec), N bytes>``, other binary as its length, long text cut."""
+    import dal
+
+    rows = max(1, min(int(rows), MAX_ROWS))
+    ds = dal.open(name, version, catalog=cat)
+    fields = {f.name: f for f in ds.version.schema}
+    batches = ds.iter_batches(batch_size=rows)
+    try:
+        first = next(iter(batches), None)
+    finally:
+        with contextlib.suppress(Exception):
+            batches.close()  # type: ignore[attr-defined]
+    columns = list(first.schema.names) if first is not None else list(fields)
+    data = first.to_pylist() if first is not None else []
+    return {
+        "dataset": name,
+        "version": ds.version.number,
+        "columns": columns,
+        "rows": [{c: _cell(r.get(c), fields.get(c)) for c in columns} for r in data[:rows]],
+    }

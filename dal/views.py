@@ -1,0 +1,83 @@
+"""What the catalog shows, as JSON-ready values: shared by the CLI's ``--json`` output and the web UI's API.
+
+Every function reads the catalog only. Dataset locations are masked (``mask_url``): a location stored by an
+older dal with credentials in it never reaches a terminal or a browser.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from catalog import Catalog, DatasetInfo
+from catalog.urls import mask_url
+
+VersionArg = int | str | None
+
+
+def dataset_dict(d: DatasetInfo) -> dict[str, Any]:
+    """A dataset for JSON output; a location stored by an older dal with credentials in it is masked."""
+    out = d.to_dict()
+    out["location"] = mask_url(d.location)
+    return out
+
+
+def show(cat: Catalog, name: str) -> dict[str, Any]:
+    """A dataset and its newest version with its schema (``dal show --json``)."""
+    ds = cat.get_dataset(name)
+    latest = cat.version(name) if ds.latest_version is not None else None
+    out = dataset_dict(ds)
+    out["latest"] = latest.to_dict(with_schema=True) if latest else None
+    return out
+
+
+def versions(cat: Catalog, name: str) -> list[dict[str, Any]]:
+    """The history of a dataset, oldest first (``dal versions --json``)."""
+    return [v.to_dict() for v in cat.versions(name)]
+
+
+def schema(cat: Catalog, name: str, version: VersionArg = None) -> dict[str, Any]:
+    """The fields of one version, tensor fields with dtype, shape and codec (``dal schema --json``)."""
+    v = cat.version(name, version)
+    return {"dataset": name, "version": v.number, "fields": v.schema.to_list()}
+
+
+def diff(cat: Catalog, name: str, old: VersionArg, new: VersionArg) -> dict[str, Any]:
+    """Fields added, removed and changed between two versions, and their row counts (``dal diff --json``)."""
+    d = cat.diff(name, old, new)
+    a, b = cat.version(name, old), cat.version(name, new)
+    out = d.to_dict()
+    out["row_count"] = {"old": a.row_count, "new": b.row_count}
+    return out
+
+
+def partitions(cat: Catalog, name: str, version: VersionArg = None) -> dict[str, Any]:
+    """The partitions present in one version with their sizes (``dal partitions --json``)."""
+    v = cat.version(name, version)
+    parts = cat.partitions(name, v.number)
+    return {
+        "dataset": name,
+        "version": v.number,
+        "partition_columns": list(v.partition_columns),
+        "partitions": [p.to_dict() for p in parts],
+    }
+
+
+def tags(cat: Catalog, name: str) -> dict[str, Any]:
+    """Every tag of a dataset and the version number it names."""
+    return {"dataset": name, "tags": cat.tags(name)}
+
+
+def to_json(obj: Any) -> str:
+    """The CLI's JSON text (indented; datetimes and other values as ``str``)."""
+    return json.dumps(obj, indent=2, default=str)
+
+
+def size_text(n: int) -> str:
+    """A byte count for people: ``512 B``, ``1.5 KiB``, ``3.2 GiB``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"

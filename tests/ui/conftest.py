@@ -1,0 +1,176 @@
+"""A real ``dal ui`` server over a populated catalog (SQLite and PostgreSQL), started as a subprocess on a free
+port: the API and browser tests talk to it over HTTP like a user's browser would."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import sqlalchemy as sa
+
+import dal
+from catalog import Catalog, Field, Partition, Schema, VersionDraft
+from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from tests.conftest import PG_URL, _pg_available, _pg_schema_url
+
+HOSTILE = "<script>alert('x')</script>\"><img src=x onerror=alert(1)>"
+SECRET_LOCATION = "s3://AKIAEXAMPLE:wJalrXUtnFEMI@bucket/raw?X-Amz-Signature=deadbeefsecret&sig=sassecret"
+SECRETS = ("wJalrXUtnFEMI", "deadbeefsecret", "sassecret", "pgsecretpw")
+FILLER = 120  # enough datasets for three pages of 50
+
+
+@dataclass(frozen=True)
+class Server:
+    base: str
+    catalog_url: str
+    token: str | None = None
+
+    def get(
+        self, path: str, *, headers: dict[str, str] | None = None, method: str = "GET"
+    ) -> tuple[int, dict[str, str], bytes]:
+        req = urllib.request.Request(self.base + path, headers=headers or {}, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+    def json(self, path: str) -> tuple[int, Any]:
+        status, _, body = self.get(path)
+        return status, json.loads(body)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def populate(url: str, warehouse: Path) -> None:
+    """Real tables written by dal (Delta with partitions and a schema change, Petastorm with tensors), a dataset
+    with hostile text and a credential-bearing location (as an older dal might have stored), and filler."""
+    cat = Catalog(url)
+    for i in range(3):
+        n = 40 * (i + 1)
+        cols: dict[str, Any] = {
+            "date": [f"2026-03-0{1 + j % (i + 1)}" for j in range(n)],
+            "station": [f"st{j % 7}" for j in range(n)],
+            "value": [float(j) for j in range(n)],
+        }
+        if i == 2:
+            cols["quality"] = [j % 3 for j in range(n)]
+        dal.write(
+            pa.table(cols),
+            "weather.radar",
+            partition_by=["date"],
+            description="Radar scans <b>hourly</b>",
+            schema_mode="merge" if i == 2 else None,
+            path=str(warehouse / "radar"),
+            catalog=cat,
+        )
+    cat.tag("weather.radar", 1, "prod")
+    schema = TensorSchema(
+        "Scans",
+        [TensorField("id", np.int32, (), ScalarCodec()), TensorField("matrix", np.float32, (3, 4), NdarrayCodec())],
+    )
+    rng = np.random.default_rng(0)
+    rows = [{"id": i, "matrix": rng.standard_normal((3, 4)).astype(np.float32)} for i in range(8)]
+    dal.write(rows, "vision.scans", format="petastorm", schema=schema, path=str(warehouse / "scans"), catalog=cat)
+    cat.create_dataset(
+        "evil.ds", format="parquet", location=SECRET_LOCATION, description=HOSTILE, owner=HOSTILE,
+        properties={"note": HOSTILE},
+    )  # fmt: skip
+    cat.publish(
+        "evil.ds",
+        VersionDraft(
+            "create", Schema((Field("x<y>", "int64"), Field("p", "string"))), row_count=1, committed_at=datetime(2026, 1, 1, tzinfo=UTC),
+            partition_columns=("p",), partitions=(Partition((("p", HOSTILE),), 1, 1, 10),),
+        ),
+    )  # fmt: skip
+    for i in range(FILLER):
+        cat.create_dataset(f"filler.ds_{i:03d}", format="delta", location=f"/nowhere/filler/{i}", description="filler")
+    cat.create_dataset("odd.under_score", format="delta", location="/nowhere/odd", description="100% pure")
+    cat.close()
+
+
+def start(
+    url: str, tmp: Path, *, token: str | None = None, extra_env: dict[str, str] | None = None
+) -> Iterator[Server]:
+    port = free_port()
+    args = [sys.executable, "-m", "dal.cli", "--catalog", url, "ui", "--port", str(port)]
+    if token:
+        args += ["--token", token]
+    env = {**os.environ, "DAL_WAREHOUSE": str(tmp / "warehouse"), **(extra_env or {})}
+    log = open(tmp / f"ui-{port}.log", "w+")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+    server = Server(f"http://127.0.0.1:{port}", url, token)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    pytest.fail(f"dal ui did not start (exit {proc.poll()}): {log.read()[-3000:]}")
+                time.sleep(0.1)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def sqlite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("ui_sqlite")
+    url = f"sqlite:///{tmp}/catalog.db"
+    populate(url, tmp / "warehouse")
+    yield from start(url, tmp)
+
+
+@pytest.fixture(scope="module")
+def pg_server_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    problem = _pg_available()
+    if problem:
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail(problem)
+        pytest.skip(problem)
+    tmp = tmp_path_factory.mktemp("ui_pg")
+    schema = f"dal_test_{uuid.uuid4().hex[:12]}"
+    eng = sa.create_engine(PG_URL)
+    with eng.begin() as c:
+        c.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        # trust auth ignores the password: it is here to check that no page or response shows it
+        url = _pg_schema_url(schema).replace("://postgres@", "://postgres:pgsecretpw@", 1)
+        populate(url, tmp / "warehouse")
+        yield from start(url, tmp)
+    finally:
+        with eng.begin() as c:
+            c.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        eng.dispose()
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def server(request: pytest.FixtureRequest) -> Server:
+    return request.getfixturevalue("sqlite_server" if request.param == "sqlite" else "pg_server_ui")  # type: ignore[no-any-return]

@@ -1,0 +1,166 @@
+"""The JSON API of ``dal ui`` through the real server: same data as the CLI's --json, paginated search in the
+database, read-only, escaped, no credentials, and the optional token."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from dal.cli import cli
+from tests.ui.conftest import FILLER, HOSTILE, SECRETS, Server, start
+
+pytestmark = pytest.mark.slow
+
+
+def cli_json(server: Server, *args: str) -> Any:
+    result = CliRunner().invoke(cli, ["--catalog", server.catalog_url, *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_endpoints_return_what_the_cli_prints(server: Server) -> None:
+    name = "weather.radar"
+    cases = {
+        f"/api/datasets/{name}": ("show", name),
+        f"/api/datasets/{name}/versions": ("versions", name),
+        f"/api/datasets/{name}/schema": ("schema", name),
+        f"/api/datasets/{name}/schema?version=prod": ("schema", name, "-v", "prod"),
+        f"/api/datasets/{name}/diff?old=0&new=2": ("diff", name, "0", "2"),
+        f"/api/datasets/{name}/partitions?version=1": ("partitions", name, "-v", "1"),
+        "/api/datasets/vision.scans/schema": ("schema", "vision.scans"),
+    }
+    for path, args in cases.items():
+        status, body = server.json(path)
+        assert status == 200, (path, body)
+        assert body == cli_json(server, *args), path
+
+
+def test_schema_diff_partitions_tags_content(server: Server) -> None:
+    _, schema = server.json("/api/datasets/vision.scans/schema")
+    matrix = next(f for f in schema["fields"] if f["name"] == "matrix")
+    assert (matrix["dtype"], matrix["shape"], matrix["codec"]) == ("float32", [3, 4], "ndarray")
+    _, diff = server.json("/api/datasets/weather.radar/diff?old=0&new=2")
+    assert [f["name"] for f in diff["added"]] == ["quality"] and diff["row_count"] == {"old": 40, "new": 240}
+    _, parts = server.json("/api/datasets/weather.radar/partitions?version=2")
+    assert parts["partition_columns"] == ["date"] and len(parts["partitions"]) == 3
+    assert server.json("/api/datasets/weather.radar/tags") == (200, {"dataset": "weather.radar", "tags": {"prod": 1}})
+    _, versions = server.json("/api/datasets/weather.radar/versions")
+    assert [v["row_count"] for v in versions] == [40, 120, 240]
+
+
+def test_listing_paginates_and_searches(server: Server) -> None:
+    status, first = server.json("/api/datasets")
+    total = FILLER + 4
+    assert status == 200 and first["total"] == total and first["pages"] == 3 and len(first["datasets"]) == 50
+    names = [d["name"] for d in first["datasets"]]
+    assert names == sorted(names) and names[0] == "evil.ds"
+    _, last = server.json("/api/datasets?page=3")
+    assert len(last["datasets"]) == total - 100 and last["datasets"][-1]["name"] == "weather.radar"
+    radar = last["datasets"][-1]
+    assert (radar["latest_version"], radar["latest_row_count"]) == (2, 240) and radar["latest_size_bytes"] > 0
+    _, beyond = server.json("/api/datasets?page=99")
+    assert beyond["datasets"] == [] and beyond["total"] == total
+    _, small = server.json("/api/datasets?per_page=7&page=2")
+    assert [d["name"] for d in small["datasets"]] == [f"filler.ds_{i:03d}" for i in range(6, 13)]
+    # substring of name or description, case-insensitive; globs on the name
+    assert [d["name"] for d in server.json("/api/datasets?q=RADAR")[1]["datasets"]] == ["weather.radar"]
+    assert [d["name"] for d in server.json("/api/datasets?q=hourly")[1]["datasets"]] == ["weather.radar"]
+    assert server.json("/api/datasets?q=filler.ds_1*")[1]["total"] == 20
+    # LIKE metacharacters in a search are literal: '%' and '_' match themselves only
+    assert [d["name"] for d in server.json("/api/datasets?q=100%25")[1]["datasets"]] == ["odd.under_score"]
+    assert [d["name"] for d in server.json("/api/datasets?q=r_s")[1]["datasets"]] == ["odd.under_score"]
+    assert server.json("/api/datasets?q=%25")[1]["total"] == 1
+    assert server.json("/api/datasets?q=%27%20OR%201%3D1%20--")[1]["total"] == 0
+
+
+def test_preview_summarises_tensors(server: Server) -> None:
+    status, body = server.json("/api/datasets/vision.scans/preview?rows=3")
+    assert status == 200 and body["columns"] == ["id", "matrix"] and len(body["rows"]) == 3
+    assert body["rows"][0]["id"] == 0 and body["rows"][0]["matrix"].startswith("<float32[3, 4] (ndarray)")
+    _, radar = server.json("/api/datasets/weather.radar/preview?version=0&rows=500")
+    assert len(radar["rows"]) == 40 and set(radar["columns"]) == {"date", "station", "value"}
+
+
+def test_errors_are_json_with_status(server: Server) -> None:
+    status, body = server.json("/api/datasets/no.such")
+    assert status == 404 and "no.such" in body["error"]
+    status, body = server.json("/api/datasets/weather.radar/schema?version=99")
+    assert status == 404 and "99" in body["error"]
+    status, body = server.json("/api/datasets/weather.radar/diff?old=0")
+    assert status == 400 and "new" in body["error"]
+    status, body = server.json("/api/datasets?page=abc")
+    assert status == 400 and "page" in body["error"]
+    status, body = server.json("/api/datasets/bad%20name")
+    assert status == 400 and "invalid dataset name" in body["error"]
+    status, body = server.json("/api/datasets/filler.ds_000/preview")
+    assert status in (400, 404) and "filler.ds_000" in body["error"]
+
+
+def test_read_only(server: Server) -> None:
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        for path in ("/", "/api/datasets", "/api/datasets/weather.radar", "/nowhere"):
+            status, headers, _ = server.get(path, method=method)
+            assert status == 405 and headers["allow"] == "GET, HEAD", (method, path)
+    assert server.get("/api/datasets", method="HEAD")[0] == 200
+    assert server.json("/api/datasets/weather.radar/tags")[1]["tags"] == {"prod": 1}
+
+
+def test_pages_escape_hostile_text_and_hide_credentials(server: Server) -> None:
+    pages = [
+        "/",
+        "/?q=evil",
+        "/d/evil.ds",
+        "/api/datasets/evil.ds",
+        "/api/datasets",
+        "/d/no.such",
+        "/d/evil.ds/diff?old=0&new=0",
+    ]
+    for path in pages:
+        _, headers, body = server.get(path)
+        text = body.decode()
+        assert not any(s in text for s in SECRETS), path
+        if "html" in headers["content-type"]:
+            assert "<script>" not in text and "<img" not in text, path
+            assert "script-src" not in headers["content-security-policy"]  # default-src 'none': no scripts at all
+    _, _, page = server.get("/d/evil.ds")
+    text = page.decode()
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "s3://AKIAEXAMPLE:***@bucket/raw?X-Amz-Signature=***&amp;sig=***" in text
+    assert "x&lt;y&gt;" in text
+    _, body = server.json("/api/datasets/evil.ds")
+    assert body["description"] == HOSTILE and "***" in body["location"]
+    # a search term is echoed escaped
+    _, _, found = server.get("/?q=%3Cscript%3E")
+    assert "<script>" not in found.decode() and "&lt;script&gt;" in found.decode()
+
+
+def test_loopback_only_answers_loopback_names(server: Server) -> None:
+    assert server.get("/api/datasets", headers={"Host": "evil.example:80"})[0] == 400
+    assert server.get("/api/datasets", headers={"Host": "localhost"})[0] == 200
+
+
+@pytest.fixture(scope="module")
+def token_server(sqlite_server: Server, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    yield from start(sqlite_server.catalog_url, Path(tmp_path_factory.mktemp("ui_token")), token="s3cr3t-t0ken")
+
+
+def test_token(token_server: Server) -> None:
+    assert token_server.get("/api/datasets")[0] == 401
+    assert token_server.get("/api/datasets", headers={"Authorization": "Bearer wrong"})[0] == 401
+    assert token_server.get("/api/datasets", headers={"Authorization": "Bearer s3cr3t-t0ken"})[0] == 200
+    assert token_server.get("/", headers={"Cookie": "dal_ui_token=s3cr3t-t0ken"})[0] == 200
+    assert token_server.get("/", headers={"Cookie": "dal_ui_token=nope"})[0] == 401
+    # ?token= sets the cookie and redirects to the same page without the token in the URL
+    import http.client
+
+    conn = http.client.HTTPConnection(token_server.base.removeprefix("http://"), timeout=10)
+    conn.request("GET", "/?q=radar&token=s3cr3t-t0ken")
+    r = conn.getresponse()
+    assert r.status == 303 and r.getheader("location") == "/?q=radar"
+    assert "dal_ui_token=s3cr3t-t0ken" in (r.getheader("set-cookie") or "")
+    assert "httponly" in (r.getheader("set-cookie") or "").lower()
+    conn.close()

@@ -1,0 +1,201 @@
+"""``dal ui`` in a real headless Chromium (Debian's chromium + chromium-driver, driven by Selenium with the system
+driver: nothing is downloaded): search, open a dataset, switch versions, diff, and the schema and charts render."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ui.conftest import Server
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
+    if missing:
+        reason = f"{', '.join(missing)} not installed (apt-get install -y chromium chromium-driver; make test does it)"
+        if IN_CI:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,1600",
+    ):
+        options.add_argument(arg)
+    # an explicit driver path: Selenium Manager is never asked to download a browser or driver
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def by_id(driver: Any, element_id: str) -> Any:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.ID, element_id)
+
+
+def navigate(driver: Any, element: Any) -> None:
+    """Click ``element`` and wait until the next page has replaced this one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def select(driver: Any, element_id: str, value: str) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    Select(by_id(driver, element_id)).select_by_value(value)
+
+
+def svg_bars(driver: Any, element_id: str) -> int:
+    from selenium.webdriver.common.by import By
+
+    svg = by_id(driver, element_id)
+    size = svg.size
+    assert size["width"] > 100 and size["height"] >= 30, (element_id, size)
+    return len(svg.find_elements(By.CSS_SELECTOR, "rect.bar"))
+
+
+def test_search_open_switch_diff(browser: Any, sqlite_server: Server, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(sqlite_server.base + "/")
+    assert "dal catalog" in d.title
+    assert "124 datasets" in by_id(d, "count").text
+    box = by_id(d, "q")
+    box.send_keys("radar")
+    navigate(d, by_id(d, "search"))
+    rows = d.find_elements(By.CSS_SELECTOR, "#datasets tbody tr")
+    assert len(rows) == 1 and "Radar scans <b>hourly</b>" in rows[0].text and "240" in rows[0].text
+
+    navigate(d, d.find_element(By.LINK_TEXT, "weather.radar"))
+    assert by_id(d, "dataset-name").text == "weather.radar"
+    assert by_id(d, "current-version").text == "2"
+    schema = by_id(d, "schema").text
+    assert "quality" in schema and "value" in schema and "partition" in schema
+    assert svg_bars(d, "rows-chart") == 3 and svg_bars(d, "bytes-chart") == 3 and svg_bars(d, "partitions-chart") == 3
+    assert 'dal.open("weather.radar", 2)' in by_id(d, "snippet").text
+
+    select(d, "version-select", "0")
+    navigate(d, by_id(d, "switch"))
+    assert by_id(d, "current-version").text == "0"
+    assert "quality" not in by_id(d, "schema").text
+    assert 'dal.open("weather.radar", 0)' in by_id(d, "snippet").text
+    assert svg_bars(d, "partitions-chart") == 1
+
+    select(d, "diff-old", "0")
+    select(d, "diff-new", "2")
+    navigate(d, by_id(d, "diff-go"))
+    diff = by_id(d, "diff").text
+    assert "quality" in diff and "+" in diff
+    assert "40 → 240" in by_id(d, "row-change").text
+
+    # a bar of the rows chart links to its version
+    d.get(sqlite_server.base + "/d/weather.radar")
+    navigate(d, d.find_elements(By.CSS_SELECTOR, "#rows-chart a")[1])
+    assert by_id(d, "current-version").text == "1"
+    assert "prod" in by_id(d, "version-card").text
+
+    # the preview page summarises tensor cells
+    d.get(sqlite_server.base + "/d/vision.scans/preview?v=0")
+    assert "<float32[3, 4] (ndarray)" in by_id(d, "preview").text
+
+    # the chart is drawn: the screenshot of the SVG has the bar colours, the current version's among them
+    d.get(sqlite_server.base + "/d/weather.radar")
+    pixels = png_pixels(by_id(d, "rows-chart").screenshot_as_png)
+    colours = set(pixels)
+    assert len(colours) > 3, "the rows chart rendered as a blank area"
+    assert any(abs(r - 0xE4) < 12 and abs(g - 0x57) < 12 and abs(b - 0x2E) < 12 for r, g, b in colours)
+    assert any(abs(r - 0x5B) < 12 and abs(g - 0x8D) < 12 and abs(b - 0xEF) < 12 for r, g, b in colours)
+
+
+def png_pixels(png: bytes) -> list[tuple[int, int, int]]:
+    """The RGB pixels of an 8-bit, non-interlaced RGB/RGBA PNG (what Chromium's screenshots are)."""
+    import struct
+    import zlib
+
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", b""
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        kind, data = png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = data
+        elif kind == b"IDAT":
+            idat += data
+        pos += 12 + length
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", header)
+    assert depth == 8 and colour in (2, 6) and interlace == 0, (depth, colour, interlace)
+    bpp = 3 if colour == 2 else 4
+    raw, stride = zlib.decompress(idat), width * bpp
+    out: list[tuple[int, int, int]] = []
+    prev = bytearray(stride)
+    for y in range(height):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 0xFF
+            elif f == 2:
+                line[i] = (line[i] + b) & 0xFF
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xFF
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        out += [(line[x], line[x + 1], line[x + 2]) for x in range(0, stride, bpp)]
+        prev = line
+    return out
+
+
+def test_hostile_text_is_shown_not_run(browser: Any, sqlite_server: Server) -> None:
+    d = browser
+    d.get(sqlite_server.base + "/d/evil.ds")
+    assert by_id(d, "description").text == "<script>alert('x')</script>\"><img src=x onerror=alert(1)>"
+    from selenium.webdriver.common.by import By
+
+    assert d.find_elements(By.CSS_SELECTOR, "main script, main img") == []
+    assert "***" in by_id(d, "location").text and "wJalrXUtnFEMI" not in d.page_source
+
+
+def test_readme_screenshot(browser: Any, sqlite_server: Server) -> None:
+    """Refreshes docs/ui.png when DAL_UI_SCREENSHOT=1 (kept out of normal runs: the tree stays clean)."""
+    d = browser
+    d.set_window_size(1280, 1500)
+    d.get(sqlite_server.base + "/d/weather.radar?v=2")
+    png = d.get_screenshot_as_png()
+    assert len(png) > 10_000
+    if os.environ.get("DAL_UI_SCREENSHOT"):
+        (REPO / "docs").mkdir(exist_ok=True)
+        (REPO / "docs" / "ui.png").write_bytes(png)

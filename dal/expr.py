@@ -647,3 +647,41 @@ def to_arrow(expr: Expr, schema: pa.Schema) -> pc.Expression:
         raise FilterError(f"not a filter: {e!r}")
 
     return go(expr)
+
+
+def pushdown(expr: Expr, schema: pa.Schema) -> tuple[pc.Expression, bool]:
+    """The filter to hand pyarrow's scans (row-group pruning), and whether rows still need ``to_arrow(expr)``.
+
+    Parquet statistics leave NaN out of min/max, and when a row group's min equals its max pyarrow
+    substitutes that value for the column in the whole filter, ``is_nan`` terms included: a group of
+    [NaN, 1, 1] is then pruned from ``x <> 1`` and ``NOT x < 5`` although its NaN row matches. So every
+    float comparison whose NaN rows could be lost is replaced by a constant that only widens the filter
+    (``<>`` by TRUE; other comparisons and IN by FALSE under an odd number of NOTs); the widened filter
+    prunes soundly, and the exact ``to_arrow(expr)`` is applied to the rows it lets through (True).
+    """
+    widened = False
+
+    def floating(c: Col) -> bool:
+        return bool(pa.types.is_floating(_value_type(schema.field(c.name).type)))
+
+    def touches_float(e: Compare | IsIn) -> bool:
+        if isinstance(e, IsIn):
+            return floating(e.column)
+        return any(isinstance(x, Col) and floating(x) for x in (e.left, e.right))
+
+    def go(e: Expr, positive: bool) -> pc.Expression:
+        nonlocal widened
+        if isinstance(e, And):
+            return go(e.left, positive) & go(e.right, positive)
+        if isinstance(e, Or):
+            return go(e.left, positive) | go(e.right, positive)
+        if isinstance(e, Not):
+            return ~go(e.operand, not positive)
+        if isinstance(e, Compare | IsIn) and touches_float(e):
+            nan_true = isinstance(e, Compare) and e.op == "!="  # what a NaN row gives the atom
+            if nan_true == positive:  # statistics could decide against the NaN rows: widen
+                widened = True
+                return pc.scalar(positive)
+        return to_arrow(e, schema)
+
+    return go(expr, True), widened

@@ -349,7 +349,8 @@ def spark_condition(e: Any, floating: set[str]) -> Any:
     """A bound filter (``dal.expr.bind``) as a Spark Column with the semantics ``to_arrow`` gives it.
 
     Spark orders NaN above every number and makes NaN = NaN true; dal compares NaN as IEEE 754 does (only
-    ``<>`` is true), so comparisons on ``floating`` columns are guarded. Naive datetimes are UTC.
+    ``<>`` is true), so comparisons on ``floating`` columns are guarded. Naive datetimes are UTC. A NULL
+    ``isin`` argument is kept out of ``isin`` (NULL unless the value matches, as in SQL).
     """
     from datetime import UTC, datetime
 
@@ -376,7 +377,14 @@ def spark_condition(e: Any, floating: set[str]) -> Any:
         if isinstance(e, E.Fixed):
             return F.when(F.col(e.column.name).isNull(), null).otherwise(F.lit(e.result))
         if isinstance(e, E.IsIn):
-            return F.col(e.column.name).isin([lit(v.value) for v in e.values])
+            c = F.col(e.column.name)
+            present = [lit(v.value) for v in e.values if v.value is not None]
+            term = c.isin(present) if present else F.lit(False)
+            if e.column.name in floating:
+                term = term & ~F.isnan(c)
+            if any(v.value is None for v in e.values):
+                term = term | null  # x IN (..., NULL) is NULL unless x matches
+            return term
         if isinstance(e, E.Compare) and isinstance(e.left, E.Col):
             a = F.col(e.left.name)
             b = F.col(e.right.name) if isinstance(e.right, E.Col) else lit(e.right.value)
@@ -389,9 +397,11 @@ def spark_condition(e: Any, floating: set[str]) -> Any:
                     .when(F.isnan(a) | F.isnan(b), F.lit(e.op == "!="))
                     .otherwise(term)
                 )
-            if e.left.name in floating and e.op in (">", ">="):
-                return term & ~F.isnan(a)  # Spark: NaN > 1 is true
-            return term
+            if e.left.name not in floating:
+                return term
+            # Spark: NaN > 1 is true. And the isnan term keeps Spark from pushing a bare comparison (or its
+            # negation) into Parquet statistics, which leave NaN out of min/max.
+            return term | F.isnan(a) if e.op == "!=" else term & ~F.isnan(a)
         raise DalError(f"cannot translate {e!r} to Spark")
 
     return go(e)

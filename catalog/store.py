@@ -7,13 +7,14 @@ Backend errors are translated at this boundary into ``catalog.errors``.
 from __future__ import annotations
 
 import getpass
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select, text
+from sqlalchemy import delete, func, or_, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -50,6 +51,11 @@ from catalog.types import (
 VersionRef = int | str | datetime | None
 _TAG_TEXT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 FORMATS = ("delta", "petastorm", "parquet")
+# version properties: why a version cannot be read any more (expired by gc, vacuumed, log expired), and when
+# dal gc expired it
+UNAVAILABLE = "unavailable"
+EXPIRED_AT = "expired_at"
+MAX_PROPERTIES = 100
 # what recording writes needs on PostgreSQL: rows in every table; updates of datasets (the row lock that
 # serialises publishers) and tags (moving one)
 _WRITE_PRIVILEGES = (
@@ -78,6 +84,29 @@ def _like_pattern(pattern: str) -> str:
     """Translate a shell glob (``*``, ``?``) into a LIKE pattern with ``\\`` as the escape character."""
     escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped.replace("*", "%").replace("?", "_")
+
+
+def _check_properties(properties: Mapping[str, Any] | None) -> dict[str, Any]:
+    """User properties of a dataset: string keys, JSON scalar values (None removes a key)."""
+    if properties is None:
+        return {}
+    if not isinstance(properties, Mapping):
+        raise CatalogError(f"properties must be a mapping of names to values, not {type(properties).__name__}")
+    if len(properties) > MAX_PROPERTIES:
+        raise CatalogError(f"at most {MAX_PROPERTIES} properties at once")
+    out: dict[str, Any] = {}
+    for k, v in properties.items():
+        key = validate_text(k, "property name", max_length=200)
+        if not key or not _TAG_TEXT.fullmatch(key):
+            raise CatalogError(f"property name {k!r} must be 1-100 letters, digits, '_', '.' or '-'")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise CatalogError(f"property {key!r} must be a finite number, not {v}")
+        if v is not None and not isinstance(v, str | int | float | bool):
+            raise CatalogError(f"property {key!r} must be a string, number or bool, not {type(v).__name__}")
+        if isinstance(v, str):
+            validate_text(v, f"property {key!r}")
+        out[key] = v
+    return out
 
 
 def _as_utc(ts: datetime) -> datetime:
@@ -250,6 +279,15 @@ class Catalog:
         )
         try:
             with self._write() as s:
+                # two catalog entries over one table would record its commits twice (e.g. a write to the
+                # old name of a renamed dataset adopting the table that still carries that name)
+                other = s.scalar(
+                    select(DatasetRow.name).where(DatasetRow.location == location, DatasetRow.name != name)
+                )
+                if other is not None:
+                    raise DatasetExists(
+                        f"{location} is the location of dataset {other!r} already; not creating {name!r}"
+                    )
                 s.add(row)
                 s.flush()
                 return self._dataset_info(row)
@@ -260,25 +298,95 @@ class Catalog:
             raise DatasetExists(f"dataset {name!r} exists already ({existing.format} at {existing.location})") from e
 
     def update_dataset(
-        self, name: str, *, description: str | None = None, time_column: str | None = None
+        self,
+        name: str,
+        *,
+        description: str | None = None,
+        time_column: str | None = None,
+        owner: str | None = None,
+        properties: Mapping[str, Any] | None = None,
     ) -> DatasetInfo:
-        """Change a dataset's description or time column (its versions are untouched)."""
+        """Change a dataset's description, time column, owner or properties (its versions are untouched).
+
+        ``properties`` are merged into the dataset's: a key set to ``None`` is removed.
+        """
         validate_text(description, "description", optional=True)
         validate_column(time_column)
+        validate_text(owner, "owner", optional=True, max_length=200)
+        props = _check_properties(properties)
         with self._write() as s:
-            row = self._dataset_row(s, name)
+            row = self._dataset_row(s, name, for_update=True)
             if description is not None:
                 row.description = description
             if time_column is not None:
                 row.time_column = time_column
+            if owner is not None:
+                row.owner = owner
+            if props:
+                merged = dict(row.properties or {})
+                for k, v in props.items():
+                    if v is None:
+                        merged.pop(k, None)
+                    else:
+                        merged[k] = v
+                row.properties = merged
             row.updated_at = utcnow()
             return self._dataset_info(row)
 
+    def rename_dataset(self, name: str, new_name: str) -> DatasetInfo:
+        """Give a dataset another name; its versions, tags and location stay as they are.
+
+        Raises:
+            DatasetNotFound; InvalidName; DatasetExists: ``new_name`` is taken.
+        """
+        validate_name(new_name)
+        try:
+            with self._write() as s:
+                row = self._dataset_row(s, name, for_update=True)
+                if new_name == name:
+                    return self._dataset_info(row)
+                row.name = new_name
+                row.updated_at = utcnow()
+                s.flush()
+                return self._dataset_info(row)
+        except IntegrityError as e:
+            raise DatasetExists(f"cannot rename {name!r} to {new_name!r}: a dataset called {new_name!r} exists") from e
+
     def delete_dataset(self, name: str) -> None:
-        """Remove a dataset and all its versions from the catalog (the data files are not touched)."""
+        """Remove a dataset, all its versions and tags from the catalog (the data files are not touched)."""
         with self._write() as s:
-            row = self._dataset_row(s, name)
+            row = self._dataset_row(s, name, for_update=True)
+            ids = select(VersionRow.id).where(VersionRow.dataset_id == row.id)
+            # explicit, not only ON DELETE CASCADE: a PostgreSQL or SQLite catalog created without enforced
+            # foreign keys must not keep tags and versions of a dropped dataset
+            s.execute(delete(TagRow).where(TagRow.dataset_id == row.id))
+            s.execute(delete(PartitionRow).where(PartitionRow.version_id.in_(ids)))
+            s.execute(delete(VersionRow).where(VersionRow.dataset_id == row.id))
+            s.execute(delete(SchemaRow).where(SchemaRow.dataset_id == row.id))
             s.delete(row)
+
+    def expire_versions(self, name: str, numbers: Sequence[int], reason: str) -> list[VersionInfo]:
+        """Mark versions as expired (their data was or is being deleted): they stay in the history, and
+        opening one says ``reason``. Versions already unavailable are left as they are; returns those marked."""
+        validate_text(reason, "reason", max_length=2000)
+        out = []
+        with self._write() as s:
+            ds = self._dataset_row(s, name, for_update=True)
+            rows = s.scalars(
+                select(VersionRow)
+                .where(VersionRow.dataset_id == ds.id, VersionRow.number.in_(list(numbers)))
+                .order_by(VersionRow.number)
+            ).all()
+            for r in rows:
+                props = dict(r.properties or {})
+                if props.get(UNAVAILABLE):
+                    continue
+                props[UNAVAILABLE] = reason
+                props[EXPIRED_AT] = utcnow().isoformat()
+                r.properties = props
+                out.append(r)
+            s.flush()
+            return [self._version_info(name, r) for r in out]
 
     # -- versions -----------------------------------------------------------------------------
 

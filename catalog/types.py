@@ -317,6 +317,13 @@ class VersionInfo:
     tags: tuple[str, ...]
     properties: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def unavailable(self) -> str | None:
+        """Why this version cannot be read any more (expired by ``dal gc``, vacuumed or log-expired by another
+        tool), or None when it can."""
+        reason = self.properties.get("unavailable")
+        return str(reason) if reason else None
+
     def to_dict(self, *, with_schema: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
             "dataset": self.dataset,
@@ -329,6 +336,7 @@ class VersionInfo:
             "storage_version": self.storage_version,
             "partition_columns": list(self.partition_columns),
             "tags": list(self.tags),
+            "expired": self.unavailable is not None,
             "properties": dict(self.properties),
         }
         if with_schema:

@@ -1,10 +1,14 @@
-"""The ``dal`` command line: browse the catalog (ls, show, versions, schema, diff, partitions), tag, migrate.
+"""The ``dal`` command line: browse the catalog (ls, show, versions, schema, diff, partitions, head, stats),
+tag, manage datasets (drop, rename, set, gc), migrate.
 
-User mistakes (unknown dataset or version, bad name, unreachable catalog) print one line and exit 1.
+User mistakes (unknown dataset or version, bad name, unreachable catalog) print one line and exit 1; with
+``--json`` they are a JSON object ``{"error", "type", "exit_code"}`` on stderr. Shell completion:
+``eval "$(_DAL_COMPLETE=bash_source dal)"`` (zsh_source, fish_source for other shells).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -39,25 +43,52 @@ class _Group(click.Group):
     """
 
     def invoke(self, ctx: click.Context) -> Any:
+        if _wants_json(ctx):  # before click hands the words to the subcommand (and clears them here)
+            ctx.meta["dal.json"] = True
         try:
             return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except (click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except click.exceptions.ClickException as e:
+            if not _wants_json(ctx):
+                raise
+            _json_error(ctx, e.format_message(), "usage" if isinstance(e, click.UsageError) else "error", e.exit_code)
         except DalError as e:
+            if _wants_json(ctx):
+                _json_error(ctx, one_line(e), type(e).__name__, EXIT_USER_ERROR)
             click.echo(f"dal: error: {one_line(e)}", err=True)
             ctx.exit(EXIT_USER_ERROR)
         except Exception as e:
             if is_foreign(e):
-                click.echo(f"dal: error: {one_line(translate(e, 'dal ' + (ctx.invoked_subcommand or '')))}", err=True)
+                err = translate(e, "dal " + (ctx.invoked_subcommand or ""))
+                if _wants_json(ctx):
+                    _json_error(ctx, one_line(err), type(err).__name__, EXIT_USER_ERROR)
+                click.echo(f"dal: error: {one_line(err)}", err=True)
                 ctx.exit(EXIT_USER_ERROR)
             if os.environ.get(ENV_DEBUG):
                 raise
-            click.echo(
-                f"dal: internal error: {one_line(f'{type(e).__name__}: {e}')} (a bug in dal: please report it "
-                f"with the command that caused it; {ENV_DEBUG}=1 shows the traceback)",
-                err=True,
+            message = (
+                f"{one_line(f'{type(e).__name__}: {e}')} (a bug in dal: please report it "
+                f"with the command that caused it; {ENV_DEBUG}=1 shows the traceback)"
             )
+            if _wants_json(ctx):
+                _json_error(ctx, message, "InternalError", EXIT_BUG)
+            click.echo(f"dal: internal error: {message}", err=True)
             ctx.exit(EXIT_BUG)
+
+
+def _wants_json(ctx: click.Context) -> bool:
+    """Whether the command line asked for --json (errors then are a JSON object on stderr)."""
+    if ctx.meta.get("dal.json"):
+        return True
+    words = [*getattr(ctx, "_protected_args", ()), *ctx.args]
+    return "--json" in words[: words.index("--")] if "--" in words else "--json" in words
+
+
+def _json_error(ctx: click.Context, message: str, kind: str, code: int) -> None:
+    """``{"error": …, "type": …, "exit_code": …}`` on stderr, then exit ``code``."""
+    click.echo(json.dumps({"error": message, "type": kind, "exit_code": code}), err=True)
+    ctx.exit(code)
 
 
 class _State:
@@ -98,7 +129,15 @@ def _text(value: object) -> str:
     return escape(printable(value))
 
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.meta["dal.json"] = True
+    return value
+
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, callback=_remember_json, help="Print JSON (errors: a JSON object on stderr)."
+)
 version_option = click.option(
     "--version", "-v", "version", default=None, help="Version number, tag, or ISO timestamp (default: latest)."
 )
@@ -200,6 +239,7 @@ def _version_rows(versions: Sequence[VersionInfo]) -> list[tuple[object, ...]]:
             _size(v.size_bytes),
             "-" if v.storage_version is None else v.storage_version,
             ", ".join(v.tags),
+            "expired" if v.unavailable else "",
         )
         for v in versions
     ]
@@ -220,7 +260,7 @@ def versions_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
         return
     _table(
         name,
-        ["version", "created (UTC)", "operation", "rows", "files", "size", "storage v.", "tags"],
+        ["version", "created (UTC)", "operation", "rows", "files", "size", "storage v.", "tags", "status"],
         _version_rows(versions),
     )
 
@@ -322,11 +362,15 @@ def tag_cmd(ctx: click.Context, name: str, version: str, tag: str, force: bool, 
 @cli.command("untag")
 @click.argument("name")
 @click.argument("tag")
+@json_option
 @click.pass_context
-def untag_cmd(ctx: click.Context, name: str, tag: str) -> None:
+def untag_cmd(ctx: click.Context, name: str, tag: str, as_json: bool) -> None:
     """Remove a tag from a dataset."""
     _catalog(ctx).untag(name, tag)
-    click.echo(f"{name}: removed tag {tag!r}")
+    if as_json:
+        _emit_json({"dataset": name, "removed_tag": tag, "tags": _catalog(ctx).tags(name)})
+    else:
+        click.echo(f"{name}: removed tag {tag!r}")
 
 
 @cli.command("register")
@@ -367,6 +411,220 @@ def sync_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
         click.echo(f"{name}: up to date")
 
 
+# -- lifecycle: drop, rename, set, head, stats, gc -------------------------------------------------------
+
+
+def _properties(pairs: Sequence[str]) -> dict[str, Any]:
+    """``k=v`` pairs; ``k=`` removes the property ``k``."""
+    out: dict[str, Any] = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{p!r} is not KEY=VALUE (KEY= removes KEY)", param_hint="--property")
+        out[key] = value if value != "" else None
+    return out
+
+
+@cli.command("drop")
+@click.argument("name")
+@click.option("--purge", is_flag=True, help="Also delete the data dal wrote at the dataset's location.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help="With --purge: delete dal's files even if other files are there (kept).")
+@json_option
+@click.pass_context
+def drop_cmd(ctx: click.Context, name: str, purge: bool, yes: bool, force: bool, as_json: bool) -> None:
+    """Remove a dataset (versions and tags) from the catalog; --purge also deletes its data."""
+    from dal import lifecycle
+
+    cat = _catalog(ctx)
+    info = cat.get_dataset(name)
+    if not yes:
+        if as_json or not sys.stdin.isatty():
+            raise click.UsageError("dropping a dataset needs confirmation: pass --yes")
+        what = "and DELETE its data files at " + mask_url(info.location) if purge else "from the catalog (data kept)"
+        if purge:
+            ours, foreign = lifecycle.purge_plan(name, catalog=cat)
+            what += f" ({len(ours)} file(s); {len(foreign)} other file(s) left)" if force else f" ({len(ours)} file(s))"
+        click.confirm(f"drop {name} {what}?", abort=True)
+    result = lifecycle.drop(name, purge=purge, force=force, catalog=cat)
+    if as_json:
+        out = result.to_dict()
+        out["location"] = mask_url(out["location"])
+        _emit_json(out)
+    elif purge:
+        left = f"; left {len(result.left)} file(s) dal did not write" if result.left else ""
+        click.echo(
+            f"dropped {name}: deleted {len(result.deleted)} file(s) at {printable(mask_url(info.location))}{left}"
+        )
+    else:
+        click.echo(f"dropped {name} from the catalog; its data is still at {printable(mask_url(info.location))}")
+
+
+@cli.command("rename")
+@click.argument("old")
+@click.argument("new")
+@json_option
+@click.pass_context
+def rename_cmd(ctx: click.Context, old: str, new: str, as_json: bool) -> None:
+    """Rename a dataset (versions, tags and data stay where they are)."""
+    from dal import lifecycle
+
+    info = lifecycle.rename(old, new, catalog=_catalog(ctx))
+    if as_json:
+        _emit_json(_dataset_dict(info))
+    else:
+        click.echo(f"renamed {old} to {new}")
+
+
+@cli.command("set")
+@click.argument("name")
+@click.option("--description", default=None, help="What the dataset holds.")
+@click.option("--owner", default=None, help="Who answers for it (a user or team).")
+@click.option("--time-column", default=None, help="The column that orders rows in time.")
+@click.option("--property", "props", multiple=True, metavar="KEY=VALUE", help="Set a property (KEY= removes it).")
+@json_option
+@click.pass_context
+def set_cmd(
+    ctx: click.Context,
+    name: str,
+    description: str | None,
+    owner: str | None,
+    time_column: str | None,
+    props: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Change a dataset's description, owner, time column or properties."""
+    from dal import lifecycle
+
+    properties = _properties(props)
+    if description is None and owner is None and time_column is None and not properties:
+        raise click.UsageError("nothing to set: give --description, --owner, --time-column or --property")
+    info = lifecycle.set_info(name, description=description, owner=owner, time_column=time_column,
+                              properties=properties or None, catalog=_catalog(ctx))  # fmt: skip
+    if as_json:
+        _emit_json(_dataset_dict(info))
+    else:
+        click.echo(f"updated {name}")
+
+
+@cli.command("head")
+@click.argument("name")
+@version_option
+@click.option("-n", "rows", default=10, show_default=True, type=click.IntRange(0, 10_000), help="Rows to print.")
+@click.option("--columns", default=None, help="Comma-separated columns (default: all).")
+@click.option("--where", default=None, help="A filter, e.g. \"station = 'KTLX' AND date >= '2026-03-01'\".")
+@json_option
+@click.pass_context
+def head_cmd(
+    ctx: click.Context, name: str, version: str | None, rows: int, columns: str | None, where: str | None, as_json: bool
+) -> None:
+    """Print the first rows of a version (tensor fields as dtype[shape])."""
+    from dal import lifecycle
+
+    cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    v, records = lifecycle.head(name, version, n=rows, columns=cols, where=where, catalog=_catalog(ctx))
+    if as_json:
+        _emit_json({"dataset": name, "version": v.number, "rows": records})
+        return
+    if not records:
+        click.echo(f"{name} @ version {v.number}: no rows" + (" match" if where else ""))
+        return
+    names = list(records[0])
+    _table(f"{name} @ version {v.number}", names, [[r[c] for c in names] for r in records])
+
+
+@cli.command("stats")
+@click.argument("name")
+@version_option
+@json_option
+@click.pass_context
+def stats_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
+    """Per-column statistics of a version from file footers (rows, nulls, min, max; distinct for partitions)."""
+    from dal import lifecycle
+
+    st = lifecycle.stats(name, version, catalog=_catalog(ctx))
+    if as_json:
+        _emit_json(st.to_dict())
+        return
+    approx = "" if st.exact else " (deletion vectors: null counts are upper bounds)"
+    _table(
+        f"{name} @ version {st.version}: {st.rows:,} rows, {st.files} files, {_size(st.size_bytes)}{approx}",
+        ["column", "type", "nulls", "min", "max", "distinct"],
+        [
+            (
+                c.name,
+                c.type,
+                "?" if c.nulls is None else f"{c.nulls:,}",
+                _short(c.min),
+                _short(c.max),
+                "" if c.distinct is None else c.distinct,
+            )
+            for c in st.columns
+        ],
+    )
+
+
+def _short(v: object) -> str:
+    if v is None:
+        return "-"
+    text = str(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _duration(_ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    from dal import lifecycle
+
+    try:
+        return lifecycle.parse_duration(value)
+    except DalError as e:
+        raise click.BadParameter(str(e), param=param) from None
+
+
+@cli.command("gc")
+@click.argument("name")
+@click.option("--keep-last", type=click.IntRange(min=1), default=None, help="Keep the N newest versions.")
+@click.option("--older-than", callback=_duration, default=None, help="Expire only versions older than this (30d, 12h).")
+@click.option("--dry-run", is_flag=True, help="Show what would be expired and deleted; change nothing.")
+@click.option("--force", is_flag=True, help="Expire tagged versions too.")
+@click.option(
+    "--safe-age",
+    callback=_duration,
+    default="1h",
+    show_default=True,
+    help="Files no version references are deleted only when older than this (a write may be in progress).",
+)
+@json_option
+@click.pass_context
+def gc_cmd(
+    ctx: click.Context,
+    name: str,
+    keep_last: int | None,
+    older_than: Any,
+    dry_run: bool,
+    force: bool,
+    safe_age: Any,
+    as_json: bool,
+) -> None:
+    """Expire old versions and delete the files no kept version needs (tagged versions are kept)."""
+    from dal import lifecycle
+
+    r = lifecycle.gc(name, keep_last=keep_last, older_than=older_than, dry_run=dry_run, force=force,
+                     safe_age=safe_age, catalog=_catalog(ctx))  # fmt: skip
+    if as_json:
+        _emit_json(r.to_dict())
+        return
+    verb = "would expire" if dry_run else "expired"
+    expired = ", ".join(str(n) for n in r.expired) or "none"
+    tagged = f" (kept tagged: {', '.join(str(n) for n in r.skipped_tagged)})" if r.skipped_tagged else ""
+    click.echo(f"{name}: {verb} version(s) {expired}{tagged}")
+    click.echo(f"{name}: {'would delete' if dry_run else 'deleted'} {len(r.deleted)} file(s), {_size(r.bytes)}")
+    if dry_run:
+        for rel in r.deleted:
+            click.echo(f"  {printable(rel)}")
+
+
 @cli.group("hive", cls=_Group)
 def hive_group() -> None:
     """Publish datasets to a Hive Metastore, or adopt Hive tables."""
@@ -395,12 +653,16 @@ def hive_sync_cmd(ctx: click.Context, names: tuple[str, ...], uri: str, version:
 @click.argument("qualified")
 @click.option("--uri", required=True, envvar="DAL_HIVE_URI", help="thrift://host:9083")
 @click.option("--name", default=None, help="Dataset name in the catalog (default: DB.TABLE).")
+@json_option
 @click.pass_context
-def hive_import_cmd(ctx: click.Context, qualified: str, uri: str, name: str | None) -> None:
+def hive_import_cmd(ctx: click.Context, qualified: str, uri: str, name: str | None, as_json: bool) -> None:
     """Register an existing Hive table (Delta, Petastorm or Parquet location) as a dataset."""
     from dal import hive
 
     versions = hive.import_table(qualified, uri=uri, name=name, catalog=_catalog(ctx))
+    if as_json:
+        _emit_json([v.to_dict() for v in versions])
+        return
     click.echo(printable(f"imported {qualified} as {versions[0].dataset} with {len(versions)} version(s)"))
 
 
@@ -410,13 +672,16 @@ def db_group() -> None:
 
 
 @db_group.command("upgrade")
+@json_option
 @click.pass_context
-def db_upgrade_cmd(ctx: click.Context) -> None:
+def db_upgrade_cmd(ctx: click.Context, as_json: bool) -> None:
     """Create the catalog or upgrade it to this dal's schema revision."""
     state = ctx.ensure_object(_State)
     before, after = state.catalog(create=False).upgrade()
     where = display_url(state.url)
-    if before == after:
+    if as_json:
+        _emit_json({"url": where, "before": before, "revision": after, "upgraded": before != after})
+    elif before == after:
         click.echo(f"catalog {where} is up to date (revision {after})")
     else:
         click.echo(f"catalog {where} upgraded from revision {before or 'none'} to {after}")
@@ -442,6 +707,50 @@ def db_status_cmd(ctx: click.Context, as_json: bool) -> None:
         else:
             status = "up to date" if current == head else f"needs `{migrate.UPGRADE_COMMAND}`"
         click.echo(f"catalog {info['url']}: revision {current or 'none'} (head {head}), {status}")
+
+
+@cli.group("cache", cls=_Group)
+def cache_group() -> None:
+    """The converter's cache (dal.convert): list or clear converted DataFrames."""
+
+
+cache_dir_option = click.option(
+    "--dir", "cache_dir", default=None, help="Cache folder (default $DAL_CACHE_DIR or <DAL_HOME>/cache)."
+)
+
+
+@cache_group.command("ls")
+@cache_dir_option
+@json_option
+def cache_ls_cmd(cache_dir: str | None, as_json: bool) -> None:
+    """List the converted DataFrames in the cache, with their size and the processes using them."""
+    from dal import cache
+
+    root = cache.cache_root(cache_dir, create=False)
+    found = [(e, e.size_bytes(), e.users()) for e in cache.entries(root)]
+    if as_json:
+        _emit_json([{"key": e.key, "path": str(e.folder), "created": e.created, "rows": e.rows, "bytes": size,
+                     "users": users} for e, size, users in found])  # fmt: skip
+        return
+    _table(f"cache {root}", ["key", "created", "rows", "bytes", "users"],
+           [(e.key[:16], e.created, e.rows, size, len(users)) for e, size, users in found])  # fmt: skip
+
+
+@cache_group.command("clear")
+@cache_dir_option
+@click.option("--force", is_flag=True, help="Remove entries that running processes still use, too.")
+@json_option
+def cache_clear_cmd(cache_dir: str | None, force: bool, as_json: bool) -> None:
+    """Remove converted DataFrames no running process uses (all with --force) and abandoned conversions."""
+    from dal import cache
+
+    root = cache.cache_root(cache_dir, create=False)
+    removed, kept = cache.clear(root, force=force)
+    if as_json:
+        _emit_json({"removed": [e.key for e in removed], "kept": [e.key for e in kept]})
+        return
+    click.echo(f"removed {len(removed)} cached conversion(s) from {printable(str(root))}" +
+               (f"; kept {len(kept)} in use (--force removes them)" if kept else ""))  # fmt: skip
 
 
 @cli.command("ui")

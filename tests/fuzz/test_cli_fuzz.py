@@ -5,6 +5,7 @@ Seeded and time-bounded through click's runner; a few fixed hostile cases throug
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -75,6 +76,15 @@ def check_outcome(args: list[str], code: int, out: str, err: str) -> str | None:
         return None
     if code != 1:
         return f"exit code {code}: {err[-300:]!r}"
+    if "--json" in args[: args.index("--")] if "--" in args else "--json" in args:
+        # with --json an error is one JSON object on stderr
+        try:
+            body = json.loads(err)
+        except ValueError:
+            return f"not one JSON error object: {err[:300]!r}"
+        if err.count("\n") != 1 or not body.get("error") or body.get("exit_code") != 1:
+            return f"not one JSON error object: {err[:300]!r}"
+        return None
     if not err.startswith("dal: error: ") or err.count("\n") != 1:
         return f"not one 'dal: error:' line: {err[:300]!r}"
     return None

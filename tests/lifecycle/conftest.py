@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from catalog import Catalog
+from tests.conftest import use_catalog
+
+
+@pytest.fixture
+def cat(sqlite_url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> Catalog:
+    """A fresh SQLite catalog and warehouse, dal's default for the test."""
+    return use_catalog(sqlite_url, tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def any_cat(catalog_url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> Catalog:
+    """As ``cat``, on SQLite and on the real PostgreSQL."""
+    return use_catalog(catalog_url, tmp_path, monkeypatch)

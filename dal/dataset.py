@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -14,11 +13,12 @@ import pyarrow.dataset as pads
 from catalog.types import DatasetInfo, Schema, VersionInfo
 from dal.errors import FilterError, FormatError, translating
 from dal.formats.base import DataFile, Format, get_format
+from dal.plan import PlanCache
+from dal.scan import Scan
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dal.scan import Scan
     from dal.sharding import Remainder
 
 
@@ -26,17 +26,6 @@ def _is_1d(values: Any) -> bool:
     import numpy as np
 
     return isinstance(values, np.ndarray) and values.ndim == 1
-
-
-@contextmanager
-def _translate_missing(ds: Dataset) -> Iterator[None]:
-    try:
-        yield
-    except FileNotFoundError as e:
-        raise FormatError(
-            f"{ds.name} version {ds.number} (storage version {ds.version.storage_version}) is no longer readable: "
-            f"a file it pins is gone ({e}); was it removed by a VACUUM?"
-        ) from e
 
 
 @dataclass(frozen=True)
@@ -50,7 +39,7 @@ class Dataset:
     info: DatasetInfo
     version: VersionInfo
     storage_options: Mapping[str, str] = field(default_factory=dict, repr=False)
-    _plans: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    plan_cache: PlanCache = field(default_factory=PlanCache, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -75,22 +64,30 @@ class Dataset:
     @translating("reading {self.name} version {self.number}")
     def files(self) -> list[DataFile]:
         """The data files this version pins, in a deterministic order (listed once: a version is immutable)."""
-        if "files" not in self._plans:
-            self._plans["files"] = self._format.files(self.location, self.version, self.storage_options)
-        return list(self._plans["files"])
+        files: list[DataFile] = self.plan_cache.value(
+            "files", lambda: self._format.files(self.location, self.version, self.storage_options)
+        )
+        return list(files)
 
     @translating("reading {self.name} version {self.number}")
     def arrow_schema(self) -> pa.Schema:
         """The Arrow schema of this version (partition columns included; tensor fields as stored)."""
-        if "schema" not in self._plans:
-            self._plans["schema"] = self._format.arrow_schema(self.location, self.version, self.storage_options)
-        schema: pa.Schema = self._plans["schema"]
+        schema: pa.Schema = self.plan_cache.value(
+            "schema", lambda: self._format.arrow_schema(self.location, self.version, self.storage_options)
+        )
         return schema
 
     @translating("reading {self.name} version {self.number}")
     def arrow_dataset(self) -> pads.Dataset:
         """A pyarrow dataset over exactly this version's files (partition columns restored)."""
         return self._format.arrow_dataset(self.location, self.version, self.storage_options)
+
+    def physical_schema(self) -> pa.Schema | None:
+        """The schema as the data files name it, when that differs (Delta column mapping); else None."""
+        physical: pa.Schema | None = self.plan_cache.value(
+            "physical", lambda: self._format.physical_schema(self.arrow_schema())
+        )
+        return physical
 
     def _scan_of(self, columns: list[str] | None) -> Scan:
         if columns is None:
@@ -114,23 +111,27 @@ class Dataset:
             return table.to_pandas()
         import pandas as pd
 
-        decoded = self._decode(table)
+        decoded = self.decode(table)
         return pd.DataFrame({k: list(v) if not _is_1d(v) else v for k, v in decoded.items()})
 
     def to_numpy(self, columns: list[str] | None = None) -> dict[str, Any]:
         """Each column as NumPy: tensor fields decoded and stacked to (rows, *shape) when their shapes agree,
         else a list of arrays; scalar fields as 1-d arrays of their dtype."""
-        return self._decode(self.to_arrow(columns))
+        return self.decode(self.to_arrow(columns))
 
     def iter_numpy(self, batch_size: int = 1024, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
         """Stream decoded batches (as ``to_numpy``) of at most ``batch_size`` rows."""
         for batch in self.iter_batches(batch_size, columns):
-            yield self._decode(pa.Table.from_batches([batch]))
+            yield self.decode(pa.Table.from_batches([batch]))
 
     def _has_tensors(self, names: list[str]) -> bool:
         return any((f := self.schema.get(n)) is not None and f.codec not in (None, "scalar") for n in names)
 
-    def _decode(self, table: pa.Table) -> dict[str, Any]:
+    def decode(self, table: pa.Table) -> dict[str, Any]:
+        """Columns of ``table`` as NumPy, tensor fields decoded by their codecs (see ``to_numpy``).
+
+        Raises:
+            FormatError: a value its codec cannot decode."""
         from dal.formats.petastorm import decode_table
 
         return decode_table(table, self.schema)
@@ -151,8 +152,6 @@ class Dataset:
 
     def scan(self) -> Scan:
         """A Scan of this whole version, to narrow with select / filter / window / shard / shuffle."""
-        from dal.scan import Scan
-
         return Scan(self)
 
     def select(self, *columns: str) -> Scan:

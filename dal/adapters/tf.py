@@ -78,7 +78,7 @@ def to_tf(scan: Scan, batch_size: int = 256, *, prefetch: int | None = None) -> 
         epoch_scan = scan.set_epoch(next(epochs))
         for batch in epoch_scan.iter_batches(batch_size):
             table = pa.Table.from_batches([batch])
-            decoded = scan.dataset._decode(table)
+            decoded = scan.dataset.decode(table)
             yield {n: _numpy(decoded[n], scan.arrow_schema.field(n).type) for n in spec}
 
     data = tf.data.Dataset.from_generator(generate, output_signature=spec)

@@ -2,24 +2,36 @@
 
     ds = dal.open("weather.radar", "prod")
     data = ds.shuffle(seed=1).to_torch(batch_size=256)      # rank from torch.distributed when initialised
-    loader = DataLoader(data, batch_size=None, num_workers=2, pin_memory=True)
     for epoch in range(3):
         data.set_epoch(epoch)
-        for batch in loader: ...                             # dict: column -> tensor (or list of str)
+        for batch in data: ...                               # dict: column -> tensor (or list of str)
 
-Every rank reads the same number of rows (``Scan.shard``'s default ``remainder="pad"``) and, because
-each rank's share is split between its workers by the same arithmetic, yields the same number of batches,
-so collective steps never wait on a rank that ran out. Rows never repeat across workers.
+The fast path is iterating the dataset itself (or ``DataLoader(data, batch_size=None)``): chunks of tens
+of thousands of rows are read, decoded and converted to tensors once on reader threads, and batches are
+slices of them. ``data.loader(num_workers=2)`` runs the reading in DataLoader worker processes (for heavy
+transforms): workers ship whole chunks and the main process slices batches, in the same order as
+without workers. A plain ``DataLoader(data, batch_size=None, num_workers=k)`` works too (each worker
+reads a disjoint share of the rank's rows).
+
+Every rank reads the same number of rows (``Scan.shard``'s default ``remainder="pad"``) and yields the
+same number of batches, so collective steps never wait on a rank that ran out. Rows never repeat.
+
+Resumption: ``state_dict()`` / ``load_state_dict()`` (the pinned version, seed, epoch, rows consumed);
+the next iteration yields exactly the rows not yet seen in that epoch, re-reading only the chunk it
+stopped in. With ``num_canonical_shards`` the order is elastic (see ``dal.feed``): the same global order
+at any world size and worker count, and a checkpoint resumes at another world size.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
+from dal import feed, read
 from dal.errors import DalError, check_int, require
 
 if TYPE_CHECKING:
@@ -29,6 +41,7 @@ _torch = require("torch", "torch")
 _data = require("torch.utils.data", "torch")
 
 Transform = Callable[[pa.RecordBatch], "pa.RecordBatch | Any"]
+Columns = dict[str, Any]
 
 
 class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
@@ -37,10 +50,17 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
     Args:
         scan: what to read (projection, filters, window, shuffle; a ``shard`` if ranks are not taken
             from torch.distributed).
-        batch_size: rows per batch (the last batch of a worker may be shorter).
-        transform: a function over each Arrow batch returning an Arrow batch or a pandas DataFrame,
-            like Petastorm's TransformSpec. Declare what it returns in ``output_schema``.
-        output_schema: the columns and Arrow types ``transform`` returns (checked on every batch).
+        batch_size: rows per batch (the last batch of an epoch may be shorter).
+        transform: a function over each chunk (an Arrow batch of whole row groups, like Petastorm's
+            TransformSpec over a row group) returning an Arrow batch or a pandas DataFrame. Declare what
+            it returns in ``output_schema``.
+        output_schema: the columns and Arrow types ``transform`` returns (checked on every chunk).
+        num_canonical_shards: elastic order (see ``dal.feed``): a multiple of every world size to run at.
+        device: ``"cuda"`` (or ``"cuda:1"``) copies each batch through pinned memory on a side stream;
+            ``"cpu"``/None leaves tensors in host memory.
+
+    Raises:
+        DalError: a transform without output_schema, a CUDA device without CUDA.
     """
 
     def __init__(
@@ -50,11 +70,16 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         *,
         transform: Transform | None = None,
         output_schema: pa.Schema | None = None,
+        num_canonical_shards: int | None = None,
+        device: str | None = None,
     ) -> None:
         super().__init__()
         batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=2**31 - 1)
         if transform is not None and output_schema is None:
             raise DalError("a transform must declare its output_schema (the columns and types it returns)")
+        if num_canonical_shards is not None:
+            num_canonical_shards = check_int(num_canonical_shards, "num_canonical_shards", minimum=1)
+        self.device = _device(device)
         # resolve the version's files, schema and row groups here, in the main process: delta-rs (tokio)
         # panics in forked DataLoader workers (tokio-rs/tokio#4301); workers then only touch pyarrow
         scan.plan()
@@ -62,11 +87,17 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         self.batch_size = batch_size
         self.transform = transform
         self.output_schema = output_schema
+        self.num_canonical_shards = num_canonical_shards
         self.epoch = scan.epoch
+        self._consumed = 0  # rows of this epoch handed out by iterating this object in this process
+        self._resume = 0  # rows (elastic: of each canonical shard) to skip on the next iteration
 
     def set_epoch(self, epoch: int) -> None:
         """Use another epoch's order (call before each epoch when shuffling, as with DistributedSampler)."""
-        self.epoch = int(epoch)
+        epoch = int(epoch)
+        if epoch != self.epoch:
+            self._consumed = self._resume = 0
+        self.epoch = epoch
 
     def rank_scan(self) -> Scan:
         """The scan for this process: its shard from ``.shard`` or from torch.distributed, at this epoch."""
@@ -76,28 +107,59 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             scan = scan.shard(dist.get_rank(), dist.get_world_size())
         return scan.set_epoch(self.epoch)
 
-    def num_batches(self, num_workers: int = 0) -> int:
-        """Batches this rank yields per epoch with ``num_workers`` DataLoader workers."""
+    def _rank(self) -> tuple[int, int]:
         scan = self.rank_scan()
-        parts = max(num_workers, 1)
+        return (scan.shard_[0], scan.shard_[1]) if scan.shard_ is not None else (0, 1)
+
+    # -- resumption ------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this rank is: the pinned version, seed, epoch and rows consumed (a plain dict)."""
+        rows = self._resume + self._consumed
+        if self.num_canonical_shards is not None:
+            _rank, world = self._rank()
+            owned = self.num_canonical_shards // world
+            rows = self._resume + self._consumed // owned  # rows of each canonical shard
+        return feed.make_state(self.rank_scan(), self.num_canonical_shards, feed.Position(self.epoch, rows))
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from ``state_dict()``: the next iteration yields the epoch's rows not yet consumed.
+
+        Raises:
+            DalError: the state is of another dataset, version, seed, or (without canonical shards)
+                another rank/world size."""
+        pos = feed.check_state(self.rank_scan(), state, self.num_canonical_shards)
+        self.epoch, self._resume, self._consumed = pos.epoch, pos.rows, 0
+
+    # -- the stream --------------------------------------------------------------------------------
+
+    def _stream(self, skip: int) -> feed.Stream[Any]:
+        scan = self.rank_scan()
+        if self.num_canonical_shards is None:
+            return feed.plain_stream(scan, skip)
+        rank, world = self._rank()
+        return feed.canonical_stream(scan, self.num_canonical_shards, rank, world, self.batch_size, skip)
+
+    def num_batches(self, num_workers: int = 0) -> int:
+        """Batches this rank yields per epoch (``num_workers``: of a plain DataLoader over this dataset)."""
+        scan = self.rank_scan()
+        if self.num_canonical_shards is not None or num_workers <= 1:
+            if self.num_canonical_shards is not None:
+                rows = self._stream(0).rows
+            else:
+                rows = sum(scan.task_rows(scan.plan()))
+            return -(-rows // self.batch_size)
         total = 0
-        for w in range(parts):
-            rows = sum(scan.task_rows(scan.split(w, parts)))  # counted (filter columns only), not read
+        for w in range(num_workers):
+            rows = sum(scan.task_rows(scan.split(w, num_workers)))  # counted (filter columns only), not read
             total += -(-rows // self.batch_size)
         return total
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        info = _data.get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        scan = self.rank_scan()
-        tasks = scan.split(worker, workers) if workers > 1 else scan.plan()
-        for batch in scan.iter_batches(self.batch_size, tasks=tasks, stream=worker):
-            yield self._convert(batch)
-
-    def _convert(self, batch: pa.RecordBatch) -> dict[str, Any]:
-        table = pa.Table.from_batches([batch])
+    def convert(self, table: pa.Table) -> tuple[int, Columns]:
+        """One chunk as (rows, columns): tensor fields decoded, each column converted once (zero-copy
+        where Arrow allows); strings as NumPy object arrays (lists per batch)."""
         if self.transform is not None:
-            out = self.transform(batch)
+            out = self.transform(table.combine_chunks().to_batches()[0] if table.num_rows else table)
             if not isinstance(out, pa.RecordBatch | pa.Table):
                 out = pa.Table.from_pandas(out, preserve_index=False)
             table = pa.table(out) if isinstance(out, pa.RecordBatch) else out
@@ -106,21 +168,171 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
                 a.type.equals(b.type) for a, b in zip(table.schema, self.output_schema, strict=True)
             ):
                 raise DalError(f"transform returned {table.schema} but declared output_schema {self.output_schema}")
-            return {n: _tensor(table.column(n).to_numpy(zero_copy_only=False)) for n in table.column_names}
-        decoded = self.scan.dataset._decode(table)
-        return {name: _tensor(values) for name, values in decoded.items()}
+            decoded = {n: table.column(n).to_numpy(zero_copy_only=False) for n in table.column_names}
+        else:
+            decoded = self.scan.dataset.decode(table)
+        return table.num_rows, {name: _tensor(values) for name, values in decoded.items()}
+
+    def _chunks(self, units: list[feed.Unit]) -> Iterator[tuple[int, Columns]]:
+        """Units read, decoded and converted on reader threads, in order, a few ahead."""
+        return read.prefetch(read.ordered_map(lambda i: self.convert(units[i]()), len(units), 3), read.PREFETCH_CHUNKS)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = _data.get_worker_info()
+        if info is not None and info.num_workers > 1:
+            yield from self._worker_batches(info.id, info.num_workers)
+            return
+        skip, self._consumed = self._resume, 0
+        stream = self._stream(skip)
+        batches = feed.split_batches(self._chunks(stream.units), self.batch_size, _take, _join)
+        for n, batch in _to_device(batches, self.device):
+            self._consumed += n
+            yield batch
+        self._resume, self._consumed = 0, 0  # the epoch is over: a state saved now starts the next one
+
+    def _worker_batches(self, worker: int, workers: int) -> Iterator[dict[str, Any]]:
+        """Inside a plain DataLoader worker: a disjoint share of the rank's rows (equal across ranks)."""
+        if self._resume or self.num_canonical_shards is not None:
+            raise DalError(
+                "resumption and num_canonical_shards need the batches counted in the main process: "
+                "use data.loader(num_workers=...) instead of DataLoader(data, num_workers=...)"
+            )
+        scan = self.rank_scan()
+        tasks = scan.split(worker, workers)
+        chunks = scan.iter_chunks(tasks, convert=self.convert)
+        for _n, batch in feed.split_batches(chunks, self.batch_size, _take, _join):
+            yield _batch(batch)
+
+    def loader(self, num_workers: int = 0, **kwargs: Any) -> Loader:
+        """Batches read by ``num_workers`` DataLoader worker processes shipping whole chunks (the main
+        process slices them: same batches, same order as without workers), resumable by ``state_dict``.
+        ``kwargs`` go to ``torch.utils.data.DataLoader`` (e.g. ``multiprocessing_context``)."""
+        return Loader(self, check_int(num_workers, "num_workers", minimum=0), kwargs)
+
+
+class _Units(_data.IterableDataset):  # type: ignore[misc,name-defined]
+    """What ``Loader``'s workers iterate: the converted units i ≡ worker (mod workers), in order."""
+
+    def __init__(self, owner: TorchDataset, skip: int) -> None:
+        super().__init__()
+        self.owner, self.skip = owner, skip
+
+    def __iter__(self) -> Iterator[tuple[int, Columns]]:
+        info = _data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        units = self.owner._stream(self.skip).units
+        for i in range(worker, len(units), workers):
+            yield self.owner.convert(units[i]())
+
+
+class Loader:
+    """``TorchDataset.loader``: DataLoader workers read and convert whole chunks; batches are sliced here."""
+
+    def __init__(self, data: TorchDataset, num_workers: int, kwargs: dict[str, Any]) -> None:
+        self.data, self.num_workers, self.kwargs = data, num_workers, kwargs
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.data.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.data.load_state_dict(state)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.data.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return self.data.num_batches()
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        data = self.data
+        if self.num_workers == 0:
+            yield from data
+            return
+        skip, data._consumed = data._resume, 0
+        # DataLoader hands worker outputs out round-robin: unit i comes from worker i mod k, so the
+        # chunks arrive in stream order
+        chunks = _data.DataLoader(_Units(data, skip), batch_size=None, num_workers=self.num_workers, **self.kwargs)
+        batches = feed.split_batches(iter(chunks), data.batch_size, _take, _join)
+        for n, batch in _to_device(batches, data.device):
+            data._consumed += n
+            yield batch
+        data._resume, data._consumed = 0, 0
+
+
+def _take(columns: Columns, a: int, b: int) -> Columns:
+    return {k: v[a:b] for k, v in columns.items()}
+
+
+def _join(x: Columns, y: Columns) -> Columns:
+    out: Columns = {}
+    for k, v in x.items():
+        w = y[k]
+        if isinstance(v, list):
+            out[k] = v + list(w)
+        elif isinstance(v, np.ndarray):
+            out[k] = np.concatenate([v, w])
+        else:
+            out[k] = _torch.cat([v, w])
+    return out
+
+
+def _batch(columns: Columns) -> dict[str, Any]:
+    """A batch as handed out: object columns (strings) as lists."""
+    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in columns.items()}
+
+
+def _device(device: str | None) -> Any:
+    if device is None or device == "cpu":
+        return None
+    if not isinstance(device, str) or not device.startswith("cuda"):
+        raise DalError(f"device must be 'cpu' or 'cuda[:N]', not {device!r}")
+    if not _torch.cuda.is_available():
+        raise DalError(f"device={device!r} but this torch has no CUDA device (torch.cuda.is_available() is False)")
+    return _torch.device(device)
+
+
+def _to_device(batches: Iterator[tuple[int, Columns]], device: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Batches as handed out; on a CUDA device each is copied through pinned memory on a side stream,
+    one batch ahead, so the copy overlaps the step using the previous batch."""
+    if device is None:
+        for n, columns in batches:
+            yield n, _batch(columns)
+        return
+    stream = _torch.cuda.Stream(device=device)
+    pending: tuple[int, dict[str, Any]] | None = None
+    for n, columns in batches:
+        with _torch.cuda.stream(stream):
+            moved = {
+                k: v.pin_memory().to(device, non_blocking=True) if isinstance(v, _torch.Tensor) else v
+                for k, v in _batch(columns).items()
+            }
+        if pending is not None:
+            yield pending
+        _torch.cuda.current_stream(device).wait_stream(stream)
+        for v in moved.values():
+            if isinstance(v, _torch.Tensor):
+                v.record_stream(_torch.cuda.current_stream(device))
+        pending = (n, moved)
+    if pending is not None:
+        yield pending
 
 
 def _tensor(values: Any) -> Any:
-    """NumPy -> tensor (copying read-only Arrow memory); strings stay lists; ragged tensors become lists."""
+    """NumPy -> tensor, once per chunk; strings stay NumPy object arrays (lists per batch); ragged tensor
+    fields stay lists of tensors."""
     if isinstance(values, list):
         return [None if v is None else _tensor(v) for v in values]
     if not isinstance(values, np.ndarray):
         return values
     if values.dtype.kind in "OUS":
-        return values.tolist()
+        return values.astype(object) if values.dtype.kind != "O" else values
     if values.dtype.kind == "M":
         values = values.astype("datetime64[us]").astype(np.int64)  # timestamps as microseconds since epoch
-    if not values.flags.writeable or not values.flags.c_contiguous:
-        values = np.array(values, copy=True, order="C")
+    if not values.flags.c_contiguous:
+        values = np.ascontiguousarray(values)
+    if not values.flags.writeable:
+        # the chunk's Arrow buffers belong to this chunk alone: share them instead of copying
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return _torch.from_numpy(values)
     return _torch.from_numpy(values)

@@ -192,5 +192,5 @@ def test_plan_cache_is_bounded(plain: dal.Dataset) -> None:
 
     for k in range(PLAN_CACHE + 8):  # a process trying many filters keeps a bounded number of plans
         assert plain.filter(dal.col("id") < k).count() == k
-    assert len(plain._plans["scans"]) == PLAN_CACHE
+    assert len(plain.plan_cache) == PLAN_CACHE
     assert plain.filter(dal.col("id") < 3).count() == 3  # evicted plans are planned again

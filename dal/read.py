@@ -1,0 +1,264 @@
+"""Reading: planned ReadTasks -> large Arrow chunks (read ahead on threads, optionally permuted) -> batches.
+
+A chunk is a run of consecutive tasks (whole row groups, or the row ranges sharding cut) holding at
+least ``chunk_rows`` rows, sized from the footers and independent of the batch size. Tasks are read on
+a small thread pool (pyarrow releases the GIL), in order, as far ahead as ``READAHEAD_BUDGET`` decoded
+bytes allow. Shuffling permutes the rows inside each chunk with a generator seeded by (seed, epoch,
+the chunk's first task): one gather per chunk, no per-row buffer, the same order on every run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import concurrent.futures as cf
+import queue
+import threading
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from dal.plan import Query, translate_missing
+from dal.tasks import ReadTask
+
+# decoded bytes pyarrow may hold ahead of the consumer; sizes its read-ahead so memory stays bounded
+# whatever the row-group size of the data (measured: benchmarks/reader_bench.py, peak RSS rows)
+READAHEAD_BUDGET = 128 * 1024 * 1024
+CHUNK_BYTES = 8 * 1024 * 1024  # decoded bytes a chunk aims for: tens of thousands of rows of a few columns
+MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 16_384, 1 << 20
+READ_THREADS = 4
+PREFETCH_CHUNKS = 2
+
+T = TypeVar("T")
+
+
+def scan_options(query: Query) -> pads.ParquetFragmentScanOptions:
+    from dal import io
+
+    # pre-buffering whole column chunks saves round trips on object stores but doubles memory locally
+    return pads.ParquetFragmentScanOptions(pre_buffer=not io.is_local(query.source.location))
+
+
+def chunk_rows(query: Query, minimum: int = 0) -> int:
+    """Rows a chunk aims for: CHUNK_BYTES of the projection's decoded size (at least ``minimum``)."""
+    rg_bytes, rg_rows = query.row_group_bytes()
+    per_row = max(rg_bytes / max(rg_rows, 1), 1.0)
+    return max(minimum, int(min(MAX_CHUNK_ROWS, max(MIN_CHUNK_ROWS, CHUNK_BYTES // per_row))))
+
+
+def groups(tasks: Sequence[ReadTask], counts: Sequence[int], target: int) -> list[tuple[int, int]]:
+    """Consecutive task ranges ``[(start, end)]`` of at least ``target`` rows each (the last may hold fewer)."""
+    out, start, held = [], 0, 0
+    for i, n in enumerate(counts):
+        held += n
+        if held >= target:
+            out.append((start, i + 1))
+            start, held = i + 1, 0
+    if start < len(tasks):
+        out.append((start, len(tasks)))
+    return out
+
+
+def read_task(query: Query, task: ReadTask) -> pa.Table:
+    """The rows of one task: filtered, projected, deletion vectors applied, cut to its row range."""
+    columns = list(query.columns) if query.columns is not None else None
+    if task.exact:
+        table = query.read_exact(task)
+        if query.row_filter is not None:
+            table = table.filter(query.row_filter)
+        if columns is not None:
+            table = table.select(columns)
+    else:
+        table = query.fragment(task).to_table(
+            schema=query.schema,
+            columns=columns,
+            filter=query.row_filter,
+            use_threads=True,
+            fragment_scan_options=scan_options(query),
+        )
+    if task.offset or task.length is not None:
+        table = table.slice(task.offset, task.length)
+    return table
+
+
+def ordered_map(fn: Callable[[int], T], n: int, ahead: int) -> Iterator[T]:
+    """``fn(0), fn(1), …, fn(n-1)`` computed on a thread pool at most ``ahead`` calls in advance, in order."""
+    if n == 0:
+        return
+    with cf.ThreadPoolExecutor(max_workers=min(READ_THREADS, ahead), thread_name_prefix="dal-read") as pool:
+        pending: deque[cf.Future[T]] = deque()
+        submitted = 0
+        try:
+            while submitted < n or pending:
+                while submitted < n and len(pending) < ahead:
+                    pending.append(pool.submit(fn, submitted))
+                    submitted += 1
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
+
+
+def chunk_seed(task: ReadTask, seed: int, epoch: int) -> list[int]:
+    """The seed of the row permutation of the chunk that starts with ``task``: a pure function of the
+    shuffle seed, the epoch and the task (file, row group, first row), so every run agrees."""
+    return [seed, epoch, zlib.crc32(task.uri.encode()), task.row_group, task.offset]
+
+
+def combine(pieces: Sequence[pa.Table], first: ReadTask, permute: tuple[int, int] | None) -> pa.Table:
+    """The tables of one chunk's tasks as one table (one buffer per column), rows permuted when shuffling."""
+    table = pa.concat_tables(pieces).combine_chunks() if len(pieces) > 1 else pieces[0].combine_chunks()
+    if permute is not None and table.num_rows > 1:
+        rng = np.random.default_rng(chunk_seed(first, *permute))
+        table = table.take(pa.array(rng.permutation(table.num_rows)))
+    return table
+
+
+def read_chunks(
+    query: Query,
+    tasks: Sequence[ReadTask],
+    spans: Sequence[tuple[int, int]],
+    *,
+    permute: tuple[int, int] | None = None,
+    skip: int = 0,
+    convert: Callable[[pa.Table], T] | None = None,
+) -> Iterator[T]:
+    """The chunks of ``tasks`` (``spans`` of task indices from ``groups``), in order, each one table
+    (one contiguous buffer per column), rows permuted by ``(seed, epoch)`` when given, the first ``skip``
+    rows of the first chunk dropped (resumption), then ``convert`` applied — all off the caller's thread."""
+    ahead = readahead(query)
+    flat = [i for a, b in spans for i in range(a, b)]
+
+    def tables() -> Iterator[Any]:
+        parts = ordered_map(lambda k: read_task(query, tasks[flat[k]]), len(flat), ahead)
+        first = True
+        for a, b in spans:
+            table = combine([next(parts) for _ in range(a, b)], tasks[a], permute)
+            if first and skip:
+                table = table.slice(skip)
+            first = False
+            yield convert(table) if convert is not None else table
+
+    with translate_missing(query.source):
+        yield from prefetch(tables(), PREFETCH_CHUNKS)
+
+
+def readahead(query: Query) -> int:
+    """Tasks read ahead: as many row groups as fit READAHEAD_BUDGET decoded bytes (2 to 16)."""
+    rg_bytes, _ = query.row_group_bytes()
+    return int(max(2, min(16, READAHEAD_BUDGET // max(rg_bytes, 1))))
+
+
+class RowReader:
+    """Rows ``[start, stop)`` of an epoch's whole order (its tasks, chunked and permuted as ``read_chunks``
+    reads them), reading only the chunks that hold them: how resumption and canonical shards cut the
+    order anywhere without reading the prefix. Keeps the last chunk read (consecutive ranges share it)."""
+
+    def __init__(
+        self,
+        query: Query,
+        tasks: Sequence[ReadTask],
+        spans: Sequence[tuple[int, int]],
+        counts: Sequence[int],
+        permute: tuple[int, int] | None,
+    ) -> None:
+        self.query, self.tasks, self.spans, self.permute = query, list(tasks), list(spans), permute
+        self.starts = [0]
+        for a, b in spans:
+            self.starts.append(self.starts[-1] + sum(counts[a:b]))
+        self.total = self.starts[-1]
+        self._last: tuple[int, pa.Table] | None = None
+
+    def chunk(self, i: int) -> pa.Table:
+        if self._last is None or self._last[0] != i:
+            a, b = self.spans[i]
+            pieces = list(ordered_map(lambda k: read_task(self.query, self.tasks[a + k]), b - a, readahead(self.query)))
+            with translate_missing(self.query.source):
+                self._last = (i, combine(pieces, self.tasks[a], self.permute))
+        return self._last[1]
+
+    def rows(self, start: int, stop: int) -> list[pa.Table]:
+        """The rows ``[start, stop)`` (0 <= start <= stop <= total) as slices of their chunks."""
+        out = []
+        i = max(bisect.bisect_right(self.starts, start) - 1, 0)
+        while start < stop and i < len(self.spans):
+            lo, hi = self.starts[i], self.starts[i + 1]
+            if hi > start:
+                a, b = start - lo, min(stop, hi) - lo
+                out.append(self.chunk(i).slice(a, b - a))
+                start = lo + b
+            i += 1
+        return out
+
+
+def prefetch(source: Iterator[T], depth: int) -> Iterator[T]:
+    """Run ``source`` on a background thread, at most ``depth`` items ahead (bounded memory)."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in source:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as e:  # handed to the consumer
+            q.put(e)
+
+    thread = threading.Thread(target=produce, daemon=True, name="dal-prefetch")
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        close = getattr(source, "close", None)
+        if close is not None and not thread.is_alive():
+            close()
+
+
+def rebatch(tables: Iterator[pa.Table], size: int) -> Iterator[pa.RecordBatch]:
+    """Exactly ``size`` rows per batch (the last may be shorter): slices of each chunk, and one small
+    concatenation where a batch straddles two chunks."""
+    carry: pa.Table | None = None
+    for table in tables:
+        if carry is not None:
+            need = size - carry.num_rows
+            head = table.slice(0, need)
+            carry = pa.concat_tables([carry, head]).combine_chunks()
+            table = table.slice(need)
+            if carry.num_rows < size:
+                continue
+            yield _one_batch(carry)
+            carry = None
+        start = 0
+        while table.num_rows - start >= size:
+            yield _one_batch(table.slice(start, size))
+            start += size
+        if start < table.num_rows:
+            carry = table.slice(start)
+    if carry is not None and carry.num_rows:
+        yield _one_batch(carry)
+
+
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    batches = table.to_batches()
+    if len(batches) == 1:
+        return batches[0]
+    return table.combine_chunks().to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], table.schema)

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from catalog import Catalog, VersionInfo
 from catalog.engine import default_url, display_url
-from dal import views
+from dal import __version__, views
 from dal.errors import DalError, is_foreign, one_line, printable, translate
 from dal.io import mask_url
 from dal.views import dataset_dict as _dataset_dict
@@ -151,7 +151,7 @@ version_option = click.option(
     default=None,
     help="Catalog URL (SQLAlchemy); default $DAL_CATALOG_URL or the embedded SQLite catalog.",
 )
-@click.version_option(package_name="dal", prog_name="dal")
+@click.version_option(version=__version__, prog_name="dal", message="%(prog)s, version %(version)s")
 @click.pass_context
 def cli(ctx: click.Context, catalog_url: str | None) -> None:
     """Browse and manage the dal dataset catalog."""
@@ -759,7 +759,7 @@ def cache_clear_cmd(cache_dir: str | None, force: bool, as_json: bool) -> None:
 @click.option("--token", envvar="DAL_UI_TOKEN", default=None, help="Require this bearer token ($DAL_UI_TOKEN).")
 @click.pass_context
 def ui_cmd(ctx: click.Context, host: str, port: int, token: str | None) -> None:
-    """Serve a read-only web page and JSON API over the catalog (needs dal[ui])."""
+    """Serve a read-only web page and JSON API over the catalog (needs dal-catalog[ui])."""
     from dal.ui import serve
 
     serve(_catalog(ctx), host=host, port=port, token=token)

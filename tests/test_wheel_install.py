@@ -23,7 +23,7 @@ def test_wheel_creates_and_upgrades_its_catalog(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO)], tmp_path)
     assert built.returncode == 0, built.stderr
-    (wheel,) = dist.glob("dal-*.whl")
+    (wheel,) = dist.glob("dal_catalog-*.whl")  # the distribution is dal-catalog; the import and command stay dal
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
@@ -40,6 +40,8 @@ def test_wheel_creates_and_upgrades_its_catalog(tmp_path: Path) -> None:
     assert where.stdout.strip().startswith(str(env_dir)), where.stdout
 
     dal = str(env_dir / "bin" / "dal")
+    version = _run([dal, "--version"], work, env)
+    assert version.returncode == 0 and version.stdout.startswith("dal, version "), version.stdout + version.stderr
     up = _run([dal, "db", "upgrade"], work, env)
     assert up.returncode == 0 and "from revision none to 0002" in up.stdout, up.stdout + up.stderr
     ls = _run([dal, "ls"], work, env)

@@ -81,11 +81,11 @@ def uninstall(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
 
 def test_missing_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
     uninstall(monkeypatch, "deltalake")
-    with pytest.raises(MissingDependency, match=r"pip install 'dal\[delta\]'"):
+    with pytest.raises(MissingDependency, match=r"pip install 'dal-catalog\[delta\]'"):
         dal.errors.require("deltalake", "delta")
     from dal.formats.delta import DeltaFormat
 
-    with pytest.raises(MissingDependency, match=r"pip install 'dal\[delta\]'"):
+    with pytest.raises(MissingDependency, match=r"pip install 'dal-catalog\[delta\]'"):
         DeltaFormat().exists("/nowhere", {})
 
 
@@ -93,5 +93,5 @@ def test_object_store_commits_without_obstore_name_the_cloud_extra(monkeypatch: 
     uninstall(monkeypatch, "obstore")
     from dal.location import Location
 
-    with pytest.raises(MissingDependency, match=r"pip install 'dal\[cloud\]'"):
+    with pytest.raises(MissingDependency, match=r"pip install 'dal-catalog\[cloud\]'"):
         Location.of("s3://bucket/ds").create_exclusive("_dal_versions/0.json", b"{}")

@@ -9,6 +9,7 @@ table = ds.to_arrow()
 from dal import errors, hive
 from dal.api import get_catalog, open, register, sync, write
 from dal.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec
+from dal.convert import convert
 from dal.dataset import Dataset
 from dal.errors import DalError
 from dal.expr import col
@@ -28,6 +29,7 @@ __all__ = [
     "TensorSchema",
     "__version__",
     "col",
+    "convert",
     "errors",
     "get_catalog",
     "hive",

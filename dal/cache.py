@@ -1,0 +1,327 @@
+"""The converter's cache on local disk: one entry per converted DataFrame, published atomically, shared by
+processes, removed when its last user exits (or by ``dal cache clear``).
+
+Layout under the cache root (``cache_root``)::
+
+    <key>.ready                  the marker: JSON naming the entry's folder; created only once the folder
+                                 is complete, by a hard link (create-if-absent, atomic), so a reader never
+                                 sees a half-written entry
+    <key>-<token>/               one conversion: catalog.db (a private SQLite catalog), table/ (the data),
+                                 users/<host>-<pid> (each process using the entry)
+
+A conversion killed before its marker leaves a folder that no marker names: nothing reads it, and it is
+removed by the next conversion into the same root (once its writer is dead) or by ``dal cache clear``.
+Two processes converting the same DataFrame both write; the first marker wins, the other deletes its
+folder and uses the winner's.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from catalog.engine import data_dir
+from dal.errors import DalError
+
+ENV_CACHE_DIR = "DAL_CACHE_DIR"
+MARKER = ".ready"
+STARTING_GRACE_S = 60.0  # a folder younger than this may still be getting its first user file
+
+_used: dict[Path, Path] = {}  # entry folder -> root, for the atexit release
+_lock = threading.Lock()
+_registered = False
+
+
+def cache_root(
+    explicit: str | os.PathLike[str] | None = None, spark_conf: str | None = None, *, create: bool = True
+) -> Path:
+    """The cache folder: ``explicit`` (per call), else Spark's ``spark.dal.cacheDir``, else
+    ``$DAL_CACHE_DIR``, else ``<dal home>/cache``. Only local paths (``file://`` too) are supported."""
+    raw = str(explicit or spark_conf or os.environ.get(ENV_CACHE_DIR) or data_dir() / "cache")
+    if raw.startswith("file://"):
+        raw = raw[len("file://") :]
+    elif "://" in raw:
+        raise DalError(f"the converter's cache must be a local folder, not {raw!r}")
+    root = Path(raw).expanduser()
+    if not create:
+        return root
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DalError(f"cannot create the cache folder {root} ({e.strerror or e}); set {ENV_CACHE_DIR}") from e
+    return root
+
+
+def _me() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _alive(user: str) -> bool:
+    host, _, pid = user.rpartition("-")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's process (a shared folder): cannot tell, assume it runs
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One complete, published conversion."""
+
+    root: Path
+    key: str
+    folder: Path
+    created: str
+    rows: int | None
+
+    @property
+    def catalog_url(self) -> str:
+        return f"sqlite:///{self.folder / 'catalog.db'}"
+
+    @property
+    def table(self) -> Path:
+        return self.folder / "table"
+
+    def size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
+
+    def users(self) -> list[str]:
+        return _users(self.folder)
+
+
+def _users(folder: Path) -> list[str]:
+    try:
+        return sorted(p.name for p in (folder / "users").iterdir())
+    except OSError:
+        return []
+
+
+def _live_users(folder: Path) -> list[str]:
+    return [u for u in _users(folder) if _alive(u)]
+
+
+def _marker(root: Path, key: str) -> Path:
+    return root / f"{key}{MARKER}"
+
+
+def _read_marker(root: Path, key: str) -> dict[str, object] | None:
+    try:
+        data = json.loads(_marker(root, key).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def lookup(root: Path, key: str) -> Entry | None:
+    """The published entry for ``key``, registered as used by this process (None: there is none)."""
+    data = _read_marker(root, key)
+    if data is None:
+        return None
+    folder = root / str(data.get("entry", ""))
+    entry = Entry(root, key, folder, str(data.get("created", "")), _int(data.get("rows")))
+    _add_user(folder)
+    # the marker must still name the folder after our user file exists: a last user removing the entry
+    # takes the marker away first and then looks for users (see _release)
+    again = _read_marker(root, key)
+    if again is None or again.get("entry") != data.get("entry") or not (folder / "catalog.db").is_file():
+        _remove_user(folder)
+        if again is not None and again.get("entry") == data.get("entry"):
+            _unpublish(root, key, folder)  # a marker naming a folder that is gone: stale
+        return None
+    _track(folder, root)
+    return entry
+
+
+def _int(v: object) -> int | None:
+    return v if isinstance(v, int) else None
+
+
+def begin(root: Path, key: str) -> Path:
+    """A fresh folder for converting ``key`` (this process its user)."""
+    sweep(root)
+    folder = root / f"{key}-{uuid.uuid4().hex[:12]}"
+    folder.mkdir()
+    _add_user(folder)
+    _track(folder, root)
+    return folder
+
+
+def publish(root: Path, key: str, folder: Path, rows: int | None) -> Entry:
+    """Publish a complete ``folder`` as the entry of ``key``; if another process published first, drop
+    ``folder`` and return theirs."""
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    tmp = root / f".{folder.name}.marker"
+    tmp.write_text(json.dumps({"entry": folder.name, "created": created, "rows": rows, "by": _me()}))
+    try:
+        os.link(tmp, _marker(root, key))  # atomic create-if-absent
+    except FileExistsError:
+        discard(folder)
+        theirs = lookup(root, key)
+        if theirs is not None:
+            return theirs
+        raise DalError(
+            f"the cache entry {key[:12]} in {root} was published and removed meanwhile; convert again"
+        ) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return Entry(root, key, folder, created, rows)
+
+
+def discard(folder: Path) -> None:
+    """Remove an unpublished folder (a failed or losing conversion)."""
+    with _lock:
+        _used.pop(folder, None)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _add_user(folder: Path) -> None:
+    users = folder / "users"
+    try:
+        users.mkdir(parents=True, exist_ok=True)
+        (users / _me()).touch()
+    except OSError:
+        pass
+
+
+def _remove_user(folder: Path) -> None:
+    (folder / "users" / _me()).unlink(missing_ok=True)
+
+
+def _track(folder: Path, root: Path) -> None:
+    global _registered
+    with _lock:
+        _used[folder] = root
+        if not _registered:
+            atexit.register(release_all)
+            _registered = True
+
+
+def _unpublish(root: Path, key: str, folder: Path) -> bool:
+    """Take away ``key``'s marker if it names ``folder`` (True when this call removed it)."""
+    data = _read_marker(root, key)
+    if data is None or data.get("entry") != folder.name:
+        return False
+    aside = root / f".{folder.name}.{uuid.uuid4().hex[:8]}.removing"
+    try:
+        os.rename(_marker(root, key), aside)
+    except OSError:
+        return False
+    moved = json.loads(aside.read_text()) if aside.exists() else {}
+    if moved.get("entry") != folder.name:  # another entry was published in between: put it back
+        try:
+            os.link(aside, _marker(root, key))
+        except FileExistsError:
+            pass
+        aside.unlink(missing_ok=True)
+        return False
+    aside.unlink(missing_ok=True)
+    return True
+
+
+def _key_of(folder: Path) -> str:
+    return folder.name.rsplit("-", 1)[0]
+
+
+def _release(folder: Path, root: Path) -> None:
+    """This process stops using ``folder``; the last live user removes the entry."""
+    _remove_user(folder)
+    if _live_users(folder):
+        return
+    key = _key_of(folder)
+    removed = _unpublish(root, key, folder)
+    if _live_users(folder):  # someone started using it while we took the marker away: give it back
+        if removed:
+            _republish(root, key, folder)
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _republish(root: Path, key: str, folder: Path) -> None:
+    tmp = root / f".{folder.name}.{uuid.uuid4().hex[:8]}.marker"
+    tmp.write_text(json.dumps({"entry": folder.name, "created": datetime.now(UTC).isoformat(timespec="seconds")}))
+    try:
+        os.link(tmp, _marker(root, key))
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def release_all() -> None:
+    """At exit: stop using every entry this process used (removing those no other live process uses)."""
+    with _lock:
+        used = list(_used.items())
+        _used.clear()
+    for folder, root in used:
+        try:
+            _release(folder, root)
+        except OSError:
+            pass
+
+
+def sweep(root: Path) -> list[Path]:
+    """Remove folders no marker names whose users are all dead (killed conversions, losers of a race)."""
+    published = {
+        str(d.get("entry")) for m in root.glob(f"*{MARKER}") if (d := _read_marker(root, m.name[: -len(MARKER)]))
+    }
+    removed: list[Path] = []
+    if not root.is_dir():
+        return removed
+    for folder in root.iterdir():
+        if not folder.is_dir() or folder.name in published or folder.name.startswith("."):
+            continue
+        try:
+            young = time.time() - folder.stat().st_mtime < STARTING_GRACE_S
+        except OSError:
+            continue
+        if _live_users(folder) or (young and not _users(folder)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def entries(root: Path) -> list[Entry]:
+    """The published entries under ``root``, oldest first."""
+    out = []
+    for m in sorted(root.glob(f"*{MARKER}")):
+        key = m.name[: -len(MARKER)]
+        data = _read_marker(root, key)
+        if data is None:
+            continue
+        out.append(
+            Entry(root, key, root / str(data.get("entry", "")), str(data.get("created", "")), _int(data.get("rows")))
+        )
+    return sorted(out, key=lambda e: e.created)
+
+
+def clear(root: Path, *, force: bool = False) -> tuple[list[Entry], list[Entry]]:
+    """Remove the entries no live process uses (all of them with ``force``) and every abandoned folder.
+
+    Returns (removed, kept because in use)."""
+    removed, kept = [], []
+    for e in entries(root):
+        if not force and _live_users(e.folder):
+            kept.append(e)
+            continue
+        _unpublish(root, e.key, e.folder)
+        shutil.rmtree(e.folder, ignore_errors=True)
+        with _lock:
+            _used.pop(e.folder, None)
+        removed.append(e)
+    sweep(root)
+    return removed, kept

@@ -1,0 +1,104 @@
+"""``dal.convert``: a Spark DataFrame, materialised once, as a pinned ``dal.Dataset`` for training.
+
+The petastorm ``make_spark_converter`` workflow: the DataFrame is written (by ``dal.write``, Spark's
+executors writing Parquet, committed as one Delta version) into a cache folder keyed by its plan and the
+options, so converting it again is instant; the returned ``Dataset`` has the whole reader API
+(``select``, ``filter``, ``shard``, ``shuffle``, ``to_torch``, ``to_tf``, ``iter_batches``…).
+
+Each cache entry has its own small SQLite catalog holding one dataset: the handle is an ordinary pinned
+``Dataset``, made by the same ``dal.write`` / ``dal.open`` as any other, and the user's catalog is not
+touched (cached conversions are temporary: removed when the last process using them exits, or by
+``dal cache clear``). ``name=`` instead writes a permanent version of a dataset in the user's catalog.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from dal import cache
+from dal.dataset import Dataset
+from dal.errors import DalError
+from dal.sources import is_spark_dataframe
+
+DEFAULT_ROW_GROUP_BYTES = 32 * 1024 * 1024  # as petastorm's converter
+CACHE_DATASET = "dal_cache.converted"
+_FORMAT_VERSION = "1"  # bump when the cached layout changes: old entries are then not reused
+
+
+def convert(
+    df: Any,
+    *,
+    name: str | None = None,
+    cache_dir: str | None = None,
+    dtype: str | None = "float32",
+    row_group_size_bytes: int | None = DEFAULT_ROW_GROUP_BYTES,
+    catalog: Any = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> Dataset:
+    """Materialise the Spark DataFrame ``df`` once and return it as a pinned Dataset.
+
+    - MLlib vectors (dense or sparse) become float arrays of their size; with ``dtype='float32'`` (the
+      default, as petastorm) every double column (scalars and arrays) is stored as float, ``'float64'``
+      stores floats as double, ``None`` keeps each column's type.
+    - ``row_group_size_bytes``: about this much uncompressed data per Parquet row group (``None``: Spark's
+      Arrow batch size decides).
+    - The cache folder is ``cache_dir``, else Spark conf ``spark.dal.cacheDir``, else ``$DAL_CACHE_DIR``,
+      else ``<DAL_HOME>/cache``. Converting the same DataFrame (same plan, same options) again reuses the
+      entry, also from another process when the plan reads files or ranges (not in-memory data).
+    - ``name=``: write a new version of the dataset ``name`` in the (default or given) catalog instead —
+      permanent and versioned like any ``dal.write``; ``storage_options`` apply to that write.
+
+    Raises:
+        DalError: not a Spark DataFrame, a bad option, or a cache folder that cannot be used; anything
+        ``dal.write`` raises (e.g. ``SchemaMismatch`` for a column Delta cannot hold).
+    """
+    if not is_spark_dataframe(df):
+        raise DalError(f"dal.convert takes a Spark DataFrame, not {type(df).__name__}")
+    if dtype not in (None, "float32", "float64"):
+        raise DalError(f"dtype must be 'float32', 'float64' or None, not {dtype!r}")
+    if row_group_size_bytes is not None and (
+        isinstance(row_group_size_bytes, bool) or not isinstance(row_group_size_bytes, int) or row_group_size_bytes < 1
+    ):
+        raise DalError(f"row_group_size_bytes must be a positive int or None, not {row_group_size_bytes!r}")
+    from dal import api
+    from dal.adapters import spark_convert as sc
+
+    prepared = sc.prepare(df, dtype)  # type: ignore[arg-type]  # checked above
+    if name is not None:
+        with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
+            version = api.write(prepared, name, storage_options=storage_options, catalog=catalog)
+        return api.open(name, version.number, storage_options=storage_options, catalog=catalog)
+    if storage_options:
+        raise DalError("storage_options apply to name= writes; the cache is a local folder")
+
+    root = cache.cache_root(cache_dir, sc.cache_dir_conf(df))
+    options = json.dumps({"dtype": dtype, "row_group_size_bytes": row_group_size_bytes, "v": _FORMAT_VERSION})
+    key = hashlib.sha256(f"{sc.plan_key(df)}\0{options}".encode()).hexdigest()[:40]
+    entry = cache.lookup(root, key)
+    if entry is None:
+        folder = cache.begin(root, key)
+        try:
+            from catalog import Catalog
+
+            cat = Catalog(f"sqlite:///{folder / 'catalog.db'}")
+            with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
+                version = api.write(prepared, CACHE_DATASET, path=str(folder / "table"), catalog=cat)
+            cat.close()
+            entry = cache.publish(root, key, folder, version.row_count)
+        except BaseException:
+            cache.discard(folder)
+            raise
+    from catalog import Catalog
+
+    cat = Catalog(entry.catalog_url, create=False)
+    try:
+        return api.open(CACHE_DATASET, catalog=cat)
+    finally:
+        cat.close()  # the Dataset needs no catalog to read
+
+
+def _rows(sc: Any, df: Any, row_group_bytes: int | None) -> int | None:
+    return None if row_group_bytes is None else int(sc.rows_per_row_group(df, row_group_bytes))

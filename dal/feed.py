@@ -54,10 +54,11 @@ def check_state(scan: Scan, state: dict[str, Any], canonical: int | None) -> Pos
                 f"cannot resume {ds.name} version {ds.number}: the state was saved with {key}={state.get(key)!r}, "
                 f"this loader has {key}={mine!r}"
             )
-    if canonical is None and scan.shard_ is not None and state.get("world") != scan.shard_[:2]:
+    world = list(scan.shard_[:2]) if scan.shard_ is not None else None
+    if canonical is None and state.get("world") != world:
         raise DalError(
             f"cannot resume {ds.name}: the state was saved as rank/world {state.get('world')}, this loader is "
-            f"{scan.shard_[:2]}; resuming at another world size needs num_canonical_shards"
+            f"{world}; resuming at another world size needs num_canonical_shards"
         )
     return Position(int(state["epoch"]), int(state["rows"]))
 
@@ -70,7 +71,8 @@ def make_state(scan: Scan, canonical: int | None, position: Position) -> dict[st
         "version": ds.number,
         "seed": scan.shuffle_[0] if scan.shuffle_ is not None else None,
         "canonical": canonical,
-        "world": list(scan.shard_[:2]) if scan.shard_ is not None else None,
+        # without canonical shards a rank's rows depend on its rank and world size (with them, they do not)
+        "world": list(scan.shard_[:2]) if scan.shard_ is not None and canonical is None else None,
         "epoch": position.epoch,
         "rows": position.rows,
     }

@@ -1,0 +1,174 @@
+"""The training feed: mid-epoch resumption, elastic (canonical-shard) order, same order in every process,
+DataLoader workers shipping chunks, device placement."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+torch = pytest.importorskip("torch")  # CI installs torch (dal[torch]); skipping fails the run there
+
+import dal  # noqa: E402
+from catalog import Catalog  # noqa: E402
+from dal.errors import DalError  # noqa: E402
+
+ROWS = 1003
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of ~100 rows (whole 50-row row groups) so that a small dataset has many of them."""
+    import dal.read
+
+    monkeypatch.setattr(dal.read, "MIN_CHUNK_ROWS", 100)
+    monkeypatch.setattr(dal.read, "CHUNK_BYTES", 1)
+
+
+@pytest.fixture
+def rows_ds(sqlite_env: Catalog, tmp_path: Path, small_chunks: None) -> dal.Dataset:
+    root = tmp_path / "rows"
+    root.mkdir()
+    for k in range(3):
+        ids = np.arange(k * 340, min((k + 1) * 340, ROWS))
+        table = pa.table({"id": ids, "x": ids.astype(np.float32) / 2, "name": [f"n{i}" for i in ids]})
+        pq.write_table(table, root / f"part-{k}.parquet", row_group_size=50)
+    dal.register("t.resume", str(root), format="parquet")
+    return dal.open("t.resume")
+
+
+def ids_of(batches: list[dict[str, object]]) -> list[list[int]]:
+    return [[int(i) for i in b["id"]] for b in batches]  # type: ignore[attr-defined]
+
+
+def flat(xs: list[list[int]]) -> list[int]:
+    return [i for x in xs for i in x]
+
+
+def test_batches_are_slices_of_chunks_with_every_row_once(rows_ds: dal.Dataset) -> None:
+    data = rows_ds.shuffle(seed=1, buffer_size=1).to_torch(batch_size=64)
+    batches = ids_of(list(data))
+    assert [len(b) for b in batches] == [64] * 15 + [ROWS - 15 * 64]
+    assert sorted(flat(batches)) == list(range(ROWS)) and flat(batches) != list(range(ROWS))
+    # rows are permuted inside each chunk of ~100 rows (two row groups), not only between row groups
+    assert any(b != sorted(b) for b in batches)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_resume_reproduces_the_rest_of_the_epoch_per_rank(rows_ds: dal.Dataset, shuffle: bool) -> None:
+    world, batch = 2, 25
+    for rank in range(world):
+        scan = rows_ds.shard(rank, world)
+        scan = scan.shuffle(seed=7) if shuffle else scan
+        data = scan.to_torch(batch)
+        data.set_epoch(3)
+        full = ids_of(list(data))
+        # mid-chunk, a chunk boundary (the first chunk is two 50-row row groups: 4 batches), the last batch
+        for stop in (1, 4, 9, len(full) - 1):
+            data = scan.to_torch(batch)
+            data.set_epoch(3)
+            it = iter(data)
+            seen = [next(it) for _ in range(stop)]
+            state = data.state_dict()
+            assert state["epoch"] == 3 and state["rows"] == sum(len(b["id"]) for b in seen)
+            fresh = scan.to_torch(batch)
+            fresh.load_state_dict(json.loads(json.dumps(state)))  # a plain, JSON-able dict
+            assert ids_of(list(fresh)) == full[stop:]
+            assert ids_of(list(fresh)) == full  # the next pass is a whole epoch again
+
+
+def test_resume_through_worker_processes_and_same_batches_as_threads(rows_ds: dal.Dataset) -> None:
+    scan = rows_ds.shuffle(seed=3)
+    threads = ids_of(list(scan.to_torch(48).loader(num_workers=0)))
+    workers = ids_of(list(scan.to_torch(48).loader(num_workers=2)))
+    assert workers == threads and sorted(flat(threads)) == list(range(ROWS))
+    loader = scan.to_torch(48).loader(num_workers=2)
+    it = iter(loader)
+    head = [next(it) for _ in range(7)]
+    state = loader.state_dict()
+    del it
+    again = scan.to_torch(48).loader(num_workers=2)
+    again.load_state_dict(state)
+    assert ids_of(head) + ids_of(list(again)) == threads
+
+
+def test_resume_refuses_another_version_seed_or_world(rows_ds: dal.Dataset) -> None:
+    data = rows_ds.shuffle(seed=1).shard(0, 2).to_torch(16)
+    state = data.state_dict()
+    with pytest.raises(DalError, match="seed=1"):
+        rows_ds.shuffle(seed=2).shard(0, 2).to_torch(16).load_state_dict(state)
+    with pytest.raises(DalError, match="num_canonical_shards"):
+        rows_ds.shuffle(seed=1).shard(0, 4).to_torch(16).load_state_dict(state)
+    with pytest.raises(DalError, match="not a dal loader state"):
+        data.load_state_dict({"epoch": 0})
+
+
+CANONICAL, GLOBAL_BATCH = 12, 48
+
+
+def steps(ds: dal.Dataset, world: int, state: dict[str, object] | None = None, stop: int | None = None):  # type: ignore[no-untyped-def]
+    """Global batches (all ranks' batches of a step, rank order) at ``world`` ranks, and each rank's state."""
+    per_rank = []
+    states = []
+    for rank in range(world):
+        data = ds.shuffle(seed=9).shard(rank, world).to_torch(GLOBAL_BATCH // world, num_canonical_shards=CANONICAL)
+        if state is not None:
+            data.load_state_dict(state)
+        it = iter(data)
+        out = []
+        for batch in it:
+            out.append([int(i) for i in batch["id"]])
+            if stop is not None and len(out) == stop:
+                break
+        per_rank.append(out)
+        states.append(data.state_dict())
+    assert len({len(r) for r in per_rank}) == 1  # every rank the same number of batches
+    return [flat([r[t] for r in per_rank]) for t in range(len(per_rank[0]))], states
+
+
+def test_elastic_order_is_the_same_at_any_world_size(rows_ds: dal.Dataset) -> None:
+    one, _ = steps(rows_ds, 1)
+    for world in (2, 3, 4):
+        assert steps(rows_ds, world)[0] == one
+    padded = flat(one)
+    assert set(padded) == set(range(ROWS)) and len(padded) == -(-ROWS // CANONICAL) * CANONICAL
+
+
+@pytest.mark.parametrize(("before", "after"), [(4, 2), (2, 3)])
+def test_elastic_resume_at_another_world_size_loses_and_repeats_nothing(
+    rows_ds: dal.Dataset, before: int, after: int
+) -> None:
+    whole, _ = steps(rows_ds, 1)
+    head, states = steps(rows_ds, before, stop=5)
+    assert len({json.dumps(s) for s in states}) == 1  # the same checkpoint on every rank
+    tail, _ = steps(rows_ds, after, state=states[0])
+    assert head + tail == whole
+
+
+def test_same_order_in_another_process(rows_ds: dal.Dataset) -> None:
+    mine = flat(ids_of(list(rows_ds.shuffle(seed=11).to_torch(100))))
+    code = (
+        "import dal, json, dal.read as r; r.MIN_CHUNK_ROWS = 100; r.CHUNK_BYTES = 1; "
+        "print(json.dumps([int(i) for b in dal.open('t.resume').shuffle(seed=11).to_torch(100) for i in b['id']]))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "123"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == mine
+
+
+def test_device_placement_api(rows_ds: dal.Dataset) -> None:
+    (first, *_) = list(rows_ds.select("id").to_torch(500, device="cpu"))
+    assert first["id"].device.type == "cpu"
+    if not torch.cuda.is_available():
+        with pytest.raises(DalError, match="no CUDA device"):
+            rows_ds.to_torch(64, device="cuda")
+    with pytest.raises(DalError, match="device must be"):
+        rows_ds.to_torch(64, device="tpu")

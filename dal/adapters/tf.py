@@ -4,9 +4,12 @@
     data.element_spec   # {'image': TensorSpec((None, 64, 64, 3), tf.uint8), 'label': TensorSpec((None,), tf.int64)}
     model.fit(data.map(lambda d: (d["image"], d["label"])), epochs=3)
 
-Each pass over the dataset (each Keras epoch) reads the scan's next epoch, so shuffled scans reshuffle.
-Ranks come from ``Scan.shard`` (Horovod: ``hvd.rank()``, ``hvd.size()``); every rank yields the same
-number of batches. Fixed-shape tensor fields keep their shape; variable-shape ones are refused.
+Built on the same chunk pipeline as ``to_torch``: a generator of whole chunks (read, decoded and
+converted once on reader threads) with a fixed ``output_signature``, cut into batches by tf.data's
+``rebatch`` (native code, no Python per batch). Each pass over the dataset (each Keras epoch) reads the
+scan's next epoch, so shuffled scans reshuffle. Ranks come from ``Scan.shard`` (Horovod: ``hvd.rank()``,
+``hvd.size()``); every rank yields the same number of batches. Fixed-shape tensor fields keep their
+shape; variable-shape ones (a ``None`` in their shape) become ``tf.RaggedTensor``s.
 """
 
 from __future__ import annotations
@@ -29,20 +32,20 @@ def _tf() -> Any:
 
 
 def element_spec(scan: Scan) -> dict[str, Any]:
-    """The TensorSpec of every column the scan yields, batched (leading dimension None)."""
+    """The TensorSpec (RaggedTensorSpec for variable shapes) of every column the scan yields, batched."""
     tf = _tf()
-    names = list(scan.columns) if scan.columns is not None else scan.arrow_schema.names
     spec: dict[str, Any] = {}
-    for name in names:
+    for name in scan.output_names:
         field = scan.dataset.schema.get(name)
         typ = scan.arrow_schema.field(name).type
         if field is not None and field.codec not in (None, "scalar"):
-            shape = tuple(field.shape or ())
-            if any(d is None for d in shape):
-                raise DalError(
-                    f"field {name!r} has a variable shape {shape}: to_tf needs fixed shapes (select other fields)"
-                )
-            spec[name] = tf.TensorSpec((None, *shape), tf.as_dtype(np.dtype(field.dtype)), name=name)
+            shape = (None, *tuple(field.shape or ()))
+            dtype = tf.as_dtype(np.dtype(field.dtype))
+            if any(d is None for d in shape[1:]):
+                ragged_rank = max(i for i, d in enumerate(shape) if d is None)
+                spec[name] = tf.RaggedTensorSpec(shape, dtype, ragged_rank=ragged_rank, row_splits_dtype=tf.int64)
+            else:
+                spec[name] = tf.TensorSpec(shape, dtype, name=name)
         elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
             spec[name] = tf.TensorSpec((None,), tf.string, name=name)
         elif pa.types.is_timestamp(typ) or pa.types.is_date(typ):
@@ -67,19 +70,47 @@ def _numpy(values: Any, typ: pa.DataType) -> Any:
     return values
 
 
+def _ragged(values: Any, spec: Any) -> Any:
+    """A list of arrays of varying shape as one tf.RaggedTensor (nested row lengths, one concatenation)."""
+    tf = _tf()
+    k = spec.ragged_rank
+    dtype = spec.dtype.as_numpy_dtype
+    arrays = [np.zeros((0,) * (len(spec.shape) - 1), dtype) if v is None else np.asarray(v, dtype) for v in values]
+    if isinstance(values, np.ndarray) and values.dtype.kind != "O":  # shapes agreed in this chunk: stacked
+        arrays = list(values)
+    lengths = []
+    for j in range(k):  # level j: the length of axis j of every sub-array at that depth
+        lengths.append(
+            np.concatenate([np.full(int(np.prod(a.shape[:j])), a.shape[j], np.int64) for a in arrays])
+            if arrays
+            else np.zeros(0, np.int64)
+        )
+    inner = spec.shape[k + 1 :].as_list()
+    flat = (
+        np.concatenate([a.reshape(-1, *a.shape[k:]) for a in arrays])
+        if arrays
+        else np.zeros((0, *[d or 0 for d in inner]), dtype)
+    )
+    return tf.RaggedTensor.from_nested_row_lengths(flat, lengths)
+
+
 def to_tf(scan: Scan, batch_size: int = 256, *, prefetch: int | None = None) -> Any:
     """The scan as a prefetching ``tf.data.Dataset`` of dicts (see the module docstring)."""
     tf = _tf()
     spec = element_spec(scan)
     scan.plan()  # footers and file lists once, here, not in tf.data's generator thread
     epochs = itertools.count(scan.epoch)
+    types = {n: scan.arrow_schema.field(n).type for n in spec}
+    ragged = {n for n, s in spec.items() if isinstance(s, tf.RaggedTensorSpec)}
+
+    def convert(table: pa.Table) -> dict[str, Any]:
+        decoded = scan.dataset.decode(table)
+        return {n: decoded[n] if n in ragged else _numpy(decoded[n], types[n]) for n in spec}
 
     def generate() -> Iterator[dict[str, Any]]:
         epoch_scan = scan.set_epoch(next(epochs))
-        for batch in epoch_scan.iter_batches(batch_size):
-            table = pa.Table.from_batches([batch])
-            decoded = scan.dataset.decode(table)
-            yield {n: _numpy(decoded[n], scan.arrow_schema.field(n).type) for n in spec}
+        for chunk in epoch_scan.iter_chunks(convert=convert):
+            yield {n: _ragged(v, spec[n]) if n in ragged else v for n, v in chunk.items()}
 
-    data = tf.data.Dataset.from_generator(generate, output_signature=spec)
+    data = tf.data.Dataset.from_generator(generate, output_signature=spec).rebatch(batch_size)
     return data.prefetch(prefetch if prefetch is not None else tf.data.AUTOTUNE)

@@ -15,7 +15,6 @@ tf = pytest.importorskip("tensorflow")  # CI installs it (dal[tf]); skipping fai
 import dal  # noqa: E402
 from catalog import Catalog  # noqa: E402
 from dal import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema  # noqa: E402
-from dal.errors import DalError  # noqa: E402
 
 
 @pytest.fixture
@@ -49,8 +48,20 @@ def test_element_spec_keeps_shapes_and_dtypes(frames: dal.Dataset) -> None:
     i = int(first["id"][0])
     assert np.array_equal(first["rgb"][0].numpy(), np.full((6, 8, 3), i, np.uint8))
     assert sorted(ids) == list(range(50)) and first["camera"][0].numpy().decode() == f"c{i % 2}"
-    with pytest.raises(DalError, match="variable shape"):
-        frames.select("id", "points").to_tf()
+
+
+def test_variable_shapes_are_ragged_tensors(frames: dal.Dataset) -> None:
+    data = frames.select("id", "points").to_tf(batch_size=16)
+    spec = data.element_spec["points"]
+    assert isinstance(spec, tf.RaggedTensorSpec) and spec.shape.as_list() == [None, None, 2]
+    assert spec.dtype == tf.int16
+    batches = list(data)
+    assert [int(b["id"].shape[0]) for b in batches] == [16, 16, 16, 2]
+    for b in batches:
+        points = b["points"]
+        assert isinstance(points, tf.RaggedTensor) and points.shape[0] == b["id"].shape[0]
+        for i, p in zip(b["id"].numpy(), points, strict=True):
+            assert p.shape.as_list() == [i % 3 + 1, 2]  # each row its own length
 
 
 def test_shards_and_epochs(frames: dal.Dataset) -> None:

@@ -707,16 +707,18 @@ class Catalog:
         version (``None`` before its first); LIMIT/OFFSET run in the database. ``query`` as ``list_datasets``."""
         validate_text(query, "query", optional=True, max_length=1000)
         limit, offset = max(0, min(int(limit), 1000)), max(0, int(offset))
+        # the page of ids first (the name index walks to the offset), then the latest versions of those rows only
+        page = select(DatasetRow.id).order_by(DatasetRow.name).limit(limit).offset(offset)
+        clause = self._search_clause(query)
+        if clause is not None:
+            page = page.where(clause)
+        ids = page.subquery()
         latest = (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)
         stmt = (
             select(DatasetRow, VersionRow.row_count, VersionRow.size_bytes)
+            .join(ids, ids.c.id == DatasetRow.id)
             .outerjoin(VersionRow, latest)
             .order_by(DatasetRow.name)
-            .limit(limit)
-            .offset(offset)
         )
-        clause = self._search_clause(query)
-        if clause is not None:
-            stmt = stmt.where(clause)
         with self._read() as s:
             return [(self._dataset_info(d), rows, size) for d, rows, size in s.execute(stmt)]

@@ -58,7 +58,7 @@ def hbar_chart(bars: Sequence[Bar], *, title: str, element_id: str, width: int =
     """A horizontal bar chart (one row per item with its label, e.g. per partition) as an ``<svg>``."""
     label_w, pad = 220, 8
     height = 22 + row * max(len(bars), 1)
-    plot_w = width - label_w - 2 * pad - 90
+    plot_w = width - label_w - 2 * pad - 150
     top = max((b.value for b in bars), default=0.0) or 1.0
     parts = [
         f'<svg id="{escape(element_id)}" class="chart" xmlns="http://www.w3.org/2000/svg" role="img" '

@@ -32,6 +32,7 @@ HOSTILE = "<script>alert('x')</script>\"><img src=x onerror=alert(1)>"
 SECRET_LOCATION = "s3://AKIAEXAMPLE:wJalrXUtnFEMI@bucket/raw?X-Amz-Signature=deadbeefsecret&sig=sassecret"
 SECRETS = ("wJalrXUtnFEMI", "deadbeefsecret", "sassecret", "pgsecretpw")
 FILLER = 120  # enough datasets for three pages of 50
+NAMED = 5  # datasets besides the filler
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,45 @@ def populate(url: str, warehouse: Path) -> None:
             partition_columns=("p",), partitions=(Partition((("p", HOSTILE),), 1, 1, 10),),
         ),
     )  # fmt: skip
+    street_scenes(cat)
     for i in range(FILLER):
         cat.create_dataset(f"filler.ds_{i:03d}", format="delta", location=f"/nowhere/filler/{i}", description="filler")
     cat.create_dataset("odd.under_score", format="delta", location="/nowhere/odd", description="100% pure")
     cat.close()
+
+
+def street_scenes(cat: Catalog) -> None:
+    """A catalog-only dataset with tensor fields and a longer history (the README's screenshot)."""
+    cat.create_dataset(
+        "vision.street_scenes", format="petastorm", location="s3://ml-data/vision/street_scenes",
+        description="Dash-cam frames with lane masks and CLIP embeddings, partitioned by capture date",
+        owner="perception-team", time_column="captured_at",
+    )  # fmt: skip
+    base = (
+        Field("frame_id", "int64", False),
+        Field("captured_at", "timestamp[us, tz=UTC]", False),
+        Field("date", "string"),
+        Field("image", "binary", True, "uint8", (720, 1280, 3), "jpeg"),
+        Field("lane_mask", "binary", True, "uint8", (720, 1280), "png"),
+    )
+    for v in range(12):
+        fields = base + ((Field("embedding", "binary", True, "float32", (512,), "ndarray"),) if v >= 7 else ())
+        days = 3 + v
+        parts = tuple(
+            Partition(
+                (("date", f"2026-02-{d + 1:02d}"),), 9_000 + 700 * ((d * 7) % 5), 4, (180 + 40 * ((d * 7) % 5)) << 20
+            )
+            for d in range(days)
+        )
+        cat.publish(
+            "vision.street_scenes",
+            VersionDraft(
+                "append" if v else "create", Schema(fields), row_count=sum(p.row_count for p in parts),
+                file_count=sum(p.file_count for p in parts), size_bytes=sum(p.size_bytes for p in parts),
+                committed_at=datetime(2026, 2, 1 + v, 6, tzinfo=UTC), partition_columns=("date",), partitions=parts,
+                tags=("prod",) if v == 9 else ("staging",) if v == 11 else (),
+            ),
+        )  # fmt: skip
 
 
 def start(

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from dal.cli import cli
-from tests.ui.conftest import FILLER, HOSTILE, SECRETS, Server, start
+from tests.ui.conftest import FILLER, HOSTILE, NAMED, SECRETS, Server, start
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,7 @@ def test_schema_diff_partitions_tags_content(server: Server) -> None:
 
 def test_listing_paginates_and_searches(server: Server) -> None:
     status, first = server.json("/api/datasets")
-    total = FILLER + 4
+    total = FILLER + NAMED
     assert status == 200 and first["total"] == total and first["pages"] == 3 and len(first["datasets"]) == 50
     names = [d["name"] for d in first["datasets"]]
     assert names == sorted(names) and names[0] == "evil.ds"

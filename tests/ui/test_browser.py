@@ -90,7 +90,7 @@ def test_search_open_switch_diff(browser: Any, sqlite_server: Server, tmp_path: 
     d = browser
     d.get(sqlite_server.base + "/")
     assert "dal catalog" in d.title
-    assert "124 datasets" in by_id(d, "count").text
+    assert "125 datasets" in by_id(d, "count").text
     box = by_id(d, "q")
     box.send_keys("radar")
     navigate(d, by_id(d, "search"))
@@ -192,8 +192,8 @@ def test_hostile_text_is_shown_not_run(browser: Any, sqlite_server: Server) -> N
 def test_readme_screenshot(browser: Any, sqlite_server: Server) -> None:
     """Refreshes docs/ui.png when DAL_UI_SCREENSHOT=1 (kept out of normal runs: the tree stays clean)."""
     d = browser
-    d.set_window_size(1280, 1500)
-    d.get(sqlite_server.base + "/d/weather.radar?v=2")
+    d.set_window_size(1280, 1640)
+    d.get(sqlite_server.base + "/d/vision.street_scenes")
     png = d.get_screenshot_as_png()
     assert len(png) > 10_000
     if os.environ.get("DAL_UI_SCREENSHOT"):

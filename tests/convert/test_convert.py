@@ -167,3 +167,12 @@ def test_processes_share_an_entry_and_a_killed_conversion_is_never_used(spark: A
     assert not abandoned[0].exists()
     # the child's exit (a kill) removed nothing of this process's entry
     assert mine.count() == 300
+
+
+def test_spark_writes_store_mllib_vectors_as_float_arrays(spark: Any, sqlite_env: Catalog) -> None:
+    df = vectors_frame(spark).select("id", "v")
+    dal.write(df, "vec.delta")
+    ds = dal.open("vec.delta")
+    assert ds.arrow_schema().field("v").type.value_type == pa.float64()  # a write keeps the precision
+    rows = {r["id"]: r["v"] for r in ds.to_arrow().to_pylist()}
+    assert rows[4] == [0.0, 4.0, 0.0] and rows[5] == [5.0, 1.0, 2.0] and len(rows) == ROWS

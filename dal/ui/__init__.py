@@ -6,7 +6,9 @@ command when it is not.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import socket
 
 from catalog import Catalog
 from dal.errors import DalError, require
@@ -25,6 +27,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _check_can_listen(host: str, port: int) -> None:
+    """A taken port or an address this machine does not have is a one-line ``DalError``, not uvicorn's exit."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise DalError(f"dal ui cannot listen on {host}:{port}: {e.strerror or e}") from e
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as e:
+            hint = " (pick another with --port)" if e.errno == errno.EADDRINUSE else ""
+            raise DalError(f"dal ui cannot listen on {host}:{port}: {e.strerror or e}{hint}") from e
+
+
 def serve(cat: Catalog, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token: str | None = None) -> None:
     """Serve the catalog on ``host:port`` until interrupted (Ctrl-C)."""
     for module in ("starlette", "jinja2", "uvicorn"):
@@ -35,6 +53,7 @@ def serve(cat: Catalog, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, t
 
     if token is not None and not token.strip():
         raise DalError("--token must not be empty")
+    _check_can_listen(host, port)
     loopback = is_loopback(host)
     app = create_app(cat, token=token, loopback=loopback)
     # no access log: a ?token=… in a request line would be written to it

@@ -28,7 +28,7 @@ from dal.tasks import ReadTask
 # decoded bytes pyarrow may hold ahead of the consumer; sizes its read-ahead so memory stays bounded
 # whatever the row-group size of the data (measured: benchmarks/reader_bench.py, peak RSS rows)
 READAHEAD_BUDGET = 128 * 1024 * 1024
-CHUNK_BYTES = 8 * 1024 * 1024  # decoded bytes a chunk aims for: tens of thousands of rows of a few columns
+CHUNK_BYTES = 2 * 1024 * 1024  # decoded bytes a chunk aims for: tens of thousands of rows of a few columns
 MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 16_384, 1 << 20
 READ_THREADS = 4
 PREFETCH_CHUNKS = 2

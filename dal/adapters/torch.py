@@ -201,7 +201,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         tasks = scan.split(worker, workers)
         chunks = scan.iter_chunks(tasks, convert=self.convert)
         for _n, batch in feed.split_batches(chunks, self.batch_size, _take, _join):
-            yield _batch(batch)
+            yield _batch(_packed(batch))  # one shared-memory segment per batch, not one per column
 
     def loader(self, num_workers: int = 0, **kwargs: Any) -> Loader:
         """Batches read by ``num_workers`` DataLoader worker processes shipping whole chunks (the main
@@ -222,7 +222,8 @@ class _Units(_data.IterableDataset):  # type: ignore[misc,name-defined]
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         units = self.owner._stream(self.skip).units
         for i in range(worker, len(units), workers):
-            yield self.owner.convert(units[i]())
+            n, columns = self.owner.convert(units[i]())
+            yield n, _packed(columns)  # the whole chunk in one shared-memory segment
 
 
 class Loader:
@@ -257,6 +258,26 @@ class Loader:
             data._consumed += n
             yield batch
         data._resume, data._consumed = 0, 0
+
+
+def _packed(columns: Columns) -> Columns:
+    """The tensors of ``columns`` as views of ONE buffer in shared memory (64-byte aligned), so that sending
+    them from a DataLoader worker costs one shared-memory segment, not one per column."""
+    tensors = {k: v for k, v in columns.items() if isinstance(v, _torch.Tensor)}
+    if not tensors:
+        return columns
+    offsets, total = {}, 0
+    for k, v in tensors.items():
+        offsets[k] = total
+        total += -(-v.numel() * v.element_size() // 64) * 64
+    buffer = _torch.empty(max(total, 1), dtype=_torch.uint8).share_memory_()
+    out = dict(columns)
+    for k, v in tensors.items():
+        nbytes = v.numel() * v.element_size()
+        view = buffer[offsets[k] : offsets[k] + nbytes].view(v.dtype).view(v.shape)
+        view.copy_(v)
+        out[k] = view
+    return out
 
 
 def _take(columns: Columns, a: int, b: int) -> Columns:

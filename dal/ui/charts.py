@@ -27,7 +27,7 @@ def bar_chart(bars: Sequence[Bar], *, title: str, element_id: str, width: int = 
     plot_w, plot_h = width - 2 * pad_left, height - pad_bottom - pad_top
     top = max((b.value for b in bars), default=0.0) or 1.0
     step = plot_w / max(len(bars), 1)
-    bar_w = max(step * 0.8, 1.0)
+    bar_w = min(max(step * 0.8, 1.0), 48.0)
     parts = [
         f'<svg id="{escape(element_id)}" class="chart" xmlns="http://www.w3.org/2000/svg" role="img" '
         f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">',

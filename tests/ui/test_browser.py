@@ -117,7 +117,7 @@ def test_search_open_switch_diff(browser: Any, sqlite_server: Server, tmp_path: 
     navigate(d, by_id(d, "diff-go"))
     diff = by_id(d, "diff").text
     assert "quality" in diff and "+" in diff
-    assert "40 → 240" in by_id(d, "row-change").text
+    assert "40 → 240 (+200)" in by_id(d, "row-change").text
 
     # a bar of the rows chart links to its version
     d.get(sqlite_server.base + "/d/weather.radar")

@@ -164,3 +164,22 @@ def test_token(token_server: Server) -> None:
     assert "dal_ui_token=s3cr3t-t0ken" in (r.getheader("set-cookie") or "")
     assert "httponly" in (r.getheader("set-cookie") or "").lower()
     conn.close()
+
+
+def test_a_dataset_without_versions(server: Server) -> None:
+    status, _, page = server.get("/d/filler.ds_000")
+    assert status == 200 and "has no versions yet" in page.decode()
+    assert server.json("/api/datasets/filler.ds_000/versions") == (200, [])
+    status, body = server.json("/api/datasets/filler.ds_000/schema")
+    assert status == 404 and "no versions" in body["error"]
+
+
+def test_hostile_parameters_are_echoed_escaped(server: Server) -> None:
+    for path in (
+        "/d/weather.radar?v=%3Cscript%3Ealert(1)%3C/script%3E",
+        "/d/weather.radar/diff?old=0&new=%22%3E%3Cimg%20src=x%20onerror=alert(1)%3E",
+        "/d/%3Cscript%3E",
+    ):
+        status, _, body = server.get(path)
+        text = body.decode()
+        assert status in (400, 404) and "<script>" not in text and "<img" not in text, path

@@ -50,7 +50,8 @@ from catalog.types import (
 
 VersionRef = int | str | datetime | None
 _TAG_TEXT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
-FORMATS = ("delta", "petastorm", "parquet")
+# a format is dal's business (dal.formats): the catalog stores its name, a short lower-case word
+_FORMAT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 # version properties: why a version cannot be read any more (expired by gc, vacuumed, log expired), and when
 # dal gc expired it
 UNAVAILABLE = "unavailable"
@@ -265,8 +266,8 @@ class Catalog:
         validate_text(description, "description")
         validate_text(owner, "owner", optional=True, max_length=1000)
         validate_column(time_column)
-        if not isinstance(format, str) or format not in FORMATS:
-            raise CatalogError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+        if not isinstance(format, str) or not _FORMAT_NAME.fullmatch(format):
+            raise CatalogError(f"unknown format {format!r}: a format is named by a short lower-case word")
         row = DatasetRow(
             name=name,
             format=format,

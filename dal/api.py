@@ -7,9 +7,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-
 from catalog import (
     Catalog,
     CatalogReadOnly,
@@ -26,9 +23,8 @@ from dal import args, io
 from dal.dataset import Dataset
 from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists, translating
 from dal.faults import pause
-from dal.formats.base import Format, SchemaMode, WriteMode, WriteOptions, get_format
-from dal.formats.delta import commit_info, commit_metadata
-from dal.sources import is_spark_dataframe, to_reader
+from dal.formats.base import DEFAULT_FORMAT, SchemaMode, WriteMode, WriteOptions, commit_metadata, detect, get_format
+from dal.sources import is_spark_dataframe
 from dal.tensors import TensorSchema
 
 _catalogs: dict[str, Catalog] = {}
@@ -78,7 +74,7 @@ def write(
     data: Any,
     name: str,
     *,
-    format: str = "delta",
+    format: str = DEFAULT_FORMAT,
     partition_by: Sequence[str] | None = None,
     mode: WriteMode = "append",
     schema_mode: SchemaMode = None,
@@ -131,7 +127,7 @@ def write(
     if existing is None:
         location = io.normalize(path) if path else io.default_location(name)
         if fmt.exists(location, options):
-            if _written_for(fmt, location, options) != name:
+            if fmt.written_for(location, options) != name:
                 raise DatasetExists(
                     f"a {format} table already exists at {location} but is not in the catalog; "
                     f"adopt it first with dal.register({name!r}, {location!r})"
@@ -161,32 +157,28 @@ def write(
 
     cat.check_writable()  # before anything reaches storage: a commit nobody may record helps no one
 
+    new_petastorm = format == "petastorm" and (existing is None or existing.latest_version is None)
+    if schema is None and new_petastorm and is_spark_dataframe(data):
+        from dal.adapters.spark_convert import infer_tensor_schema  # a new dataset: codecs/shapes from the data
+
+        schema = infer_tensor_schema(data)
     opts = WriteOptions(
         mode=mode,
         partition_by=tuple(partition_by or ()),
         schema_mode=schema_mode,
         storage_options=options,
-        commit_metadata=commit_metadata(uuid.uuid4().hex, **{"dal.dataset": name}),
+        commit_metadata=commit_metadata(uuid.uuid4().hex, name),
+        tensor_schema=schema,
+        time_column=time_column,
     )
-    if format == "petastorm":
-        storage_version = _write_petastorm(data, fmt, location, cat, existing, schema, opts, time_column)
-    elif is_spark_dataframe(data):
+    latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
+    txn = fmt.begin(location, opts, latest)  # refuses options that do not fit, before anything is written
+    if is_spark_dataframe(data):
         from dal.adapters.spark import write_dataframe
 
-        storage_version = write_dataframe(data, fmt, location, opts, time_column=time_column)
+        storage_version = write_dataframe(data, fmt, txn)
     else:
-        reader = to_reader(data)
-        if time_column is not None and time_column not in reader.schema.names:
-            raise SchemaMismatch(f"time_column {time_column!r} is not a column of the data")
-        fmt.check_write(location, reader.schema, opts)
-        try:
-            storage_version = fmt.write(location, reader, opts)
-        except DalError as e:
-            # an error on the way back (a lost response after the store took the commit) may hide a commit
-            landed = None if isinstance(e, SchemaMismatch) else _landed(fmt, location, opts)
-            if landed is None:
-                raise
-            storage_version = landed
+        storage_version = txn.write(data)
     pause("after-storage-commit")
 
     # storage committed: now record it (and anything other writers committed before it)
@@ -221,27 +213,6 @@ def write(
     return version
 
 
-def _landed(fmt: Format, location: str, opts: WriteOptions) -> int | None:
-    """The storage version this write's commit got, found by its write id, if it landed (None: it did not,
-    or that cannot be told)."""
-    if fmt.name != "delta":
-        return None
-    try:
-        return int(fmt.find_commit(location, opts))  # type: ignore[attr-defined]
-    except (DalError, OSError):
-        return None
-
-
-def _written_for(fmt: Format, location: str, options: Mapping[str, str]) -> str:
-    """The dataset name dal wrote the table at ``location`` for, from its first commit ("" if not dal's)."""
-    if fmt.name == "delta":
-        info = commit_info(location, 0, options) or {}
-        return str(info.get("dal.dataset", ""))
-    if fmt.name == "petastorm":
-        return str(fmt.written_for(location, options))  # type: ignore[attr-defined]
-    return ""
-
-
 def _not_recorded(
     name: str, format: str, location: str, storage_version: int, e: BaseException, *, first: bool
 ) -> CommittedNotRecorded:
@@ -260,91 +231,12 @@ def _not_recorded(
     )
 
 
-def _write_petastorm(
-    data: Any,
-    fmt: Any,
-    location: str,
-    cat: Catalog,
-    existing: Any,
-    schema: TensorSchema | None,
-    opts: WriteOptions,
-    time_column: str | None,
-) -> int:
-    latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
-    if schema is None:
-        if latest is None:
-            raise DalError("format='petastorm' needs schema=TensorSchema(...) for a new dataset")
-        schema = TensorSchema.from_catalog(str(latest.properties.get("unischema", "Schema")), latest.schema)
-    if opts.schema_mode is not None:
-        raise DalError("petastorm datasets have no schema_mode; write with mode='overwrite' to change the schema")
-    partition_by = opts.partition_by
-    if latest is not None and opts.mode == "append":
-        if partition_by and partition_by != latest.partition_columns:
-            raise SchemaMismatch(
-                f"the dataset is partitioned by {list(latest.partition_columns)}, not {list(partition_by)}"
-            )
-        partition_by = latest.partition_columns
-        if schema.to_catalog() != latest.schema:
-            from catalog.types import diff_schemas
-
-            d = diff_schemas(latest.schema, schema.to_catalog(), latest.number, latest.number + 1)
-            what = [f"added {[f.name for f in d.added]}" if d.added else "", f"removed {[f.name for f in d.removed]}" if d.removed else "",
-                    f"changed {[c.name for c in d.changed]}" if d.changed else ""]  # fmt: skip
-            raise SchemaMismatch(
-                "the schema differs from the dataset's: "
-                + "; ".join(w for w in what if w)
-                + " (write with mode='overwrite' to replace it)"
-            )
-    if time_column is not None and time_column not in schema.names:
-        raise SchemaMismatch(f"time_column {time_column!r} is not a field of the schema")
-    if is_spark_dataframe(data):
-        from dal.adapters.spark import write_petastorm
-
-        return write_petastorm(
-            data, fmt, location, schema, mode=opts.mode, partition_by=partition_by, storage_options=opts.storage_options
-        )
-    columns = _columns(data)
-    for f in schema:  # Arrow and Spark hand tensors over as nested lists
-        if f.shape != () and f.name in columns:
-            columns[f.name] = [
-                v if v is None or isinstance(v, np.ndarray) else np.asarray(v, dtype=f.dtype) for v in columns[f.name]
-            ]
-    table = fmt.encode(schema, columns, partition_by)  # validates every value before anything is written
-    return int(
-        fmt.write_tensors(
-            location,
-            schema,
-            table,
-            mode=opts.mode,
-            partition_by=partition_by,
-            storage_options=opts.storage_options,
-            dataset=str(opts.commit_metadata.get("dal.dataset", "")),
-        )
-    )
-
-
-def _columns(data: Any) -> dict[str, list[Any]]:
-    """Columns of Python/NumPy values from a pandas DataFrame, a dict of columns, or a list of row dicts."""
-    if type(data).__module__.startswith("pandas.") and type(data).__name__ == "DataFrame":
-        return {str(c): list(data[c]) for c in data.columns}
-    if isinstance(data, dict):
-        return {str(k): list(v) for k, v in data.items()}
-    if isinstance(data, pa.Table | pa.RecordBatch):
-        return {str(n): data.column(n).to_pylist() for n in data.schema.names}
-    if isinstance(data, list) and all(isinstance(r, dict) for r in data):
-        names = list(data[0]) if data else []
-        return {n: [r.get(n) for r in data] for n in names}
-    raise DalError(
-        f"cannot write {type(data).__name__} as petastorm: pass a pandas DataFrame, a dict of columns or row dicts"
-    )
-
-
 @translating("registering {name} at {uri}")
 def register(
     name: str,
     uri: str,
     *,
-    format: str = "delta",
+    format: str = DEFAULT_FORMAT,
     description: str = "",
     time_column: str | None = None,
     storage_options: Mapping[str, str] | None = None,
@@ -419,12 +311,11 @@ def _adopt_unrecorded(cat: Catalog, name: str, options: Mapping[str, str]) -> An
     """The catalog entry for ``name`` when its default location holds a table dal wrote for it (a first
     write that committed to storage but was stopped before the catalog heard of it); None otherwise."""
     location = io.default_location(name)
-    for format in ("delta", "petastorm"):
-        try:
-            fmt = get_format(format)
-            found = fmt.exists(location, options) and _written_for(fmt, location, options) == name
-        except DalError:
-            continue
-        if found:
-            return cat.create_dataset(name, format=format, location=location, exist_ok=True)
-    return None
+    fmt = detect(location, options, writable=True)
+    try:
+        found = fmt is not None and fmt.written_for(location, options) == name
+    except DalError:
+        found = False
+    if fmt is None or not found:
+        return None
+    return cat.create_dataset(name, format=fmt.name, location=location, exist_ok=True)

@@ -8,10 +8,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 
 from catalog.types import DatasetInfo, Schema, VersionInfo
-from dal.errors import FilterError, FormatError, translating
+from dal.errors import FilterError, translating
 from dal.formats.base import DataFile, Format, get_format
 from dal.plan import PlanCache
 from dal.scan import Scan
@@ -77,11 +76,6 @@ class Dataset:
         )
         return schema
 
-    @translating("reading {self.name} version {self.number}")
-    def arrow_dataset(self) -> pads.Dataset:
-        """A pyarrow dataset over exactly this version's files (partition columns restored)."""
-        return self._format.arrow_dataset(self.location, self.version, self.storage_options)
-
     def physical_schema(self) -> pa.Schema | None:
         """The schema as the data files name it, when that differs (Delta column mapping); else None."""
         physical: pa.Schema | None = self.plan_cache.value(
@@ -132,18 +126,14 @@ class Dataset:
 
         Raises:
             FormatError: a value its codec cannot decode."""
-        from dal.formats.petastorm import decode_table
+        from dal.tensors import decode_table
 
         return decode_table(table, self.schema)
 
     @property
     def petastorm_url(self) -> str:
         """Where petastorm's own ``make_reader`` can read this version (Petastorm datasets only)."""
-        if self.info.format != "petastorm":
-            raise FormatError(f"{self.name} is a {self.info.format} dataset, not a Petastorm one")
-        from dal.formats.petastorm import PetastormFormat
-
-        return PetastormFormat().petastorm_url(self.location, self.version, self.storage_options)
+        return self._format.native_url(self.location, self.version, self.storage_options)
 
     def count(self) -> int:
         return self.version.row_count

@@ -12,7 +12,6 @@ Partitions are registered with their directories. The dal catalog is never chang
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,8 +23,9 @@ import pyarrow as pa
 from catalog import VersionInfo, VersionRef
 from dal import io
 from dal.api import CatalogLike, get_catalog, open, register
-from dal.errors import DalError, DatasetExists, FormatError, UnsupportedFeature, require
-from dal.formats.parquet_writer import NULL_PARTITION
+from dal.errors import DalError, DatasetExists, FormatError, require
+from dal.formats.base import detect, format_names, get_format
+from dal.partitions import NULL_PARTITION
 
 PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
 PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
@@ -94,33 +94,8 @@ def _connected(uri: str) -> Iterator[Any]:
 
 def _table_location(ds: Any) -> str:
     """Where Hive finds exactly this version's files (see the module docstring)."""
-    fmt = ds.info.format
-    if fmt == "petastorm":
-        return io.to_uri(str(ds.petastorm_url).removeprefix("file://"), ds.storage_options)
-    if fmt == "parquet":
-        return io.to_uri(ds.location, ds.storage_options)
-    listed = ds.files()
-    if any(f.deleted_rows for f in listed) or ds._format.physical_schema(ds.arrow_schema()):
-        raise UnsupportedFeature(
-            f"{ds.name} version {ds.number} has Delta deletion vectors or column mapping: a Hive table reads its "
-            "files as plain Parquet (deleted rows back, physical column names); read it with dal or delta-spark"
-        )
-    files = {f.uri for f in listed}
-    fs, root = io.filesystem(ds.location, ds.storage_options)
-    import pyarrow.fs as pafs
-
-    present = {
-        io.join(ds.location, os.path.relpath(i.path, root))
-        for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
-        if i.type == pafs.FileType.File and i.path.endswith(".parquet") and "/_delta_log" not in i.path
-    }
-    if present != files:
-        raise DalError(
-            f"{ds.name} version {ds.number}: its Delta directory also holds {len(present - files)} file(s) this version "
-            "does not include (removed by a later overwrite, delete or optimize); a Hive table over the directory "
-            "would read them. Vacuum the table, or read it through delta-spark"
-        )
-    return io.to_uri(ds.location, ds.storage_options)
+    location = get_format(ds.info.format).external_location(ds.location, ds.version, ds.storage_options)
+    return io.to_uri(str(location).removeprefix("file://"), ds.storage_options)
 
 
 def _descriptor(b: Any, columns: list[Any], location: str) -> Any:
@@ -251,18 +226,11 @@ def import_table(
     location = t.sd.location
     parts = urlsplit(location)
     local = parts.path if parts.scheme in ("file", "") else location
-    for fmt in ("delta", "petastorm", "parquet"):
-        from dal.formats.base import get_format
-
-        try:
-            if get_format(fmt).exists(local, {}):
-                return register(
-                    name or f"{db}.{table}",
-                    local,
-                    format=fmt,
-                    description=f"imported from Hive {qualified}",
-                    catalog=catalog,
-                )
-        except DalError:
-            continue
-    raise FormatError(f"Hive table {qualified} at {location} holds no Delta, Petastorm or Parquet data dal can read")
+    fmt = detect(local, {})
+    if fmt is None:
+        raise FormatError(
+            f"Hive table {qualified} at {location} holds no data dal can read (as {', '.join(format_names())})"
+        )
+    return register(
+        name or f"{db}.{table}", local, format=fmt.name, description=f"imported from Hive {qualified}", catalog=catalog
+    )

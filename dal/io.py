@@ -198,8 +198,8 @@ def _gcs(options: StorageOptions) -> pafs.FileSystem:
     return pafs.GcsFileSystem(**kwargs)  # type: ignore[arg-type]
 
 
-def delta_options(options: StorageOptions | None) -> dict[str, str] | None:
-    """Storage options for delta-rs (and obstore: both are Rust's object_store, same keys): the user's, plus
+def object_store_options(options: StorageOptions | None) -> dict[str, str] | None:
+    """Storage options for Rust's object_store (table libraries such as delta-rs, and obstore): the user's, plus
     what an S3-compatible endpoint needs — HTTP allowed for
     an http:// endpoint, and conditional put (safe concurrent commits, no lock table) unless the caller
     chose a locking mode (``AWS_S3_LOCKING_PROVIDER``, ``AWS_S3_ALLOW_UNSAFE_RENAME``, ``aws_conditional_put``)."""

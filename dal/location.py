@@ -210,12 +210,12 @@ def _conditional_put(loc: Location, rel: str, data: bytes, provider: str) -> boo
 
 
 def _obstore_config(options: Mapping[str, str], provider: str) -> tuple[dict[str, str], dict[str, Any]]:
-    """The options delta-rs gets (``io.delta_options``: obstore is the same object_store crate, same keys) as
+    """The options delta-rs gets (``io.object_store_options``: obstore is the same object_store crate, same keys) as
     obstore's config — lower-case, this provider's keys only (it panics on others) — and client options.
     obstore reads the environment itself for what is not given."""
     config: dict[str, str] = {}
     client: dict[str, Any] = {}
-    for key, value in (io.delta_options(options) or {}).items():
+    for key, value in (io.object_store_options(options) or {}).items():
         k = key.lower()
         if k == f"{provider}_allow_http":
             client["allow_http"] = value.lower() == "true"

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from catalog.types import Field, Schema
 from dal.codecs import Codec, ScalarCodec, codec_from_spec, default_storage, dtype_name
-from dal.errors import SchemaMismatch
+from dal.errors import DalError, FormatError, SchemaMismatch
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class TensorSchema:
         bad = [n for n in [name, *names] if not n.isidentifier()]
         if bad:
             raise SchemaMismatch(
-                f"schema {name!r}: names must be Python identifiers (petastorm makes namedtuples): {bad}"
+                f"schema {name!r}: names must be Python identifiers (readers make namedtuples of rows): {bad}"
             )
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -110,3 +110,21 @@ class TensorSchema:
     @classmethod
     def from_catalog(cls, name: str, schema: Schema) -> TensorSchema:
         return cls(name, [TensorField.from_catalog(f) for f in schema])
+
+
+def decode_table(table: pa.Table, schema: Schema) -> dict[str, Any]:
+    """Decode every field of ``table`` as petastorm's ``make_reader`` does (see ``dal.codecs``), one NumPy
+    column each (tensors stacked when shapes agree); columns without tensor metadata as plain NumPy."""
+    out: dict[str, Any] = {}
+    for name in table.column_names:
+        field = schema.get(name)
+        column = table.column(name).combine_chunks()
+        if field is None or field.dtype is None:
+            out[name] = column.to_numpy(zero_copy_only=False)
+            continue
+        tf = TensorField.from_catalog(field)
+        try:
+            out[name] = tf.the_codec.decode(tf.dtype_name, tf.shape, column)
+        except (DalError, ValueError, TypeError, pa.ArrowException) as e:
+            raise FormatError(f"field {name!r}: cannot decode its {field.codec or 'scalar'} values: {e}") from e
+    return out

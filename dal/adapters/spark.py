@@ -11,22 +11,19 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from dal import io
 from dal.errors import DalError, SchemaMismatch, require
-from dal.formats.base import Format, WriteOptions
-from dal.formats.parquet_writer import NULL_PARTITION
+from dal.partitions import NULL_PARTITION
 
 if TYPE_CHECKING:
     from dal.dataset import Dataset
+    from dal.formats.base import Format, SparkSource, WriteTransaction
     from dal.scan import Scan
-    from dal.tensors import TensorSchema
-
-DELTA_SPARK_CLASS = "io.delta.tables.DeltaTable"
 
 
 def get_spark(spark: Any = None, master: str | None = None) -> Any:
@@ -44,14 +41,6 @@ def get_spark(spark: Any = None, master: str | None = None) -> Any:
         # pyspark reads PYSPARK_PYTHON when the context starts (spark.pyspark.python is for spark-submit)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return builder.getOrCreate()
-
-
-def delta_spark_available(spark: Any) -> bool:
-    """Whether delta-spark's JVM classes are on this session's classpath (never raises).
-
-    Spark Connect sessions have no JVM handle here and report False.
-    """
-    return _jvm_has(spark, DELTA_SPARK_CLASS)
 
 
 HADOOP_CONNECTORS = {  # by io.provider; io.to_uri hands Hadoop the URLs these connectors serve (s3a://, abfss://)
@@ -109,8 +98,8 @@ def _writable(t: pa.DataType, nullable_above: bool) -> pa.DataType:
     return t
 
 
-def type_problems(schema: Any) -> list[str]:
-    """Each column (path) of a Spark schema that a Delta table cannot hold, with its type and why."""
+def type_problems(schema: Any, title: str) -> list[str]:
+    """Each column (path) of a Spark schema that a ``title`` table ("Delta") cannot hold, with its type and why."""
     from pyspark.sql import types as T
 
     stored = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType,
@@ -127,13 +116,13 @@ def type_problems(schema: Any) -> list[str]:
             walk(f"{path}.key", t.keyType)
             walk(f"{path}.value", t.valueType)
         elif not isinstance(t, stored) or isinstance(t, T.UserDefinedType):
-            out.append(f"{path} ({t.simpleString()}): {_why_not(t)}")
+            out.append(f"{path} ({t.simpleString()}): {_why_not(t, title)}")
 
     walk("", schema)
     return out
 
 
-def _why_not(t: Any) -> str:
+def _why_not(t: Any, title: str) -> str:
     from pyspark.sql import types as T
 
     if isinstance(t, T.UserDefinedType):
@@ -141,18 +130,25 @@ def _why_not(t: Any) -> str:
     if isinstance(t, T.NullType):
         return "has no type (every value is null); cast it to the type it should have, e.g. F.lit(None).cast('string')"
     if isinstance(t, T.VariantType):
-        return "dal writes no Delta variant columns; store it as a JSON string (F.to_json)"
+        return f"dal writes no {title} variant columns; store it as a JSON string (F.to_json)"
     if isinstance(t, T.CalendarIntervalType | T.DayTimeIntervalType | T.YearMonthIntervalType):
-        return "Delta has no interval type; store it as a count of a unit (bigint)"
+        return f"{title} has no interval type; store it as a count of a unit (bigint)"
     if type(t).__name__ == "TimeType":
-        return "Delta has no time-of-day type; store it as bigint microseconds or a string"
-    return "Delta has no such type"
+        return f"{title} has no time-of-day type; store it as bigint microseconds or a string"
+    return f"{title} has no such type"
 
 
-def _write_partition(location: str, partition_by: list[str], storage_options: dict[str, str], schema: pa.Schema) -> Any:
+def native_source(spark: Any, fmt: Format) -> SparkSource | None:
+    """``fmt``'s native Spark data source when its JVM classes are on this session's classpath (never raises;
+    Spark Connect sessions have no JVM handle here and get None)."""
+    src = fmt.spark_source
+    return src if src is not None and _jvm_has(spark, src.jvm_class) else None
+
+
+def _stage(txn: WriteTransaction, schema: pa.Schema) -> Any:
+    """The executors' side of a staged write: cast each batch to ``schema``, stage the files, yield their records."""
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from dal.formats.parquet_writer import FILE_SCHEMA, write_files
-
         def cast(b: pa.RecordBatch) -> pa.RecordBatch:
             return (
                 b
@@ -160,163 +156,56 @@ def _write_partition(location: str, partition_by: list[str], storage_options: di
                 else pa.Table.from_batches([b]).cast(schema).combine_chunks().to_batches()[0]
             )
 
-        rows = write_files((cast(b) for b in batches), location, partition_by, storage_options)
-        yield pa.RecordBatch.from_pylist(rows, schema=FILE_SCHEMA)
+        records = txn.stage(cast(b) for b in batches)
+        yield pa.RecordBatch.from_pylist(records, schema=txn.record_schema)
 
     return run
 
 
-def write_dataframe(df: Any, fmt: Format, location: str, opts: WriteOptions, *, time_column: str | None) -> int:
-    """Write a Spark DataFrame as one new storage version of ``fmt`` at ``location``; return its number."""
-    if fmt.name != "delta":
-        raise DalError(f"writing Spark DataFrames as {fmt.name} is not supported yet")
-    problems = type_problems(df.schema)  # before anything is written (arrow_schema fails on some of them)
+def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
+    """Write a Spark DataFrame as one new storage version through ``txn`` (from ``fmt.begin``); return its number.
+
+    With the format's native Spark writer on the classpath (``Format.spark_source``), Spark writes and commits;
+    otherwise the executors stage files (``mapInArrow``) and the driver commits them all as ONE version.
+    Raises ``SchemaMismatch`` (naming the column, or the field and the row of the Spark task) before anything
+    is committed.
+    """
+    location, opts = txn.location, txn.opts
+    from dal.adapters.spark_convert import prepare
+
+    df = prepare(df)  # MLlib vectors (dense or sparse) as float arrays of their size; nothing else changes
+    problems = type_problems(df.schema, txn.format_title)  # before anything is written (arrow_schema fails on some)
     if problems:
-        raise SchemaMismatch(f"cannot write the DataFrame to the Delta table {location}: " + "; ".join(problems))
-    schema = arrow_schema(df)
-    if time_column is not None and time_column not in schema.names:
-        raise SchemaMismatch(f"time_column {time_column!r} is not a column of the DataFrame")
-    fmt.check_write(location, schema, opts)
-    spark = df.sparkSession
-    if delta_spark_available(spark):
-        return _write_delta_native(df, fmt, location, opts)
-    return _write_delta_distributed(df, fmt, location, opts, schema)
-
-
-def _write_delta_native(df: Any, fmt: Any, location: str, opts: WriteOptions) -> int:
-    writer = df.write.format("delta").mode(opts.mode)
-    if opts.partition_by:
-        writer = writer.partitionBy(*opts.partition_by)
-    if opts.schema_mode == "merge":
-        writer = writer.option("mergeSchema", "true")
-    elif opts.schema_mode == "overwrite":
-        writer = writer.option("overwriteSchema", "true")
-    write_id = opts.commit_metadata.get("dal.write_id", "")
-    writer.option("userMetadata", write_id).save(io.to_uri(location, opts.storage_options))
-    return int(fmt.find_commit(location, opts))
-
-
-def _write_delta_distributed(df: Any, fmt: Any, location: str, opts: WriteOptions, schema: pa.Schema) -> int:
-    from dal.formats.parquet_writer import FILE_SCHEMA
-
-    dl = require("deltalake", "delta")
+        raise SchemaMismatch(
+            f"cannot write the DataFrame to the {txn.format_title} table {location}: " + "; ".join(problems)
+        )
+    schema = txn.check(arrow_schema(df))
+    if opts.time_column is not None and opts.time_column not in df.columns:
+        raise SchemaMismatch(f"time_column {opts.time_column!r} is not a column of the DataFrame")
+    src = native_source(df.sparkSession, fmt)
+    native = txn.spark_options() if src is not None else None
+    if src is not None and native is not None:
+        writer = df.write.format(src.name).mode(opts.mode)
+        if opts.partition_by:
+            writer = writer.partitionBy(*opts.partition_by)
+        writer.options(**native).save(io.to_uri(location, opts.storage_options))
+        return txn.native_commit()
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    storage = io.delta_options(opts.storage_options)
-    props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
-    exists = fmt.exists(location, opts.storage_options)
-    table = dl.DeltaTable(location, storage_options=storage) if exists else None
-    replacing = opts.mode == "overwrite" and opts.schema_mode == "overwrite"
-    # appends keep the table's partitioning even when the caller does not repeat partition_by
-    parts = list(opts.partition_by) if table is None or replacing else list(table.metadata().partition_columns)
-
-    task = _write_partition(location, parts, dict(opts.storage_options), schema)
-    rows = df.mapInArrow(task, from_arrow_schema(FILE_SCHEMA)).collect()
-    actions = [
-        dl.transaction.AddAction(
-            path=r["path"],
-            size=r["size"],
-            partition_values=json.loads(r["partition_values"]),
-            modification_time=r["modification_time"],
-            data_change=True,
-            stats=r["stats"],
-        )
-        for r in rows
-    ]
-    if table is None:
-        dl.transaction.create_table_with_add_actions(
-            location,
-            dl.Schema.from_arrow(schema),
-            actions,
-            mode="error",
-            partition_by=parts or None,
-            storage_options=storage,
-            commit_properties=props,
-        )
-        return int(fmt.find_commit(location, opts))
-    if opts.schema_mode == "merge":
-        # create_write_transaction writes no metaData action for appends, so new columns are added first
-        # in their own commit (a schema-change version), then the files are appended against that schema
-        current = pa.schema(table.schema().to_arrow())
-        extra = [f.with_nullable(True) for f in schema if f.name not in current.names]
-        if extra:
-            table.alter.add_columns(list(dl.Schema.from_arrow(pa.schema(extra)).fields))
-            table = dl.DeltaTable(location, storage_options=storage)
-    target = schema if replacing else pa.schema(table.schema().to_arrow())
-    table.create_write_transaction(
-        actions, mode=opts.mode, schema=target, partition_by=parts or None, commit_properties=props
-    )
-    return int(fmt.find_commit(location, opts))
-
-
-def write_petastorm(
-    df: Any,
-    fmt: Any,
-    location: str,
-    schema: TensorSchema,
-    *,
-    mode: str,
-    partition_by: tuple[str, ...],
-    storage_options: Mapping[str, str] | None = None,
-) -> int:
-    """Executors encode their rows with the schema's codecs and write Parquet into the write's own
-    directory (as petastorm's materialize_dataset job does), on any filesystem pyarrow reaches; the driver
-    commits all files as one version.
-
-    Tensor columns arrive as (nested) Spark arrays and are reshaped to the field's shape; scalars as is.
-    Raises ``SchemaMismatch`` (naming the field and the row of the Spark task) before anything is committed.
-    """
-    from dal.formats.petastorm import FILE_ENTRY_SCHEMA, FileEntry
-
-    missing = [n for n in schema.names if n not in df.columns]
-    extra = [c for c in df.columns if c not in schema.names]
-    if missing or extra:
-        raise SchemaMismatch(f"DataFrame does not match the schema: missing {missing}, not in the schema {extra}")
-    options = dict(storage_options or {})
-    directory = fmt.start(location, options)
-    task = _encode_partition(location, options, directory, schema, list(partition_by))
     try:
-        ddl = ", ".join(f"{f.name} {'string' if f.name == 'path' else 'bigint'}" for f in FILE_ENTRY_SCHEMA)
-        rows = df.select(*schema.names).mapInArrow(task, ddl).collect()
+        frame = df.select(*schema.names).mapInArrow(_stage(txn, schema), from_arrow_schema(txn.record_schema))
+        rows = [r.asDict() for r in frame.collect()]
     except Exception as e:
-        fmt.abort(location, directory, options)
-        marker = "SchemaMismatch: "
+        txn.abort()
+        marker = "SchemaMismatch: "  # raised on an executor: Spark hands back its text
         text = str(e)
         if marker in text:
             raise SchemaMismatch(text.split(marker, 1)[1].splitlines()[0]) from None
         raise
     except BaseException:
-        fmt.abort(location, directory, options)
+        txn.abort()
         raise
-    files = [FileEntry(r["path"], r["size"], r["rows"], r["row_groups"]) for r in rows]
-    return int(fmt.commit(location, schema, directory, files, mode=mode, storage_options=options))
-
-
-def _encode_partition(
-    location: str, options: dict[str, str], directory: str, schema: TensorSchema, partition_by: list[str]
-) -> Any:
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import dataclasses
-        import uuid
-
-        import numpy as np
-
-        from dal.formats.petastorm import FILE_ENTRY_SCHEMA, PetastormFormat, write_files
-        from dal.location import Location
-
-        fmt, prefix = PetastormFormat(), f"part-{uuid.uuid4().hex[:8]}"
-        loc = Location.of(location, options)
-        out = []
-        for i, batch in enumerate(batches):
-            columns = {n: batch.column(n).to_pylist() for n in batch.schema.names}
-            for f in schema:
-                if f.shape != ():
-                    columns[f.name] = [None if v is None else np.asarray(v, dtype=f.dtype) for v in columns[f.name]]
-            table = fmt.encode(schema, columns, partition_by)
-            out += write_files(loc, directory, table, partition_by, prefix=f"{prefix}-{i:04d}")
-        yield pa.RecordBatch.from_pylist([dataclasses.asdict(f) for f in out], schema=FILE_ENTRY_SCHEMA)
-
-    return run
+    return txn.commit(rows)
 
 
 def scan_to_spark(scan: Scan, spark: Any = None) -> Any:
@@ -385,6 +274,13 @@ def spark_condition(e: Any, floating: set[str]) -> Any:
             if any(v.value is None for v in e.values):
                 term = term | null  # x IN (..., NULL) is NULL unless x matches
             return term
+        if isinstance(e, E.Like):  # Spark's LIKE also takes '\' as the escape character
+            c = F.col(e.column.name)
+            return c.ilike(e.pattern) if e.case_insensitive else c.like(e.pattern)
+        if isinstance(e, E.Compare) and isinstance(e.left, E.StrFunc):
+            a = (F.lower if e.left.name == "lower" else F.upper)(F.col(e.left.column.name))
+            b = lit(e.right.value)  # type: ignore[union-attr]
+            return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
         if isinstance(e, E.Compare) and isinstance(e.left, E.Col):
             a = F.col(e.left.name)
             b = F.col(e.right.name) if isinstance(e.right, E.Col) else lit(e.right.value)
@@ -409,10 +305,12 @@ def spark_condition(e: Any, floating: set[str]) -> Any:
 
 def read_version(dataset: Dataset, spark: Any = None) -> Any:
     """A Spark DataFrame of exactly ``dataset``'s pinned version."""
+    from dal.formats.base import get_format
+
     spark = get_spark(spark)
-    fmt = dataset.info.format
-    if fmt == "delta" and delta_spark_available(spark):
-        reader = spark.read.format("delta").option("versionAsOf", dataset.version.storage_version)
+    src = native_source(spark, get_format(dataset.info.format))
+    if src is not None:
+        reader = spark.read.format(src.name).option(src.version_option, dataset.version.storage_version)
         for k, v in dataset.storage_options.items():
             reader = reader.option(k, v)
         return reader.load(io.to_uri(dataset.location, dataset.storage_options))

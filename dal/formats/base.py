@@ -1,20 +1,26 @@
-"""The Format interface each storage format implements, and the registry of formats."""
+"""The Format interface each storage format implements, its write transaction, and the registry of formats."""
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 
 from catalog.types import Schema, VersionDraft, VersionInfo
-from dal.errors import DalError
+from dal.errors import DalError, FormatError, SchemaMismatch
+from dal.tensors import TensorSchema
 
 WriteMode = Literal["append", "overwrite"]
 SchemaMode = Literal["merge", "overwrite"] | None
+# the catalog name a write is for, in its commit: a first write killed before the catalog recorded it is
+# adopted by the next write (or sync) of that name
+DATASET_KEY = "dal.dataset"
+WRITE_ID_KEY = "dal.write_id"
+DEFAULT_FORMAT = "delta"  # what dal.write and dal.register use unless told
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,28 @@ class WriteOptions:
     schema_mode: SchemaMode = None
     storage_options: Mapping[str, str] = field(default_factory=dict)
     commit_metadata: Mapping[str, str] = field(default_factory=dict)
+    tensor_schema: TensorSchema | None = None  # codecs and shapes of tensor fields (formats that store them)
+    time_column: str | None = None
+
+    @property
+    def dataset(self) -> str:
+        """The catalog name this write is for ("" when unknown)."""
+        return str(self.commit_metadata.get(DATASET_KEY, ""))
+
+    @property
+    def write_id(self) -> str:
+        return str(self.commit_metadata.get(WRITE_ID_KEY, ""))
+
+
+def commit_metadata(write_id: str, dataset: str = "") -> dict[str, str]:
+    """The key/values a write stamps into its commit: its id (to find it again) and the dataset's name."""
+    return {WRITE_ID_KEY: write_id, **({DATASET_KEY: dataset} if dataset else {})}
+
+
+def check_time_column(time_column: str | None, names: Sequence[str], what: str) -> None:
+    """Refuse a ``time_column`` that is not among ``names`` (``what``: "a column of the data")."""
+    if time_column is not None and time_column not in names:
+        raise SchemaMismatch(f"time_column {time_column!r} is not {what}")
 
 
 @dataclass(frozen=True)
@@ -39,22 +67,91 @@ class DataFile:
     deleted_rows: tuple[int, ...] = ()  # positions (in the file) a Delta deletion vector removes
 
 
+@dataclass(frozen=True)
+class SparkSource:
+    """A format Spark can read and write natively when ``jvm_class`` is on its classpath: the data source's
+    name, and the reader option that pins a storage version."""
+
+    name: str
+    jvm_class: str
+    version_option: str
+
+
+class WriteTransaction(ABC):
+    """One write of one new storage version: ``check`` the data's schema, ``stage`` batches into files (on
+    this process or on Spark executors: a transaction pickles), ``commit`` the staged files' records as ONE
+    version, or ``abort``. Created by ``Format.begin``, which refused everything it could before."""
+
+    format_title: ClassVar[str]  # for messages ("Delta"); code never branches on it
+
+    def __init__(self, location: str, opts: WriteOptions) -> None:
+        self.location = location
+        self.opts = opts
+
+    record_schema: ClassVar[pa.Schema]  # the Arrow schema of ``stage``'s records (for Spark's mapInArrow)
+
+    @abstractmethod
+    def check(self, schema: pa.Schema) -> pa.Schema:
+        """Refuse (``SchemaMismatch``) data of ``schema`` that does not fit, before anything is written; return
+        the schema (column order included) the batches given to ``stage`` must have."""
+
+    @abstractmethod
+    def stage(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
+        """Write ``batches`` as new files nobody reads yet; describe each (picklable rows of ``record_schema``)."""
+
+    @abstractmethod
+    def commit(self, records: Sequence[Mapping[str, Any]]) -> int:
+        """Make the staged files one new storage version; return its number."""
+
+    def abort(self) -> None:  # noqa: B027  (by default nothing to undo)
+        """Forget an uncommitted write (remove what ``stage`` wrote where that is safe)."""
+
+    def write(self, data: Any) -> int:
+        """Write local ``data`` (Arrow table / batches / reader, pandas; see ``dal.sources``) and commit it."""
+        from dal.sources import to_reader
+
+        reader = to_reader(data)
+        check_time_column(self.opts.time_column, reader.schema.names, "a column of the data")
+        schema = self.check(reader.schema)
+        try:
+            return self.commit(self.stage(b if b.schema.equals(schema) else b.select(schema.names) for b in reader))
+        except BaseException:
+            self.abort()
+            raise
+
+    def landed(self) -> int | None:
+        """After an error on the way back from ``commit``: the version this write's commit got if it landed
+        anyway (None: it did not, or that cannot be told)."""
+        return None
+
+    def spark_options(self) -> dict[str, str] | None:
+        """Options for Spark's native writer of this format (``Format.spark_source``); None: stage instead."""
+        return None
+
+    def native_commit(self) -> int:
+        """The version Spark's native writer (``spark_options``) committed for this write."""
+        raise FormatError(f"{self.format_title} has no native Spark writer")
+
+
 class Format(ABC):
     """A storage format: commits data as immutable storage versions and describes them to the catalog."""
 
     name: ClassVar[str]
+    writable: ClassVar[bool] = True  # dal writes it (and adopts first writes it finds unrecorded)
+    spark_source: ClassVar[SparkSource | None] = None
 
     @abstractmethod
     def exists(self, location: str, storage_options: Mapping[str, str]) -> bool:
         """Whether a table of this format is at ``location``."""
 
     @abstractmethod
-    def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> None:
-        """Refuse (``SchemaMismatch``) a write that does not fit the table, before anything is written."""
+    def begin(self, location: str, opts: WriteOptions, latest: VersionInfo | None) -> WriteTransaction:
+        """Start a write to ``location`` whose newest recorded version is ``latest``, refusing options that
+        do not fit the table (``SchemaMismatch`` / ``DalError``) before anything is written."""
 
-    @abstractmethod
-    def write(self, location: str, data: pa.RecordBatchReader, opts: WriteOptions) -> int:
-        """Commit ``data`` as one new storage version and return its number."""
+    def written_for(self, location: str, storage_options: Mapping[str, str]) -> str:
+        """The catalog name dal wrote the table at ``location`` for, from its first commit ("" if unknown)."""
+        return ""
 
     @abstractmethod
     def snapshots(
@@ -75,17 +172,30 @@ class Format(ABC):
         differs (Delta column mapping); None when the files use the logical names. No I/O."""
         return None
 
-    @abstractmethod
-    def arrow_dataset(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pads.Dataset:
-        """A pyarrow dataset over exactly the files of one pinned version, partition columns restored."""
+    def external_location(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> str:
+        """The directory another engine (a Hive table, the format's own reader) reads exactly this version at.
+
+        Raises:
+            UnsupportedFeature / DalError: no plain directory holds exactly this version's rows.
+        """
+        return location
+
+    def native_url(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> str:
+        """The URL the format's own reader library opens this version at (Petastorm datasets only)."""
+        raise FormatError(f"{version.dataset} is a {self.name} dataset, not a Petastorm one")
 
 
-_FORMATS: dict[str, tuple[str, str, str]] = {
-    # name: (module, class, extra to install)
-    "delta": ("dal.formats.delta", "DeltaFormat", "delta"),
-    "petastorm": ("dal.formats.petastorm", "PetastormFormat", "images"),
-    "parquet": ("dal.formats.parquet", "ParquetFormat", "pandas"),
+_FORMATS: dict[str, tuple[str, str]] = {
+    # name: (module, class); detection tries them in this order
+    "delta": ("dal.formats.delta", "DeltaFormat"),
+    "petastorm": ("dal.formats.petastorm", "PetastormFormat"),
+    "parquet": ("dal.formats.parquet", "ParquetFormat"),
 }
+
+
+def format_names() -> list[str]:
+    """The registered formats, in detection order."""
+    return list(_FORMATS)
 
 
 def get_format(name: str) -> Format:
@@ -94,10 +204,21 @@ def get_format(name: str) -> Format:
     Raises:
         DalError: unknown format. MissingDependency: its extra is not installed (with the pip command).
     """
-    import importlib
-
     if name not in _FORMATS:
         raise DalError(f"unknown format {name!r}; dal supports: {', '.join(sorted(_FORMATS))}")
-    module, cls, _extra = _FORMATS[name]
+    module, cls = _FORMATS[name]
     fmt: Format = getattr(importlib.import_module(module), cls)()
     return fmt
+
+
+def detect(location: str, storage_options: Mapping[str, str], *, writable: bool = False) -> Format | None:
+    """The first registered format (only those dal writes, when ``writable``) with a table at ``location``;
+    a format that cannot look there (its extra missing, storage refusing) counts as absent."""
+    for name in _FORMATS:
+        try:
+            fmt = get_format(name)
+            if (fmt.writable or not writable) and fmt.exists(location, storage_options):
+                return fmt
+        except DalError:
+            continue
+    return None

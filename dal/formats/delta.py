@@ -3,27 +3,35 @@
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
-from catalog.types import Partition, Schema, VersionDraft, VersionInfo
+from catalog.types import Schema, VersionDraft, VersionInfo
 from dal import io
 from dal.errors import DalError, FormatError, SchemaMismatch, UnsupportedFeature, one_line, require, translate
-from dal.formats.base import DataFile, Format, WriteOptions
-from dal.formats.delta_types import ConformedReader, check_writable
-from dal.formats.fragments import dataset_from_files
-from dal.schema import describe_mismatch, from_arrow
+from dal.formats.base import (
+    DATASET_KEY,
+    WRITE_ID_KEY,
+    DataFile,
+    Format,
+    SparkSource,
+    WriteOptions,
+    WriteTransaction,
+    check_time_column,
+)
+from dal.formats.delta_types import ConformedReader, check_writable, describe_mismatch
+from dal.formats.parquet_writer import FILE_SCHEMA, write_files
+from dal.partitions import PartitionValues, partition_totals
+from dal.schema import from_arrow
 
-WRITE_ID_KEY = "dal.write_id"
 # version property: why a recorded Delta version cannot be read (expired from the log, data files gone)
 UNAVAILABLE_KEY = "unavailable"
 # Delta reader features dal reads correctly; any other one a version needs makes ``open`` refuse it
@@ -46,7 +54,7 @@ def _dl() -> Any:
 
 
 def _opts(storage_options: Mapping[str, str]) -> dict[str, str] | None:
-    return io.delta_options(storage_options)
+    return io.object_store_options(storage_options)
 
 
 def _check_location(location: str) -> str:
@@ -81,6 +89,14 @@ class DeltaFormat(Format):
     """Delta tables read and written with delta-rs; no JVM involved."""
 
     name = "delta"
+    spark_source = SparkSource("delta", "io.delta.tables.DeltaTable", "versionAsOf")
+
+    def begin(self, location: str, opts: WriteOptions, latest: VersionInfo | None) -> WriteTransaction:
+        _check_location(location)
+        return DeltaWrite(location, opts)
+
+    def written_for(self, location: str, storage_options: Mapping[str, str]) -> str:
+        return str(_metadata(commit_info(location, 0, storage_options) or {}).get(DATASET_KEY, ""))
 
     def exists(self, location: str, storage_options: Mapping[str, str]) -> bool:
         return bool(_dl().DeltaTable.is_deltatable(_check_location(location), storage_options=_opts(storage_options)))
@@ -164,8 +180,8 @@ class DeltaFormat(Format):
         write_id = opts.commit_metadata.get(WRITE_ID_KEY)
         latest = self._table(location, opts.storage_options).version()
         for v in range(latest, max(-1, latest - 500), -1):
-            info = commit_info(location, v, opts.storage_options)
-            if write_id is None or (info and write_id in (info.get(WRITE_ID_KEY), info.get("userMetadata"))):
+            info = _metadata(commit_info(location, v, opts.storage_options) or {})
+            if write_id is None or info.get(WRITE_ID_KEY) == write_id:
                 return v
         raise FormatError(f"committed to {location} but cannot find commit {write_id} in the last 500 versions")
 
@@ -239,14 +255,6 @@ class DeltaFormat(Format):
                 if "not found" not in str(e).lower():
                     raise
                 missing = missing or f"a deletion vector file of Delta version {v} is missing ({_short(e)})"
-        by_part: dict[tuple[tuple[str, str | None], ...], list[int]] = defaultdict(lambda: [0, 0, 0])
-        if parts:
-            for a in actions:
-                key = tuple((c, None if a[f"partition.{c}"] is None else str(a[f"partition.{c}"])) for c in parts)
-                acc = by_part[key]
-                acc[0] += a["num_records"] or 0
-                acc[1] += 1
-                acc[2] += a["size_bytes"]
         ts = entry.get("timestamp")
         props: dict[str, Any] = {"delta_operation": str(entry.get("operation", "")), "delta_version": v}
         if missing:
@@ -260,9 +268,9 @@ class DeltaFormat(Format):
             storage_version=v,
             committed_at=datetime.fromtimestamp(ts / 1000, UTC) if ts is not None else None,
             partition_columns=parts,
-            partitions=tuple(
-                Partition(k, r, f, b) for k, (r, f, b) in sorted(by_part.items(), key=lambda kv: str(kv[0]))
-            ),
+            partitions=partition_totals((_values(a, parts), a["num_records"] or 0, a["size_bytes"]) for a in actions)
+            if parts
+            else (),
             properties=props,
         )
 
@@ -319,10 +327,36 @@ class DeltaFormat(Format):
         for a in actions:
             path = unquote(a["path"])
             uri = path if "://" in path or path.startswith("/") else io.join(location, path)
-            values = tuple((c, None if a[f"partition.{c}"] is None else str(a[f"partition.{c}"])) for c in parts)
-            out.append(DataFile(uri, a["size_bytes"], a["num_records"], values, deleted.get(path, ())))
+            out.append(DataFile(uri, a["size_bytes"], a["num_records"], _values(a, parts), deleted.get(path, ())))
         out.sort(key=lambda f: f.uri)  # deterministic order for planning and sharding
         return out
+
+    def external_location(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> str:
+        """The table root, when this version's files are exactly the data files there and need no Delta
+        reader features (a Hive table reads every Parquet file below its location as plain Parquet)."""
+        listed = self.files(location, version, storage_options)
+        if any(f.deleted_rows for f in listed) or self.physical_schema(
+            self.arrow_schema(location, version, storage_options)
+        ):
+            raise UnsupportedFeature(
+                f"{version.dataset} version {version.number} has Delta deletion vectors or column mapping: a Hive "
+                "table reads its files as plain Parquet (deleted rows back, physical column names); read it with "
+                "dal or delta-spark"
+            )
+        files = {f.uri for f in listed}
+        fs, root = io.filesystem(location, storage_options)
+        present = {
+            io.join(location, os.path.relpath(i.path, root))
+            for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
+            if i.type == pafs.FileType.File and i.path.endswith(".parquet") and "/_delta_log" not in i.path
+        }
+        if present != files:
+            raise DalError(
+                f"{version.dataset} version {version.number}: its Delta directory also holds {len(present - files)} "
+                "file(s) this version does not include (removed by a later overwrite, delete or optimize); a Hive "
+                "table over the directory would read them. Vacuum the table, or read it through delta-spark"
+            )
+        return location
 
     def physical_schema(self, schema: pa.Schema) -> pa.Schema | None:
         """With column mapping, ``schema`` with each field named by its physical (Parquet) name."""
@@ -333,17 +367,10 @@ class DeltaFormat(Format):
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
         return _arrow_schema(self._pinned(location, version, storage_options))
 
-    def arrow_dataset(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pads.Dataset:
-        files = self.files(location, version, storage_options)
-        schema = self.arrow_schema(location, version, storage_options)
-        if any(f.deleted_rows for f in files) or self.physical_schema(schema):
-            raise UnsupportedFeature(
-                f"{version.dataset} version {version.number} has deletion vectors or column mapping, which a plain "
-                "pyarrow dataset cannot apply; read it with dal.open(...).scan() (or to_arrow / iter_batches)"
-            )
-        return dataset_from_files(
-            files, self.arrow_schema(location, version, storage_options), location, storage_options
-        )
+
+def _values(action: Mapping[str, Any], parts: Sequence[str]) -> PartitionValues:
+    """An add action's partition values (flattened ``partition.<col>``) as strings."""
+    return tuple((c, None if action[f"partition.{c}"] is None else str(action[f"partition.{c}"])) for c in parts)
 
 
 def _short(e: BaseException) -> str:
@@ -452,8 +479,120 @@ def commit_info(location: str, version: int, storage_options: Mapping[str, str])
     return None
 
 
-def commit_metadata(write_id: str, **extra: str) -> dict[str, str]:
-    return {WRITE_ID_KEY: write_id, **extra}
+def _metadata(info: Mapping[str, Any]) -> dict[str, Any]:
+    """A commit's dal keys: delta-rs writes them into ``commitInfo`` itself, delta-spark as the JSON of its
+    ``userMetadata`` (an older dal wrote the bare write id there)."""
+    out = dict(info)
+    user = info.get("userMetadata")
+    if isinstance(user, str) and user:
+        try:
+            parsed = json.loads(user)
+        except ValueError:
+            parsed = {WRITE_ID_KEY: user}
+        if isinstance(parsed, dict):
+            out = {**parsed, **out}
+        else:
+            out.setdefault(WRITE_ID_KEY, user)
+    return out
 
 
-__all__ = ["UNAVAILABLE_KEY", "WRITE_ID_KEY", "DeltaFormat", "commit_metadata", "physical_schema"]
+class DeltaWrite(WriteTransaction):
+    """One Delta commit: delta-rs's writer for local data; for Spark, Parquet files staged with Delta
+    statistics (``parquet_writer``, on the executors) committed as ONE version through delta-rs."""
+
+    format_title = "Delta"
+    record_schema = FILE_SCHEMA
+
+    def __init__(self, location: str, opts: WriteOptions) -> None:
+        super().__init__(location, opts)
+        self.parts: list[str] = list(opts.partition_by)
+
+    def check(self, schema: pa.Schema) -> pa.Schema:
+        DeltaFormat().check_write(self.location, schema, self.opts)
+        storage = _opts(self.opts.storage_options)
+        if DeltaFormat().exists(self.location, self.opts.storage_options) and not self._replacing:
+            # appends keep the table's partitioning even when the caller does not repeat partition_by
+            self.parts = list(_dl().DeltaTable(self.location, storage_options=storage).metadata().partition_columns)
+        self._schema = schema
+        return schema
+
+    @property
+    def _replacing(self) -> bool:
+        return self.opts.mode == "overwrite" and self.opts.schema_mode == "overwrite"
+
+    def stage(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
+        return write_files(batches, self.location, self.parts, dict(self.opts.storage_options))
+
+    def commit(self, records: Sequence[Mapping[str, Any]]) -> int:
+        dl = _dl()
+        opts, location, schema = self.opts, self.location, self._schema
+        storage = _opts(opts.storage_options)
+        props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
+        actions = [
+            dl.transaction.AddAction(
+                path=r["path"],
+                size=r["size"],
+                partition_values=json.loads(r["partition_values"]),
+                modification_time=r["modification_time"],
+                data_change=True,
+                stats=r["stats"],
+            )
+            for r in records
+        ]
+        parts = self.parts or None
+        if not DeltaFormat().exists(location, opts.storage_options):
+            dl.transaction.create_table_with_add_actions(
+                location, dl.Schema.from_arrow(schema), actions, mode="error", partition_by=parts,
+                storage_options=storage, commit_properties=props,
+            )  # fmt: skip
+            return DeltaFormat().find_commit(location, opts)
+        table = dl.DeltaTable(location, storage_options=storage)
+        if opts.schema_mode == "merge":
+            # create_write_transaction writes no metaData action for appends, so new columns are added first
+            # in their own commit (a schema-change version), then the files are appended against that schema
+            current = pa.schema(table.schema().to_arrow())
+            extra = [f.with_nullable(True) for f in schema if f.name not in current.names]
+            if extra:
+                table.alter.add_columns(list(dl.Schema.from_arrow(pa.schema(extra)).fields))
+                table = dl.DeltaTable(location, storage_options=storage)
+        target = schema if self._replacing else pa.schema(table.schema().to_arrow())
+        table.create_write_transaction(
+            actions, mode=opts.mode, schema=target, partition_by=parts, commit_properties=props
+        )
+        return DeltaFormat().find_commit(location, opts)
+
+    def write(self, data: Any) -> int:
+        from dal.sources import to_reader
+
+        reader = to_reader(data)
+        check_time_column(self.opts.time_column, reader.schema.names, "a column of the data")
+        fmt = DeltaFormat()
+        fmt.check_write(self.location, reader.schema, self.opts)
+        try:
+            return fmt.write(self.location, reader, self.opts)
+        except DalError as e:
+            # an error on the way back (a lost response after the store took the commit) may hide a commit
+            landed = None if isinstance(e, SchemaMismatch) else self.landed()
+            if landed is None:
+                raise
+            return landed
+
+    def landed(self) -> int | None:
+        try:
+            return DeltaFormat().find_commit(self.location, self.opts)
+        except (DalError, OSError):
+            return None
+
+    def spark_options(self) -> dict[str, str] | None:
+        options = {"userMetadata": json.dumps(dict(self.opts.commit_metadata), sort_keys=True)}
+        if self.opts.schema_mode == "merge":
+            options["mergeSchema"] = "true"
+        elif self.opts.schema_mode == "overwrite":
+            options["overwriteSchema"] = "true"
+        return options
+
+    def native_commit(self) -> int:
+        return DeltaFormat().find_commit(self.location, self.opts)
+
+
+__all__ = ["UNAVAILABLE_KEY", "WRITE_ID_KEY", "DeltaFormat", "DeltaWrite", "physical_schema"]

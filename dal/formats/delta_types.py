@@ -233,3 +233,18 @@ def stored(t: pa.DataType) -> pa.DataType:
     if _children(t):  # lists of every kind
         return pa.list_(stored(t.value_type))
     return t
+
+
+def describe_mismatch(table: pa.Schema, incoming: pa.Schema) -> tuple[list[str], list[str], list[str]]:
+    """Columns (missing from incoming, new in incoming, with another type) between two Arrow schemas."""
+    t = {f.name: f for f in table}
+    i = {f.name: f for f in incoming}
+    missing = [n for n in t if n not in i]
+    new = [n for n in i if n not in t]
+    changed = [f"{n} ({t[n].type} -> {i[n].type})" for n in t if n in i and not _same_type(t[n].type, i[n].type)]
+    return missing, new, changed
+
+
+def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
+    """Whether both types land in the same Delta column (string/large_string, uint8/int8, timestamp units …)."""
+    return bool(a.equals(b) or stored(a).equals(stored(b)))

@@ -9,14 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError
-from dal.formats.base import DataFile, Format, WriteOptions
-from dal.formats.fragments import dataset_from_files
-from dal.formats.petastorm import data_files, describe_files, partition_values, scan_directory
+from dal.formats.base import DataFile, Format, WriteOptions, WriteTransaction
+from dal.formats.directory import data_files, describe_files, partition_values, scan_directory
 from dal.location import Location
 from dal.schema import from_arrow
 
@@ -25,14 +23,12 @@ class ParquetFormat(Format):
     """A directory of Parquet files, as one immutable version."""
 
     name = "parquet"
+    writable = False
 
     def exists(self, location: str, storage_options: Mapping[str, str]) -> bool:
         return bool(data_files(Location.of(location, storage_options)))
 
-    def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> None:
-        raise DalError("dal registers plain Parquet read-only; write with format='delta'")
-
-    def write(self, location: str, data: pa.RecordBatchReader, opts: WriteOptions) -> int:
+    def begin(self, location: str, opts: WriteOptions, latest: VersionInfo | None) -> WriteTransaction:
         raise DalError("dal registers plain Parquet read-only; write with format='delta'")
 
     def snapshots(
@@ -68,9 +64,3 @@ class ParquetFormat(Format):
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
         loc = Location.of(location, storage_options)
         return self._schema(loc, [rel for rel, _ in data_files(loc)])
-
-    def arrow_dataset(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pads.Dataset:
-        files = self.files(location, version, storage_options)
-        return dataset_from_files(
-            files, self.arrow_schema(location, version, storage_options), location, storage_options
-        )

@@ -10,36 +10,14 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
 from typing import Any
-from urllib.parse import quote
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dal import io
 from dal.formats.delta_stats import FileStats
-
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-
-
-def partition_string(value: Any) -> str | None:
-    """A partition value as Delta's log writes it (dates ISO, timestamps 'YYYY-MM-DD HH:MM:SS.ffffff')."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=None).isoformat(sep=" ")
-    if isinstance(value, date):
-        return value.isoformat()
-    return str(value)
-
-
-def partition_dir(values: Sequence[tuple[str, str | None]]) -> str:
-    """The hive-style directory of a partition: ``col=value/…``, values percent-encoded, nulls as Hive writes them."""
-    return "/".join(f"{c}={NULL_PARTITION if v is None else quote(v, safe='')}" for c, v in values)
+from dal.partitions import partition_dir, split_by_partition
 
 
 @dataclass
@@ -86,20 +64,9 @@ def write_files(
         if batch.num_rows == 0:
             continue
         table = pa.Table.from_batches([batch])
-        if not partition_by:
-            target((), table.schema).add(table)
-            continue
-        data = table.drop_columns(list(partition_by))
-        keys = table.select(list(partition_by)).group_by(list(partition_by)).aggregate([])
-        for combo in keys.to_pylist():
-            mask = None
-            for c in partition_by:
-                term = (
-                    pc.is_null(table[c]) if combo[c] is None else pc.equal(table[c], pa.scalar(combo[c], table[c].type))
-                )
-                mask = term if mask is None else pc.and_(mask, term)
-            values = tuple((c, partition_string(combo[c])) for c in partition_by)
-            target(values, data.schema).add(data.filter(mask))
+        for values, part in split_by_partition(table, partition_by):
+            data = part.drop_columns(list(partition_by))
+            target(values, data.schema).add(data)
 
     out = []
     for f in open_files.values():

@@ -28,28 +28,25 @@ import json
 import os
 import time
 import uuid
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from catalog.types import Partition, Schema, VersionDraft, VersionInfo
+from catalog.types import Schema, VersionDraft, VersionInfo, diff_schemas
 from dal.errors import DalError, FormatError, SchemaMismatch, one_line
 from dal.faults import pause
-from dal.formats.base import DataFile, Format, WriteOptions
-from dal.formats.fragments import dataset_from_files
-from dal.formats.parquet_writer import NULL_PARTITION, partition_dir, partition_string
+from dal.formats.base import DataFile, Format, WriteOptions, WriteTransaction, check_time_column
+from dal.formats.directory import FileEntry, data_files, describe_files, partition_values, scan_directory
 from dal.formats.petastorm_pickle import ROW_GROUPS_PER_FILE_KEY, UNISCHEMA_KEY, dumps_unischema, loads_unischema
 from dal.location import Location
-from dal.tensors import TensorField, TensorSchema
+from dal.partitions import partition_dir, split_by_partition
+from dal.tensors import TensorSchema, decode_table
 
 COMMON_METADATA = "_common_metadata"
 RECORDS = "_dal_versions"
@@ -58,16 +55,6 @@ ABANDONED_AFTER_S = 60.0
 FILE_ENTRY_SCHEMA = pa.schema(
     [("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()), ("row_groups", pa.int64())]
 )
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    """One Parquet file of a version directory: its path below the directory, bytes, rows, row groups."""
-
-    path: str
-    size: int
-    rows: int
-    row_groups: int
 
 
 @dataclass(frozen=True)
@@ -217,34 +204,6 @@ def read_schema(loc: Location, directory: str = "") -> TensorSchema:
     return loads_unischema(meta[UNISCHEMA_KEY], stored)
 
 
-def partition_values(relpath: str) -> tuple[tuple[str, str | None], ...]:
-    out = []
-    for part in relpath.split("/")[:-1]:
-        if "=" in part:
-            k, v = part.split("=", 1)
-            out.append((k, None if v == NULL_PARTITION else unquote(v)))
-    return tuple(out)
-
-
-def data_files(loc: Location, directory: str = "") -> list[tuple[str, int]]:
-    """The Parquet files below ``directory`` as (relative path, size), sorted; '_' and '.' entries are not data."""
-    return [
-        (rel, size)
-        for rel, size in sorted(loc.list(directory))
-        if rel.endswith(".parquet") and not any(p.startswith(("_", ".")) for p in rel.split("/"))
-    ]
-
-
-def scan_directory(loc: Location, directory: str = "") -> list[FileEntry]:
-    """:func:`data_files` with rows and row groups from their footers: for datasets dal did not write,
-    which have no version record."""
-    out = []
-    for rel, size in data_files(loc, directory):
-        meta = pq.read_metadata(loc.path(f"{directory}/{rel}" if directory else rel), filesystem=loc.fs)
-        out.append(FileEntry(rel, size, meta.num_rows, meta.num_row_groups))
-    return out
-
-
 class PetastormFormat(Format):
     """Petastorm datasets, byte-compatible with petastorm 0.13.1's make_reader / make_batch_reader."""
 
@@ -266,9 +225,8 @@ class PetastormFormat(Format):
                 return None
             raise
 
-    def petastorm_url(
-        self, location: str, version: VersionInfo, storage_options: Mapping[str, str] | None = None
-    ) -> str:
+    def native_url(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> str:
+        """The version's own directory: petastorm's ``make_reader`` opens it."""
         from dal import io
 
         assert version.storage_version is not None
@@ -276,13 +234,40 @@ class PetastormFormat(Format):
         record = self._record(loc, version.storage_version)
         return io.url(loc.child(record.directory if record is not None else ""))
 
+    def external_location(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> str:
+        """Each version is a complete dataset in its own directory."""
+        return self.native_url(location, version, storage_options)
+
     # -- writing --------------------------------------------------------------------------------
 
-    def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> None:
-        raise DalError("petastorm writes need a TensorSchema: use write_tensors")  # pragma: no cover
-
-    def write(self, location: str, data: pa.RecordBatchReader, opts: WriteOptions) -> int:
-        raise DalError("petastorm writes need a TensorSchema: use write_tensors")  # pragma: no cover
+    def begin(self, location: str, opts: WriteOptions, latest: VersionInfo | None) -> WriteTransaction:
+        """Settle the write's TensorSchema (``opts.tensor_schema``, or the dataset's own) and partitioning, and
+        refuse one that differs from the dataset's on append."""
+        schema = opts.tensor_schema
+        if schema is None:
+            if latest is None:
+                raise DalError("format='petastorm' needs schema=TensorSchema(...) for a new dataset")
+            schema = TensorSchema.from_catalog(str(latest.properties.get("unischema", "Schema")), latest.schema)
+        if opts.schema_mode is not None:
+            raise DalError("petastorm datasets have no schema_mode; write with mode='overwrite' to change the schema")
+        partition_by = opts.partition_by
+        if latest is not None and opts.mode == "append":
+            if partition_by and partition_by != latest.partition_columns:
+                raise SchemaMismatch(
+                    f"the dataset is partitioned by {list(latest.partition_columns)}, not {list(partition_by)}"
+                )
+            partition_by = latest.partition_columns
+            if schema.to_catalog() != latest.schema:
+                d = diff_schemas(latest.schema, schema.to_catalog(), latest.number, latest.number + 1)
+                what = [f"added {[f.name for f in d.added]}" if d.added else "", f"removed {[f.name for f in d.removed]}" if d.removed else "",
+                        f"changed {[c.name for c in d.changed]}" if d.changed else ""]  # fmt: skip
+                raise SchemaMismatch(
+                    "the schema differs from the dataset's: "
+                    + "; ".join(w for w in what if w)
+                    + " (write with mode='overwrite' to replace it)"
+                )
+        check_time_column(opts.time_column, schema.names, "a field of the schema")
+        return PetastormWrite(location, dataclasses.replace(opts, tensor_schema=schema, partition_by=partition_by))
 
     def encode(
         self, schema: TensorSchema, columns: Mapping[str, Sequence[Any]], partition_by: Sequence[str]
@@ -502,14 +487,6 @@ class PetastormFormat(Format):
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
         return TensorSchema.from_catalog("schema", version.schema).arrow_schema()
 
-    def arrow_dataset(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pads.Dataset:
-        return dataset_from_files(
-            self.files(location, version, storage_options),
-            self.arrow_schema(location, version, storage_options),
-            location,
-            storage_options,
-        )
-
 
 def _sweep_temporary_records(loc: Location) -> None:
     """Remove the hidden temporary records (``.<record>.<token>.tmp``, local disk only) that writers killed
@@ -552,19 +529,9 @@ def write_files(
 ) -> list[FileEntry]:
     """Write an encoded table under ``directory``, one file per partition value; describe each file."""
     token = uuid.uuid4().hex
-    groups: dict[tuple[tuple[str, str | None], ...], pa.Table] = {}
-    if partition_by:
-        keys = table.select(partition_by).group_by(partition_by).aggregate([]).to_pylist()
-        for combo in keys:
-            mask = None
-            for c in partition_by:
-                term = pc.is_null(table[c]) if combo[c] is None else pc.equal(table[c], combo[c])
-                mask = term if mask is None else pc.and_(mask, term)
-            groups[tuple((c, partition_string(combo[c])) for c in partition_by)] = table.filter(mask)
-    else:
-        groups[()] = table
+    groups = sorted(split_by_partition(table, partition_by), key=lambda kv: str(kv[0]))
     written = []
-    for i, (values, part) in enumerate(sorted(groups.items(), key=lambda kv: str(kv[0]))):
+    for i, (values, part) in enumerate(groups):
         subdir = partition_dir(values)
         name = f"{prefix}-{i:05d}-{token}.parquet"
         rel = f"{subdir}/{name}" if subdir else name
@@ -584,28 +551,6 @@ def write_files(
     return written
 
 
-def describe_files(files: Sequence[FileEntry], schema: Schema, *, previous: Schema | None, number: int) -> VersionDraft:
-    """A version draft for a directory's Parquet files: rows, sizes, hive partitions."""
-    parts = [k for k, _ in partition_values(files[0].path)] if files else []
-    by_part: dict[tuple[tuple[str, str | None], ...], list[int]] = defaultdict(lambda: [0, 0, 0])
-    for f in files:
-        acc = by_part[partition_values(f.path)]
-        acc[0], acc[1], acc[2] = acc[0] + f.rows, acc[1] + 1, acc[2] + f.size
-    operation = "create" if previous is None else ("schema-change" if previous != schema else "append")
-    return VersionDraft(
-        operation=operation,
-        schema=schema,
-        row_count=sum(f.rows for f in files),
-        file_count=len(files),
-        size_bytes=sum(f.size for f in files),
-        storage_version=number,
-        partition_columns=tuple(parts),
-        partitions=tuple(Partition(k, r, f, b) for k, (r, f, b) in sorted(by_part.items(), key=lambda kv: str(kv[0])))
-        if parts
-        else (),
-    )
-
-
 def _write_common_metadata(loc: Location, directory: str, schema: TensorSchema, files: Sequence[FileEntry]) -> None:
     """``_common_metadata`` as petastorm's materialize_dataset leaves it: the Arrow schema of the data
     columns, the pickled Unischema and the row-group count of every file."""
@@ -619,19 +564,81 @@ def _write_common_metadata(loc: Location, directory: str, schema: TensorSchema, 
     pq.write_metadata(arrow, loc.path(f"{directory}/{COMMON_METADATA}"), filesystem=loc.fs)
 
 
-def decode_table(table: pa.Table, schema: Schema) -> dict[str, Any]:
-    """Decode every field of ``table`` as petastorm's ``make_reader`` does (see ``dal.codecs``), one NumPy
-    column each (tensors stacked when shapes agree); columns without tensor metadata as plain NumPy."""
-    out: dict[str, Any] = {}
-    for name in table.column_names:
-        field = schema.get(name)
-        column = table.column(name).combine_chunks()
-        if field is None or field.dtype is None:
-            out[name] = column.to_numpy(zero_copy_only=False)
-            continue
-        tf = TensorField.from_catalog(field)
-        try:
-            out[name] = tf.the_codec.decode(tf.dtype_name, tf.shape, column)
-        except (DalError, ValueError, TypeError, pa.ArrowException) as e:
-            raise FormatError(f"field {name!r}: cannot decode its {field.codec or 'scalar'} values: {e}") from e
-    return out
+def _columns(data: Any) -> dict[str, list[Any]]:
+    """Columns of Python/NumPy values from a pandas DataFrame, a dict of columns, or a list of row dicts."""
+    if type(data).__module__.startswith("pandas.") and type(data).__name__ == "DataFrame":
+        return {str(c): list(data[c]) for c in data.columns}
+    if isinstance(data, dict):
+        return {str(k): list(v) for k, v in data.items()}
+    if isinstance(data, pa.Table | pa.RecordBatch):
+        return {str(n): data.column(n).to_pylist() for n in data.schema.names}
+    if isinstance(data, list) and all(isinstance(r, dict) for r in data):
+        names = list(data[0]) if data else []
+        return {n: [r.get(n) for r in data] for n in names}
+    raise DalError(
+        f"cannot write {type(data).__name__} as petastorm: pass a pandas DataFrame, a dict of columns or row dicts"
+    )
+
+
+def _as_tensors(schema: TensorSchema, columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """Tensor values as NumPy arrays of the field's dtype (Arrow and Spark hand them over as nested lists)."""
+    for f in schema:
+        if f.shape != () and f.name in columns:
+            columns[f.name] = [
+                v if v is None or isinstance(v, np.ndarray) else np.asarray(v, dtype=f.dtype) for v in columns[f.name]
+            ]
+    return columns
+
+
+class PetastormWrite(WriteTransaction):
+    """One Petastorm version: rows encoded with the TensorSchema's codecs into Parquet files in the write's
+    own directory (on this process or on Spark executors), then committed by publishing its record."""
+
+    format_title = "Petastorm"
+    record_schema = FILE_ENTRY_SCHEMA
+
+    def __init__(self, location: str, opts: WriteOptions) -> None:
+        super().__init__(location, opts)
+        assert opts.tensor_schema is not None
+        self.schema: TensorSchema = opts.tensor_schema
+        self.directory = ""
+
+    def check(self, schema: pa.Schema) -> pa.Schema:
+        missing = [n for n in self.schema.names if n not in schema.names]
+        extra = [c for c in schema.names if c not in self.schema.names]
+        if missing or extra:
+            raise SchemaMismatch(f"DataFrame does not match the schema: missing {missing}, not in the schema {extra}")
+        self.directory = PetastormFormat().start(self.location, self.opts.storage_options)
+        return pa.schema([schema.field(n) for n in self.schema.names])
+
+    def stage(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
+        loc = Location.of(self.location, self.opts.storage_options)
+        prefix, parts = f"part-{uuid.uuid4().hex[:8]}", list(self.opts.partition_by)
+        out: list[FileEntry] = []
+        for i, batch in enumerate(batches):
+            columns = _as_tensors(self.schema, {n: batch.column(n).to_pylist() for n in batch.schema.names})
+            table = PetastormFormat().encode(self.schema, columns, parts)
+            out += write_files(loc, self.directory, table, parts, prefix=f"{prefix}-{i:04d}")
+        return [dataclasses.asdict(f) for f in out]
+
+    def commit(self, records: Sequence[Mapping[str, Any]]) -> int:
+        files = [FileEntry(str(r["path"]), int(r["size"]), int(r["rows"]), int(r["row_groups"])) for r in records]
+        return PetastormFormat().commit(
+            self.location, self.schema, self.directory, files, mode=self.opts.mode,
+            storage_options=self.opts.storage_options, dataset=self.opts.dataset,
+        )  # fmt: skip
+
+    def abort(self) -> None:
+        if self.directory:
+            PetastormFormat().abort(self.location, self.directory, self.opts.storage_options)
+
+    def write(self, data: Any) -> int:
+        fmt, parts = PetastormFormat(), self.opts.partition_by
+        table = fmt.encode(self.schema, _as_tensors(self.schema, _columns(data)), parts)  # validates every value first
+        return fmt.write_tensors(
+            self.location, self.schema, table, mode=self.opts.mode, partition_by=parts,
+            storage_options=self.opts.storage_options, dataset=self.opts.dataset,
+        )  # fmt: skip
+
+
+__all__ = ["PetastormFormat", "PetastormWrite", "decode_table"]

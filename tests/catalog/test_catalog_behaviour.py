@@ -63,7 +63,7 @@ def test_create_duplicate(cat: Catalog) -> None:
     with pytest.raises(DatasetExists):
         cat.create_dataset("a.b", format="delta", location="/elsewhere", exist_ok=True)
     with pytest.raises(CatalogError, match="unknown format"):
-        cat.create_dataset("a.c", format="csv", location="/x")
+        cat.create_dataset("a.c", format="CSV files", location="/x")
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", "../etc", "a..b", ".a", "a.", "a b", "a\\b", "ü", "x" * 201])

@@ -123,12 +123,6 @@ def test_column_mapping_through_projection_and_filter(
     _same(pa.concat_tables([scan.shard(r, 2, remainder="keep").to_arrow() for r in range(2)]), expected)
 
 
-def test_column_mapping_refuses_a_plain_pyarrow_dataset(tmp_path: Path) -> None:
-    _, catalog = _register("delta-rs/table_with_column_mapping", tmp_path)
-    with pytest.raises(UnsupportedFeature, match="column mapping"):
-        dal.open(NAME, catalog=catalog).arrow_dataset()
-
-
 def test_expired_early_versions_are_recorded_and_refused(tmp_path: Path) -> None:
     """JSON commits 0-2 were cleaned up; the log starts at checkpoint 3."""
     path, catalog = _register("delta-rs/checkpoint-cdf-table", tmp_path)

@@ -18,8 +18,9 @@ import pytest
 
 import dal
 from catalog import Catalog
-from dal.adapters.spark import delta_spark_available, get_spark
+from dal.adapters.spark import get_spark, native_source
 from dal.errors import SchemaMismatch
+from dal.formats.base import get_format
 
 pytestmark = pytest.mark.spark
 
@@ -150,8 +151,9 @@ def test_spark_append_keeps_the_table_partitioning(cat: Catalog, spark: Any) -> 
 def test_session_handling(spark: Any) -> None:
     assert get_spark(spark) is spark  # an explicit session is honoured
     assert get_spark() is spark  # else the active one; a new local[*] session only when none is active
-    assert delta_spark_available(spark) is False  # no Delta jars here: detected without crashing
-    assert delta_spark_available(object()) is False  # e.g. Spark Connect: no JVM handle
+    delta = get_format("delta")
+    assert native_source(spark, delta) is None  # no Delta jars here: detected without crashing
+    assert native_source(object(), delta) is None  # e.g. Spark Connect: no JVM handle
 
 
 def test_delta_spark_classes_are_detected_when_on_the_classpath(tmp_path: Path) -> None:
@@ -165,9 +167,10 @@ def test_delta_spark_classes_are_detected_when_on_the_classpath(tmp_path: Path) 
     code = textwrap.dedent(
         f"""
         from pyspark.sql import SparkSession
-        from dal.adapters.spark import delta_spark_available
+        from dal.adapters.spark import native_source
+        from dal.formats.base import get_format
         s = SparkSession.builder.master("local[1]").config("spark.jars", {str(jar)!r}).getOrCreate()
-        print("DETECTED", delta_spark_available(s))
+        print("DETECTED", native_source(s, get_format("delta")) is not None)
         s.stop()
         """
     )

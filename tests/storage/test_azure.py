@@ -37,7 +37,7 @@ def test_delta_on_azure_end_to_end(
 
     # a table delta-rs wrote itself, registered through the abfs:// spelling of the same container
     uri = f"abfs://{container}@{AZURE_ACCOUNT}.dfs.core.windows.net/foreign"
-    deltalake.write_deltalake(uri, pa.table({"a": [1, 2]}), storage_options=io.delta_options(options))
+    deltalake.write_deltalake(uri, pa.table({"a": [1, 2]}), storage_options=io.object_store_options(options))
     (r,) = dal.register("az.foreign", uri, storage_options=options)
     assert r.row_count == 2
     assert sorted(dal.open("az.foreign", storage_options=options).to_arrow().column("a").to_pylist()) == [1, 2]

@@ -1,0 +1,61 @@
+"""Directories of hive-partitioned Parquet files as formats describe them: listing the data files,
+reading their footers, and the catalog's description of such a directory as one version."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+
+from catalog.types import Schema, VersionDraft
+from dal.location import Location
+from dal.partitions import parse_partition_dir, partition_totals
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One Parquet file of a version directory: its path below the directory, bytes, rows, row groups."""
+
+    path: str
+    size: int
+    rows: int
+    row_groups: int
+
+
+partition_values = parse_partition_dir  # of a file's path below the directory
+
+
+def data_files(loc: Location, directory: str = "") -> list[tuple[str, int]]:
+    """The Parquet files below ``directory`` as (relative path, size), sorted; '_' and '.' entries are not data."""
+    return [
+        (rel, size)
+        for rel, size in sorted(loc.list(directory))
+        if rel.endswith(".parquet") and not any(p.startswith(("_", ".")) for p in rel.split("/"))
+    ]
+
+
+def scan_directory(loc: Location, directory: str = "") -> list[FileEntry]:
+    """:func:`data_files` with rows and row groups from their footers: for datasets dal did not write,
+    which have no version record."""
+    out = []
+    for rel, size in data_files(loc, directory):
+        meta = pq.read_metadata(loc.path(f"{directory}/{rel}" if directory else rel), filesystem=loc.fs)
+        out.append(FileEntry(rel, size, meta.num_rows, meta.num_row_groups))
+    return out
+
+
+def describe_files(files: Sequence[FileEntry], schema: Schema, *, previous: Schema | None, number: int) -> VersionDraft:
+    """A version draft for a directory's Parquet files: rows, sizes, hive partitions."""
+    parts = [k for k, _ in partition_values(files[0].path)] if files else []
+    operation = "create" if previous is None else ("schema-change" if previous != schema else "append")
+    return VersionDraft(
+        operation=operation,
+        schema=schema,
+        row_count=sum(f.rows for f in files),
+        file_count=len(files),
+        size_bytes=sum(f.size for f in files),
+        storage_version=number,
+        partition_columns=tuple(parts),
+        partitions=partition_totals((partition_values(f.path), f.rows, f.size) for f in files) if parts else (),
+    )

@@ -1,0 +1,73 @@
+"""Hive-style partitions, as every format and engine here spells them: ``col=value/`` directories (values
+percent-encoded, null as Hive's ``__HIVE_DEFAULT_PARTITION__``), partition values as strings (as Delta's log
+writes them), a table split by partition value, and per-partition totals for the catalog."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime
+from typing import Any
+from urllib.parse import quote, unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from catalog.types import Partition
+
+PartitionValues = tuple[tuple[str, str | None], ...]
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+def partition_string(value: Any) -> str | None:
+    """A partition value as Delta's log writes it (dates ISO, timestamps 'YYYY-MM-DD HH:MM:SS.ffffff')."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None).isoformat(sep=" ")
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
+
+
+def partition_dir(values: Sequence[tuple[str, str | None]]) -> str:
+    """The hive-style directory of a partition: ``col=value/…``, values percent-encoded, nulls as Hive writes them."""
+    return "/".join(f"{c}={NULL_PARTITION if v is None else quote(v, safe='')}" for c, v in values)
+
+
+def parse_partition_dir(relpath: str) -> PartitionValues:
+    """The partition values of a file's relative path (the inverse of :func:`partition_dir`)."""
+    out = []
+    for part in relpath.split("/")[:-1]:
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out.append((k, None if v == NULL_PARTITION else unquote(v)))
+    return tuple(out)
+
+
+def split_by_partition(table: pa.Table, partition_by: Sequence[str]) -> list[tuple[PartitionValues, pa.Table]]:
+    """``table``'s rows grouped by the values of ``partition_by`` (all of them, in first-seen order of the
+    distinct combinations; partition columns kept), each with its values as partition strings."""
+    if not partition_by:
+        return [((), table)]
+    out = []
+    for combo in table.select(list(partition_by)).group_by(list(partition_by)).aggregate([]).to_pylist():
+        mask = None
+        for c in partition_by:
+            column = table[c]
+            term = pc.is_null(column) if combo[c] is None else pc.equal(column, pa.scalar(combo[c], column.type))
+            mask = term if mask is None else pc.and_(mask, term)
+        out.append((tuple((c, partition_string(combo[c])) for c in partition_by), table.filter(mask)))
+    return out
+
+
+def partition_totals(files: Iterable[tuple[PartitionValues, int, int]]) -> tuple[Partition, ...]:
+    """One ``Partition`` per distinct value combination of ``(values, rows, bytes)`` file descriptions:
+    rows, files and bytes summed, ordered by the values' text."""
+    acc: dict[PartitionValues, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for values, rows, size in files:
+        a = acc[values]
+        a[0], a[1], a[2] = a[0] + rows, a[1] + 1, a[2] + size
+    return tuple(Partition(k, r, f, b) for k, (r, f, b) in sorted(acc.items(), key=lambda kv: str(kv[0])))

@@ -3,7 +3,14 @@
     col("label") == 1
     (col("station") == "YUL") & ~col("quality").is_null()
     col("station").isin(["YUL", "YYZ"])
+    col("station").like("Y%") | col("name").lower().isin(["yul", "yyz"]) | (col("delta").abs() > 2)
     parse_sql("station = 'YUL' AND label >= 0")          # the same tree, via sqlglot's parser
+
+SQL: comparisons, ``AND`` / ``OR`` / ``NOT``, ``IN (…)``, ``BETWEEN``, ``IS [NOT] NULL``, ``[NOT] LIKE`` /
+``ILIKE`` (``%`` any run, ``_`` one character, ``\\`` escapes them), ``abs(x)``, ``lower(s)`` / ``upper(s)``
+compared with literals, and ``DATE '…'`` / ``TIMESTAMP '…'`` literals. ``abs(x) op c`` is rewritten into
+comparisons of ``x`` itself (``abs(x) > 2`` is ``x > 2 OR x < -2``), so it prunes partitions and row groups
+like any comparison and never overflows on the type's minimum.
 
 ``bind(expr, schema)`` checks every column and literal against an Arrow schema and returns a tree with
 typed literals; ``to_arrow(expr)`` turns a bound tree into a pyarrow compute expression.
@@ -96,6 +103,132 @@ class Col:
         """``low <= col <= high`` (inclusive, as SQL's BETWEEN)."""
         return (self >= low) & (self <= high)
 
+    def like(self, pattern: str) -> Like:
+        """SQL ``LIKE``: ``%`` matches any run of characters, ``_`` one character, ``\\`` escapes them."""
+        return Like(self, _pattern(pattern), False)
+
+    def ilike(self, pattern: str) -> Like:
+        """``like``, ignoring case."""
+        return Like(self, _pattern(pattern), True)
+
+    def lower(self) -> StrFunc:
+        """The column's strings in lower case, to compare with literals: ``col("s").lower() == "yul"``."""
+        return StrFunc("lower", self)
+
+    def upper(self) -> StrFunc:
+        """The column's strings in upper case, to compare with literals."""
+        return StrFunc("upper", self)
+
+    def abs(self) -> AbsOf:
+        """The column's absolute value, to compare with numbers: ``col("x").abs() > 2``."""
+        return AbsOf(self)
+
+
+def _pattern(pattern: object) -> str:
+    if not isinstance(pattern, str):
+        raise FilterError(f"a LIKE pattern is a string, not {type(pattern).__name__}")
+    return pattern
+
+
+class _Operand:
+    """A function of a column that compares with literals (``lower(s) = 'a'``, ``abs(x) > 2``)."""
+
+    def _cmp(self, op: CompareOp, other: object) -> Expr:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> Expr:  # type: ignore[override]
+        return self._cmp("==", other)
+
+    def __ne__(self, other: object) -> Expr:  # type: ignore[override]
+        return self._cmp("!=", other)
+
+    def __lt__(self, other: object) -> Expr:
+        return self._cmp("<", other)
+
+    def __le__(self, other: object) -> Expr:
+        return self._cmp("<=", other)
+
+    def __gt__(self, other: object) -> Expr:
+        return self._cmp(">", other)
+
+    def __ge__(self, other: object) -> Expr:
+        return self._cmp(">=", other)
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, repr(self)))
+
+    def isin(self, values: Iterable[object]) -> Expr:
+        """``f(x) IN (…)`` as ``f(x) = v1 OR f(x) = v2 …`` (NULL values are refused here)."""
+        if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+            raise FilterError(f"isin takes a list of values, not {type(values).__name__} {values!r}")
+        items = list(values)
+        if not items:
+            raise FilterError("isin of a function needs at least one value")
+        if any(v is None for v in items):
+            raise FilterError("NULL in an IN list of a function: test IS NULL on the column instead")
+        out = self._cmp("==", items[0])
+        for v in items[1:]:
+            out = Or(out, self._cmp("==", v))
+        return out
+
+    def between(self, low: object, high: object) -> Expr:
+        return And(self._cmp(">=", low), self._cmp("<=", high))
+
+
+@dataclass(frozen=True, eq=False)
+class StrFunc(_Operand):
+    """``lower(column)`` or ``upper(column)``: an operand of a comparison with a string literal."""
+
+    name: Literal["lower", "upper"]
+    column: Col
+
+    def _cmp(self, op: CompareOp, other: object) -> Expr:
+        if isinstance(other, Col | _Operand):
+            raise FilterError(f"{self.name}({self.column.name}) compares with a string literal, not a column")
+        return Compare(op, self, Lit(other))
+
+
+@dataclass(frozen=True, eq=False)
+class AbsOf(_Operand):
+    """``abs(column)``: comparisons with numbers become comparisons of the column (see ``abs_compare``)."""
+
+    column: Col
+
+    def _cmp(self, op: CompareOp, other: object) -> Expr:
+        return abs_compare(op, self.column, other)
+
+
+def abs_compare(op: CompareOp, column: Col, value: object) -> Expr:
+    """``abs(column) op value`` as comparisons of ``column`` itself, with SQL's NULL and IEEE NaN results:
+    ``abs(x) > c`` is ``x > c OR x < -c``, ``abs(x) = c`` is ``x = c OR x = -c``; against a negative ``c``,
+    ``=`` is never true and ``<>`` always (NULL on NULL rows)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal | np.integer | np.floating):
+        raise FilterError(f"abs({column.name}) compares with a number, not {type(value).__name__} {value!r}")
+    if isinstance(value, float | np.floating) and math.isnan(value):
+        raise FilterError(f"abs({column.name}) compared with NaN: comparisons with NaN are never true")
+    c: Any = value.item() if isinstance(value, np.generic) else value
+    neg = -c
+    if op in ("==", "!=") and c < 0:
+        return Fixed(column, op == "!=")
+    pos_term, neg_term = Compare(op, column, Lit(c)), Compare(_FLIP[op], column, Lit(neg))
+    if op in ("==", ">", ">="):
+        return Or(pos_term, neg_term)
+    if op == "!=":
+        return And(pos_term, Compare("!=", column, Lit(neg)))
+    return And(pos_term, neg_term)
+
+
+@dataclass(frozen=True)
+class Like(Expr):
+    """``column LIKE pattern`` (``ILIKE`` when ``case_insensitive``)."""
+
+    column: Col
+    pattern: str
+    case_insensitive: bool = False
+
+    def columns(self) -> set[str]:
+        return {self.column.name}
+
 
 def col(name: str) -> Col:
     """A column of the dataset, for building filters: ``dal.col("label") == 1``."""
@@ -112,11 +245,12 @@ class Lit:
 @dataclass(frozen=True)
 class Compare(Expr):
     op: CompareOp
-    left: Col | Lit
-    right: Col | Lit
+    left: Col | Lit | StrFunc
+    right: Col | Lit | StrFunc
 
     def columns(self) -> set[str]:
-        return {x.name for x in (self.left, self.right) if isinstance(x, Col)}
+        out = {x.name for x in (self.left, self.right) if isinstance(x, Col)}
+        return out | {x.column.name for x in (self.left, self.right) if isinstance(x, StrFunc)}
 
 
 @dataclass(frozen=True)
@@ -181,9 +315,14 @@ def parse_sql(text: str) -> Expr:
         raise FilterError(f"malformed SQL filter {text!r}: {str(e).splitlines()[0]}") from None
     ops: dict[type, CompareOp] = {exp.EQ: "==", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 
-    def operand(node: Any) -> Col | Lit:
+    def operand(node: Any) -> Col | Lit | _Operand:
         if isinstance(node, exp.Paren):
             return operand(node.this)
+        if isinstance(node, exp.Abs | exp.Lower | exp.Upper):
+            inner = operand(node.this)
+            if not isinstance(inner, Col):
+                raise FilterError(f"{node.key}() takes a column in filter {text!r}: {node.sql()!r}")
+            return AbsOf(inner) if isinstance(node, exp.Abs) else StrFunc(node.key, inner)  # type: ignore[arg-type]
         if isinstance(node, exp.Column):
             if node.table:
                 raise FilterError(f"qualified column {node.sql()!r} in filter {text!r}: use the bare column name")
@@ -226,15 +365,26 @@ def parse_sql(text: str) -> Expr:
         if isinstance(node, exp.Not):
             return Not(convert(node.this))
         if type(node) in ops:
-            return Compare(ops[type(node)], operand(node.this), operand(node.expression))
+            return compare(ops[type(node)], operand(node.this), operand(node.expression))
+        if isinstance(node, exp.Like | exp.ILike):
+            column, pattern = operand(node.this), operand(node.expression)
+            if not isinstance(column, Col) or not isinstance(pattern, Lit) or not isinstance(pattern.value, str):
+                raise FilterError(f"LIKE takes a column and a string pattern in filter {text!r}: {node.sql()!r}")
+            like = Like(column, pattern.value, isinstance(node, exp.ILike))
+            return Not(like) if node.args.get("negate") else like
+        if isinstance(node, exp.Escape):
+            raise FilterError(f"LIKE ... ESCAPE is not supported in filter {text!r}: '\\' escapes % and _")
         if isinstance(node, exp.In):
             column = operand(node.this)
-            if not isinstance(column, Col) or node.args.get("query") is not None:
+            if not isinstance(column, Col | _Operand) or node.args.get("query") is not None:
                 raise FilterError(f"unsupported IN in filter {text!r}: {node.sql()!r}")
             values = tuple(operand(v) for v in node.expressions)
-            if any(isinstance(v, Col) for v in values):
+            if any(not isinstance(v, Lit) for v in values):
                 raise FilterError(f"IN takes literals only in filter {text!r}")
-            return IsIn(column, values)  # type: ignore[arg-type]
+            if isinstance(column, _Operand):
+                return column.isin([v.value for v in values])  # type: ignore[union-attr]
+            result = IsIn(column, values)  # type: ignore[arg-type]
+            return Not(result) if node.args.get("negate") else result
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
             column = operand(node.this)
             if not isinstance(column, Col):
@@ -243,8 +393,19 @@ def parse_sql(text: str) -> Expr:
         if isinstance(node, exp.Between):
             column = operand(node.this)
             low, high = operand(node.args["low"]), operand(node.args["high"])
-            return And(Compare(">=", column, low), Compare("<=", column, high))
+            return And(compare(">=", column, low), compare("<=", column, high))
         raise FilterError(f"unsupported SQL in filter {text!r}: {node.sql()!r}")
+
+    def compare(op: CompareOp, left: Col | Lit | _Operand, right: Col | Lit | _Operand) -> Expr:
+        if isinstance(left, Lit) and isinstance(right, _Operand):
+            left, right, op = right, left, _FLIP[op]
+        if isinstance(left, _Operand):
+            if not isinstance(right, Lit):
+                raise FilterError(f"a function of a column compares with a literal only, in filter {text!r}")
+            return left._cmp(op, right.value)
+        if isinstance(right, _Operand):
+            raise FilterError(f"a function of a column compares with a literal only, in filter {text!r}")
+        return Compare(op, left, right)
 
     return convert(tree)
 
@@ -529,6 +690,21 @@ def bind(expr: Expr, schema: pa.Schema) -> Expr:
         if isinstance(e, IsNull | Fixed):
             field(e.column)
             return e
+        if isinstance(e, Like):
+            f = field(e.column)
+            if not _string_type(f.type):
+                raise FilterError(f"type mismatch: LIKE needs a string column, not {f.name!r} ({f.type})")
+            return Like(e.column, _pattern(e.pattern), bool(e.case_insensitive))
+        if isinstance(e, Compare) and (isinstance(e.left, StrFunc) or isinstance(e.right, StrFunc)):
+            fn, other, op = (e.left, e.right, e.op) if isinstance(e.left, StrFunc) else (e.right, e.left, _FLIP[e.op])
+            assert isinstance(fn, StrFunc)
+            f = field(fn.column)
+            if not _string_type(f.type):
+                raise FilterError(f"type mismatch: {fn.name}() needs a string column, not {f.name!r} ({f.type})")
+            if not isinstance(other, Lit) or not isinstance(other.value, str):
+                shown = other.value if isinstance(other, Lit) else other
+                raise FilterError(f"{fn.name}({f.name}) compares with a string literal, not {shown!r}")
+            return Compare(op, fn, other)
         if isinstance(e, IsIn):
             f = field(e.column)
             kept: list[Lit] = []
@@ -615,6 +791,15 @@ def to_arrow(expr: Expr, schema: pa.Schema) -> pc.Expression:
         if isinstance(e, Fixed):
             unknown = pc.field(e.column.name).is_null() & _NULL
             return ~unknown if e.result else unknown
+        if isinstance(e, Like):
+            return pc.match_like(pc.field(e.column.name), e.pattern, ignore_case=e.case_insensitive)
+        if isinstance(e, Compare) and isinstance(e.left, StrFunc):
+            fn = e.left
+            transform = pc.utf8_lower if fn.name == "lower" else pc.utf8_upper
+            a = transform(pc.field(fn.column.name))
+            assert isinstance(e.right, Lit)
+            b = pc.scalar(pa.scalar(e.right.value, type=typ(fn.column)))
+            return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
         if isinstance(e, IsIn):
             present = [v.value for v in e.values if v.value is not None]
             if floating(e.column) and 0.0 in present:
@@ -641,6 +826,7 @@ def to_arrow(expr: Expr, schema: pa.Schema) -> pc.Expression:
                     a, b = a.cast(common), b.cast(common)
                 term = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
                 return pair_nan_guard(left, right, term, op == "!=")
+            assert isinstance(right, Lit)
             b = pc.scalar(pa.scalar(right.value, type=typ(left)))
             term = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
             return nan_guard(left, term, op == "!=")

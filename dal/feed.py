@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from dal import read
 from dal.errors import DalError
+from dal.plan import translate_missing
 from dal.scan import Scan
 from dal.sharding import share
 
@@ -117,7 +118,8 @@ def plain_stream(scan: Scan, skip: int) -> Stream[Any]:
 def _span_unit(scan: Scan, tasks: list[Any], span: tuple[int, int]) -> Unit:
     def unit() -> pa.Table:
         a, b = span
-        pieces = [read.read_task(scan.query, t) for t in tasks[a:b]]
+        with translate_missing(scan.dataset):
+            pieces = [read.read_task(scan.query, t) for t in tasks[a:b]]
         return read.combine(pieces, tasks[a], _permute(scan))
 
     return unit

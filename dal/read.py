@@ -31,7 +31,7 @@ READAHEAD_BUDGET = 128 * 1024 * 1024
 CHUNK_BYTES = 2 * 1024 * 1024  # decoded bytes a chunk aims for: tens of thousands of rows of a few columns
 MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 16_384, 1 << 20
 READ_THREADS = 4
-PREFETCH_CHUNKS = 2
+PREFETCH_CHUNKS = 1  # converted chunks queued for the consumer (the pool already reads ahead)
 
 T = TypeVar("T")
 
@@ -176,9 +176,11 @@ class RowReader:
     def chunk(self, i: int) -> pa.Table:
         if self._last is None or self._last[0] != i:
             a, b = self.spans[i]
-            pieces = list(ordered_map(lambda k: read_task(self.query, self.tasks[a + k]), b - a, readahead(self.query)))
             with translate_missing(self.query.source):
-                self._last = (i, combine(pieces, self.tasks[a], self.permute))
+                pieces = list(
+                    ordered_map(lambda k: read_task(self.query, self.tasks[a + k]), b - a, readahead(self.query))
+                )
+            self._last = (i, combine(pieces, self.tasks[a], self.permute))
         return self._last[1]
 
     def rows(self, start: int, stop: int) -> list[pa.Table]:

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from dal import feed, read
-from dal.errors import DalError, check_int, require
+from dal.errors import DalError, check_int, require, translating
 
 if TYPE_CHECKING:
     from dal.scan import Scan
@@ -177,6 +177,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         """Units read, decoded and converted on reader threads, in order, a few ahead."""
         return read.prefetch(read.ordered_map(lambda i: self.convert(units[i]()), len(units), 3), read.PREFETCH_CHUNKS)
 
+    @translating("reading {self.scan.dataset.name} version {self.scan.dataset.number}")
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = _data.get_worker_info()
         if info is not None and info.num_workers > 1:
@@ -217,6 +218,7 @@ class _Units(_data.IterableDataset):  # type: ignore[misc,name-defined]
         super().__init__()
         self.owner, self.skip = owner, skip
 
+    @translating("reading {self.owner.scan.dataset.name} version {self.owner.scan.dataset.number}")
     def __iter__(self) -> Iterator[tuple[int, Columns]]:
         info = _data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)

@@ -172,3 +172,16 @@ def test_device_placement_api(rows_ds: dal.Dataset) -> None:
             rows_ds.to_torch(64, device="cuda")
     with pytest.raises(DalError, match="device must be"):
         rows_ds.to_torch(64, device="tpu")
+
+
+def test_a_vanished_file_is_a_dal_error_naming_the_version(rows_ds: dal.Dataset, tmp_path: Path) -> None:
+    data = rows_ds.to_torch(64)  # planned: footers read
+    (tmp_path / "rows" / "part-2.parquet").unlink()
+    with pytest.raises(DalError, match=r"t.resume version \d+ .*no longer readable"):
+        list(data)
+    state = rows_ds.to_torch(64).state_dict()
+    state["rows"] = 10
+    resumed = rows_ds.to_torch(64)
+    resumed.load_state_dict(state)
+    with pytest.raises(DalError, match="no longer readable"):
+        list(resumed)

@@ -9,7 +9,7 @@ table = ds.to_arrow()
 from dal import errors, hive
 from dal.api import get_catalog, open, register, sync, write
 from dal.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec
-from dal.convert import convert
+from dal.convert import convert, infer_schema
 from dal.dataset import Dataset
 from dal.errors import DalError
 from dal.expr import col
@@ -33,6 +33,7 @@ __all__ = [
     "errors",
     "get_catalog",
     "hive",
+    "infer_schema",
     "open",
     "register",
     "sync",

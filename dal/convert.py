@@ -22,6 +22,7 @@ from dal import cache
 from dal.dataset import Dataset
 from dal.errors import DalError
 from dal.sources import is_spark_dataframe
+from dal.tensors import TensorSchema
 
 DEFAULT_ROW_GROUP_BYTES = 32 * 1024 * 1024  # as petastorm's converter
 CACHE_DATASET = "dal_cache.converted"
@@ -102,3 +103,21 @@ def convert(
 
 def _rows(sc: Any, df: Any, row_group_bytes: int | None) -> int | None:
     return None if row_group_bytes is None else int(sc.rows_per_row_group(df, row_group_bytes))
+
+
+def infer_schema(
+    df: Any, *, name: str = "Schema", shapes: Mapping[str, tuple[int | None, ...]] | None = None
+) -> TensorSchema:
+    """The TensorSchema ``dal.write(df, ..., format='petastorm')`` infers for a new dataset from a Spark
+    DataFrame, as petastorm's converter does: scalar columns get a ScalarCodec, MLlib vectors and numeric
+    arrays an NdarrayCodec with the shape in ``shapes`` or the one found in the data (``None`` for a
+    dimension whose length varies). Pass the result (edited, e.g. images given an ImageCodec) as ``schema=``.
+
+    Raises:
+        SchemaMismatch: a column no codec holds (structs, maps, arrays of strings), or a bad ``shapes``.
+    """
+    if not is_spark_dataframe(df):
+        raise DalError(f"infer_schema takes a Spark DataFrame, not {type(df).__name__}")
+    from dal.adapters.spark_convert import infer_tensor_schema
+
+    return infer_tensor_schema(df, name, shapes)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -176,3 +177,41 @@ def test_spark_writes_store_mllib_vectors_as_float_arrays(spark: Any, sqlite_env
     assert ds.arrow_schema().field("v").type.value_type == pa.float64()  # a write keeps the precision
     rows = {r["id"]: r["v"] for r in ds.to_arrow().to_pylist()}
     assert rows[4] == [0.0, 4.0, 0.0] and rows[5] == [5.0, 1.0, 2.0] and len(rows) == ROWS
+
+
+def test_spark_petastorm_writes_infer_the_tensor_schema(spark: Any, sqlite_env: Catalog) -> None:
+    from pyspark.ml.linalg import Vectors
+
+    rows = [
+        (i, f"n{i}", i / 2, Vectors.sparse(3, [i % 3], [1.0]), [[i, i + 1], [i + 2, i + 3]], [float(i)] * (i % 4))
+        for i in range(12)
+    ]
+    from pyspark.ml.linalg import VectorUDT
+    from pyspark.sql import types as T
+
+    df = spark.createDataFrame(
+        rows,
+        T.StructType(
+            [T.StructField("id", T.LongType()), T.StructField("name", T.StringType()), T.StructField("x", T.DoubleType()),
+             T.StructField("v", VectorUDT()), T.StructField("img", T.ArrayType(T.ArrayType(T.IntegerType()))),
+             T.StructField("rag", T.ArrayType(T.FloatType()))]
+        ),
+    )  # fmt: skip
+    schema = dal.infer_schema(df)
+    fields = {f.name: (np.dtype(f.dtype).name if f.dtype is not np.str_ else "str", f.shape, type(f.codec).__name__)
+              for f in schema}  # fmt: skip
+    assert fields["id"] == ("int64", (), "ScalarCodec") and fields["name"] == ("str", (), "ScalarCodec")
+    assert fields["v"] == ("float64", (3,), "NdarrayCodec") and fields["img"] == ("int32", (2, 2), "NdarrayCodec")
+    assert fields["rag"] == ("float32", (None,), "NdarrayCodec")  # lengths vary: a free dimension
+    assert dal.infer_schema(df, shapes={"rag": (None,)}).names == schema.names
+    with pytest.raises(dal.errors.SchemaMismatch, match="dimension"):
+        dal.infer_schema(df, shapes={"img": (4,)})
+
+    v = dal.write(df, "inferred.frames", format="petastorm")  # no schema=: inferred from the DataFrame
+    assert v.row_count == 12
+    got = dal.open("inferred.frames").to_numpy()
+    order = np.argsort(got["id"])
+    np.testing.assert_array_equal(got["v"][order][4], [0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(got["img"][order][5], [[5, 6], [7, 8]])
+    rag = [got["rag"][int(i)] for i in order]  # variable length: one array per row
+    assert got["img"][order][5].dtype == np.int32 and [len(r) for r in rag[:5]] == [0, 1, 2, 3, 0]

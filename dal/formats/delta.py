@@ -137,11 +137,12 @@ class DeltaFormat(Format):
         problems = []
         if changed:
             problems.append("columns with another type: " + ", ".join(changed))
-        if opts.schema_mode != "merge":
-            if new:
-                problems.append("new columns: " + ", ".join(new) + " (pass schema_mode='merge' to add them)")
-            if missing:
-                problems.append("columns missing from the data: " + ", ".join(missing))
+        # as in Delta, data without a nullable column of the table is written with NULLs in it
+        required = [c for c in missing if not current.field(c).nullable]
+        if required:
+            problems.append("columns missing from the data (not nullable in the table): " + ", ".join(required))
+        if opts.schema_mode != "merge" and new:
+            problems.append("new columns: " + ", ".join(new) + " (pass schema_mode='merge' to add them)")
         if problems:
             verb = "append to" if opts.mode == "append" else "overwrite"
             hint = " (or schema_mode='overwrite' to replace the schema)" if opts.mode == "overwrite" else ""
@@ -150,6 +151,10 @@ class DeltaFormat(Format):
     def write(self, location: str, data: pa.RecordBatchReader, opts: WriteOptions) -> int:
         dl = _dl()
         props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
+        if not (opts.mode == "overwrite" and opts.schema_mode == "overwrite") and self.exists(
+            location, opts.storage_options
+        ):
+            data = _with_missing_columns(data, _arrow_schema(self._table(location, opts.storage_options)))
         conformed = ConformedReader(data)  # unsigned -> signed, ns -> us, … refusing values that do not fit
         try:
             dl.write_deltalake(
@@ -371,6 +376,24 @@ class DeltaFormat(Format):
 def _values(action: Mapping[str, Any], parts: Sequence[str]) -> PartitionValues:
     """An add action's partition values (flattened ``partition.<col>``) as strings."""
     return tuple((c, None if action[f"partition.{c}"] is None else str(action[f"partition.{c}"])) for c in parts)
+
+
+def _with_missing_columns(data: pa.RecordBatchReader, table: pa.Schema) -> pa.RecordBatchReader:
+    """``data`` with the table's columns it lacks added as NULLs (check_write let only nullable ones pass),
+    in the table's column order, new columns (schema_mode='merge') after them."""
+    absent = [f for f in table if f.name not in data.schema.names]
+    if not absent:
+        return data
+    order = [f.name for f in table] + [n for n in data.schema.names if n not in table.names]
+    fields = {f.name: f for f in data.schema} | {f.name: f.with_nullable(True) for f in absent}
+    schema = pa.schema([fields[n] for n in order])
+
+    def batches() -> Iterable[pa.RecordBatch]:
+        for b in data:
+            cols = {n: b.column(n) for n in b.schema.names} | {f.name: pa.nulls(b.num_rows, f.type) for f in absent}
+            yield pa.RecordBatch.from_arrays([cols[n] for n in order], schema=schema)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def _short(e: BaseException) -> str:

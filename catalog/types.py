@@ -225,9 +225,21 @@ def diff_schemas(old: Schema, new: Schema, old_version: int, new_version: int) -
 PartitionValues = tuple[tuple[str, str | None], ...]
 
 
+# a null partition value, as Hive, Spark, Delta and Petastorm write it in directory names
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
 def partition_key(values: PartitionValues) -> str:
-    """Hive-style path of a partition (``date=2026-01-01/hour=3``); null values as ``__null__``."""
-    return "/".join(f"{k}={'__null__' if v is None else v}" for k, v in values)
+    """Hive-style path of a partition (``date=2026-01-01/hour=3``), distinct for distinct values: nulls as
+    ``NULL_PARTITION``; ``%``, ``/`` and ``=`` percent-encoded, and so is a value that is the null token."""
+    return "/".join(f"{k}={_key_value(v)}" for k, v in values)
+
+
+def _key_value(value: str | None) -> str:
+    if value is None:
+        return NULL_PARTITION
+    out = "".join(f"%{ord(c):02X}" if c in "%/=" else c for c in value)
+    return "%5F" + out[1:] if value == NULL_PARTITION else out
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,11 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog.types import Partition
+from catalog.types import NULL_PARTITION, Partition
 
 PartitionValues = tuple[tuple[str, str | None], ...]
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+__all__ = ["NULL_PARTITION", "PartitionValues"]
 
 
 def partition_string(value: Any) -> str | None:
@@ -33,8 +34,17 @@ def partition_string(value: Any) -> str | None:
 
 
 def partition_dir(values: Sequence[tuple[str, str | None]]) -> str:
-    """The hive-style directory of a partition: ``col=value/…``, values percent-encoded, nulls as Hive writes them."""
-    return "/".join(f"{c}={NULL_PARTITION if v is None else quote(v, safe='')}" for c, v in values)
+    """The hive-style directory of a partition: ``col=value/…``, values percent-encoded, nulls as Hive writes them
+    (a value that is the null token itself is encoded, so it reads back as that string, not as null)."""
+    return "/".join(f"{c}={_escape(v)}" for c, v in values)
+
+
+def _escape(value: str | None) -> str:
+    if value is None:
+        return NULL_PARTITION
+    if value == NULL_PARTITION:
+        return "%5F" + quote(value[1:], safe="")
+    return quote(value, safe="")
 
 
 def parse_partition_dir(relpath: str) -> PartitionValues:

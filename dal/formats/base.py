@@ -138,6 +138,7 @@ class Format(ABC):
 
     name: ClassVar[str]
     writable: ClassVar[bool] = True  # dal writes it (and adopts first writes it finds unrecorded)
+    needs_tensor_schema: ClassVar[bool] = False  # a new dataset's write needs WriteOptions.tensor_schema
     spark_source: ClassVar[SparkSource | None] = None
 
     @abstractmethod

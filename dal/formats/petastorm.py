@@ -208,6 +208,7 @@ class PetastormFormat(Format):
     """Petastorm datasets, byte-compatible with petastorm 0.13.1's make_reader / make_batch_reader."""
 
     name = "petastorm"
+    needs_tensor_schema = True
 
     # -- where versions live ----------------------------------------------------------------------
 

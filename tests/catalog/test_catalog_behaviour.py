@@ -120,9 +120,9 @@ def test_partitions_per_version(cat: Catalog) -> None:
     )
     cat.publish("d.p", draft(12, schema, partition_columns=("date", "hour"), partitions=parts))
     got = cat.partitions("d.p")
-    assert [p.key for p in got] == ["date=2026-01-01/hour=__null__", "date=2026-01-02/hour=3"]
+    assert [p.key for p in got] == ["date=2026-01-01/hour=__HIVE_DEFAULT_PARTITION__", "date=2026-01-02/hour=3"]
     assert {p.key: (p.row_count, p.file_count, p.size_bytes) for p in got} == {
-        "date=2026-01-01/hour=__null__": (5, 2, 500),
+        "date=2026-01-01/hour=__HIVE_DEFAULT_PARTITION__": (5, 2, 500),
         "date=2026-01-02/hour=3": (7, 1, 700),
     }
     assert cat.version("d.p").partition_columns == ("date", "hour")

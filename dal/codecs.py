@@ -356,15 +356,15 @@ class ImageCodec(_ArrayCodec):
         image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
         if image is None or not (image.ndim == 2 or (image.ndim == 3 and image.shape[2] == 3)):
             raise ValueError("OpenCV could not decode an (H, W) or (H, W, 3) image")
-        return np.asarray(image)
+        return np.asarray(image[:, :, ::-1] if image.ndim == 3 else image)  # OpenCV gives BGR: an RGB view
 
     def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
         if len(array) == 0:
             return _empty(dtype, shape)
-        stacked = _stack(self._decode_cells(array))
+        stacked = _stack(self._decode_cells(array))  # np.stack copies the views into one contiguous batch
         if isinstance(stacked, np.ndarray):
-            return stacked[..., ::-1].copy() if stacked.ndim == 4 else stacked  # BGR -> RGB, whole batch at once
-        return [None if c is None else (c[:, :, ::-1].copy() if c.ndim == 3 else c) for c in stacked]
+            return stacked
+        return [None if c is None else np.ascontiguousarray(c) for c in stacked]
 
 
 def codec_from_spec(spec: str | None, storage: str | None = None) -> Codec | None:

@@ -245,8 +245,8 @@ class Lit:
 @dataclass(frozen=True)
 class Compare(Expr):
     op: CompareOp
-    left: Col | Lit | StrFunc
-    right: Col | Lit | StrFunc
+    left: Col | Lit | StrFunc  # a function of a column is always on the left (parse_sql and bind put it there)
+    right: Col | Lit
 
     def columns(self) -> set[str]:
         out = {x.name for x in (self.left, self.right) if isinstance(x, Col)}
@@ -695,9 +695,8 @@ def bind(expr: Expr, schema: pa.Schema) -> Expr:
             if not _string_type(f.type):
                 raise FilterError(f"type mismatch: LIKE needs a string column, not {f.name!r} ({f.type})")
             return Like(e.column, _pattern(e.pattern), bool(e.case_insensitive))
-        if isinstance(e, Compare) and (isinstance(e.left, StrFunc) or isinstance(e.right, StrFunc)):
-            fn, other, op = (e.left, e.right, e.op) if isinstance(e.left, StrFunc) else (e.right, e.left, _FLIP[e.op])
-            assert isinstance(fn, StrFunc)
+        if isinstance(e, Compare) and isinstance(e.left, StrFunc):
+            fn, other, op = e.left, e.right, e.op
             f = field(fn.column)
             if not _string_type(f.type):
                 raise FilterError(f"type mismatch: {fn.name}() needs a string column, not {f.name!r} ({f.type})")

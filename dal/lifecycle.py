@@ -554,12 +554,11 @@ def _remove_empty_partition_dirs(loc: Location) -> None:
                 pass
 
 
-def _rel(loc: Location, uri: str) -> str:
-    root = loc.uri.rstrip("/") + "/"
-    if loc.local:
-        root = os.path.join(loc.uri, "")
+def _rel(loc: Location, uri: str) -> str | None:
+    """``uri`` relative to the location, or None when it lies outside (never deleted: gc lists inside only)."""
+    root = os.path.join(loc.uri, "") if loc.local else loc.uri.rstrip("/") + "/"
     if not uri.startswith(root):
-        raise FormatError(f"data file {uri} is outside the dataset's location {loc.uri}; gc will not touch it")
+        return None
     return uri[len(root) :].replace(os.sep, "/")
 
 
@@ -580,20 +579,26 @@ def _delta_garbage(
             raise DalError(
                 f"{info.name}: cannot tell which files kept version {v.number} needs ({e}); nothing was deleted"
             ) from e
-        needed |= {_rel(loc, f.uri) for f in files if "://" in f.uri or f.uri.startswith(("/", loc.uri))}
+        needed |= {r for f in files if (r := _rel(loc, f.uri)) is not None}
     expired_files: set[str] = set()
     for v in expiring:
         try:
-            expired_files |= {_rel(loc, f.uri) for f in fmt.files(info.location, v, options)}
+            expired_files |= {r for f in fmt.files(info.location, v, options) if (r := _rel(loc, f.uri)) is not None}
         except DalError:
             continue  # unreadable already: its files are judged by age like any unreferenced file
     now = datetime.now(UTC).timestamp()
     selector = pafs.FileSelector(loc.path(), recursive=True, allow_not_found=True)
     out = []
     base = loc.path().rstrip("/") + "/"
-    for fi in loc.fs.get_file_info(selector):
-        if fi.type != pafs.FileType.File:
-            continue
+    listed = [fi for fi in loc.fs.get_file_info(selector) if fi.type == pafs.FileType.File]
+    present = {fi.path[len(base) :] for fi in listed if fi.path.startswith(base)}
+    unmatched = sorted(needed - present)
+    if unmatched:  # a kept file not found by its name: never guess which listed file it is
+        raise DalError(
+            f"{info.name}: kept versions reference {len(unmatched)} file(s) gc cannot find at {loc.uri} "
+            f"(e.g. {unmatched[0]}); nothing was deleted"
+        )
+    for fi in listed:
         rel = fi.path[len(base) :] if fi.path.startswith(base) else fi.path
         parts = rel.split("/")
         if parts[0] == "_delta_log" or not rel.endswith(".parquet") or any(p.startswith(("_", ".")) for p in parts):

@@ -34,6 +34,7 @@ from dal.errors import DalError
 
 ENV_CACHE_DIR = "DAL_CACHE_DIR"
 MARKER = ".ready"
+PUBLISH_ATTEMPTS = 20
 STARTING_GRACE_S = 60.0  # a folder younger than this may still be getting its first user file
 
 _used: dict[Path, Path] = {}  # entry folder -> root, for the atexit release
@@ -167,18 +168,20 @@ def publish(root: Path, key: str, folder: Path, rows: int | None) -> Entry:
     tmp = root / f".{folder.name}.marker"
     tmp.write_text(json.dumps({"entry": folder.name, "created": created, "rows": rows, "by": _me()}))
     try:
-        os.link(tmp, _marker(root, key))  # atomic create-if-absent
-    except FileExistsError:
-        discard(folder)
-        theirs = lookup(root, key)
-        if theirs is not None:
-            return theirs
-        raise DalError(
-            f"the cache entry {key[:12]} in {root} was published and removed meanwhile; convert again"
-        ) from None
+        for _ in range(PUBLISH_ATTEMPTS):
+            try:
+                os.link(tmp, _marker(root, key))  # atomic create-if-absent
+                return Entry(root, key, folder, created, rows)
+            except FileExistsError:
+                theirs = lookup(root, key)
+                if theirs is not None:
+                    discard(folder)
+                    return theirs
+                # their entry went away meanwhile (its last user exited) or was stale: publish ours
     finally:
         tmp.unlink(missing_ok=True)
-    return Entry(root, key, folder, created, rows)
+    discard(folder)
+    raise DalError(f"could not publish the cache entry {key[:12]} in {root}: other processes keep replacing it")
 
 
 def discard(folder: Path) -> None:

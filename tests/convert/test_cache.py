@@ -20,6 +20,7 @@ def _racer(root: str, barrier: Any, out: Any) -> None:
     barrier.wait()
     entry = cache.publish(Path(root), KEY, folder, rows=1)
     out.put(entry.folder.name)
+    barrier.wait()  # all four converters are running when they have their answer
     cache.release_all()  # what atexit does
 
 

@@ -167,10 +167,6 @@ class Schema:
     def to_list(self) -> list[dict[str, Any]]:
         return [f.to_dict() for f in self.fields]
 
-    @classmethod
-    def from_list(cls, items: list[Mapping[str, Any]]) -> Schema:
-        return cls(tuple(Field.from_dict(d) for d in items))
-
 
 @dataclass(frozen=True)
 class FieldChange:

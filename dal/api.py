@@ -126,6 +126,11 @@ def write(
         existing = None
     if existing is None:
         location = io.normalize(path) if path else io.default_location(name)
+
+        def create() -> None:
+            cat.create_dataset(name, format=format, location=location, description=description or "",
+                               time_column=time_column, exist_ok=True)  # fmt: skip
+
         if fmt.exists(location, options):
             if fmt.written_for(location, options) != name:
                 raise DatasetExists(
@@ -135,14 +140,7 @@ def write(
             # a first write of this dataset committed there and was not recorded (killed, or racing this
             # one): record it now, then write on top of it like any later write, with its checks
             cat.check_writable()
-            cat.create_dataset(
-                name,
-                format=format,
-                location=location,
-                description=description or "",
-                time_column=time_column,
-                exist_ok=True,
-            )
+            create()
             sync(name, storage_options=options, catalog=cat)
             existing = cat.get_dataset(name)
     if existing is not None:
@@ -157,8 +155,8 @@ def write(
 
     cat.check_writable()  # before anything reaches storage: a commit nobody may record helps no one
 
-    new_petastorm = format == "petastorm" and (existing is None or existing.latest_version is None)
-    if schema is None and new_petastorm and is_spark_dataframe(data):
+    new = existing is None or existing.latest_version is None
+    if schema is None and new and fmt.needs_tensor_schema and is_spark_dataframe(data):
         from dal.adapters.spark_convert import infer_tensor_schema  # a new dataset: codecs/shapes from the data
 
         schema = infer_tensor_schema(data)
@@ -184,14 +182,7 @@ def write(
     # storage committed: now record it (and anything other writers committed before it)
     try:
         if existing is None:
-            cat.create_dataset(
-                name,
-                format=format,
-                location=location,
-                description=description or "",
-                time_column=time_column,
-                exist_ok=True,
-            )
+            create()
         elif description is not None or time_column is not None:
             cat.update_dataset(name, description=description, time_column=time_column)
         recorded = sync(name, storage_options=options, catalog=cat)

@@ -21,8 +21,8 @@ from dal.errors import DalError, SchemaMismatch, require
 from dal.partitions import NULL_PARTITION
 
 if TYPE_CHECKING:
-    from dal.dataset import Dataset
     from dal.formats.base import Format, SparkSource, WriteTransaction
+    from dal.plan import Pinned
     from dal.scan import Scan
 
 
@@ -310,7 +310,7 @@ def spark_condition(e: Any, floating: set[str]) -> Any:
     return go(e)
 
 
-def read_version(dataset: Dataset, spark: Any = None) -> Any:
+def read_version(dataset: Pinned, spark: Any = None) -> Any:
     """A Spark DataFrame of exactly ``dataset``'s pinned version."""
     from dal.formats.base import get_format
 
@@ -400,14 +400,16 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
     return frame.mapInArrow(run, from_arrow_schema(out_schema, prefer_timestamp_ntz=False))
 
 
-def _read_files(dataset: Dataset, spark: Any) -> Any:
+def _read_files(dataset: Pinned, spark: Any) -> Any:
     from pyspark.sql import functions as F
+
+    from dal.scan import Scan
 
     files = dataset.files()
     # deletion vectors / column mapping: plain Parquet reads would be wrong; the planned tasks read them exactly
-    if any(f.deleted_rows for f in files) or dataset._format.physical_schema(dataset.arrow_schema()):
-        return read_tasks(dataset.scan(), spark)
-    arrow = dataset._format.arrow_schema(dataset.location, dataset.version, dataset.storage_options)
+    if any(f.deleted_rows for f in files) or dataset.physical_schema():
+        return read_tasks(Scan(dataset), spark)
+    arrow = dataset.arrow_schema()
     parts = list(dataset.version.partition_columns)
     data_schema = _spark_schema([f for f in arrow if f.name not in parts])
     if not files:

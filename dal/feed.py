@@ -119,8 +119,8 @@ def _span_unit(scan: Scan, tasks: list[Any], span: tuple[int, int]) -> Unit:
     def unit() -> pa.Table:
         a, b = span
         with translate_missing(scan.dataset):
-            pieces = [read.read_task(scan.query, t) for t in tasks[a:b]]
-        return read.combine(pieces, tasks[a], _permute(scan))
+            table = read.read_span(scan.query, tasks[a:b])
+        return read.combine([table], tasks[a], _permute(scan))
 
     return unit
 

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
 
+from dal.formats.fragments import parquet_format
 from dal.plan import Query, translate_missing
 from dal.tasks import ReadTask
 
@@ -31,6 +32,7 @@ READAHEAD_BUDGET = 128 * 1024 * 1024
 CHUNK_BYTES = 2 * 1024 * 1024  # decoded bytes a chunk aims for: tens of thousands of rows of a few columns
 MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 16_384, 1 << 20
 READ_THREADS = 4
+CHUNKS_AHEAD = 2  # chunks read ahead of the consumer (each chunk's row groups are decoded in parallel)
 PREFETCH_CHUNKS = 1  # converted chunks queued for the consumer (the pool already reads ahead)
 
 T = TypeVar("T")
@@ -85,6 +87,35 @@ def read_task(query: Query, task: ReadTask) -> pa.Table:
     return table
 
 
+def read_span(query: Query, tasks: Sequence[ReadTask]) -> pa.Table:
+    """The rows of consecutive tasks as one table. Whole row groups go through ONE pyarrow scan (one
+    fragment per run of consecutive row groups of a file; pyarrow decodes them in parallel, in order);
+    tasks cut by sharding or read exactly (deletion vectors, column mapping) are read one by one."""
+    if not tasks:
+        raise ValueError("read_span needs at least one task")
+    if any(t.offset or t.length is not None or t.exact for t in tasks) or len(tasks) == 1:
+        pieces = [read_task(query, t) for t in tasks]
+        return pa.concat_tables(pieces).combine_chunks() if len(pieces) > 1 else pieces[0].combine_chunks()
+    fragments = []
+    i = 0
+    while i < len(tasks):
+        j = i
+        while (
+            j + 1 < len(tasks) and tasks[j + 1].uri == tasks[i].uri and tasks[j + 1].row_group == tasks[j].row_group + 1
+        ):
+            j += 1
+        fragments.append(query.fragment(tasks[i], [t.row_group for t in tasks[i : j + 1]]))
+        i = j + 1
+    dataset = pads.FileSystemDataset(fragments, query.schema, parquet_format(), query.pa_dataset.filesystem)
+    table = dataset.to_table(
+        columns=list(query.columns) if query.columns is not None else None,
+        filter=query.row_filter,
+        use_threads=True,
+        fragment_scan_options=scan_options(query),
+    )
+    return table.combine_chunks()
+
+
 def ordered_map(fn: Callable[[int], T], n: int, ahead: int) -> Iterator[T]:
     """``fn(0), fn(1), …, fn(n-1)`` computed on a thread pool at most ``ahead`` calls in advance, in order."""
     if n == 0:
@@ -130,27 +161,27 @@ def read_chunks(
     """The chunks of ``tasks`` (``spans`` of task indices from ``groups``), in order, each one table
     (one contiguous buffer per column), rows permuted by ``(seed, epoch)`` when given, the first ``skip``
     rows of the first chunk dropped (resumption), then ``convert`` applied — all off the caller's thread."""
-    ahead = readahead(query)
-    flat = [i for a, b in spans for i in range(a, b)]
 
     def tables() -> Iterator[Any]:
-        parts = ordered_map(lambda k: read_task(query, tasks[flat[k]]), len(flat), ahead)
-        first = True
-        for a, b in spans:
-            table = combine([next(parts) for _ in range(a, b)], tasks[a], permute)
-            if first and skip:
+        # chunks read on the pool, a couple ahead (each read is itself parallel inside pyarrow)
+        parts = ordered_map(
+            lambda k: read_span(query, tasks[spans[k][0] : spans[k][1]]), len(spans), chunks_ahead(query)
+        )
+        for k, table in enumerate(parts):
+            table = combine([table], tasks[spans[k][0]], permute)
+            if k == 0 and skip:
                 table = table.slice(skip)
-            first = False
             yield convert(table) if convert is not None else table
 
     with translate_missing(query.source):
         yield from prefetch(tables(), PREFETCH_CHUNKS)
 
 
-def readahead(query: Query) -> int:
-    """Tasks read ahead: as many row groups as fit READAHEAD_BUDGET decoded bytes (2 to 16)."""
+def chunks_ahead(query: Query) -> int:
+    """Chunks read ahead of the consumer: CHUNKS_AHEAD, fewer when their row groups would not fit
+    READAHEAD_BUDGET decoded bytes (memory stays bounded whatever the row-group size)."""
     rg_bytes, _ = query.row_group_bytes()
-    return int(max(2, min(16, READAHEAD_BUDGET // max(rg_bytes, 1))))
+    return int(max(1, min(CHUNKS_AHEAD, READAHEAD_BUDGET // max(2 * rg_bytes, 1))))
 
 
 class RowReader:
@@ -177,10 +208,8 @@ class RowReader:
         if self._last is None or self._last[0] != i:
             a, b = self.spans[i]
             with translate_missing(self.query.source):
-                pieces = list(
-                    ordered_map(lambda k: read_task(self.query, self.tasks[a + k]), b - a, readahead(self.query))
-                )
-            self._last = (i, combine(pieces, self.tasks[a], self.permute))
+                table = read_span(self.query, self.tasks[a:b])
+            self._last = (i, combine([table], self.tasks[a], self.permute))
         return self._last[1]
 
     def rows(self, start: int, stop: int) -> list[pa.Table]:

@@ -253,10 +253,13 @@ class Catalog:
         time_column: str | None = None,
         properties: Mapping[str, Any] | None = None,
         exist_ok: bool = False,
+        unique_location: bool = False,
     ) -> DatasetInfo:
         """Record a new dataset (no versions yet).
 
-        With ``exist_ok`` an existing dataset of the same format and location is returned as is.
+        With ``exist_ok`` an existing dataset of the same format and location is returned as is. With
+        ``unique_location`` a location another dataset has is refused (a write adopting the table at its
+        default location must not take over a renamed dataset's table, which still names its first writer).
 
         Raises:
             InvalidName: bad name. DatasetExists: the name is taken (or taken with other settings).
@@ -282,8 +285,10 @@ class Catalog:
             with self._write() as s:
                 # two catalog entries over one table would record its commits twice (e.g. a write to the
                 # old name of a renamed dataset adopting the table that still carries that name)
-                other = s.scalar(
-                    select(DatasetRow.name).where(DatasetRow.location == location, DatasetRow.name != name)
+                other = (
+                    s.scalar(select(DatasetRow.name).where(DatasetRow.location == location, DatasetRow.name != name))
+                    if unique_location
+                    else None
                 )
                 if other is not None:
                     raise DatasetExists(

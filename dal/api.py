@@ -129,7 +129,7 @@ def write(
 
         def create() -> None:
             cat.create_dataset(name, format=format, location=location, description=description or "",
-                               time_column=time_column, exist_ok=True)  # fmt: skip
+                               time_column=time_column, exist_ok=True, unique_location=True)  # fmt: skip
 
         if fmt.exists(location, options):
             if fmt.written_for(location, options) != name:
@@ -309,4 +309,4 @@ def _adopt_unrecorded(cat: Catalog, name: str, options: Mapping[str, str]) -> An
         found = False
     if fmt is None or not found:
         return None
-    return cat.create_dataset(name, format=fmt.name, location=location, exist_ok=True)
+    return cat.create_dataset(name, format=fmt.name, location=location, exist_ok=True, unique_location=True)

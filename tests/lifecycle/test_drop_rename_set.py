@@ -170,3 +170,13 @@ def test_real_console_script(cat: Catalog, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr and json.loads(r.stdout)["purged"] is True
     r = subprocess.run([str(exe), "drop", "a.b", "--yes", "--json"], capture_output=True, text=True, env=env)
     assert r.returncode == 1 and json.loads(r.stderr)["type"] == "DatasetNotFound" and r.stdout == ""
+
+
+def test_unique_location_is_asked_for(any_cat: Catalog) -> None:
+    any_cat.create_dataset("a.one", format="delta", location="/w/t")
+    # an alias over the same table (dal hive import of a table dal published) is allowed ...
+    assert any_cat.create_dataset("a.alias", format="delta", location="/w/t").location == "/w/t"
+    # ... but not where a write would adopt a table that belongs to another dataset
+    with pytest.raises(DalError, match="location of dataset 'a.alias'|location of dataset 'a.one'"):
+        any_cat.create_dataset("a.two", format="delta", location="/w/t", unique_location=True)
+    assert [d.name for d in any_cat.list_datasets()] == ["a.alias", "a.one"]

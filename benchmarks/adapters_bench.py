@@ -79,6 +79,9 @@ def steps(batches: Any) -> int:
     return n
 
 
+LOADERS: dict[int, Any] = {}
+
+
 def dal_torch(ds: dal.Dataset, workers: int = 0, *, shuffle: bool = False, plain_loader: bool = False) -> int:
     scan = ds.select(*COLUMNS)
     data = (scan.shuffle(seed=1) if shuffle else scan).to_torch(BATCH)
@@ -86,7 +89,10 @@ def dal_torch(ds: dal.Dataset, workers: int = 0, *, shuffle: bool = False, plain
         from torch.utils.data import DataLoader
 
         return steps(DataLoader(data, batch_size=None, num_workers=workers))
-    return steps(data.loader(num_workers=workers) if workers else data)
+    if workers:  # one loader for every run, as across a training's epochs: its workers persist
+        loader = LOADERS.setdefault(workers, data.loader(num_workers=workers))
+        return steps(loader)
+    return steps(data)
 
 
 def hand_tf(files: list[str]) -> int:

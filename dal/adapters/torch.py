@@ -212,27 +212,34 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
 
 
 class _Units(_data.IterableDataset):  # type: ignore[misc,name-defined]
-    """What ``Loader``'s workers iterate: the converted units i ≡ worker (mod workers), in order."""
+    """What ``Loader``'s workers iterate: the converted units i ≡ worker (mod workers), in order. The pass
+    to read (epoch, rows to skip) comes through shared memory, so persistent workers serve every epoch."""
 
-    def __init__(self, owner: TorchDataset, skip: int) -> None:
+    def __init__(self, owner: TorchDataset) -> None:
         super().__init__()
-        self.owner, self.skip = owner, skip
+        self.owner = owner
+        self.position = _torch.zeros(2, dtype=_torch.int64).share_memory_()  # (epoch, skip) of the next pass
 
     @translating("reading {self.owner.scan.dataset.name} version {self.owner.scan.dataset.number}")
     def __iter__(self) -> Iterator[tuple[int, Columns]]:
         info = _data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        units = self.owner._stream(self.skip).units
+        epoch, skip = (int(x) for x in self.position)
+        self.owner.epoch = epoch
+        units = self.owner._stream(skip).units
         for i in range(worker, len(units), workers):
             n, columns = self.owner.convert(units[i]())
             yield n, _packed(columns)  # the whole chunk in one shared-memory segment
 
 
 class Loader:
-    """``TorchDataset.loader``: DataLoader workers read and convert whole chunks; batches are sliced here."""
+    """``TorchDataset.loader``: DataLoader workers read and convert whole chunks; batches are sliced here.
+    The workers persist across epochs (no fork per epoch) unless ``persistent_workers=False`` is passed."""
 
     def __init__(self, data: TorchDataset, num_workers: int, kwargs: dict[str, Any]) -> None:
         self.data, self.num_workers, self.kwargs = data, num_workers, kwargs
+        self._units: _Units | None = None
+        self._loader: Any = None
 
     def state_dict(self) -> dict[str, Any]:
         return self.data.state_dict()
@@ -252,10 +259,15 @@ class Loader:
             yield from data
             return
         skip, data._consumed = data._resume, 0
+        if self._loader is None:
+            self._units = _Units(data)
+            options = {"persistent_workers": True, **self.kwargs}
+            self._loader = _data.DataLoader(self._units, batch_size=None, num_workers=self.num_workers, **options)
+        assert self._units is not None
+        self._units.position[0], self._units.position[1] = data.epoch, skip
         # DataLoader hands worker outputs out round-robin: unit i comes from worker i mod k, so the
         # chunks arrive in stream order
-        chunks = _data.DataLoader(_Units(data, skip), batch_size=None, num_workers=self.num_workers, **self.kwargs)
-        batches = feed.split_batches(iter(chunks), data.batch_size, _take, _join)
+        batches = feed.split_batches(iter(self._loader), data.batch_size, _take, _join)
         for n, batch in _to_device(batches, data.device):
             data._consumed += n
             yield batch

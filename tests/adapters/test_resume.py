@@ -90,6 +90,13 @@ def test_resume_through_worker_processes_and_same_batches_as_threads(rows_ds: da
     threads = ids_of(list(scan.to_torch(48).loader(num_workers=0)))
     workers = ids_of(list(scan.to_torch(48).loader(num_workers=2)))
     assert workers == threads and sorted(flat(threads)) == list(range(ROWS))
+    # persistent workers serve every epoch: each pass reads the loader's current epoch
+    loader = scan.to_torch(48).loader(num_workers=2)
+    direct = scan.to_torch(48)
+    for epoch in (0, 1, 0):
+        loader.set_epoch(epoch)
+        direct.set_epoch(epoch)
+        assert ids_of(list(loader)) == ids_of(list(direct))
     loader = scan.to_torch(48).loader(num_workers=2)
     it = iter(loader)
     head = [next(it) for _ in range(7)]

@@ -241,18 +241,17 @@ def spark_condition(e: Any, floating: set[str]) -> Any:
     ``<>`` is true), so comparisons on ``floating`` columns are guarded. Naive datetimes are UTC. A NULL
     ``isin`` argument is kept out of ``isin`` (NULL unless the value matches, as in SQL).
     """
-    from datetime import UTC, datetime
+    from datetime import datetime
 
     from pyspark.sql import functions as F
 
     from dal import expr as E
+    from dal.plan import as_datetime
 
     null = F.lit(None).cast("boolean")
 
     def lit(v: Any) -> Any:
-        if isinstance(v, datetime) and v.tzinfo is None:
-            v = v.replace(tzinfo=UTC)
-        return F.lit(v)
+        return F.lit(as_datetime(v, "a filter value") if isinstance(v, datetime) else v)  # naive = UTC
 
     def go(e: E.Expr) -> Any:
         if isinstance(e, E.And):

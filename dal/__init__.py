@@ -4,9 +4,10 @@ import dal
 dal.write(df, "weather.radar", partition_by=["date"])      # a new catalog version
 ds = dal.open("weather.radar", version="prod")             # pinned: same rows forever
 table = ds.to_arrow()
+dal.lifecycle.gc("weather.radar", keep_last=5)                # retention; also drop, rename, set_info, head, stats
 """
 
-from dal import errors, hive
+from dal import errors, hive, lifecycle
 from dal.api import get_catalog, open, register, sync, write
 from dal.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec
 from dal.convert import convert, infer_schema
@@ -34,6 +35,7 @@ __all__ = [
     "get_catalog",
     "hive",
     "infer_schema",
+    "lifecycle",
     "open",
     "register",
     "sync",

@@ -163,11 +163,7 @@ def read_chunks(
     rows of the first chunk dropped (resumption), then ``convert`` applied — all off the caller's thread."""
 
     def tables() -> Iterator[Any]:
-        # chunks read on the pool, a couple ahead (each read is itself parallel inside pyarrow)
-        parts = ordered_map(
-            lambda k: read_span(query, tasks[spans[k][0] : spans[k][1]]), len(spans), chunks_ahead(query)
-        )
-        for k, table in enumerate(parts):
+        for k, table in enumerate(stream_spans(query, tasks, spans)):
             table = combine([table], tasks[spans[k][0]], permute)
             if k == 0 and skip:
                 table = table.slice(skip)
@@ -175,6 +171,65 @@ def read_chunks(
 
     with translate_missing(query.source):
         yield from prefetch(tables(), PREFETCH_CHUNKS)
+
+
+def _simple(task: ReadTask) -> bool:
+    return not (task.offset or task.length is not None or task.exact)
+
+
+def stream_spans(query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[int, int]]) -> Iterator[pa.Table]:
+    """One table per span, in order. Runs of spans of whole row groups stream through ONE pyarrow scanner
+    (its read-ahead decodes fragments in parallel, in order, within READAHEAD_BUDGET); spans holding
+    tasks cut by sharding or read exactly are read by ``read_span``."""
+    k = 0
+    while k < len(spans):
+        if not all(_simple(t) for t in tasks[spans[k][0] : spans[k][1]]):
+            yield read_span(query, tasks[spans[k][0] : spans[k][1]])
+            k += 1
+            continue
+        end = k
+        while end < len(spans) and all(_simple(t) for t in tasks[spans[end][0] : spans[end][1]]):
+            end += 1
+        yield from _scan_spans(query, tasks, spans[k:end])
+        k = end
+
+
+def _scan_spans(query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[int, int]]) -> Iterator[pa.Table]:
+    fragments, owner = [], {}
+    for k, (a, b) in enumerate(spans):
+        i = a
+        while i < b:
+            j = i
+            while j + 1 < b and tasks[j + 1].uri == tasks[i].uri and tasks[j + 1].row_group == tasks[j].row_group + 1:
+                j += 1
+            fragment = query.fragment(tasks[i], [t.row_group for t in tasks[i : j + 1]])
+            owner[(fragment.path, tasks[i].row_group)] = k
+            fragments.append(fragment)
+            i = j + 1
+    rg_bytes, rg_rows = query.row_group_bytes()
+    schema = query.schema if query.columns is None else pa.schema([query.schema.field(c) for c in query.columns])
+    dataset = pads.FileSystemDataset(fragments, query.schema, parquet_format(), query.pa_dataset.filesystem)
+    scanner = dataset.scanner(
+        columns=list(query.columns) if query.columns is not None else None,
+        filter=query.row_filter,
+        batch_size=max(rg_rows, 1),
+        use_threads=True,
+        fragment_readahead=int(max(1, min(4, READAHEAD_BUDGET // max(rg_bytes, 1)))),
+        batch_readahead=int(max(2, min(16, READAHEAD_BUDGET // max(rg_bytes, 1)))),
+        fragment_scan_options=scan_options(query),
+    )
+    current, held = 0, list[pa.RecordBatch]()
+    for tagged in scanner.scan_batches():
+        fragment = tagged.fragment
+        k = owner[(fragment.path, fragment.row_groups[0].id)]
+        while current < k:
+            yield pa.Table.from_batches(held, schema=schema)
+            current, held = current + 1, []
+        if tagged.record_batch.num_rows:
+            held.append(tagged.record_batch)
+    while current < len(spans):
+        yield pa.Table.from_batches(held, schema=schema)
+        current, held = current + 1, []
 
 
 def chunks_ahead(query: Query) -> int:

@@ -184,8 +184,11 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             yield from self._worker_batches(info.id, info.num_workers)
             return
         skip, self._consumed = self._resume, 0
-        stream = self._stream(skip)
-        batches = feed.split_batches(self._chunks(stream.units), self.batch_size, _take, _join)
+        if self.num_canonical_shards is None:  # one pyarrow scanner streams the rank's chunks
+            chunks = self.rank_scan().iter_chunks(skip_rows=skip, convert=self.convert)
+        else:
+            chunks = self._chunks(self._stream(skip).units)
+        batches = feed.split_batches(chunks, self.batch_size, _take, _join)
         for n, batch in _to_device(batches, self.device):
             self._consumed += n
             yield batch

@@ -89,7 +89,7 @@ def make_engine(url: str) -> Engine:
     try:
         engine = create_engine(parsed, **kwargs)
     except (NoSuchModuleError, ModuleNotFoundError) as e:
-        hint = " (pip install 'dal[postgres]')" if parsed.get_backend_name() == "postgresql" else ""
+        hint = " (pip install 'dal-catalog[postgres]')" if parsed.get_backend_name() == "postgresql" else ""
         raise CatalogUnavailable(f"no database driver for {display_url(parsed)}: {e}{hint}") from e
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)

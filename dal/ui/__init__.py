@@ -1,4 +1,4 @@
-"""``dal ui``: a read-only catalog web app and JSON API (``pip install 'dal[ui]'``).
+"""``dal ui``: a read-only catalog web app and JSON API (``pip install 'dal-catalog[ui]'``).
 
 Nothing here is imported by ``import dal``; ``serve`` checks the extra is installed and names the pip
 command when it is not.

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select, text
+from sqlalchemy import Text, cast, delete, func, or_, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -393,6 +393,30 @@ class Catalog:
                 out.append(r)
             s.flush()
             return [self._version_info(name, r) for r in out]
+
+    def annotate_version(self, name: str, number: int, key: str, value: Any) -> VersionInfo:
+        """Set one key of a version's properties (dal's lineage record); the version's data is untouched."""
+        with self._write() as s:
+            ds = self._dataset_row(s, name, for_update=True)
+            row = s.scalar(select(VersionRow).where(VersionRow.dataset_id == ds.id, VersionRow.number == number))
+            if row is None:
+                raise VersionNotFound(f"{name} has no version {number}")
+            row.properties = {**(row.properties or {}), key: value}
+            s.flush()
+            return self._version_info(name, row)
+
+    def versions_mentioning(self, needle: str) -> list[VersionInfo]:
+        """Versions whose properties contain ``needle`` (a prefilter done by the database, callers check exactly),
+        oldest first per dataset."""
+        pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self._read() as s:
+            rows = s.execute(
+                select(DatasetRow.name, VersionRow)
+                .join(DatasetRow, DatasetRow.id == VersionRow.dataset_id)
+                .where(cast(VersionRow.properties, Text).like(pattern, escape="\\"))
+                .order_by(DatasetRow.name, VersionRow.number)
+            ).all()
+            return [self._version_info(n, r) for n, r in rows]
 
     # -- versions -----------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -19,7 +20,7 @@ from catalog import (
     default_url,
 )
 from catalog.types import validate_name, validate_tag
-from dal import args, io
+from dal import args, io, lineage
 from dal.dataset import Dataset
 from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists, translating
 from dal.faults import pause
@@ -30,6 +31,7 @@ from dal.tensors import TensorSchema
 _catalogs: dict[str, Catalog] = {}
 _lock = threading.Lock()
 CatalogLike = Catalog | str | None
+_log = logging.getLogger("dal")
 
 
 def get_catalog(catalog: CatalogLike = None) -> Catalog:
@@ -66,6 +68,7 @@ def open(
         raise FormatError(
             f"{name} version {pinned.number} (storage version {pinned.storage_version}) cannot be read: {unavailable}"
         )
+    lineage.record_read(info.name, pinned.number)  # the process-wide read log: upstream of later writes
     return Dataset(info, pinned, dict(storage_options or {}))
 
 
@@ -171,6 +174,7 @@ def write(
     )
     latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
     txn = fmt.begin(location, opts, latest)  # refuses options that do not fit, before anything is written
+    produced_by = lineage.collect(data, spark=is_spark_dataframe(data))  # the reads before this write
     if is_spark_dataframe(data):
         from dal.adapters.spark import write_dataframe
 
@@ -193,6 +197,10 @@ def write(
             raise FormatError(f"storage version {storage_version} is not among the versions sync found")
     except (CatalogUnavailable, CatalogReadOnly, FormatError, OSError) as e:
         raise _not_recorded(name, format, location, storage_version, e, first=existing is None) from e
+    try:  # only the version this write committed (not others' commits that sync recorded with it)
+        version = cat.annotate_version(name, version.number, lineage.KEY, produced_by)
+    except DalError as e:  # recorded already: a lineage the catalog refused must not fail the write
+        _log.warning("%s version %d: lineage not recorded (%s)", name, version.number, e)
     try:
         for t in tags:
             version = cat.tag(name, version.number, t)

@@ -1,4 +1,4 @@
-"""The ``dal`` command line: browse the catalog (ls, show, versions, schema, diff, partitions, head, stats),
+"""The ``dal`` command line: browse the catalog (ls, show, versions, schema, diff, partitions, head, stats, lineage),
 tag, manage datasets (drop, rename, set, gc), migrate.
 
 User mistakes (unknown dataset or version, bad name, unreachable catalog) print one line and exit 1; with
@@ -505,6 +505,48 @@ def set_cmd(
         _emit_json(_dataset_dict(info))
     else:
         click.echo(f"updated {name}")
+
+
+@cli.command("lineage")
+@click.argument("name")
+@click.argument("version", required=False)
+@click.option("--depth", default=1, show_default=True, type=click.IntRange(1, 20), help="Downstream levels.")
+@json_option
+@click.pass_context
+def lineage_cmd(ctx: click.Context, name: str, version: str | None, depth: int, as_json: bool) -> None:
+    """Show what built a version (upstream, program, git commit, Spark app) and what was built from it."""
+    from dal import lineage
+
+    out = lineage.lineage(_catalog(ctx), name, version, depth=depth)
+    if as_json:
+        _emit_json(out)
+        return
+    click.echo(f"{name} @ version {out['version']}")
+    git = out.get("git") or {}
+    spark = out.get("spark") or {}
+    for label, value in (
+        ("written by", f"{out.get('user') or '?'}@{out.get('host') or '?'}" if out.get("time") else None),
+        ("at", out.get("time")),
+        ("dal", out.get("dal_version")),
+        ("program", out.get("program")),
+        ("git", f"{git.get('commit')}" + (" (dirty)" if git.get("dirty") else "") if git else None),
+        ("spark", f"{spark.get('application_id')} on {spark.get('master')}" if spark else None),
+    ):
+        if value:
+            click.echo(f"  {label}: {value}")
+    if not out.get("time"):
+        click.echo("  no lineage recorded (not written by dal.write)")
+    click.echo("upstream:" + ("" if out["upstream"] else " none"))
+    for u in out["upstream"]:
+        click.echo(f"  {u['dataset']} @ {u['version']}" + (f" where {u['filters']}" if u.get("filters") else ""))
+    click.echo("downstream:" + ("" if out["downstream"] else " none"))
+    _print_tree(out["downstream"], "  ")
+
+
+def _print_tree(nodes: Sequence[dict[str, Any]], indent: str) -> None:
+    for d in nodes:
+        click.echo(f"{indent}{d['dataset']} @ {d['version']}")
+        _print_tree(d.get("downstream") or [], indent + "  ")
 
 
 @cli.command("head")

@@ -160,3 +160,19 @@ def test_spark_write(cat: Catalog, spark: Any) -> None:
     assert rec["spark"] == {"application_id": sc.applicationId, "master": sc.master}
     assert rec["upstream"] == [{"dataset": "lin.s_in", "version": 0, "filters": None}]
     assert [(d.dataset, d.number) for d in lineage.downstream(cat, "lin.s_in", 0)] == [("lin.s_out", 0)]
+
+
+def test_only_the_written_version_gets_lineage(cat: Catalog) -> None:
+    from deltalake import write_deltalake
+
+    dal.write(rows(3), "lin.f")
+    location = cat.get_dataset("lin.f").location
+    write_deltalake(location, rows(2, 50), mode="append")  # another tool commits; the catalog has not seen it
+    lineage.clear_read_log()
+    dal.open("lin.f")
+    v = dal.write(rows(1, 90), "lin.f")  # its sync records the foreign commit too
+    numbers = {x.number: x for x in cat.versions("lin.f")}
+    assert v.number == 2 and set(numbers) == {0, 1, 2}
+    assert "lineage" not in numbers[1].properties  # the foreign commit: not built by this process
+    assert numbers[2].properties["lineage"]["upstream"] == [{"dataset": "lin.f", "version": 0, "filters": None}]
+    assert [(d.dataset, d.number) for d in lineage.downstream(cat, "lin.f", 0)] == [("lin.f", 2)]

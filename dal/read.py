@@ -32,7 +32,6 @@ READAHEAD_BUDGET = 128 * 1024 * 1024
 CHUNK_BYTES = 2 * 1024 * 1024  # decoded bytes a chunk aims for: tens of thousands of rows of a few columns
 MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 16_384, 1 << 20
 READ_THREADS = 4
-FINISH_THREADS = 2  # chunks permuted / converted at once
 CHUNKS_AHEAD = 2  # chunks read ahead of the consumer (each chunk's row groups are decoded in parallel)
 PREFETCH_CHUNKS = 1  # converted chunks queued for the consumer (the pool already reads ahead)
 
@@ -163,22 +162,12 @@ def read_chunks(
     (one contiguous buffer per column), rows permuted by ``(seed, epoch)`` when given, the first ``skip``
     rows of the first chunk dropped (resumption), then ``convert`` applied — all off the caller's thread."""
 
-    def finish(k: int, table: pa.Table) -> Any:
-        table = combine([table], tasks[spans[k][0]], permute)
-        if k == 0 and skip:
-            table = table.slice(skip)
-        return convert(table) if convert is not None else table
-
     def tables() -> Iterator[Any]:
-        # the permutation, gather and conversion of a chunk run on a small pool while the scanner reads on
-        with cf.ThreadPoolExecutor(max_workers=FINISH_THREADS, thread_name_prefix="dal-chunk") as pool:
-            pending: deque[cf.Future[Any]] = deque()
-            for k, table in enumerate(stream_spans(query, tasks, spans)):
-                pending.append(pool.submit(finish, k, table))
-                if len(pending) >= FINISH_THREADS:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
+        for k, table in enumerate(stream_spans(query, tasks, spans)):
+            table = combine([table], tasks[spans[k][0]], permute)
+            if k == 0 and skip:
+                table = table.slice(skip)
+            yield convert(table) if convert is not None else table
 
     with translate_missing(query.source):
         yield from prefetch(tables(), PREFETCH_CHUNKS)
@@ -218,7 +207,6 @@ def _scan_spans(query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[i
             fragments.append(fragment)
             i = j + 1
     rg_bytes, rg_rows = query.row_group_bytes()
-    per_fragment = -(-sum(b - a for a, b in spans) // max(len(fragments), 1))  # row groups, rounded up
     schema = query.schema if query.columns is None else pa.schema([query.schema.field(c) for c in query.columns])
     dataset = pads.FileSystemDataset(fragments, query.schema, parquet_format(), query.pa_dataset.filesystem)
     scanner = dataset.scanner(
@@ -226,8 +214,7 @@ def _scan_spans(query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[i
         filter=query.row_filter,
         batch_size=max(rg_rows, 1),
         use_threads=True,
-        # fragments of one row group each (a shuffled order) need more of them ahead to keep the cores busy
-        fragment_readahead=int(max(1, min(16, READAHEAD_BUDGET // max(rg_bytes * per_fragment, 1)))),
+        fragment_readahead=int(max(1, min(4, READAHEAD_BUDGET // max(rg_bytes, 1)))),
         batch_readahead=int(max(2, min(16, READAHEAD_BUDGET // max(rg_bytes, 1)))),
         fragment_scan_options=scan_options(query),
     )

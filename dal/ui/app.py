@@ -13,7 +13,7 @@ import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
@@ -27,9 +27,9 @@ from starlette.routing import Route
 from catalog import Catalog
 from catalog.errors import CatalogUnavailable, DalError, NotFound
 from catalog.urls import mask_text, mask_url
-from dal import views
+from dal import lineage, views
 from dal.errors import is_foreign, one_line, translate
-from dal.ui.charts import Bar, bar_chart, hbar_chart
+from dal.ui.charts import Bar, Node, bar_chart, hbar_chart, lineage_graph
 from dal.ui.preview import preview
 
 Scope = MutableMapping[str, Any]
@@ -146,6 +146,66 @@ def _human_size(n: object) -> str:
     return "-" if n is None else views.size_text(int(n))  # type: ignore[call-overload]
 
 
+def _lineage(cat: Catalog, name: str, version: str | int | None, depth: int) -> dict[str, Any]:
+    """What ``dal lineage NAME V --json`` prints (the same builder), with the program path and Spark master masked
+    once more: a record written by another tool (or an older dal) must not show a credential here either."""
+    out = lineage.lineage(cat, name, version, depth=depth)
+    if out.get("program"):
+        out["program"] = mask_url(out["program"])
+    spark = out.get("spark")
+    if isinstance(spark, dict) and spark.get("master"):
+        out["spark"] = {**spark, "master": mask_url(spark["master"])}
+    return out
+
+
+def _version_link(dataset: object, version: object) -> str:
+    return f"/d/{quote(str(dataset), safe='')}?v={quote(str(version), safe='')}"
+
+
+def _lineage_view(out: dict[str, Any]) -> dict[str, Any]:
+    """The dataset page's lineage section: producer facts and the graph (None when there is nothing to draw)."""
+    git = out.get("git") if isinstance(out.get("git"), dict) else None
+    spark = out.get("spark") if isinstance(out.get("spark"), dict) else None
+    upstream: list[Node] = []
+    seen: set[tuple[str, str]] = set()
+    for u in out.get("upstream") or []:
+        if not isinstance(u, dict):
+            continue
+        key = (str(u.get("dataset")), str(u.get("version")))
+        if key in seen:
+            continue
+        seen.add(key)
+        filters = [str(x.get("filters")) for x in out["upstream"] if isinstance(x, dict) and x.get("filters")
+                   and (str(x.get("dataset")), str(x.get("version"))) == key]  # fmt: skip
+        tip = f"{key[0]} @ version {key[1]}" + (" where " + " | ".join(filters) if filters else "")
+        upstream.append(Node(f"{key[0]} @ {key[1]}", tip, _version_link(*key)))
+    downstream = [
+        Node(f"{d['dataset']} @ {d['version']}", f"{d['dataset']} @ version {d['version']}",
+             _version_link(d["dataset"], d["version"]))
+        for d in out.get("downstream") or []
+    ]  # fmt: skip
+    this = Node(f"{out['dataset']} @ {out['version']}", f"{out['dataset']} @ version {out['version']}")
+    graph = (
+        Markup(lineage_graph(upstream, this, downstream, element_id="lineage-graph"))
+        if upstream or downstream
+        else None
+    )
+    commit = str(git.get("commit") or "") if git else ""
+    return {
+        "recorded": bool(out.get("time")),
+        "user": out.get("user"),
+        "host": out.get("host"),
+        "time": str(out["time"])[:19].replace("T", " ") if out.get("time") else None,
+        "dal_version": out.get("dal_version"),
+        "program": out.get("program"),
+        "git": (commit[:10] + (" (dirty)" if git and git.get("dirty") else "")) if commit else None,
+        "git_commit": commit or None,
+        "spark_app": spark.get("application_id") if spark else None,
+        "spark_master": spark.get("master") if spark else None,
+        "graph": graph,
+    }
+
+
 def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True) -> ASGIApp:
     """The ASGI app over ``cat``. ``loopback``: only answer requests addressed to a loopback host name
     (a DNS-rebinding page cannot reach it through another name)."""
@@ -242,6 +302,10 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
     def api_tags(request: Request) -> Any:
         return views.tags(cat, request.path_params["name"])
 
+    def api_lineage(request: Request) -> Any:
+        depth = _int_param(request, "depth", 1, 1, 20)
+        return _lineage(cat, request.path_params["name"], request.path_params["v"], depth)
+
     def api_preview(request: Request) -> Any:
         rows = _int_param(request, "rows", 10, 1, 100)
         return preview(cat, request.path_params["name"], _version_param(request, "version"), rows)
@@ -315,6 +379,7 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
             current=current,
             partitions=parts,
             tags=cat.tags(name),
+            lineage=_lineage_view(_lineage(cat, name, current.number, 1)) if current else None,
             rows_chart=Markup(rows_chart) if rows_chart else None,
             bytes_chart=Markup(bytes_chart) if bytes_chart else None,
             parts_chart=Markup(parts_chart) if parts_chart else None,
@@ -350,6 +415,7 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
         Route("/api/datasets/{name}/partitions", api(api_partitions)),
         Route("/api/datasets/{name}/tags", api(api_tags)),
         Route("/api/datasets/{name}/preview", api(api_preview)),
+        Route("/api/datasets/{name}/versions/{v}/lineage", api(api_lineage)),
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_HOSTS))] if loopback else []
     app = Starlette(routes=routes, middleware=middleware)

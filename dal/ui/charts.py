@@ -78,3 +78,79 @@ def hbar_chart(bars: Sequence[Bar], *, title: str, element_id: str, width: int =
         parts.append(f'<text x="{label_w + w + 4:.1f}" y="{y + row - 4}" class="tick">{escape(b.tooltip)}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One dataset version in a lineage graph: its label, its tooltip and the link to its page."""
+
+    label: str
+    tooltip: str
+    href: str | None = None
+
+
+MAX_NODES = 12  # per side of a lineage graph; the rest is counted in a "+N more" line
+
+
+def lineage_graph(
+    upstream: Sequence[Node], this: Node, downstream: Sequence[Node], *, element_id: str, width: int = 720
+) -> str:
+    """Upstream versions → this version → downstream versions as an ``<svg>``: three columns of linked boxes
+    joined by arrows. Labels are escaped and cut to fit; the full text is in each box's tooltip."""
+    node_w, node_h, gap, top = 210, 26, 10, 24
+    cols = (8.0, (width - node_w) / 2, float(width - node_w - 8))
+    shown_up, shown_down = list(upstream[:MAX_NODES]), list(downstream[:MAX_NODES])
+    more_up, more_down = len(upstream) - len(shown_up), len(downstream) - len(shown_down)
+    rows = max(len(shown_up) + (1 if more_up else 0), len(shown_down) + (1 if more_down else 0), 1)
+    height = top + rows * (node_h + gap) + 4
+    parts = [
+        f'<svg id="{escape(element_id)}" class="chart lineage" xmlns="http://www.w3.org/2000/svg" role="img" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
+        "<title>lineage: upstream versions, this version, downstream versions</title>",
+        '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
+        'orient="auto"><path d="M0,0 L8,4 L0,8 z" class="arrow"/></marker></defs>',
+        f'<text x="{cols[0]:.0f}" y="14" class="chart-title">upstream (read by its writer)</text>',
+        f'<text x="{cols[1]:.0f}" y="14" class="chart-title">this version</text>',
+        f'<text x="{cols[2]:.0f}" y="14" class="chart-title">downstream (written from it)</text>',
+    ]
+
+    def y_of(i: int, n: int) -> float:
+        block = n * (node_h + gap) - gap
+        return top + (rows * (node_h + gap) - gap - block) / 2 + i * (node_h + gap)
+
+    centre_y = y_of(0, 1) + node_h / 2
+    for i in range(len(shown_up)):
+        y = y_of(i, len(shown_up)) + node_h / 2
+        parts.append(
+            f'<line class="edge" x1="{cols[0] + node_w:.1f}" y1="{y:.1f}" x2="{cols[1]:.1f}" y2="{centre_y:.1f}" '
+            'marker-end="url(#arrow)"/>'
+        )
+    for i in range(len(shown_down)):
+        y = y_of(i, len(shown_down)) + node_h / 2
+        parts.append(
+            f'<line class="edge" x1="{cols[1] + node_w:.1f}" y1="{centre_y:.1f}" x2="{cols[2]:.1f}" y2="{y:.1f}" '
+            'marker-end="url(#arrow)"/>'
+        )
+
+    def box(node: Node, x: float, y: float, kind: str) -> str:
+        label = node.label if len(node.label) <= 30 else node.label[:29] + "…"
+        inner = (
+            f'<g class="node {kind}"><title>{escape(node.tooltip)}</title>'
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{node_w}" height="{node_h}" rx="4"/>'
+            f'<text x="{x + 8:.1f}" y="{y + node_h / 2 + 4:.1f}">{escape(label)}</text></g>'
+        )
+        return f'<a href="{escape(node.href)}">{inner}</a>' if node.href else inner
+
+    for i, n in enumerate(shown_up):
+        parts.append(box(n, cols[0], y_of(i, len(shown_up)), "upstream"))
+    parts.append(box(this, cols[1], y_of(0, 1), "current"))
+    for i, n in enumerate(shown_down):
+        parts.append(box(n, cols[2], y_of(i, len(shown_down)), "downstream"))
+    for more, x, count in ((more_up, cols[0], len(shown_up)), (more_down, cols[2], len(shown_down))):
+        if more:
+            parts.append(
+                f'<text x="{x + 8:.1f}" y="{y_of(count, count + 1) + node_h / 2 + 4:.1f}" class="tick">+{more} more '
+                "(see the JSON)</text>"
+            )
+    parts.append("</svg>")
+    return "".join(parts)

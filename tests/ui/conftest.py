@@ -210,3 +210,42 @@ def pg_server_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def server(request: pytest.FixtureRequest) -> Server:
     return request.getfixturevalue("sqlite_server" if request.param == "sqlite" else "pg_server_ui")  # type: ignore[no-any-return]
+
+
+FORGED_PROGRAM = "/jobs/run.py?token=lineagesecret"  # a credential in a record another tool wrote
+
+
+def populate_lineage(url: str, warehouse: Path) -> None:
+    """A chain ``chain.a → chain.b → chain.c`` written through ``dal.open``/``dal.write`` (lineage recorded by dal
+    itself), and a version whose lineage record (as a foreign writer might have stored it) is hostile text."""
+    from dal import lineage
+
+    cat = Catalog(url)
+    lineage.clear_read_log()  # reads earlier tests in this process made must not become upstream here
+    try:
+        table = pa.table({"x": [1, 2, 3]})
+        dal.write(table, "chain.a", path=str(warehouse / "a"), catalog=cat)
+        dal.open("chain.a", catalog=cat)
+        dal.write(table, "chain.b", description=HOSTILE, path=str(warehouse / "b"), catalog=cat)
+        lineage.clear_read_log()
+        dal.open("chain.b", 0, catalog=cat)
+        dal.write(table, "chain.c", path=str(warehouse / "c"), catalog=cat)
+        lineage.clear_read_log()
+        dal.write(table, "chain.forged", path=str(warehouse / "forged"), catalog=cat)
+        cat.annotate_version(
+            "chain.forged", 0, lineage.KEY,
+            {"user": HOSTILE, "host": HOSTILE, "time": "2026-01-01T00:00:00+00:00", "program": FORGED_PROGRAM,
+             "git": {"commit": HOSTILE, "dirty": True}, "spark": {"application_id": HOSTILE, "master": SECRET_LOCATION},
+             "upstream": [{"dataset": HOSTILE, "version": 1, "filters": HOSTILE}, {"dataset": "chain.c", "version": 0}]},
+        )  # fmt: skip
+    finally:
+        lineage.clear_read_log()
+        cat.close()
+
+
+@pytest.fixture(scope="module")
+def lineage_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("ui_lineage")
+    url = f"sqlite:///{tmp}/catalog.db"
+    populate_lineage(url, tmp / "warehouse")
+    yield from start(url, tmp)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.ui.conftest import Server
+from tests.ui.conftest import HOSTILE, Server
 
 pytestmark = pytest.mark.slow
 
@@ -199,3 +199,30 @@ def test_readme_screenshot(browser: Any, sqlite_server: Server) -> None:
     if os.environ.get("DAL_UI_SCREENSHOT"):
         (REPO / "docs").mkdir(exist_ok=True)
         (REPO / "docs" / "ui.png").write_bytes(png)
+
+
+def test_lineage_graph_links_versions(browser: Any, lineage_server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(lineage_server.base + "/d/chain.b")
+    graph = by_id(d, "lineage-graph")
+    assert graph.size["width"] > 100 and graph.size["height"] >= 30
+    links = {a.get_dom_attribute("href") for a in graph.find_elements(By.TAG_NAME, "a")}
+    assert links == {"/d/chain.a?v=0", "/d/chain.c?v=0"}
+    assert "written by" in by_id(d, "lineage-facts").text
+    assert d.find_elements(By.CSS_SELECTOR, "main script, main img") == []
+
+    # follow the downstream box: chain.c's page, whose graph leads back to chain.b and on to chain.forged
+    navigate(d, graph.find_element(By.CSS_SELECTOR, 'a[href="/d/chain.c?v=0"]'))
+    assert by_id(d, "dataset-name").text == "chain.c" and by_id(d, "current-version").text == "0"
+    back = by_id(d, "lineage-graph").find_elements(By.TAG_NAME, "a")
+    assert [a.get_dom_attribute("href") for a in back] == ["/d/chain.b?v=0", "/d/chain.forged?v=0"]
+    if os.environ.get("DAL_UI_LINEAGE_SHOT"):
+        by_id(d, "lineage").screenshot(os.environ["DAL_UI_LINEAGE_SHOT"])
+
+    # a record with hostile text shows it as text; the link to a hostile upstream name is escaped, not run
+    d.get(lineage_server.base + "/d/chain.forged")
+    assert HOSTILE + "@" + HOSTILE in by_id(d, "lineage-facts").text
+    assert d.find_elements(By.CSS_SELECTOR, "main script, main img") == []
+    assert "lineagesecret" not in d.page_source and "wJalrXUtnFEMI" not in d.page_source

@@ -24,6 +24,7 @@ from catalog import Catalog, VersionInfo
 from catalog.engine import default_url, display_url
 from dal import __version__, views
 from dal.errors import DalError, is_foreign, one_line, printable, translate
+from dal.formats.base import DEFAULT_FORMAT
 from dal.io import mask_url
 from dal.views import dataset_dict as _dataset_dict
 from dal.views import size_text as _size
@@ -376,7 +377,7 @@ def untag_cmd(ctx: click.Context, name: str, tag: str, as_json: bool) -> None:
 @cli.command("register")
 @click.argument("name")
 @click.argument("uri")
-@click.option("--format", "fmt", default="delta", show_default=True, help="Storage format of the table.")
+@click.option("--format", "fmt", default=DEFAULT_FORMAT, show_default=True, help="Storage format of the table.")
 @click.option("--description", default="", help="What the dataset holds.")
 @click.option("--time-column", default=None, help="The column that orders rows in time.")
 @json_option

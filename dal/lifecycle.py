@@ -2,9 +2,8 @@
 
 Deleting data is the dangerous part, so the rules are few and strict:
 
-* only files dal writes are ever deleted, and only inside the dataset's location — Delta: the table's
-  ``_delta_log`` and its Parquet data files; Petastorm: the ``v<n>-<token>`` version directories, the
-  ``_dal_versions`` records and a ``_common_metadata`` at the root;
+* only files dal writes are ever deleted (``Format.owns``: e.g. a Delta table's log and Parquet data files,
+  a Petastorm dataset's version directories and records), and only inside the dataset's location;
 * ``drop --purge`` refuses a location that holds anything else (or another dataset) unless ``force``
   (then only dal's files are deleted, the others are left and listed);
 * ``gc`` deletes only files that no kept version references: the files of the versions it expires, and
@@ -23,7 +22,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from catalog import VersionInfo, VersionRef
@@ -31,11 +29,11 @@ from catalog.types import DatasetInfo
 from dal import args, io
 from dal.api import CatalogLike, get_catalog, sync
 from dal.errors import DalError, FilterError, FormatError, translating
-from dal.formats.base import DataFile, get_format
+from dal.formats.base import DataFile, Format, get_format
 from dal.location import Location
+from dal.tensors import decode_table
 
 SAFE_AGE = timedelta(hours=1)
-_VERSION_DIR = re.compile(r"v\d+-[0-9a-f]+")
 _DURATION = re.compile(r"\s*(\d+)\s*(s|m|h|d|w)\s*")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 HEAD_MAX_ROWS = 10_000
@@ -49,26 +47,13 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
 
 
-# -- which files dal wrote ------------------------------------------------------------------------------
+# -- helpers ---------------------------------------------------------------------------------------------
 
 
-def _is_dal_file(fmt: str, rel: str) -> bool:
-    """Whether ``rel`` (below a dataset's location) is a file dal (or delta-rs / Spark on its behalf) writes."""
-    parts = rel.split("/")
-    base = parts[-1]
-    if fmt == "delta":
-        if parts[0] in ("_delta_log", "_change_data"):
-            return True
-        return (
-            base.endswith(".parquet")
-            or (base.startswith("deletion_vector_") and base.endswith(".bin"))
-            or (base.startswith(".") and base.endswith(".crc"))
-        )
-    if fmt == "petastorm":
-        if parts[0] == "_dal_versions" or rel == "_common_metadata":
-            return True
-        return len(parts) > 1 and _VERSION_DIR.fullmatch(parts[0]) is not None
-    return False
+def _written_by_dal(info: DatasetInfo) -> Format | None:
+    """The dataset's format when dal writes it (and so knows which files are its own); None otherwise."""
+    fmt = get_format(info.format)
+    return fmt if fmt.writable else None
 
 
 def _nested(info: DatasetInfo, others: Sequence[DatasetInfo]) -> list[str]:
@@ -125,7 +110,8 @@ def purge_plan(
             f"{name}: cannot purge {info.location}: dataset(s) {', '.join(nested)} live there too; "
             "nothing was deleted (drop without --purge, or drop those first)"
         )
-    if info.format not in ("delta", "petastorm"):
+    fmt = _written_by_dal(info)
+    if fmt is None:
         raise DalError(
             f"{name} is a {info.format} dataset dal registered read-only: dal did not write its files and will not "
             "delete them; drop it without --purge"
@@ -134,7 +120,7 @@ def purge_plan(
     ours: list[str] = []
     foreign: list[str] = []
     for rel, _size in loc.list():
-        (ours if _is_dal_file(info.format, rel) else foreign).append(rel)
+        (ours if fmt.owns(rel) else foreign).append(rel)
     return sorted(ours), sorted(foreign)
 
 
@@ -171,9 +157,9 @@ def drop(
             "Use --force to delete dal's files and leave those"
         )
     loc = Location.of(info.location, storage_options)
-    metadata = ("_delta_log/", "_dal_versions/", "_common_metadata")
-    # data first, the log / version records last: an interrupted purge leaves a dataset dal still recognises
-    order = sorted(ours, key=lambda r: (r.startswith(metadata), r))
+    fmt = get_format(info.format)
+    # data first, the commit records last: an interrupted purge leaves a dataset dal still recognises
+    order = sorted(ours, key=lambda r: (fmt.is_record(r), r))
     for rel in order:
         try:
             loc.delete(rel)
@@ -251,8 +237,6 @@ def head(
     tensors = [c for c in table.column_names if (f := ds.schema.get(c)) is not None and f.codec not in (None, "scalar")]
     rows = table.drop_columns(tensors).to_pylist() if tensors else table.to_pylist()
     if tensors:
-        from dal.formats.petastorm import decode_table
-
         decoded = decode_table(table.select(tensors), ds.schema)
         for c in tensors:
             for i, value in enumerate(decoded[c]):
@@ -475,10 +459,6 @@ def _choose(
     return expiring, kept, tagged
 
 
-def _age_s(info: pafs.FileInfo, now: float) -> float:
-    return now - info.mtime.timestamp() if info.mtime is not None else float("inf")
-
-
 @translating("collecting garbage of {name}")
 def gc(
     name: str,
@@ -509,7 +489,8 @@ def gc(
         raise DalError(f"safe_age must be a non-negative timedelta, not {safe_age!r}")
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
-    if info.format not in ("delta", "petastorm"):
+    fmt = _written_by_dal(info)
+    if fmt is None:
         raise DalError(f"{name} is a {info.format} dataset dal registered read-only: gc does not delete its files")
     options = dict(storage_options or {})
     if info.latest_version is not None:
@@ -517,10 +498,7 @@ def gc(
     now = datetime.now(UTC)
     expiring, kept, tagged = _choose(cat.versions(name), keep_last, older_than, force, now)
     loc = Location.of(info.location, options)
-    if info.format == "delta":
-        doomed = _delta_garbage(info, loc, expiring, kept, safe_age, options)
-    else:
-        doomed = _petastorm_garbage(loc, expiring, kept, safe_age)
+    doomed = fmt.garbage(name, info.location, options, expiring, kept, safe_age.total_seconds())
     size = sum(s for _r, s in doomed)
     deleted = tuple(r for r, _s in doomed)
     result = GcResult(name, dry_run, tuple(v.number for v in expiring), tuple(v.number for v in kept), deleted, size,
@@ -530,135 +508,13 @@ def gc(
     if expiring:
         reason = f"expired by dal gc on {now.strftime('%Y-%m-%d %H:%M')} UTC; its files were deleted"
         cat.expire_versions(name, [v.number for v in expiring], reason)
-    records = [r for r in deleted if r.startswith("_dal_versions/")]
-    for rel in records + [r for r in deleted if not r.startswith("_dal_versions/")]:  # records first
+    for rel in sorted(deleted, key=lambda r: not fmt.is_record(r)):  # records first (a stable sort)
         try:
             loc.delete(rel)
         except FileNotFoundError:
             pass
-    if info.format == "petastorm":
-        for d in {r.split("/", 1)[0] for r in deleted if _VERSION_DIR.fullmatch(r.split("/", 1)[0])}:
-            loc.delete_dir(d)
-    elif loc.local:
-        _remove_empty_partition_dirs(loc)
+    fmt.tidy(info.location, options, deleted)
     return result
-
-
-def _remove_empty_partition_dirs(loc: Location) -> None:
-    top = loc.path()
-    for dirpath, _dirs, _files in os.walk(top, topdown=False):
-        if dirpath != top and "_delta_log" not in dirpath:
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                pass
-
-
-def _rel(loc: Location, uri: str) -> str | None:
-    """``uri`` relative to the location, or None when it lies outside (never deleted: gc lists inside only)."""
-    root = os.path.join(loc.uri, "") if loc.local else loc.uri.rstrip("/") + "/"
-    if not uri.startswith(root):
-        return None
-    return uri[len(root) :].replace(os.sep, "/")
-
-
-def _delta_garbage(
-    info: DatasetInfo,
-    loc: Location,
-    expiring: Sequence[VersionInfo],
-    kept: Sequence[VersionInfo],
-    safe_age: timedelta,
-    options: Mapping[str, str],
-) -> list[tuple[str, int]]:
-    fmt = get_format("delta")
-    needed: set[str] = set()
-    for v in kept:
-        try:
-            files = fmt.files(info.location, v, options)
-        except DalError as e:
-            raise DalError(
-                f"{info.name}: cannot tell which files kept version {v.number} needs ({e}); nothing was deleted"
-            ) from e
-        needed |= {r for f in files if (r := _rel(loc, f.uri)) is not None}
-    expired_files: set[str] = set()
-    for v in expiring:
-        try:
-            expired_files |= {r for f in fmt.files(info.location, v, options) if (r := _rel(loc, f.uri)) is not None}
-        except DalError:
-            continue  # unreadable already: its files are judged by age like any unreferenced file
-    now = datetime.now(UTC).timestamp()
-    selector = pafs.FileSelector(loc.path(), recursive=True, allow_not_found=True)
-    out = []
-    base = loc.path().rstrip("/") + "/"
-    listed = [fi for fi in loc.fs.get_file_info(selector) if fi.type == pafs.FileType.File]
-    present = {fi.path[len(base) :] for fi in listed if fi.path.startswith(base)}
-    unmatched = sorted(needed - present)
-    if unmatched:  # a kept file not found by its name: never guess which listed file it is
-        raise DalError(
-            f"{info.name}: kept versions reference {len(unmatched)} file(s) gc cannot find at {loc.uri} "
-            f"(e.g. {unmatched[0]}); nothing was deleted"
-        )
-    for fi in listed:
-        rel = fi.path[len(base) :] if fi.path.startswith(base) else fi.path
-        parts = rel.split("/")
-        if parts[0] == "_delta_log" or not rel.endswith(".parquet") or any(p.startswith(("_", ".")) for p in parts):
-            continue  # the log, and hidden files, are not data files (delta-rs vacuum skips them too)
-        if rel in needed:
-            continue
-        if rel in expired_files or _age_s(fi, now) >= safe_age.total_seconds():
-            out.append((rel, int(fi.size or 0)))
-    return sorted(out)
-
-
-def _petastorm_garbage(
-    loc: Location, expiring: Sequence[VersionInfo], kept: Sequence[VersionInfo], safe_age: timedelta
-) -> list[tuple[str, int]]:
-    from dal.formats.petastorm import committed_numbers, load_commit, record_name
-
-    numbers = committed_numbers(loc)
-    if not numbers:
-        return []  # a dataset petastorm wrote (adopted): its only version is the root directory
-    expiring_numbers = {v.storage_version for v in expiring}
-    kept_numbers = {v.storage_version for v in kept}
-    referenced: set[str] = set()  # directories any record still names
-    doomed_dirs: set[str] = set()
-    doomed_records: list[str] = []
-    for n in numbers:
-        try:
-            commit = load_commit(loc, n)
-        except DalError as e:
-            if n in expiring_numbers:
-                raise DalError(f"cannot read the record of version {n} at {loc.uri} ({e}); nothing was deleted") from e
-            commit = None
-            referenced.add(f"v{n}-")  # a damaged record: keep every directory of that number
-        if commit is None:
-            continue
-        if n in expiring_numbers and n not in kept_numbers:
-            doomed_dirs.add(commit.directory)
-            doomed_records.append(record_name(n))
-        else:
-            referenced.add(commit.directory)
-    now = datetime.now(UTC).timestamp()
-    selector = pafs.FileSelector(loc.path(), recursive=True, allow_not_found=True)
-    base = loc.path().rstrip("/") + "/"
-    by_dir: dict[str, list[tuple[str, int, float]]] = {}
-    for fi in loc.fs.get_file_info(selector):
-        if fi.type != pafs.FileType.File:
-            continue
-        rel = fi.path[len(base) :] if fi.path.startswith(base) else fi.path
-        top = rel.split("/", 1)[0]
-        if "/" in rel and _VERSION_DIR.fullmatch(top):
-            by_dir.setdefault(top, []).append((rel, int(fi.size or 0), _age_s(fi, now)))
-    out: list[tuple[str, int]] = []
-    for d, files in by_dir.items():
-        if d in referenced or any(d.startswith(p) for p in referenced if p.endswith("-")):
-            continue
-        abandoned = min(age for _r, _s, age in files) >= safe_age.total_seconds()
-        if d in doomed_dirs or abandoned:
-            out += [(r, s) for r, s, _a in files]
-    sizes = dict(loc.list("_dal_versions", recursive=False))
-    out += [(r, sizes.get(r.split("/", 1)[1], 0)) for r in doomed_records]
-    return sorted(out)
 
 
 __all__ = ["ColumnStats", "Dropped", "GcResult", "Stats", "drop", "gc", "head", "parse_duration", "purge_plan",

@@ -103,17 +103,12 @@ def test_object_store_commits_without_obstore_name_the_cloud_extra(monkeypatch: 
 
 # Format knowledge lives in dal/formats/. Outside it, no identifier and no string (docstrings and comments
 # aside: they may say what a format does) names a format or one of its files. The exceptions are user-facing
-# names that cannot change, and code that still has to move behind Format (each says where it should go).
+# names that cannot change (each says why).
 FORMAT_WORDS = re.compile(r"(?<![a-z])(delta|petastorm)|_delta_log|_common_metadata", re.IGNORECASE)
 ALLOWED = {
     ("dal/dataset.py", "petastorm_url"): "public API: where petastorm's own make_reader opens a version",
     ("dal/errors.py", "deltalake"): "the library whose exceptions dal.errors translates",
     ("dal/adapters/spark_convert.py", "cannot infer a petastorm codec for column "): "a user-facing message",
-    ("dal/cli.py", "delta"): "pending: `register --format`'s default should be dal.formats.base.DEFAULT_FORMAT",
-}
-PENDING = {
-    # whole modules still naming formats: their format-specific parts belong behind Format
-    "dal/lifecycle.py": "gc/purge of each format's files -> Format methods (issue 16)",
 }
 
 
@@ -153,7 +148,7 @@ def test_no_module_outside_dal_formats_names_a_format() -> None:
     offenders = []
     for p in sorted([*(REPO / "dal").rglob("*.py"), *(REPO / "catalog").rglob("*.py")]):
         rel = str(p.relative_to(REPO))
-        if rel.startswith("dal/formats/") or rel in PENDING:
+        if rel.startswith("dal/formats/"):
             continue
         offenders += [f"{rel}:{line}: {text!r}" for line, text in format_names_in(p) if (rel, text) not in ALLOWED]
     assert offenders == []

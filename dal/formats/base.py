@@ -185,6 +185,38 @@ class Format(ABC):
         """The URL the format's own reader library opens this version at (Petastorm datasets only)."""
         raise FormatError(f"{version.dataset} is a {self.name} dataset, not a Petastorm one")
 
+    # -- retention: what ``dal drop --purge`` and ``dal gc`` may delete (formats dal writes only) ----------
+
+    def owns(self, rel: str) -> bool:
+        """Whether ``rel`` (a file below a table's location) is one dal, or the format's writer on its behalf,
+        writes: the only files a purge deletes."""
+        return False
+
+    def is_record(self, rel: str) -> bool:
+        """Whether ``rel`` is one of the table's commit records: a purge deletes them last (an interrupted
+        purge leaves a table dal still recognises), gc first (a version's record goes before its data)."""
+        return False
+
+    def garbage(
+        self,
+        dataset: str,
+        location: str,
+        storage_options: Mapping[str, str],
+        expiring: Sequence[VersionInfo],
+        kept: Sequence[VersionInfo],
+        safe_age_s: float,
+    ) -> list[tuple[str, int]]:
+        """(path below the location, bytes) of every file no ``kept`` version needs that is either a file of an
+        ``expiring`` version or referenced by no version and at least ``safe_age_s`` old, sorted.
+
+        Raises:
+            DalError: the files kept versions need cannot be told for certain (nothing may be deleted then).
+        """
+        raise DalError(f"{dataset} is a {self.name} dataset dal registered read-only: gc does not delete its files")
+
+    def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:  # noqa: B027
+        """After gc deleted ``deleted``: remove the directories it left behind."""
+
 
 _FORMATS: dict[str, tuple[str, str]] = {
     # name: (module, class); detection tries them in this order

@@ -28,7 +28,9 @@ from dal.formats.base import (
     check_time_column,
 )
 from dal.formats.delta_types import ConformedReader, check_writable, describe_mismatch
+from dal.formats.directory import aged_files
 from dal.formats.parquet_writer import FILE_SCHEMA, write_files
+from dal.location import Location
 from dal.partitions import PartitionValues, partition_totals
 from dal.schema import from_arrow
 
@@ -371,6 +373,90 @@ class DeltaFormat(Format):
 
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
         return _arrow_schema(self._pinned(location, version, storage_options))
+
+    # -- retention ------------------------------------------------------------------------------------
+
+    def owns(self, rel: str) -> bool:
+        """The log (and change data), Parquet data files, deletion vectors and checksum files."""
+        parts = rel.split("/")
+        base = parts[-1]
+        if parts[0] in ("_delta_log", "_change_data"):
+            return True
+        return (
+            base.endswith(".parquet")
+            or (base.startswith("deletion_vector_") and base.endswith(".bin"))
+            or (base.startswith(".") and base.endswith(".crc"))
+        )
+
+    def is_record(self, rel: str) -> bool:
+        return rel.startswith("_delta_log/")
+
+    def garbage(
+        self,
+        dataset: str,
+        location: str,
+        storage_options: Mapping[str, str],
+        expiring: Sequence[VersionInfo],
+        kept: Sequence[VersionInfo],
+        safe_age_s: float,
+    ) -> list[tuple[str, int]]:
+        """Data files only: the log is delta-rs's (its own cleanup expires log entries)."""
+        loc = Location.of(location, storage_options)
+        needed: set[str] = set()
+        for v in kept:
+            try:
+                files = self.files(location, v, storage_options)
+            except DalError as e:
+                raise DalError(
+                    f"{dataset}: cannot tell which files kept version {v.number} needs ({e}); nothing was deleted"
+                ) from e
+            needed |= {r for f in files if (r := _below(loc, f.uri)) is not None}
+        expired_files: set[str] = set()
+        for v in expiring:
+            try:
+                expired_files |= {
+                    r for f in self.files(location, v, storage_options) if (r := _below(loc, f.uri)) is not None
+                }
+            except DalError:
+                continue  # unreadable already: its files are judged by age like any unreferenced file
+        listed = aged_files(loc)
+        unmatched = sorted(needed - {rel for rel, _s, _a in listed})
+        if unmatched:  # a kept file not found by its name: never guess which listed file it is
+            raise DalError(
+                f"{dataset}: kept versions reference {len(unmatched)} file(s) gc cannot find at {loc.uri} "
+                f"(e.g. {unmatched[0]}); nothing was deleted"
+            )
+        out = []
+        for rel, size, age in listed:
+            parts = rel.split("/")
+            if parts[0] == "_delta_log" or not rel.endswith(".parquet") or any(p.startswith(("_", ".")) for p in parts):
+                continue  # the log, and hidden files, are not data files (delta-rs vacuum skips them too)
+            if rel in needed:
+                continue
+            if rel in expired_files or age >= safe_age_s:
+                out.append((rel, size))
+        return sorted(out)
+
+    def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:
+        """Local disk: the partition directories left empty (never the log's)."""
+        loc = Location.of(location, storage_options)
+        if not loc.local:
+            return
+        top = loc.path()
+        for dirpath, _dirs, _files in os.walk(top, topdown=False):
+            if dirpath != top and "_delta_log" not in dirpath:
+                try:
+                    os.rmdir(dirpath)
+                except OSError:
+                    pass
+
+
+def _below(loc: Location, uri: str) -> str | None:
+    """``uri`` relative to the location, or None when it lies outside (never deleted: gc lists inside only)."""
+    root = os.path.join(loc.uri, "") if loc.local else loc.uri.rstrip("/") + "/"
+    if not uri.startswith(root):
+        return None
+    return uri[len(root) :].replace(os.sep, "/")
 
 
 def _values(action: Mapping[str, Any], parts: Sequence[str]) -> PartitionValues:

@@ -3,9 +3,11 @@ reading their footers, and the catalog's description of such a directory as one 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft
@@ -33,6 +35,22 @@ def data_files(loc: Location, directory: str = "") -> list[tuple[str, int]]:
         for rel, size in sorted(loc.list(directory))
         if rel.endswith(".parquet") and not any(p.startswith(("_", ".")) for p in rel.split("/"))
     ]
+
+
+def aged_files(loc: Location) -> list[tuple[str, int, float]]:
+    """Every file below ``loc`` (hidden ones included) as (relative path, size, seconds since it was last
+    modified; infinite when the store does not say), in one recursive listing."""
+    now = time.time()
+    selector = pafs.FileSelector(loc.path(), recursive=True, allow_not_found=True)
+    base = loc.path().rstrip("/") + "/"
+    out = []
+    for fi in loc.fs.get_file_info(selector):
+        if fi.type != pafs.FileType.File:
+            continue
+        rel = fi.path[len(base) :] if fi.path.startswith(base) else fi.path
+        age = now - fi.mtime.timestamp() if fi.mtime is not None else float("inf")
+        out.append((rel, int(fi.size or 0), age))
+    return out
 
 
 def scan_directory(loc: Location, directory: str = "") -> list[FileEntry]:

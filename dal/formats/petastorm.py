@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,7 +43,7 @@ from catalog.types import Schema, VersionDraft, VersionInfo, diff_schemas
 from dal.errors import DalError, FormatError, SchemaMismatch, one_line
 from dal.faults import pause
 from dal.formats.base import DataFile, Format, WriteOptions, WriteTransaction, check_time_column
-from dal.formats.directory import FileEntry, data_files, describe_files, partition_values, scan_directory
+from dal.formats.directory import FileEntry, aged_files, data_files, describe_files, partition_values, scan_directory
 from dal.formats.petastorm_pickle import ROW_GROUPS_PER_FILE_KEY, UNISCHEMA_KEY, dumps_unischema, loads_unischema
 from dal.location import Location
 from dal.partitions import partition_dir, split_by_partition
@@ -50,6 +51,7 @@ from dal.tensors import TensorSchema, decode_table
 
 COMMON_METADATA = "_common_metadata"
 RECORDS = "_dal_versions"
+VERSION_DIR = re.compile(r"v\d+-[0-9a-f]+")  # a version's directory, v<n>-<token>
 ROW_GROUP_ROWS = 10_000
 ABANDONED_AFTER_S = 60.0
 FILE_ENTRY_SCHEMA = pa.schema(
@@ -487,6 +489,77 @@ class PetastormFormat(Format):
 
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
         return TensorSchema.from_catalog("schema", version.schema).arrow_schema()
+
+    # -- retention ------------------------------------------------------------------------------------
+
+    def owns(self, rel: str) -> bool:
+        """The version directories, the version records and a ``_common_metadata`` at the root."""
+        parts = rel.split("/")
+        if parts[0] == RECORDS or rel == COMMON_METADATA:
+            return True
+        return len(parts) > 1 and VERSION_DIR.fullmatch(parts[0]) is not None
+
+    def is_record(self, rel: str) -> bool:
+        return rel.startswith(f"{RECORDS}/") or rel == COMMON_METADATA
+
+    def garbage(
+        self,
+        dataset: str,
+        location: str,
+        storage_options: Mapping[str, str],
+        expiring: Sequence[VersionInfo],
+        kept: Sequence[VersionInfo],
+        safe_age_s: float,
+    ) -> list[tuple[str, int]]:
+        """Whole version directories (and the records of expiring versions): a directory no record names
+        goes once its newest file is ``safe_age_s`` old; a damaged record keeps every directory of its number."""
+        loc = Location.of(location, storage_options)
+        numbers = committed_numbers(loc)
+        if not numbers:
+            return []  # a dataset petastorm wrote (adopted): its only version is the root directory
+        expiring_numbers = {v.storage_version for v in expiring}
+        kept_numbers = {v.storage_version for v in kept}
+        referenced: set[str] = set()  # directories any record still names
+        doomed_dirs: set[str] = set()
+        doomed_records: list[str] = []
+        for n in numbers:
+            try:
+                commit = load_commit(loc, n)
+            except DalError as e:
+                if n in expiring_numbers:
+                    raise DalError(
+                        f"cannot read the record of version {n} at {loc.uri} ({e}); nothing was deleted"
+                    ) from e
+                commit = None
+                referenced.add(f"v{n}-")  # a damaged record: keep every directory of that number
+            if commit is None:
+                continue
+            if n in expiring_numbers and n not in kept_numbers:
+                doomed_dirs.add(commit.directory)
+                doomed_records.append(record_name(n))
+            else:
+                referenced.add(commit.directory)
+        by_dir: dict[str, list[tuple[str, int, float]]] = {}
+        for rel, size, age in aged_files(loc):
+            top = rel.split("/", 1)[0]
+            if "/" in rel and VERSION_DIR.fullmatch(top):
+                by_dir.setdefault(top, []).append((rel, size, age))
+        out: list[tuple[str, int]] = []
+        for d, files in by_dir.items():
+            if d in referenced or any(d.startswith(p) for p in referenced if p.endswith("-")):
+                continue
+            abandoned = min(age for _r, _s, age in files) >= safe_age_s
+            if d in doomed_dirs or abandoned:
+                out += [(r, s) for r, s, _a in files]
+        sizes = dict(loc.list(RECORDS, recursive=False))
+        out += [(r, sizes.get(r.split("/", 1)[1], 0)) for r in doomed_records]
+        return sorted(out)
+
+    def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:
+        """The version directories gc emptied."""
+        loc = Location.of(location, storage_options)
+        for d in {r.split("/", 1)[0] for r in deleted if VERSION_DIR.fullmatch(r.split("/", 1)[0])}:
+            loc.delete_dir(d)
 
 
 def _sweep_temporary_records(loc: Location) -> None:

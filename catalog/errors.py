@@ -22,18 +22,27 @@ class InvalidName(CatalogError, ValueError):
     """A dataset name or tag does not follow the naming rules."""
 
 
+def close_names(name: str, candidates: Iterable[str]) -> list[str]:
+    """Up to three of ``candidates`` that look like ``name``, closest first (none for an empty name)."""
+    return difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6) if name else []
+
+
+def suggest(name: str, candidates: Iterable[str], otherwise: str = "") -> str:
+    """The end of a "not found" message: ``; did you mean 'a', 'b'?`` naming the candidates close to ``name``;
+    without any, ``; <otherwise>`` (nothing when ``otherwise`` is empty). dal's column errors use it too."""
+    close = close_names(name, candidates)
+    if close:
+        return "; did you mean " + ", ".join(repr(c) for c in close) + "?"
+    return f"; {otherwise}" if otherwise else ""
+
+
 class NotFound(CatalogError, LookupError):
     """A named thing is not in the catalog; the message suggests close names."""
 
     def __init__(self, what: str, key: str = "", candidates: Iterable[str] = (), hint: str = "") -> None:
-        close = difflib.get_close_matches(key, list(candidates), n=3, cutoff=0.6) if key else []
-        message = f"{what} not found"
-        if close:
-            message += "; did you mean " + ", ".join(repr(c) for c in close) + "?"
-        elif hint:
-            message += f"; {hint}"
-        super().__init__(message)
-        self.suggestions = tuple(close)
+        candidates = list(candidates)
+        super().__init__(f"{what} not found" + suggest(key, candidates, hint))
+        self.suggestions = tuple(close_names(key, candidates))
 
 
 class DatasetNotFound(NotFound):

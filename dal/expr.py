@@ -667,16 +667,11 @@ def bind(expr: Expr, schema: pa.Schema) -> Expr:
         FilterError: an unknown column (with close names), a literal of the wrong type, a NaN literal,
         or two columns that cannot be compared.
     """
-    import difflib
+    from catalog.errors import suggest
 
     def field(c: Col) -> pa.Field:
         if c.name not in schema.names:
-            close = difflib.get_close_matches(c.name, schema.names, n=3)
-            hint = (
-                f"; did you mean {', '.join(repr(x) for x in close)}?"
-                if close
-                else f"; columns are {', '.join(schema.names)}"
-            )
+            hint = suggest(c.name, schema.names, f"columns are {', '.join(schema.names)}")
             raise FilterError(f"unknown column {c.name!r} in filter{hint}")
         return schema.field(c.name)
 

@@ -70,14 +70,13 @@ class Scan:
         return self.query.physical
 
     def _check_columns(self, names: Sequence[str], what: str) -> None:
-        import difflib
+        from catalog.errors import suggest
 
         for n in names:
             if not isinstance(n, str):
                 raise FilterError(f"a column name in {what} must be a string, not {type(n).__name__}")
             if n not in self.arrow_schema.names:
-                close = difflib.get_close_matches(n, self.arrow_schema.names, n=3)
-                hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+                hint = suggest(n, self.arrow_schema.names)
                 raise FilterError(f"unknown column {n!r} in {what} of {self.dataset.name}{hint}")
 
     @property

@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Text, cast, delete, func, or_, select, text
@@ -40,6 +40,7 @@ from catalog.types import (
     SchemaDiff,
     VersionDraft,
     VersionInfo,
+    as_utc,
     diff_schemas,
     validate_column,
     validate_name,
@@ -108,11 +109,6 @@ def _check_properties(properties: Mapping[str, Any] | None) -> dict[str, Any]:
             validate_text(v, f"property {key!r}")
         out[key] = v
     return out
-
-
-def _as_utc(ts: datetime) -> datetime:
-    """Naive timestamps are taken as UTC (documented)."""
-    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
 
 
 class Catalog:
@@ -455,7 +451,7 @@ class Catalog:
             version = VersionRow(
                 dataset_id=ds.id,
                 number=ds.current_version,
-                created_at=_as_utc(draft.committed_at) if draft.committed_at else utcnow(),
+                created_at=as_utc(draft.committed_at) if draft.committed_at else utcnow(),
                 operation=draft.operation,
                 row_count=draft.row_count,
                 file_count=draft.file_count,
@@ -623,7 +619,7 @@ class Catalog:
                     hint=f"tags are {', '.join(sorted(tags))}" if tags else "it has no tags",
                 ) from None
         if isinstance(ref, datetime):
-            at = _as_utc(ref)
+            at = as_utc(ref)
             row = s.scalar(base.where(VersionRow.created_at <= at).order_by(VersionRow.number.desc()).limit(1))
             if row is None:
                 first = s.scalar(base.order_by(VersionRow.number).limit(1))

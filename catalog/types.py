@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from catalog.errors import CatalogError, InvalidName
@@ -70,6 +70,11 @@ def validate_column(value: object, what: str = "time_column", *, optional: bool 
     if not isinstance(value, str) or not _COLUMN_RE.fullmatch(value):
         raise InvalidName(f"invalid {what} {value!r:.80}: expected a column name without control characters")
     return value
+
+
+def as_utc(ts: datetime) -> datetime:
+    """``ts`` in UTC; a naive timestamp is taken as UTC (as everywhere in the catalog and dal)."""
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
 
 
 def version_ref(ref: object) -> int | str | datetime | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +35,7 @@ from dal.sharding import Remainder, assign, share
 from dal.tasks import ReadTask
 
 DATE_PARTITION_NAMES = ("date", "day", "dt", "ds")
+TableOrBatch = TypeVar("TableOrBatch", pa.Table, pa.RecordBatch)
 PLAN_CACHE = 32  # plans (per filter and window) kept per opened version
 
 
@@ -190,7 +191,44 @@ class Query:
 
     @cached_property
     def row_filter(self) -> pc.Expression | None:
+        """The exact filter (what in-memory tables are filtered with)."""
         return E.to_arrow(self.condition, self.schema) if self.condition is not None else None
+
+    @cached_property
+    def _pushdown(self) -> tuple[pc.Expression | None, pc.Expression | None]:
+        if self.condition is None:
+            return None, None
+        widened, inexact = E.pushdown(self.condition, self.schema)
+        return (widened, self.row_filter) if inexact else (self.row_filter, None)
+
+    @property
+    def scan_filter(self) -> pc.Expression | None:
+        """The filter handed to pyarrow's scans and row-group pruning: the exact filter, widened where
+        Parquet statistics (which leave NaN out) could drop matching NaN rows (``dal.expr.pushdown``)."""
+        return self._pushdown[0]
+
+    @property
+    def exact_filter(self) -> pc.Expression | None:
+        """The exact filter still to apply to what a scan with ``scan_filter`` returns (None: nothing to do,
+        the common case: no float comparison could lose a NaN row)."""
+        return self._pushdown[1]
+
+    def scan_columns(self) -> list[str] | None:
+        """The columns a pyarrow scan reads: the projection, plus the filter's columns when the exact
+        filter is applied after the scan (``refine``)."""
+        if self.columns is None:
+            return None
+        if self.exact_filter is None:
+            return list(self.columns)
+        return list(dict.fromkeys([*self.columns, *self.filter_columns()]))
+
+    def refine(self, data: TableOrBatch) -> TableOrBatch:
+        """What a scan with ``scan_filter`` and ``scan_columns`` returned, exactly filtered and projected
+        (in memory: no statistics are consulted there)."""
+        if self.exact_filter is None:
+            return data
+        data = data.filter(self.exact_filter)
+        return data.select(list(self.columns)) if self.columns is not None else data
 
     @cached_property
     def physical(self) -> pa.Schema | None:
@@ -234,7 +272,7 @@ class Query:
         return list(store.tasks)
 
     def _plan_tasks(self, store: QueryPlan) -> list[ReadTask]:
-        flt = self.row_filter
+        flt = self.scan_filter  # pruning only: sound (widened where statistics would lose NaN rows)
         mapped = self.physical is not None
         pruning = self.mapped_pruning() if mapped and flt is not None else None
         tasks = []
@@ -306,8 +344,17 @@ class Query:
                 # a scan over the dataset's schema: the filter may name partition columns, which the file
                 # lacks and the fragment's partition expression supplies. Not count_rows(): when the filter
                 # holds for the whole partition, pyarrow 26 counts every row group of the file, not this one.
-                scanner = pads.Scanner.from_fragment(self.fragment(t), schema=self.schema, filter=flt, columns=[])
-                counted[(t.uri, t.row_group)] = sum(b.num_rows for b in scanner.to_batches())
+                exact = self.exact_filter
+                scanner = pads.Scanner.from_fragment(
+                    self.fragment(t),
+                    schema=self.schema,
+                    filter=self.scan_filter,
+                    columns=[] if exact is None else self.filter_columns(),
+                )
+                if exact is None:
+                    counted[(t.uri, t.row_group)] = sum(b.num_rows for b in scanner.to_batches())
+                else:  # the scan's filter is widened: count what the exact one keeps of its rows
+                    counted[(t.uri, t.row_group)] = sum(b.filter(exact).num_rows for b in scanner.to_batches())
         return [counted[(t.uri, t.row_group)] for t in tasks]
 
     def task_rows(self, tasks: Sequence[ReadTask]) -> list[int]:
@@ -376,7 +423,7 @@ class Query:
             out = renamed(keep[0], rename)
             for t in keep[1:]:
                 out = E.And(out, renamed(t, rename))
-            expr = E.to_arrow(out, schema)
+            expr = E.pushdown(out, schema)[0]  # pruning only: widened where statistics would lose NaN rows
         except Exception:  # pruning is an optimisation: never let it fail a read
             return None
         return expr, schema, {rename[c] for t in keep for c in columns_in(t)}

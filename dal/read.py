@@ -77,11 +77,12 @@ def read_task(query: Query, task: ReadTask) -> pa.Table:
     else:
         table = query.fragment(task).to_table(
             schema=query.schema,
-            columns=columns,
-            filter=query.row_filter,
+            columns=query.scan_columns(),
+            filter=query.scan_filter,
             use_threads=True,
             fragment_scan_options=scan_options(query),
         )
+        table = query.refine(table)  # the exact filter, where the scan's was widened (before slicing)
     if task.offset or task.length is not None:
         table = table.slice(task.offset, task.length)
     return table
@@ -108,12 +109,12 @@ def read_span(query: Query, tasks: Sequence[ReadTask]) -> pa.Table:
         i = j + 1
     dataset = pads.FileSystemDataset(fragments, query.schema, parquet_format(), query.pa_dataset.filesystem)
     table = dataset.to_table(
-        columns=list(query.columns) if query.columns is not None else None,
-        filter=query.row_filter,
+        columns=query.scan_columns(),
+        filter=query.scan_filter,
         use_threads=True,
         fragment_scan_options=scan_options(query),
     )
-    return table.combine_chunks()
+    return query.refine(table).combine_chunks()
 
 
 def ordered_map(fn: Callable[[int], T], n: int, ahead: int) -> Iterator[T]:
@@ -210,8 +211,8 @@ def _scan_spans(query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[i
     schema = query.schema if query.columns is None else pa.schema([query.schema.field(c) for c in query.columns])
     dataset = pads.FileSystemDataset(fragments, query.schema, parquet_format(), query.pa_dataset.filesystem)
     scanner = dataset.scanner(
-        columns=list(query.columns) if query.columns is not None else None,
-        filter=query.row_filter,
+        columns=query.scan_columns(),
+        filter=query.scan_filter,
         batch_size=max(rg_rows, 1),
         use_threads=True,
         fragment_readahead=int(max(1, min(4, READAHEAD_BUDGET // max(rg_bytes, 1)))),
@@ -225,8 +226,9 @@ def _scan_spans(query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[i
         while current < k:
             yield pa.Table.from_batches(held, schema=schema)
             current, held = current + 1, []
-        if tagged.record_batch.num_rows:
-            held.append(tagged.record_batch)
+        batch = query.refine(tagged.record_batch)  # the exact filter, where the scan's was widened
+        if batch.num_rows:
+            held.append(batch)
     while current < len(spans):
         yield pa.Table.from_batches(held, schema=schema)
         current, held = current + 1, []

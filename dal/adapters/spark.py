@@ -359,6 +359,9 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
         getattr(scan, "_physical", None),
         columns,
         scan.row_filter,
+        scan.query.scan_filter,  # widened where Parquet statistics could lose NaN rows (dal.expr.pushdown)
+        scan.query.exact_filter,  # then applied to the rows read (None: the scan filter is exact)
+        scan.query.scan_columns(),
     )
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -366,7 +369,12 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
         from dal.formats import fragments as frag
         from dal.sharding import slice_rows
 
-        location, options, schema, physical, cols, row_filter = payload
+        location, options, schema, physical, cols, row_filter, scan_filter, exact_filter, scan_cols = payload
+
+        def refine(read: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for b in read:
+                yield b.filter(exact_filter).select(cols)
+
         fs, _ = dio.filesystem(location, options)
         fmt = frag.parquet_format()
         for batch in batches:
@@ -387,7 +395,9 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
                         partition_expression=frag.partition_expression(parts, schema),
                         row_groups=[rg],
                     )
-                    read = fragment.to_batches(schema=schema, columns=cols, filter=row_filter)
+                    read = fragment.to_batches(schema=schema, columns=scan_cols or cols, filter=scan_filter)
+                    if exact_filter is not None:
+                        read = refine(read)
                 yield from slice_rows(read, offset, None if length < 0 else length)
 
     task_schema = (

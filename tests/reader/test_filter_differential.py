@@ -87,6 +87,13 @@ def make_table() -> pa.Table:
         "p_s": nulls([["a", "b"][int(x)] for x in rng.integers(0, 2, n)], 0.1),
         "p_i": nulls([int(x) for x in rng.integers(0, 3, n)], 0.1),
     }
+    # row groups whose only non-NaN value is one number (Parquet statistics leave NaN out, so min == max
+    # there, and pyarrow substitutes that value for the column in the filter): the first row group of the
+    # flat file in f64, and every file of one partition in f32
+    cols["f64"][:ROW_GROUP] = [[math.nan, 1.5, None][int(x)] for x in rng.integers(0, 3, ROW_GROUP)]
+    for k in range(n):
+        if cols["p_s"][k] == "b" and cols["p_i"][k] == 1:
+            cols["f32"][k] = [math.nan, 0.5, 0.5][int(rng.integers(0, 3))]
     arrays = {"id": pa.array(i, pa.int64())} | {k: pa.array(v, TYPES[k]) for k, v in cols.items()}
     return pa.table(arrays)
 

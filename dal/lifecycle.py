@@ -14,7 +14,6 @@ Deleting data is the dangerous part, so the rules are few and strict:
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from dal import args, io
 from dal.api import CatalogLike, get_catalog, sync
 from dal.errors import DalError, FilterError, FormatError, translating
 from dal.formats.base import DataFile, Format, get_format
+from dal.formats.directory import remove_empty_dirs
 from dal.location import Location
 from dal.tensors import decode_table
 
@@ -60,18 +60,6 @@ def _nested(info: DatasetInfo, others: Sequence[DatasetInfo]) -> list[str]:
     """Other datasets whose location is this one's or inside it."""
     root = info.location.rstrip("/")
     return [o.name for o in others if o.name != info.name and (o.location == root or o.location.startswith(root + "/"))]
-
-
-def _remove_empty_dirs(loc: Location) -> None:
-    """Local disk only: remove the directories left empty below (and including) the location."""
-    if not loc.local:
-        return
-    top = loc.path()
-    for dirpath, _dirs, _files in os.walk(top, topdown=False):
-        try:
-            os.rmdir(dirpath)  # only succeeds when empty
-        except OSError:
-            pass
 
 
 # -- drop, rename, set ------------------------------------------------------------------------------------
@@ -165,7 +153,7 @@ def drop(
             loc.delete(rel)
         except FileNotFoundError:
             pass
-    _remove_empty_dirs(loc)
+    remove_empty_dirs(loc)
     cat.delete_dataset(name)
     return Dropped(name, info.location, True, tuple(ours), tuple(foreign))
 

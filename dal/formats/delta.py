@@ -28,7 +28,7 @@ from dal.formats.base import (
     check_time_column,
 )
 from dal.formats.delta_types import ConformedReader, check_writable, describe_mismatch
-from dal.formats.directory import aged_files
+from dal.formats.directory import aged_files, remove_empty_dirs
 from dal.formats.parquet_writer import FILE_SCHEMA, write_files
 from dal.location import Location
 from dal.partitions import PartitionValues, partition_totals
@@ -439,16 +439,7 @@ class DeltaFormat(Format):
 
     def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:
         """Local disk: the partition directories left empty (never the log's)."""
-        loc = Location.of(location, storage_options)
-        if not loc.local:
-            return
-        top = loc.path()
-        for dirpath, _dirs, _files in os.walk(top, topdown=False):
-            if dirpath != top and "_delta_log" not in dirpath:
-                try:
-                    os.rmdir(dirpath)
-                except OSError:
-                    pass
+        remove_empty_dirs(Location.of(location, storage_options), lambda rel: not rel or "_delta_log" in rel)
 
 
 def _below(loc: Location, uri: str) -> str | None:

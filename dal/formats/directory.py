@@ -3,8 +3,9 @@ reading their footers, and the catalog's description of such a directory as one 
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -51,6 +52,22 @@ def aged_files(loc: Location) -> list[tuple[str, int, float]]:
         age = now - fi.mtime.timestamp() if fi.mtime is not None else float("inf")
         out.append((rel, int(fi.size or 0), age))
     return out
+
+
+def remove_empty_dirs(loc: Location, spare: Callable[[str], bool] = lambda rel: False) -> None:
+    """Local disk only: remove the directories left empty below the location, and the location itself, except
+    those ``spare`` keeps (it gets each one's path below the location, "" for the location)."""
+    if not loc.local:
+        return
+    top = loc.path()
+    for dirpath, _dirs, _files in os.walk(top, topdown=False):
+        rel = os.path.relpath(dirpath, top).replace(os.sep, "/")
+        if spare("" if rel == "." else rel):
+            continue
+        try:
+            os.rmdir(dirpath)  # only succeeds when empty
+        except OSError:
+            pass
 
 
 def scan_directory(loc: Location, directory: str = "") -> list[FileEntry]:

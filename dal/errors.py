@@ -64,7 +64,9 @@ def require(module: str, extra: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise MissingDependency(f"{module} is needed for this; install it with: pip install 'dal-catalog[{extra}]'") from e
+        raise MissingDependency(
+            f"{module} is needed for this; install it with: pip install 'dal-catalog[{extra}]'"
+        ) from e
 
 
 def check_int(value: object, what: str, *, minimum: int | None = None, maximum: int | None = None) -> int:

@@ -19,6 +19,7 @@ typed literals; ``to_arrow(expr)`` turns a bound tree into a pyarrow compute exp
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -865,3 +866,78 @@ def pushdown(expr: Expr, schema: pa.Schema) -> tuple[pc.Expression, bool]:
         return to_arrow(e, schema)
 
     return go(expr, True), widened
+
+
+_SQL_OPS = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def to_sql(expr: Expr) -> str:
+    """A filter as SQL WHERE text (what the read log records): identifiers quoted where needed, literals
+    as SQL spells them (``DATE '…'``, ``TIMESTAMP '…'``); a comparison the column's type decides alone
+    (``Fixed``) reads ``(c IS NOT NULL OR NULL)`` (always true but on NULL) or ``(c IS NULL AND NULL)``."""
+
+    def name(c: Col) -> str:
+        return c.name if _IDENTIFIER.fullmatch(c.name) else '"' + c.name.replace('"', '""') + '"'
+
+    def literal(v: Any) -> str:
+        if v is None:
+            return "NULL"
+        if isinstance(v, bool | np.bool_):
+            return "TRUE" if v else "FALSE"
+        if isinstance(v, float | np.floating):
+            f = float(v)
+            return repr(f) if math.isfinite(f) else f"CAST('{f!r}' AS DOUBLE)"
+        if isinstance(v, int | np.integer | Decimal):
+            return str(v)
+        if isinstance(v, Fraction):
+            return str(Decimal(v.numerator) / Decimal(v.denominator))
+        if isinstance(v, datetime):
+            return f"TIMESTAMP '{v.isoformat(sep=' ')}'"
+        if isinstance(v, date):
+            return f"DATE '{v.isoformat()}'"
+        text = v if isinstance(v, str) else repr(v)
+        return "'" + text.replace("'", "''") + "'"
+
+    def operand(x: Col | Lit | StrFunc) -> str:
+        if isinstance(x, Col):
+            return name(x)
+        if isinstance(x, StrFunc):
+            return f"{x.name}({name(x.column)})"
+        return literal(x.value)
+
+    def go(e: Expr) -> str:
+        if isinstance(e, And):
+            return f"({go(e.left)} AND {go(e.right)})"
+        if isinstance(e, Or):
+            return f"({go(e.left)} OR {go(e.right)})"
+        if isinstance(e, Not):
+            return f"NOT {go(e.operand)}"
+        if isinstance(e, IsNull):
+            return f"{name(e.column)} IS NULL"
+        if isinstance(e, Fixed):
+            c = name(e.column)
+            return f"({c} IS NOT NULL OR NULL)" if e.result else f"({c} IS NULL AND NULL)"
+        if isinstance(e, Like):
+            return f"{name(e.column)} {'ILIKE' if e.case_insensitive else 'LIKE'} {literal(e.pattern)}"
+        if isinstance(e, IsIn):
+            return f"{name(e.column)} IN ({', '.join(literal(v.value) for v in e.values)})"
+        if isinstance(e, Compare):
+            return f"{operand(e.left)} {_SQL_OPS[e.op]} {operand(e.right)}"
+        return repr(e)
+
+    text = go(expr)
+    return text[1:-1] if text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]) else text
+
+
+def _balanced(text: str) -> bool:
+    """Whether ``text``'s parentheses (outside string literals) balance without going negative."""
+    depth, quoted = 0, False
+    for ch in text:
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted:
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if depth < 0:
+                return False
+    return depth == 0

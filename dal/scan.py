@@ -167,9 +167,22 @@ class Scan:
     def _physical(self) -> pa.Schema | None:  # kept for dal.adapters.spark until it uses ``physical_schema``
         return self.physical_schema
 
+    def _log_read(self) -> None:
+        """Record a filtered (or windowed) read in the process's read log (``dal.read_log``), once per
+        dataset, version and filter text: ``dal.open`` already recorded the unfiltered one."""
+        condition = self.query.condition
+        if condition is None:
+            return
+        from dal import lineage
+
+        name, number, text = self.dataset.name, self.dataset.number, E.to_sql(condition)
+        if not any((r.dataset, r.version, r.filters) == (name, number, text) for r in lineage.read_log()):
+            lineage.record_read(name, number, text)
+
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def plan(self) -> list[ReadTask]:
         """The ReadTasks this scan reads, for its epoch and (when sharded) its rank, in reading order."""
+        self._log_read()  # every terminal but to_spark plans first
         tasks = self.query.ordered(self.shuffle_, self.epoch)
         if self.shard_ is None:
             return tasks
@@ -269,6 +282,7 @@ class Scan:
 
     def to_spark(self, spark: Any = None) -> Any:
         """This scan as a Spark DataFrame of the pinned version, projection and filters pushed into Spark."""
+        self._log_read()
         return _adapter("spark").scan_to_spark(self, spark)
 
     def to_numpy(self) -> dict[str, Any]:

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from dal.adapters.arrays import check_footers, fixed, numeric_list, rows
+from dal.adapters.arrays import widths as array_widths
 from dal.errors import DalError, require
 
 if TYPE_CHECKING:
@@ -35,6 +37,9 @@ def element_spec(scan: Scan) -> dict[str, Any]:
     """The TensorSpec (RaggedTensorSpec for variable shapes) of every column the scan yields, batched."""
     tf = _tf()
     spec: dict[str, Any] = {}
+    arrays = [n for n in scan.output_names if _plain(scan, n) and numeric_list(scan.arrow_schema.field(n).type)]
+    widths = array_widths(scan, arrays) if arrays else {}
+    check_footers(scan, widths)
     for name in scan.output_names:
         field = scan.dataset.schema.get(name)
         typ = scan.arrow_schema.field(name).type
@@ -46,6 +51,13 @@ def element_spec(scan: Scan) -> dict[str, Any]:
                 spec[name] = tf.RaggedTensorSpec(shape, dtype, ragged_rank=ragged_rank, row_splits_dtype=tf.int64)
             else:
                 spec[name] = tf.TensorSpec(shape, dtype, name=name)
+        elif name in widths:  # numeric arrays: one length in the data -> (None, n), else ragged
+            dtype = tf.as_dtype(typ.value_type.to_pandas_dtype())
+            width = widths[name]
+            if width is None:
+                spec[name] = tf.RaggedTensorSpec((None, None), dtype, ragged_rank=1, row_splits_dtype=tf.int64)
+            else:
+                spec[name] = tf.TensorSpec((None, width), dtype, name=name)
         elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
             spec[name] = tf.TensorSpec((None,), tf.string, name=name)
         elif pa.types.is_timestamp(typ) or pa.types.is_date(typ):
@@ -55,6 +67,12 @@ def element_spec(scan: Scan) -> dict[str, Any]:
         else:
             raise DalError(f"column {name!r} of type {typ} has no TensorFlow form: select other columns")
     return spec
+
+
+def _plain(scan: Scan, name: str) -> bool:
+    """Whether a column has no tensor codec (its Arrow values are what it holds)."""
+    field = scan.dataset.schema.get(name)
+    return field is None or field.codec in (None, "scalar")
 
 
 def _numpy(values: Any, typ: pa.DataType) -> Any:
@@ -103,8 +121,13 @@ def to_tf(scan: Scan, batch_size: int = 256, *, prefetch: int | None = None) -> 
     types = {n: scan.arrow_schema.field(n).type for n in spec}
     ragged = {n for n, s in spec.items() if isinstance(s, tf.RaggedTensorSpec)}
 
+    arrays = {n: s.shape[1] for n, s in spec.items() if _plain(scan, n) and numeric_list(types[n])}
+
     def convert(table: pa.Table) -> dict[str, Any]:
-        decoded = scan.dataset.decode(table)
+        decoded = scan.dataset.decode(table.drop_columns([n for n in arrays if n in table.column_names]))
+        for n, width in arrays.items():
+            column = table.column(n)
+            decoded[n] = rows(column) if width is None else fixed(n, scan.dataset.name, column, width)
         return {n: decoded[n] if n in ragged else _numpy(decoded[n], types[n]) for n in spec}
 
     def generate() -> Iterator[dict[str, Any]]:

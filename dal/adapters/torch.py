@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from dal import feed, read
+from dal.adapters.arrays import matrix, numeric_list, rows
 from dal.errors import DalError, check_int, require, translating
 
 if TYPE_CHECKING:
@@ -170,7 +171,18 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
                 raise DalError(f"transform returned {table.schema} but declared output_schema {self.output_schema}")
             decoded = {n: table.column(n).to_numpy(zero_copy_only=False) for n in table.column_names}
         else:
-            decoded = self.scan.dataset.decode(table)
+            schema = self.scan.dataset.schema
+            arrays = [
+                n
+                for n in table.column_names
+                if numeric_list(table.schema.field(n).type)
+                and getattr(schema.get(n), "codec", None) in (None, "scalar")
+            ]
+            decoded = self.scan.dataset.decode(table.drop_columns(arrays))
+            for n in arrays:  # numeric arrays: one (rows, n) tensor when of one length, else one per row
+                m = matrix(table.column(n))
+                decoded[n] = rows(table.column(n)) if m is None else m
+            decoded = {n: decoded[n] for n in table.column_names}
         return table.num_rows, {name: _tensor(values) for name, values in decoded.items()}
 
     def _chunks(self, units: list[feed.Unit]) -> Iterator[tuple[int, Columns]]:
@@ -305,8 +317,8 @@ def _join(x: Columns, y: Columns) -> Columns:
     out: Columns = {}
     for k, v in x.items():
         w = y[k]
-        if isinstance(v, list):
-            out[k] = v + list(w)
+        if isinstance(v, list) or isinstance(w, list) or (isinstance(v, _torch.Tensor) and v.shape[1:] != w.shape[1:]):
+            out[k] = list(v) + list(w)  # arrays of one length in one chunk, of another (or varying) in the next
         elif isinstance(v, np.ndarray):
             out[k] = np.concatenate([v, w])
         else:

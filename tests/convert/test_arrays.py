@@ -1,8 +1,6 @@
 """Fixed-length numeric arrays (what dal.convert and Spark writes make of MLlib vectors) as tensors: one
 (batch, n) tensor in to_torch, TensorSpec((None, n)) in to_tf; variable-length arrays as lists / ragged.
-
-The adapters are issue 14's (H9): until they do this, these tests are strict xfails (an XPASS fails the run,
-so the marks go once the adapters do it)."""
+Delta stores a FixedSizeList as a plain list: the length is found in the data."""
 
 from __future__ import annotations
 
@@ -12,10 +10,8 @@ import pytest
 
 import dal
 from catalog import Catalog
+from dal.errors import DalError
 
-PENDING = pytest.mark.xfail(
-    strict=True, reason="issue 14 (adapters): fixed-length array columns are not yet one (batch, n) tensor"
-)
 N = 10
 
 
@@ -33,7 +29,6 @@ def arrays(sqlite_env: Catalog) -> dal.Dataset:
     return dal.open("t.arrays")
 
 
-@PENDING
 def test_fixed_length_arrays_are_one_2d_tensor_in_torch(arrays: dal.Dataset) -> None:
     torch = pytest.importorskip("torch")
     batch = next(iter(arrays.to_torch(batch_size=4)))
@@ -45,7 +40,6 @@ def test_fixed_length_arrays_are_one_2d_tensor_in_torch(arrays: dal.Dataset) -> 
     assert [len(r) for r in batch["rag"]] == [int(i) % 3 for i in batch["id"]]  # variable length: one per row
 
 
-@PENDING
 def test_fixed_length_arrays_have_a_2d_tensor_spec_in_tf(arrays: dal.Dataset) -> None:
     tf = pytest.importorskip("tensorflow")
     data = arrays.to_tf(batch_size=4)
@@ -55,3 +49,32 @@ def test_fixed_length_arrays_have_a_2d_tensor_spec_in_tf(arrays: dal.Dataset) ->
     assert isinstance(spec["rag"], tf.RaggedTensorSpec)
     first = next(iter(data))
     assert tuple(first["v"].shape) == (4, 3)
+
+
+@pytest.fixture
+def mixed(sqlite_env: Catalog) -> dal.Dataset:
+    """Arrays of 3 values in the first commit (row group), of 4 in the second."""
+    for width in (3, 4):
+        rows = pa.array([[float(i)] * width for i in range(N)], pa.list_(pa.float32()))
+        dal.write(pa.table({"id": pa.array(range(N)), "v": rows}), "t.mixed")
+    return dal.open("t.mixed")
+
+
+def test_a_later_length_is_a_clear_error_in_tf(mixed: dal.Dataset) -> None:
+    pytest.importorskip("tensorflow")
+    with pytest.raises(DalError, match=r"column 'v' of t\.mixed: .*arrays of 3 values"):
+        mixed.to_tf(batch_size=4)
+
+
+def test_arrays_of_another_length_in_a_later_chunk_are_rows_in_torch(mixed: dal.Dataset) -> None:
+    torch = pytest.importorskip("torch")
+    batches = list(mixed.to_torch(batch_size=4))
+    lengths = [len(r) for b in batches for r in b["v"]]
+    assert sorted(lengths) == [3] * N + [4] * N
+    assert all(isinstance(r, torch.Tensor) for b in batches for r in b["v"])
+
+
+def test_ragged_arrays_in_tf(arrays: dal.Dataset) -> None:
+    pytest.importorskip("tensorflow")
+    got = [r.numpy().tolist() for b in arrays.select("rag").to_tf(batch_size=4) for r in b["rag"]]
+    assert got == [[i] * (i % 3) for i in range(N)]

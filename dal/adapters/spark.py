@@ -280,13 +280,6 @@ def spark_condition(e: Any, floating: set[str]) -> Any:
             a = (F.lower if e.left.name == "lower" else F.upper)(F.col(e.left.column.name))
             b = lit(e.right.value)  # type: ignore[union-attr]
             return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
-        if isinstance(e, E.Like):  # Spark's LIKE also takes '\' as the escape character
-            c = F.col(e.column.name)
-            return c.ilike(e.pattern) if e.case_insensitive else c.like(e.pattern)
-        if isinstance(e, E.Compare) and isinstance(e.left, E.StrFunc):
-            a = (F.lower if e.left.name == "lower" else F.upper)(F.col(e.left.column.name))
-            b = lit(e.right.value)  # type: ignore[union-attr]
-            return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
         if isinstance(e, E.Compare) and isinstance(e.left, E.Col):
             a = F.col(e.left.name)
             b = F.col(e.right.name) if isinstance(e.right, E.Col) else lit(e.right.value)

@@ -285,6 +285,14 @@ class Scan:
         self._log_read()
         return _adapter("spark").scan_to_spark(self, spark)
 
+    def to_polars(self, lazy: bool = True) -> Any:
+        """A polars LazyFrame (or DataFrame) reading this scan (see ``dal.adapters.polars``)."""
+        return _adapter("polars").to_polars(self, lazy)
+
+    def to_duckdb(self, connection: Any = None, name: str | None = None) -> Any:
+        """A DuckDB relation over this scan, also view ``name`` when given (see ``dal.adapters.duckdb``)."""
+        return _adapter("duckdb").to_duckdb(self, connection, name)
+
     def to_numpy(self) -> dict[str, Any]:
         """Columns as NumPy, tensor fields decoded (see ``Dataset.to_numpy``)."""
         return self.dataset.decode(self.to_arrow())

@@ -1,0 +1,53 @@
+"""Polars over a scan: a LazyFrame whose source is the scan's own reader.
+
+The source is ``Scan.iter_chunks`` (the pinned version's planned files only, Delta deletion vectors and
+column mapping honoured, the scan's projection and filters pushed into the Parquet reads). Polars pushes
+its own projection into the scan (``select``) and applies its predicate to each chunk as it arrives; a
+``head`` stops reading early. Nothing is read until the LazyFrame is collected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from dal.errors import require
+
+if TYPE_CHECKING:
+    from dal.scan import Scan
+
+__all__ = ["to_polars"]
+
+
+def _empty(scan: Scan) -> pa.Table:
+    schema = scan.arrow_schema
+    return pa.Table.from_batches([], schema=pa.schema([schema.field(n) for n in scan.output_names]))
+
+
+def to_polars(scan: Scan, lazy: bool = True) -> Any:
+    """``scan`` as a polars ``LazyFrame`` (``lazy=True``) or a collected ``DataFrame``."""
+    pl = require("polars", "polars")
+    from polars.io.plugins import register_io_source
+
+    schema = pl.from_arrow(_empty(scan)).schema
+
+    def source(with_columns: list[str] | None, predicate: Any, n_rows: int | None, _batch: int | None) -> Iterator[Any]:
+        narrowed = scan.select(*with_columns) if with_columns is not None else scan
+        left = n_rows
+        for chunk in narrowed.iter_chunks():
+            df = pl.from_arrow(chunk)
+            if predicate is not None:
+                df = df.filter(predicate)
+            if left is not None:
+                df = df.head(left)
+                left -= df.height
+            yield df
+            if left is not None and left <= 0:
+                return
+
+    frame = register_io_source(
+        source, schema=schema, explain_name="dal", explain_detail=f"{scan.dataset.name} v{scan.dataset.number}"
+    )
+    return frame if lazy else frame.collect()

@@ -24,7 +24,17 @@ from dal import args, io, lineage
 from dal.dataset import Dataset
 from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists, translating
 from dal.faults import pause
-from dal.formats.base import DEFAULT_FORMAT, SchemaMode, WriteMode, WriteOptions, commit_metadata, detect, get_format
+from dal.formats.base import (
+    DEFAULT_COMPRESSION,
+    DEFAULT_FORMAT,
+    SchemaMode,
+    WriteMode,
+    WriteOptions,
+    check_compression,
+    commit_metadata,
+    detect,
+    get_format,
+)
 from dal.sources import is_spark_dataframe
 from dal.tensors import TensorSchema
 
@@ -86,6 +96,7 @@ def write(
     tags: Sequence[str] | None = None,
     path: str | None = None,
     schema: TensorSchema | None = None,
+    compression: str = DEFAULT_COMPRESSION,
     storage_options: Mapping[str, str] | None = None,
     catalog: CatalogLike = None,
 ) -> VersionInfo:
@@ -97,6 +108,7 @@ def write(
     ``schema_mode='overwrite'`` (with ``mode='overwrite'``) replaces the schema.
     ``format='petastorm'`` takes a ``TensorSchema`` (``schema=``; an existing dataset keeps its own) and
     data as a pandas DataFrame, a dict of columns or a list of row dicts holding NumPy arrays.
+    ``compression`` is the Parquet codec of the new files: snappy (default), gzip, zstd, lz4, brotli or none.
 
     Everything is validated — and the catalog asked whether this role may record versions — before
     any data is written; a write that fails before its storage commit leaves the table and the catalog
@@ -114,6 +126,7 @@ def write(
     validate_name(name)
     if mode not in ("append", "overwrite"):
         raise DalError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    codec = check_compression(compression)
     if schema_mode not in (None, "merge", "overwrite"):
         raise DalError(f"schema_mode must be None, 'merge' or 'overwrite', not {schema_mode!r}")
     if schema_mode == "overwrite" and mode != "overwrite":
@@ -171,6 +184,7 @@ def write(
         commit_metadata=commit_metadata(uuid.uuid4().hex, name),
         tensor_schema=schema,
         time_column=time_column,
+        compression=codec,
     )
     latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
     txn = fmt.begin(location, opts, latest)  # refuses options that do not fit, before anything is written
@@ -209,6 +223,7 @@ def write(
             f"{name}: the data was written and recorded as version {version.number}, but tagging it failed ({e}); "
             f"do NOT retry the write: tag it with `dal tag {name} {version.number} TAG`"
         ) from e
+    _log.info("committed %s as version %d (storage version %s)", name, version.number, version.storage_version)
     return version
 
 

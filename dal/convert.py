@@ -36,6 +36,7 @@ def convert(
     cache_dir: str | None = None,
     dtype: str | None = "float32",
     row_group_size_bytes: int | None = DEFAULT_ROW_GROUP_BYTES,
+    compression: str = "snappy",
     catalog: Any = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> Dataset:
@@ -46,6 +47,8 @@ def convert(
       stores floats as double, ``None`` keeps each column's type.
     - ``row_group_size_bytes``: about this much uncompressed data per Parquet row group (``None``: Spark's
       Arrow batch size decides).
+    - ``compression``: the Parquet codec (petastorm's ``compression_codec``): snappy (default), gzip, zstd,
+      lz4, brotli or none.
     - The cache folder is ``cache_dir``, else Spark conf ``spark.dal.cacheDir``, else ``$DAL_CACHE_DIR``,
       else ``<DAL_HOME>/cache``. Converting the same DataFrame (same plan, same options) again reuses the
       entry, also from another process when the plan reads files or ranges (not in-memory data).
@@ -64,19 +67,24 @@ def convert(
         isinstance(row_group_size_bytes, bool) or not isinstance(row_group_size_bytes, int) or row_group_size_bytes < 1
     ):
         raise DalError(f"row_group_size_bytes must be a positive int or None, not {row_group_size_bytes!r}")
+    from dal.formats.base import check_compression
+
+    codec = check_compression(compression)
     from dal import api
     from dal.adapters import spark_convert as sc
 
     prepared = sc.prepare(df, dtype)  # type: ignore[arg-type]  # checked above
     if name is not None:
         with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
-            version = api.write(prepared, name, storage_options=storage_options, catalog=catalog)
+            version = api.write(prepared, name, compression=codec, storage_options=storage_options, catalog=catalog)
         return api.open(name, version.number, storage_options=storage_options, catalog=catalog)
     if storage_options:
         raise DalError("storage_options apply to name= writes; the cache is a local folder")
 
     root = cache.cache_root(cache_dir, sc.cache_dir_conf(df))
-    options = json.dumps({"dtype": dtype, "row_group_size_bytes": row_group_size_bytes, "v": _FORMAT_VERSION})
+    options = json.dumps(
+        {"dtype": dtype, "row_group_size_bytes": row_group_size_bytes, "compression": codec, "v": _FORMAT_VERSION}
+    )
     key = hashlib.sha256(f"{sc.plan_key(df)}\0{options}".encode()).hexdigest()[:40]
     entry = cache.lookup(root, key)
     if entry is None:
@@ -86,7 +94,7 @@ def convert(
 
             cat = Catalog(f"sqlite:///{folder / 'catalog.db'}")
             with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
-                version = api.write(prepared, CACHE_DATASET, path=str(folder / "table"), catalog=cat)
+                version = api.write(prepared, CACHE_DATASET, path=str(folder / "table"), compression=codec, catalog=cat)
             cat.close()
             entry = cache.publish(root, key, folder, version.row_count)
         except BaseException:

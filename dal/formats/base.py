@@ -21,6 +21,22 @@ SchemaMode = Literal["merge", "overwrite"] | None
 DATASET_KEY = "dal.dataset"
 WRITE_ID_KEY = "dal.write_id"
 DEFAULT_FORMAT = "delta"  # what dal.write and dal.register use unless told
+# Parquet codecs a write may ask for (pyarrow's names; "uncompressed" is an alias of "none")
+COMPRESSIONS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none")
+DEFAULT_COMPRESSION = "snappy"
+
+
+def check_compression(value: object) -> str:
+    """The Parquet codec ``value`` names (case-insensitive; "uncompressed" is "none").
+
+    Raises:
+        DalError: not one of ``COMPRESSIONS`` (the message lists them).
+    """
+    codec = value.lower() if isinstance(value, str) else None
+    codec = "none" if codec == "uncompressed" else codec
+    if codec not in COMPRESSIONS:
+        raise DalError(f"compression must be one of {', '.join(COMPRESSIONS)} (or 'uncompressed'), not {value!r}")
+    return codec
 
 
 @dataclass(frozen=True)
@@ -34,6 +50,7 @@ class WriteOptions:
     commit_metadata: Mapping[str, str] = field(default_factory=dict)
     tensor_schema: TensorSchema | None = None  # codecs and shapes of tensor fields (formats that store them)
     time_column: str | None = None
+    compression: str = DEFAULT_COMPRESSION  # Parquet codec of the data files (one of COMPRESSIONS)
 
     @property
     def dataset(self) -> str:

@@ -167,6 +167,7 @@ class DeltaFormat(Format):
                 schema_mode=opts.schema_mode,
                 storage_options=_opts(opts.storage_options),
                 commit_properties=props,
+                writer_properties=dl.WriterProperties(compression=_DELTA_RS_CODECS[opts.compression]),
             )
         except (dl.exceptions.SchemaMismatchError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
             if conformed.error is not None:
@@ -596,6 +597,13 @@ def _metadata(info: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# dal's codec names (pyarrow's) as delta-rs's WriterProperties and Spark's Parquet writer name them: pyarrow's
+# "lz4" is Parquet's LZ4_RAW (the Hadoop-framed LZ4 is deprecated and pyarrow cannot read it)
+_DELTA_RS_CODECS = {"snappy": "SNAPPY", "gzip": "GZIP", "zstd": "ZSTD", "lz4": "LZ4_RAW", "brotli": "BROTLI",
+                    "none": "UNCOMPRESSED"}  # fmt: skip
+_SPARK_CODECS = {"lz4": "lz4raw", "none": "uncompressed"}
+
+
 class DeltaWrite(WriteTransaction):
     """One Delta commit: delta-rs's writer for local data; for Spark, Parquet files staged with Delta
     statistics (``parquet_writer``, on the executors) committed as ONE version through delta-rs."""
@@ -621,7 +629,9 @@ class DeltaWrite(WriteTransaction):
         return self.opts.mode == "overwrite" and self.opts.schema_mode == "overwrite"
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
-        return write_files(batches, self.location, self.parts, dict(self.opts.storage_options))
+        return write_files(
+            batches, self.location, self.parts, dict(self.opts.storage_options), compression=self.opts.compression
+        )
 
     def commit(self, records: Sequence[Mapping[str, Any]]) -> int:
         dl = _dl()
@@ -684,7 +694,10 @@ class DeltaWrite(WriteTransaction):
             return None
 
     def spark_options(self) -> dict[str, str] | None:
-        options = {"userMetadata": json.dumps(dict(self.opts.commit_metadata), sort_keys=True)}
+        options = {
+            "userMetadata": json.dumps(dict(self.opts.commit_metadata), sort_keys=True),
+            "compression": _SPARK_CODECS.get(self.opts.compression, self.opts.compression),
+        }
         if self.opts.schema_mode == "merge":
             options["mergeSchema"] = "true"
         elif self.opts.schema_mode == "overwrite":

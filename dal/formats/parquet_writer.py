@@ -39,10 +39,12 @@ def write_files(
     storage_options: Mapping[str, str],
     *,
     prefix: str = "part",
+    compression: str = "snappy",
 ) -> list[dict[str, Any]]:
     """Write ``batches`` under ``root`` (one file per partition value seen) and describe each file.
 
-    Partition columns are not stored in the files (Delta convention); each returned dict has the
+    ``compression`` is the Parquet codec (pyarrow's name, ``dal.formats.base.COMPRESSIONS``), also in the
+    file names as Spark names them (``….zstd.parquet``). Partition columns are not stored in the files (Delta convention); each returned dict has the
     log-encoded relative ``path``, ``size``, ``partition_values`` (JSON), ``num_records`` and ``stats``.
     """
     fs, root_path = io.filesystem(root, storage_options)
@@ -52,11 +54,12 @@ def write_files(
     def target(values: tuple[tuple[str, str | None], ...], schema: pa.Schema) -> _OpenFile:
         if values not in open_files:
             directory = partition_dir(values)
-            name = f"{prefix}-{len(open_files):05d}-{token}.snappy.parquet"
+            suffix = "" if compression == "none" else f".{compression}"
+            name = f"{prefix}-{len(open_files):05d}-{token}{suffix}.parquet"
             relpath = f"{directory}/{name}" if directory else name
             full = io.join(root_path, *relpath.split("/"))
             fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
-            writer = pq.ParquetWriter(full, schema, filesystem=fs, compression="snappy")
+            writer = pq.ParquetWriter(full, schema, filesystem=fs, compression=compression)
             open_files[values] = _OpenFile(relpath, writer, values, FileStats(schema))
         return open_files[values]
 

@@ -314,8 +314,10 @@ class PetastormFormat(Format):
         partition_by: Sequence[str],
         storage_options: Mapping[str, str] | None = None,
         dataset: str = "",
+        compression: str = "snappy",
     ) -> int:
-        """Commit an encoded table as the next version; return its number.
+        """Commit an encoded table (files written with the Parquet codec ``compression``) as the next version;
+        return its number.
 
         Raises:
             FormatError: storage refused the files (disk full, permissions); nothing was committed.
@@ -323,7 +325,7 @@ class PetastormFormat(Format):
         directory = self.start(location, storage_options)
         loc = Location.of(location, storage_options)
         try:
-            files = write_files(loc, directory, table, list(partition_by))
+            files = write_files(loc, directory, table, list(partition_by), compression=compression)
         except BaseException as e:
             loc.delete_dir(directory)
             if isinstance(e, OSError | RuntimeError):  # pyarrow: "file metadata is only available after writer close"
@@ -599,9 +601,15 @@ def _reason(e: BaseException) -> str:
 
 
 def write_files(
-    loc: Location, directory: str, table: pa.Table, partition_by: list[str], prefix: str = "part"
+    loc: Location,
+    directory: str,
+    table: pa.Table,
+    partition_by: list[str],
+    prefix: str = "part",
+    compression: str = "snappy",
 ) -> list[FileEntry]:
-    """Write an encoded table under ``directory``, one file per partition value; describe each file."""
+    """Write an encoded table under ``directory``, one file per partition value, with the Parquet codec
+    ``compression`` (pyarrow's name); describe each file."""
     token = uuid.uuid4().hex
     groups = sorted(split_by_partition(table, partition_by), key=lambda kv: str(kv[0]))
     written = []
@@ -618,6 +626,7 @@ def write_files(
             loc.path(full),
             filesystem=loc.fs,
             row_group_size=ROW_GROUP_ROWS,
+            compression=compression,
             metadata_collector=collected,
         )
         size = int(loc.fs.get_file_info(loc.path(full)).size or 0)
@@ -692,7 +701,9 @@ class PetastormWrite(WriteTransaction):
         for i, batch in enumerate(batches):
             columns = _as_tensors(self.schema, {n: batch.column(n).to_pylist() for n in batch.schema.names})
             table = PetastormFormat().encode(self.schema, columns, parts)
-            out += write_files(loc, self.directory, table, parts, prefix=f"{prefix}-{i:04d}")
+            out += write_files(
+                loc, self.directory, table, parts, prefix=f"{prefix}-{i:04d}", compression=self.opts.compression
+            )
         return [dataclasses.asdict(f) for f in out]
 
     def commit(self, records: Sequence[Mapping[str, Any]]) -> int:
@@ -711,7 +722,7 @@ class PetastormWrite(WriteTransaction):
         table = fmt.encode(self.schema, _as_tensors(self.schema, _columns(data)), parts)  # validates every value first
         return fmt.write_tensors(
             self.location, self.schema, table, mode=self.opts.mode, partition_by=parts,
-            storage_options=self.opts.storage_options, dataset=self.opts.dataset,
+            storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
         )  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,6 +34,8 @@ from dal.formats.base import DataFile
 from dal.formats.fragments import dataset_from_files, partition_expression, read_exact, row_group_starts
 from dal.sharding import Remainder, assign, share
 from dal.tasks import ReadTask
+
+_log = logging.getLogger("dal")
 
 DATE_PARTITION_NAMES = ("date", "day", "dt", "ds")
 TableOrBatch = TypeVar("TableOrBatch", pa.Table, pa.RecordBatch)
@@ -276,6 +279,7 @@ class Query:
         mapped = self.physical is not None
         pruning = self.mapped_pruning() if mapped and flt is not None else None
         tasks = []
+        kept_files = groups = 0
         uri_of = {f.uri: f for f in self.files}
         paths = {self.local_path(u): u for u in uri_of}
         for fragment in self.pa_dataset.get_fragments(filter=flt if flt is not None else pc.scalar(True)):
@@ -291,6 +295,7 @@ class Query:
                 pieces = fragment.split_by_row_group(filter=pruning[0], schema=pruning[1])
             else:
                 pieces = fragment.split_by_row_group(schema=self.schema)
+            kept_files, groups = kept_files + 1, groups + fragment.num_row_groups
             starts = row_group_starts(fragment.path, fragment.filesystem) if deleted else []
             for piece in pieces:
                 for rg in piece.row_groups:
@@ -298,6 +303,15 @@ class Query:
                     exact = mapped or bool(deleted)
                     tasks.append(ReadTask(uri, rg.id, values, rg.num_rows, deleted=gone, exact=exact))
         tasks.sort(key=lambda t: (t.uri, t.row_group))
+        _log.debug(
+            "%s version %d: pruned %d of %d files, then %d of %d row groups",
+            self.source.name,
+            self.source.number,
+            len(self.files) - kept_files,
+            len(self.files),
+            groups - len(tasks),
+            groups,
+        )
         return tasks
 
     def fragment(self, task: ReadTask, row_groups: Sequence[int] | None = None) -> pads.ParquetFileFragment:

@@ -3,6 +3,7 @@ Parquet files, and delta-rs for a table with deletion vectors (deleted rows must
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -131,3 +132,20 @@ def test_missing_extra_names_the_pip_command(
     uninstall(monkeypatch, module)
     with pytest.raises(MissingDependency, match=rf"pip install 'dal-catalog\[{module}\]'"):
         getattr(scan, method)()
+
+
+def test_commits_and_pruning_are_logged_under_the_dal_logger(
+    sqlite_env: Catalog, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="dal")
+    dal.write(_table().slice(0, 300), "t.logged", partition_by=["day"], path=str(tmp_path / "ds"))
+    dal.write(_table().slice(300), "t.logged")
+    committed = [r.getMessage() for r in caplog.records if r.name == "dal" and r.getMessage().startswith("committed")]
+    assert [m.split(" (")[0] for m in committed] == [
+        "committed t.logged as version 0",
+        "committed t.logged as version 1",
+    ]
+    assert all(r.levelno == logging.INFO for r in caplog.records if r.getMessage().startswith("committed"))
+    caplog.clear()
+    assert dal.open("t.logged", 0).scan().filter("day = '2026-01-02'").count() == 75
+    assert "t.logged version 0: pruned 3 of 4 files, then 0 of 1 row groups" in caplog.messages

@@ -83,6 +83,7 @@ def test_polars_lazy_projection_filter_partition_match_the_raw_files(written: Pa
     eager = dal.open("t.ds").scan().select("id").to_polars(lazy=False)
     assert isinstance(eager, pl.DataFrame) and eager.columns == ["id"] and eager.height == len(ref)
     assert dal.open("t.ds").scan().to_polars().head(5).collect().height == 5
+    assert dal.open("t.ds").scan().to_polars().select(pl.len()).collect().item() == len(ref)  # no column read
 
 
 def test_polars_reads_the_pinned_version_only(written: Path) -> None:

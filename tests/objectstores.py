@@ -21,7 +21,7 @@ import pytest
 SECRET = f"sk-{uuid.uuid4().hex}"  # a value that must never reach the catalog
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -49,7 +49,7 @@ def serving(command: list[str], port: int, env: dict[str, str] | None = None) ->
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     with serving([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], port):
         yield f"http://127.0.0.1:{port}"
 
@@ -95,7 +95,7 @@ def azure_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = str(AZURITE) if AZURITE.exists() else shutil.which("azurite-blob")
     if binary is None:
         pytest.skip("azurite is not installed (make test installs it with npm into .cache/azurite)")
-    port = _free_port()
+    port = free_port()
     data = tmp_path_factory.mktemp("azurite")
     command = [binary, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(data),
                "--skipApiVersionCheck", "--loose", "--silent"]  # fmt: skip
@@ -129,7 +129,7 @@ def gcs_endpoint() -> Iterator[str]:
     script = Path(sys.executable).parent / "gcp-storage-emulator"
     if not script.exists():
         pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
-    port = _free_port()
+    port = free_port()
     with serving([str(script), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"], port):
         yield f"http://127.0.0.1:{port}"
 

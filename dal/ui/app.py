@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from catalog import Catalog
+from catalog import Catalog, VersionInfo
 from catalog.errors import CatalogUnavailable, DalError, NotFound
 from catalog.urls import mask_text, mask_url
 from dal import lineage, views
@@ -334,34 +334,17 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
         base = f"/d/{name}?v="
         rows_chart = bytes_chart = parts_chart = None
         if history:
-            rows_chart = bar_chart(
-                [
-                    Bar(
-                        str(v.number),
-                        v.row_count,
-                        f"version {v.number}: {v.row_count:,} rows",
-                        base + str(v.number),
-                        current is not None and v.number == current.number,
-                    )
+
+            def per_version(value: Callable[[VersionInfo], int], label: Callable[[VersionInfo], str], what: str) -> str:
+                bars = [
+                    Bar(str(v.number), value(v), f"version {v.number}: {label(v)}", base + str(v.number),
+                        current is not None and v.number == current.number)
                     for v in history
-                ],
-                title="rows per version",
-                element_id="rows-chart",
-            )
-            bytes_chart = bar_chart(
-                [
-                    Bar(
-                        str(v.number),
-                        v.size_bytes,
-                        f"version {v.number}: {views.size_text(v.size_bytes)}",
-                        base + str(v.number),
-                        current is not None and v.number == current.number,
-                    )
-                    for v in history
-                ],
-                title="bytes per version",
-                element_id="bytes-chart",
-            )
+                ]  # fmt: skip
+                return bar_chart(bars, title=f"{what} per version", element_id=f"{what}-chart")
+
+            rows_chart = per_version(lambda v: v.row_count, lambda v: f"{v.row_count:,} rows", "rows")
+            bytes_chart = per_version(lambda v: v.size_bytes, lambda v: views.size_text(v.size_bytes), "bytes")
         if parts:
             shown = sorted(parts, key=lambda p: -p.size_bytes)[:MAX_PARTITION_BARS]
             parts_chart = hbar_chart(

@@ -27,6 +27,7 @@ import dal
 from catalog import Catalog, Field, Partition, Schema, VersionDraft
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
 from tests.conftest import PG_URL, _pg_available, _pg_schema_url
+from tests.objectstores import free_port
 
 HOSTILE = "<script>alert('x')</script>\"><img src=x onerror=alert(1)>"
 SECRET_LOCATION = "s3://AKIAEXAMPLE:wJalrXUtnFEMI@bucket/raw?X-Amz-Signature=deadbeefsecret&sig=sassecret"
@@ -54,12 +55,6 @@ class Server:
     def json(self, path: str) -> tuple[int, Any]:
         status, _, body = self.get(path)
         return status, json.loads(body)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def populate(url: str, warehouse: Path) -> None:

@@ -18,6 +18,7 @@ from dal.expr import col
 from dal.lineage import read_log
 from dal.scan import Scan
 from dal.tensors import TensorField, TensorSchema
+from dal.transform import TransformSpec
 
 __version__ = "0.1.0"
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "Scan",
     "TensorField",
     "TensorSchema",
+    "TransformSpec",
     "__version__",
     "col",
     "convert",

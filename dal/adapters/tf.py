@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from dal.adapters.arrays import check_footers, fixed, numeric_list, rows
 from dal.adapters.arrays import widths as array_widths
-from dal.errors import DalError, require
+from dal.errors import DalError, check_int, require
 
 if TYPE_CHECKING:
     from dal.scan import Scan
@@ -44,13 +44,7 @@ def element_spec(scan: Scan) -> dict[str, Any]:
         field = scan.dataset.schema.get(name)
         typ = scan.arrow_schema.field(name).type
         if field is not None and field.codec not in (None, "scalar"):
-            shape = (None, *tuple(field.shape or ()))
-            dtype = tf.as_dtype(np.dtype(field.dtype))
-            if any(d is None for d in shape[1:]):
-                ragged_rank = max(i for i, d in enumerate(shape) if d is None)
-                spec[name] = tf.RaggedTensorSpec(shape, dtype, ragged_rank=ragged_rank, row_splits_dtype=tf.int64)
-            else:
-                spec[name] = tf.TensorSpec(shape, dtype, name=name)
+            spec[name] = _tensor_spec(name, np.dtype(field.dtype), tuple(field.shape or ()))
         elif name in widths:  # numeric arrays: one length in the data -> (None, n), else ragged
             dtype = tf.as_dtype(typ.value_type.to_pandas_dtype())
             width = widths[name]
@@ -67,6 +61,16 @@ def element_spec(scan: Scan) -> dict[str, Any]:
         else:
             raise DalError(f"column {name!r} of type {typ} has no TensorFlow form: select other columns")
     return spec
+
+
+def _tensor_spec(name: str, dtype: np.dtype[Any], shape: tuple[int | None, ...]) -> Any:
+    """The batched TensorSpec of a column of ``shape`` per row; RaggedTensorSpec when a dimension varies."""
+    tf = _tf()
+    full = (None, *shape)
+    if any(d is None for d in shape):
+        ragged_rank = max(i for i, d in enumerate(full) if d is None)
+        return tf.RaggedTensorSpec(full, tf.as_dtype(dtype), ragged_rank=ragged_rank, row_splits_dtype=tf.int64)
+    return tf.TensorSpec(full, tf.as_dtype(dtype), name=name)
 
 
 def _plain(scan: Scan, name: str) -> bool:
@@ -112,9 +116,26 @@ def _ragged(values: Any, spec: Any) -> Any:
     return tf.RaggedTensor.from_nested_row_lengths(flat, lengths)
 
 
-def to_tf(scan: Scan, batch_size: int = 256, *, prefetch: int | None = None) -> Any:
-    """The scan as a prefetching ``tf.data.Dataset`` of dicts (see the module docstring)."""
+def to_tf(
+    scan: Scan,
+    batch_size: int = 256,
+    *,
+    prefetch: int | None = None,
+    transform: Any = None,
+    output_schema: pa.Schema | None = None,
+) -> Any:
+    """The scan as a prefetching ``tf.data.Dataset`` of dicts (see the module docstring).
+
+    ``transform``: a ``dal.TransformSpec`` (or a function over Arrow chunks with its ``output_schema``), as
+    for ``to_torch`` (see ``dal.transform``); the element_spec comes from the fields it declares, and the
+    transform is tried on the first rows here, so a wrong shape or dtype is a DalError before training.
+
+    Raises:
+        DalError: a column with no TensorFlow form; a transform that does not fit the data."""
     tf = _tf()
+    batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=2**31 - 1)
+    if transform is not None or output_schema is not None:
+        return _transformed(scan, batch_size, prefetch, transform, output_schema)
     spec = element_spec(scan)
     scan.plan()  # footers and file lists once, here, not in tf.data's generator thread
     epochs = itertools.count(scan.epoch)
@@ -129,6 +150,76 @@ def to_tf(scan: Scan, batch_size: int = 256, *, prefetch: int | None = None) -> 
             column = table.column(n)
             decoded[n] = rows(column) if width is None else fixed(n, scan.dataset.name, column, width)
         return {n: decoded[n] if n in ragged else _numpy(decoded[n], types[n]) for n in spec}
+
+    def generate() -> Iterator[dict[str, Any]]:
+        epoch_scan = scan.set_epoch(next(epochs))
+        for chunk in epoch_scan.iter_chunks(convert=convert):
+            yield {n: _ragged(v, spec[n]) if n in ragged else v for n, v in chunk.items()}
+
+    data = tf.data.Dataset.from_generator(generate, output_signature=spec).rebatch(batch_size)
+    return data.prefetch(prefetch if prefetch is not None else tf.data.AUTOTUNE)
+
+
+def _transformed(scan: Scan, batch_size: int, prefetch: int | None, transform: Any, output_schema: Any) -> Any:
+    """``to_tf`` through a transform (``dal.transform``): its declared fields make the element_spec."""
+    from dal import read
+    from dal import transform as transforms
+
+    tf = _tf()
+    if transform is None:
+        raise transforms.TransformError("output_schema goes with transform=; pass the transform too")
+    bound = transforms.bind(transform, output_schema, scan)
+    # numeric arrays passed on unchanged: one width in the data -> (None, n), as without a transform
+    inputs = {f.name: f for f in bound.inputs}
+    kept = [
+        f.name
+        for f in bound.fields
+        if inputs.get(f.name) == f and f.shape == (None,) and _plain(scan, f.name)
+        and numeric_list(scan.arrow_schema.field(f.name).type)
+    ]  # fmt: skip
+    widths = array_widths(scan, kept) if kept else {}
+    check_footers(scan, widths)
+    shapes = {n: (w,) for n, w in widths.items() if w is not None}
+    if shapes:
+        bound = transforms.bind(transform, output_schema, scan, shapes)
+    spec: dict[str, Any] = {}
+    for f in bound.fields:
+        if f.kind == "str":
+            spec[f.name] = tf.TensorSpec((None,), tf.string, name=f.name)
+        elif f.kind == "time":
+            spec[f.name] = tf.TensorSpec((None,), tf.int64, name=f.name)  # microseconds / days since the epoch
+        elif f.kind == "object":
+            raise DalError(
+                f"column {f.name!r} ({f.dtype}) has no TensorFlow form: remove it or declare it in edit_fields"
+            )
+        else:
+            spec[f.name] = _tensor_spec(f.name, f.dtype, f.shape)
+    scan.plan()
+    ragged = {n for n, s in spec.items() if isinstance(s, tf.RaggedTensorSpec)}
+    kinds = {f.name: f.kind for f in bound.fields}
+
+    def convert(table: pa.Table) -> dict[str, Any]:
+        _rows, columns = bound.apply(table)
+        out: dict[str, Any] = {}
+        for name, values in columns.items():
+            if name in ragged:
+                out[name] = values
+            elif kinds[name] == "str":
+                out[name] = np.asarray(values).astype(str)
+            elif kinds[name] == "time":
+                out[name] = np.asarray(values).astype(np.int64)
+            elif isinstance(values, list):
+                raise DalError(f"column {name!r} holds nulls: a TensorFlow tensor cannot (declared nullable)")
+            else:
+                out[name] = values
+        return out
+
+    for task in scan.plan()[:8]:  # the first rows through the transform now: its errors as DalErrors, here
+        table = read.read_task(scan.query, task)
+        if table.num_rows:
+            convert(table.slice(0, 64))
+            break
+    epochs = itertools.count(scan.epoch)
 
     def generate() -> Iterator[dict[str, Any]]:
         epoch_scan = scan.set_epoch(next(epochs))

@@ -52,10 +52,10 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         scan: what to read (projection, filters, window, shuffle; a ``shard`` if ranks are not taken
             from torch.distributed).
         batch_size: rows per batch (the last batch of an epoch may be shorter).
-        transform: a function over each chunk (an Arrow batch of whole row groups, like Petastorm's
-            TransformSpec over a row group) returning an Arrow batch or a pandas DataFrame. Declare what
-            it returns in ``output_schema``.
-        output_schema: the columns and Arrow types ``transform`` returns (checked on every chunk).
+        transform: a ``dal.TransformSpec`` (its function sees each chunk decoded; see ``dal.transform``),
+            or a function over each chunk as stored (an Arrow batch of whole row groups) returning an
+            Arrow batch or a pandas DataFrame, declared in ``output_schema``.
+        output_schema: the columns and Arrow types a plain-function ``transform`` returns (checked on every chunk).
         num_canonical_shards: elastic order (see ``dal.feed``): a multiple of every world size to run at.
         device: ``"cuda"`` (or ``"cuda:1"``) copies each batch through pinned memory on a side stream;
             ``"cpu"``/None leaves tensors in host memory.
@@ -76,8 +76,11 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
     ) -> None:
         super().__init__()
         batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=2**31 - 1)
-        if transform is not None and output_schema is None:
-            raise DalError("a transform must declare its output_schema (the columns and types it returns)")
+        self._bound: Any = None  # dal.transform: the transform checked against the scan, before any read
+        if transform is not None or output_schema is not None:
+            from dal import transform as transforms
+
+            self._bound = transforms.bind(transform, output_schema, scan)
         if num_canonical_shards is not None:
             num_canonical_shards = check_int(num_canonical_shards, "num_canonical_shards", minimum=1)
         self.device = _device(device)
@@ -159,17 +162,9 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
     def convert(self, table: pa.Table) -> tuple[int, Columns]:
         """One chunk as (rows, columns): tensor fields decoded, each column converted once (zero-copy
         where Arrow allows); strings as NumPy object arrays (lists per batch)."""
-        if self.transform is not None:
-            out = self.transform(table.combine_chunks().to_batches()[0] if table.num_rows else table)
-            if not isinstance(out, pa.RecordBatch | pa.Table):
-                out = pa.Table.from_pandas(out, preserve_index=False)
-            table = pa.table(out) if isinstance(out, pa.RecordBatch) else out
-            assert self.output_schema is not None
-            if table.schema.names != self.output_schema.names or not all(
-                a.type.equals(b.type) for a, b in zip(table.schema, self.output_schema, strict=True)
-            ):
-                raise DalError(f"transform returned {table.schema} but declared output_schema {self.output_schema}")
-            decoded = {n: table.column(n).to_numpy(zero_copy_only=False) for n in table.column_names}
+        if self._bound is not None:  # dal.transform: the declared fields, checked, tensor fields decoded
+            n, decoded = self._bound.apply(table)
+            return n, {name: _tensor(values) for name, values in decoded.items()}
         else:
             schema = self.scan.dataset.schema
             arrays = [

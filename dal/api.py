@@ -63,13 +63,30 @@ def open(
     *,
     storage_options: Mapping[str, str] | None = None,
     catalog: CatalogLike = None,
+    cache: str | None = None,
+    cache_size: int | str | None = None,
+    cache_dir: str | None = None,
 ) -> Dataset:
     """Pin one version of a dataset: ``None`` (latest), a number, a tag, or a datetime (as of that time).
 
+    ``cache="local"`` keeps the byte ranges reads fetch from object storage (footers, column chunks) on local
+    disk, so later epochs read them from there (``dal.filecache``): at most ``cache_size`` bytes (an int or
+    '20GB'; default ``$DAL_CACHE_SIZE``, else 10 GiB) under ``cache_dir`` (default ``$DAL_FILE_CACHE_DIR``,
+    else ``<DAL_HOME>/filecache``). Local datasets are read in place.
+
     Raises:
-        DatasetNotFound / VersionNotFound (with close names), InvalidName.
+        DatasetNotFound / VersionNotFound (with close names), InvalidName; DalError for a bad cache option.
     """
     args.check(storage_options=storage_options, catalog=catalog)
+    file_cache = None
+    if cache is not None:
+        from dal import filecache
+
+        if cache not in filecache.MODES:
+            raise DalError(f"cache must be None or 'local', not {cache!r}")
+        file_cache = filecache.FileCache.create(cache_dir, cache_size)
+    elif cache_size is not None or cache_dir is not None:
+        raise DalError("cache_size and cache_dir apply to a cached read: pass cache='local' too")
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
     pinned = cat.version(name, version)
@@ -79,6 +96,10 @@ def open(
             f"{name} version {pinned.number} (storage version {pinned.storage_version}) cannot be read: {unavailable}"
         )
     lineage.record_read(info.name, pinned.number)  # the process-wide read log: upstream of later writes
+    if file_cache is not None:
+        from dal.filecache import ReadOptions
+
+        return Dataset(info, pinned, ReadOptions.of(storage_options, file_cache))
     return Dataset(info, pinned, dict(storage_options or {}))
 
 

@@ -220,7 +220,29 @@ def object_store_options(options: StorageOptions | None) -> dict[str, str] | Non
 
 def filesystem(uri: str, storage_options: StorageOptions | None = None) -> tuple[pafs.FileSystem, str]:
     """A pyarrow filesystem and the path inside it for ``uri``: local, S3, Azure and GCS (pyarrow's own
-    clients), or any other fsspec URL (memory://, hdfs://, …) through fsspec."""
+    clients), or any other fsspec URL (memory://, hdfs://, …) through fsspec.
+
+    Options that carry a file cache (``dal.open(…, cache="local")``: ``dal.filecache.ReadOptions``) get a
+    remote filesystem whose random-access reads go through that cache."""
+    fs, path = _filesystem(uri, storage_options)
+    cache = getattr(storage_options, "file_cache", None)
+    if cache is not None and not is_local(uri):
+        fs = cache.wrap(fs, store_name(uri, storage_options or {}))
+    return fs, path
+
+
+def store_name(uri: str, options: StorageOptions) -> str:
+    """The storage ``uri`` lives on, for cache keys: its scheme and the endpoint/account the options name
+    (never a credential)."""
+    endpoint = _option(options, "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "endpoint_url", "AZURE_STORAGE_ENDPOINT",
+                       "azure_storage_endpoint", "GOOGLE_BASE_URL", "google_base_url")  # fmt: skip
+    account = _option(options, "AZURE_STORAGE_ACCOUNT_NAME", "azure_storage_account_name", "account_name")
+    parts = urlsplit(uri)
+    host = parts.hostname if parts.scheme in AZURE_SCHEMES else ""
+    return f"{parts.scheme}://{mask_url(endpoint) if endpoint else ''}|{account or host or ''}"
+
+
+def _filesystem(uri: str, storage_options: StorageOptions | None = None) -> tuple[pafs.FileSystem, str]:
     if is_local(uri):
         return pafs.LocalFileSystem(), normalize(uri)
     parts = urlsplit(uri)

@@ -493,6 +493,7 @@ def gc(
                       tuple(tagged))  # fmt: skip
     if dry_run:
         return result
+    fmt.prepare_gc(info.location, options, kept, deleted)  # e.g. a Delta checkpoint, before anything is deleted
     if expiring:
         reason = f"expired by dal gc on {now.strftime('%Y-%m-%d %H:%M')} UTC; its files were deleted"
         cat.expire_versions(name, [v.number for v in expiring], reason)

@@ -231,6 +231,12 @@ class Format(ABC):
         """
         raise DalError(f"{dataset} is a {self.name} dataset dal registered read-only: gc does not delete its files")
 
+    def prepare_gc(  # noqa: B027  (by default nothing to prepare)
+        self, location: str, storage_options: Mapping[str, str], kept: Sequence[VersionInfo], doomed: Sequence[str]
+    ) -> None:
+        """Before gc deletes ``doomed`` (not on a dry run): what keeps the ``kept`` versions readable without
+        them (Delta: a checkpoint at the oldest kept version before log entries go)."""
+
     def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:  # noqa: B027
         """After gc deleted ``deleted``: remove the directories it left behind."""
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
@@ -401,7 +402,12 @@ class DeltaFormat(Format):
         kept: Sequence[VersionInfo],
         safe_age_s: float,
     ) -> list[tuple[str, int]]:
-        """Data files only: the log is delta-rs's (its own cleanup expires log entries)."""
+        """Data files and deletion vectors no kept version needs (delta-rs's vacuum, as dal applies it: the
+        files of expiring versions now, unreferenced ones once ``safe_age`` old), and log entries (commits,
+        checksums, checkpoints) of versions before the oldest kept one that are older than the table's
+        ``delta.logRetentionDuration`` (30 days unless the table sets it: delta-rs's ``cleanup_metadata``
+        rule). ``prepare_gc`` writes a checkpoint at the oldest kept version first when the log needs one,
+        so every kept version stays loadable without the entries that go."""
         loc = Location.of(location, storage_options)
         needed: set[str] = set()
         for v in kept:
@@ -421,15 +427,25 @@ class DeltaFormat(Format):
             except DalError:
                 continue  # unreadable already: its files are judged by age like any unreferenced file
         listed = aged_files(loc)
+        kept_versions = sorted({v.storage_version for v in kept if v.storage_version is not None})
+        gone_versions = sorted({v.storage_version for v in expiring if v.storage_version is not None})
+        dv_needed, dv_committed = _deletion_vector_files(
+            dataset, location, storage_options, kept_versions, gone_versions, listed
+        )
+        needed |= dv_needed
         unmatched = sorted(needed - {rel for rel, _s, _a in listed})
         if unmatched:  # a kept file not found by its name: never guess which listed file it is
             raise DalError(
                 f"{dataset}: kept versions reference {len(unmatched)} file(s) gc cannot find at {loc.uri} "
                 f"(e.g. {unmatched[0]}); nothing was deleted"
             )
-        out = []
+        out = _expired_log(self._table(location, storage_options), listed, kept_versions)
         for rel, size, age in listed:
             parts = rel.split("/")
+            if _DV_FILE.fullmatch(parts[-1]) and parts[0] != "_delta_log":
+                if rel not in needed and (rel in dv_committed or age >= safe_age_s):
+                    out.append((rel, size))
+                continue
             if parts[0] == "_delta_log" or not rel.endswith(".parquet") or any(p.startswith(("_", ".")) for p in parts):
                 continue  # the log, and hidden files, are not data files (delta-rs vacuum skips them too)
             if rel in needed:
@@ -438,9 +454,214 @@ class DeltaFormat(Format):
                 out.append((rel, size))
         return sorted(out)
 
+    def prepare_gc(
+        self, location: str, storage_options: Mapping[str, str], kept: Sequence[VersionInfo], doomed: Sequence[str]
+    ) -> None:
+        """Before gc deletes log entries: a checkpoint at the oldest kept version unless one newer than every
+        doomed entry (and not newer than that version) exists, written by delta-rs, so kept versions load."""
+        gone = [v for rel in doomed if (v := _log_version(rel)) is not None]
+        kept_versions = [v.storage_version for v in kept if v.storage_version is not None]
+        if not gone or not kept_versions:
+            return
+        oldest = min(kept_versions)
+        fs, root = io.filesystem(location, storage_options)
+        log = io.join(root, "_delta_log")
+        names = [i.base_name for i in fs.get_file_info(pafs.FileSelector(log, allow_not_found=True))]
+        if any(max(gone) < c <= oldest for c in _checkpoints(names)):
+            return
+        try:
+            self._table(location, storage_options, oldest).create_checkpoint()
+        except DalError:
+            raise
+        except Exception as e:
+            raise FormatError(f"{location}: cannot write a checkpoint at Delta version {oldest}: {_short(e)}") from e
+        log_gc.debug("%s: wrote a checkpoint at Delta version %d before expiring older log entries", location, oldest)
+
     def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:
         """Local disk: the partition directories left empty (never the log's)."""
         remove_empty_dirs(Location.of(location, storage_options), lambda rel: not rel or "_delta_log" in rel)
+
+
+# -- gc of the log and of deletion vectors -----------------------------------------------------------------
+
+log_gc = logging.getLogger("dal.gc")
+# log entries of one version: commit, checksum, checkpoint (classic, multi-part, v2 top-level), Hadoop .crc
+_LOG_ENTRY = re.compile(
+    r"\.?(\d{20})\.(?:json|crc|checkpoint(?:\.\d+\.\d+|\.[0-9a-fA-F-]{36})?\.(?:parquet|json))(?:\.crc)?"
+)
+_COMPACTED = re.compile(r"\.?\d{20}\.(\d{20})\.compacted\.json(?:\.crc)?")  # a range: its last version counts
+_CLASSIC_CHECKPOINT = re.compile(r"(\d{20})\.checkpoint(?:\.\d+\.\d+)?\.parquet")
+_DV_FILE = re.compile(r"deletion_vector_[0-9a-fA-F-]{36}\.bin")
+_RETENTION = re.compile(r"\s*interval\s+(\d+)\s+(\w+?)s?\s*", re.IGNORECASE)
+_UNIT_S = {"nanosecond": 1e-9, "microsecond": 1e-6, "millisecond": 1e-3, "second": 1, "minute": 60, "hour": 3600,
+           "day": 86400, "week": 604800}  # fmt: skip
+LOG_RETENTION_DEFAULT_S = 30 * 86400.0  # Delta's default delta.logRetentionDuration
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def _log_version(rel: str) -> int | None:
+    """The version a log entry (``_delta_log/<name>``, not in a subdirectory) belongs to; None for anything
+    else (``_last_checkpoint``, sidecars, staged commits)."""
+    parts = rel.split("/")
+    if len(parts) != 2 or parts[0] != "_delta_log":
+        return None
+    if m := _LOG_ENTRY.fullmatch(parts[1]):
+        return int(m.group(1))
+    if m := _COMPACTED.fullmatch(parts[1]):
+        return int(m.group(1))
+    return None
+
+
+def _checkpoints(names: Iterable[str]) -> set[int]:
+    """Versions with a complete-looking checkpoint among the log's file names (classic, multi-part, v2)."""
+    out = set()
+    for n in names:
+        if n.startswith(".") or ".checkpoint." not in n or not n.endswith((".parquet", ".json")):
+            continue
+        if (m := _LOG_ENTRY.fullmatch(n)) is not None and not n.endswith(".crc"):
+            out.add(int(m.group(1)))
+    return out
+
+
+def log_retention_s(configuration: Mapping[str, str]) -> float | None:
+    """The table's ``delta.logRetentionDuration`` in seconds (Delta's default 30 days when unset); None
+    when it cannot be read (then no log entry is deleted)."""
+    text = configuration.get("delta.logRetentionDuration")
+    if text is None:
+        return LOG_RETENTION_DEFAULT_S
+    m = _RETENTION.fullmatch(text)
+    unit = _UNIT_S.get(m.group(2).lower()) if m else None
+    return None if m is None or unit is None else int(m.group(1)) * unit
+
+
+def _expired_log(table: Any, listed: Sequence[tuple[str, int, float]], kept: Sequence[int]) -> list[tuple[str, int]]:
+    """Log entries of versions before the oldest kept one, older than the table's log retention."""
+    if not kept:
+        return []
+    retention = log_retention_s(table.metadata().configuration or {})
+    if retention is None:
+        log_gc.warning("%s: unreadable delta.logRetentionDuration; no log entry is expired", table.table_uri)
+        return []
+    oldest = min(kept)
+    return [
+        (rel, size)
+        for rel, size, age in listed
+        if (v := _log_version(rel)) is not None and v < oldest and age >= retention
+    ]
+
+
+def _z85(text: str) -> bytes:
+    out = bytearray()
+    for i in range(0, len(text), 5):
+        n = 0
+        for ch in text[i : i + 5]:
+            n = n * 85 + _Z85.index(ch)
+        out += n.to_bytes(4, "big")
+    return bytes(out)
+
+
+def deletion_vector_path(descriptor: Mapping[str, Any]) -> str | None:
+    """The file of a deletion vector descriptor (``add.deletionVector``): relative to the table for storage
+    type ``u`` (``[prefix/]deletion_vector_<uuid>.bin``), the absolute path for ``p``, None when inline."""
+    kind, where = descriptor.get("storageType"), str(descriptor.get("pathOrInlineDv") or "")
+    if kind == "p":
+        return unquote(where)
+    if kind != "u" or len(where) < 20:
+        return None
+    raw = _z85(where[-20:])
+    hexed = raw.hex()
+    name = f"deletion_vector_{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}.bin"
+    return f"{where[:-20]}/{name}" if len(where) > 20 else name
+
+
+def _actions(fs: pafs.FileSystem, path: str) -> Iterator[dict[str, Any]]:
+    with fs.open_input_stream(path) as fh:
+        for line in fh.read().decode().splitlines():
+            if line.strip():
+                yield json.loads(line)
+
+
+def _deletion_vector_files(
+    dataset: str,
+    location: str,
+    storage_options: Mapping[str, str],
+    kept: Sequence[int],
+    expiring: Sequence[int],
+    listed: Sequence[tuple[str, int, float]],
+) -> tuple[set[str], set[str]]:
+    """(deletion vector files the kept versions need, every one a replayed or expiring commit adds), both
+    relative to the location, from a replay of the log (add/remove actions) from the newest classic
+    checkpoint not after the oldest kept version (or from version 0) up to the newest kept one, and the
+    commits of the ``expiring`` versions still in the log. delta-rs does not expose deletion vector paths,
+    and its vacuum leaves them be.
+
+    Raises:
+        DalError: the table has deletion vector files but the log cannot be replayed (nothing is deleted)."""
+    if not kept or not any(_DV_FILE.fullmatch(rel.rsplit("/", 1)[-1]) for rel, _s, _a in listed):
+        return set(), set()
+    names = {rel.split("/", 1)[1] for rel, _s, _a in listed if rel.startswith("_delta_log/") and rel.count("/") == 1}
+    oldest, newest = kept[0], kept[-1]
+    starts = sorted(
+        {int(m.group(1)) for n in names if (m := _CLASSIC_CHECKPOINT.fullmatch(n)) and int(m.group(1)) <= oldest}
+    )
+    first = starts[-1] if starts else None
+    commits = range(first + 1 if first is not None else 0, newest + 1)
+    missing = [v for v in commits if f"{v:020d}.json" not in names]
+    if missing:
+        raise DalError(
+            f"{dataset}: cannot tell which deletion vector files kept versions need (no checkpoint at or before "
+            f"version {oldest}, and commit {missing[0]} is not in the log); nothing was deleted"
+        )
+    loc = Location.of(location, storage_options)
+    fs, root = io.filesystem(location, storage_options)
+    log = io.join(root, "_delta_log")
+    state: dict[str, str | None] = {}
+    named: set[str] = set()
+    needed: set[str] = set()
+
+    def rel_of(dv: Mapping[str, Any] | None) -> str | None:
+        path = deletion_vector_path(dv) if dv else None
+        if path is None or ("://" not in path and not path.startswith("/")):
+            return path
+        return _below(loc, path)
+
+    if first is not None:
+        import pyarrow.parquet as pq
+
+        parts = sorted(n for n in names if (m := _CLASSIC_CHECKPOINT.fullmatch(n)) and int(m.group(1)) == first)
+        for n in parts:
+            adds = pq.read_table(io.join(log, n), filesystem=fs, columns=["add"]).column("add").to_pylist()
+            for a in adds:
+                if a is not None:
+                    state[unquote(a["path"])] = dv = rel_of(a.get("deletionVector"))
+                    if dv:
+                        named.add(dv)
+        if first in kept:
+            needed |= {dv for dv in state.values() if dv}
+    for v in commits:
+        actions = list(_actions(fs, io.join(log, f"{v:020d}.json")))
+        for kind in ("remove", "add"):  # a commit replacing a file's deletion vector removes the old one first
+            for act in actions:
+                a = act.get(kind)
+                if a is None:
+                    continue
+                path, dv = unquote(a["path"]), rel_of(a.get("deletionVector"))
+                if dv:
+                    named.add(dv)
+                if kind == "add":
+                    state[path] = dv
+                elif state.get(path) == dv:
+                    del state[path]
+        if v in kept:
+            needed |= {dv for dv in state.values() if dv}
+    for v in expiring:  # a deletion vector file is written for the commit that adds it
+        if v not in commits and f"{v:020d}.json" in names:
+            named |= {
+                dv
+                for act in _actions(fs, io.join(log, f"{v:020d}.json"))
+                if (dv := rel_of((act.get("add") or {}).get("deletionVector")))
+            }
+    return needed, named
 
 
 def _below(loc: Location, uri: str) -> str | None:

@@ -16,6 +16,7 @@ from dal.dataset import Dataset
 from dal.errors import DalError
 from dal.expr import col
 from dal.lineage import read_log
+from dal.mixing import mix as mix  # dal.mix([...], weights=[...])
 from dal.scan import Scan
 from dal.tensors import TensorField, TensorSchema
 from dal.transform import TransformSpec

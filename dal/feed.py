@@ -12,19 +12,25 @@ hand out batches as slices of it. What is defined here is *which rows, in which 
   holds those shards' pieces (batch_size = m·C/W) and the concatenation of all ranks' batches of step t
   is the same whatever W (and whatever the worker count). After t steps every canonical shard has
   given exactly t·m rows, so a checkpoint is one number and resumes at any W that divides C.
+
+Sampled and balanced scans (``Scan.sample`` / ``Scan.balance``) and mixes (``dal.mix``) are *virtual row
+sources* (``dal.sampling.Rows``): an epoch's rows numbered 0…N-1 (N known before reading), read by
+ranges. Every rule above applies to that numbering: rank r of W takes ``share(N, r, W)`` of it, plain
+DataLoader workers split the rank's rows again ("keep"), resumption skips rows of it, and canonical
+shards cut it. A plain scan keeps its streaming path (one pyarrow scanner per rank).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
-from dal import read
+from dal import read, sampling
 from dal.errors import DalError
 from dal.plan import translate_missing
 from dal.scan import Scan
@@ -43,14 +49,43 @@ class Position:
     rows: int
 
 
+def is_virtual(scan: Any) -> bool:
+    """Whether ``scan`` is read as virtual rows: a sampled or balanced scan, or a mix."""
+    return getattr(scan, "sample_", None) is not None or hasattr(scan, "epoch_rows")
+
+
+def virtual_rows(scan: Any) -> sampling.Rows:
+    """The whole epoch (every rank's rows) of a virtual source, or of a plain scan."""
+    if hasattr(scan, "epoch_rows"):
+        return scan.epoch_rows()  # type: ignore[no-any-return]
+    return sampling.scan_rows(scan)
+
+
+def _identity(scan: Any) -> dict[str, Any]:
+    """What a state records of the source, JSON-normalised (a state may travel through JSON)."""
+    import json
+
+    if hasattr(scan, "identity"):
+        out = scan.identity()
+    else:
+        ds = scan.dataset
+        seed = scan.shuffle_[0] if scan.shuffle_ is not None else None
+        out = {"dataset": ds.name, "version": ds.number, "seed": seed, "sampling": sampling.describe(scan.sample_)}
+    return json.loads(json.dumps(out))  # type: ignore[no-any-return]
+
+
 def check_state(scan: Scan, state: dict[str, Any], canonical: int | None) -> Position:
-    """Validate a ``state_dict`` against this scan (same dataset, version, seed, canonical shards)."""
+    """Validate a ``state_dict`` against this scan (same dataset, version, seed, sample or mix, canonical
+    shards)."""
+    import json
+
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise DalError(f"not a dal loader state (format {STATE_FORMAT}): {str(state)[:200]}")
     ds = scan.dataset
-    seed = scan.shuffle_[0] if scan.shuffle_ is not None else None
-    for key, mine in (("dataset", ds.name), ("version", ds.number), ("seed", seed), ("canonical", canonical)):
-        if state.get(key) != mine:
+    mine_all = {**_identity(scan), "canonical": canonical}
+    for key, mine in mine_all.items():
+        theirs = json.loads(json.dumps(state.get(key)))
+        if theirs != mine:
             raise DalError(
                 f"cannot resume {ds.name} version {ds.number}: the state was saved with {key}={state.get(key)!r}, "
                 f"this loader has {key}={mine!r}"
@@ -65,12 +100,9 @@ def check_state(scan: Scan, state: dict[str, Any], canonical: int | None) -> Pos
 
 
 def make_state(scan: Scan, canonical: int | None, position: Position) -> dict[str, Any]:
-    ds = scan.dataset
     return {
         "format": STATE_FORMAT,
-        "dataset": ds.name,
-        "version": ds.number,
-        "seed": scan.shuffle_[0] if scan.shuffle_ is not None else None,
+        **_identity(scan),
         "canonical": canonical,
         # without canonical shards a rank's rows depend on its rank and world size (with them, they do not)
         "world": list(scan.shard_[:2]) if scan.shard_ is not None and canonical is None else None,
@@ -90,6 +122,9 @@ class Stream(Generic[T]):
 
 def plain_stream(scan: Scan, skip: int) -> Stream[Any]:
     """The rank's stream without canonical shards: its plan's chunks, the first ``skip`` rows dropped."""
+    if is_virtual(scan):
+        virtual, rows = sampling.rank_units(virtual_rows(scan), scan.shard_, skip)
+        return Stream(virtual, rows, 0)
     tasks = scan.plan()
     spans = scan.chunk_spans(tasks)
     counts = scan.task_rows(tasks) if skip else None
@@ -125,7 +160,28 @@ def _span_unit(scan: Scan, tasks: list[Any], span: tuple[int, int]) -> Unit:
     return unit
 
 
-def _rows_unit(reader: read.RowReader, ranges: list[tuple[int, int]], order: np.ndarray | None = None) -> Unit:
+def rank_rows(scan: Any, worker: int | None = None, workers: int | None = None) -> int:
+    """Rows of the rank's epoch (of worker ``worker`` of ``workers`` when given), counted, not read."""
+    if is_virtual(scan):
+        ranges = sampling.rank_ranges(virtual_rows(scan).total, scan.shard_)
+        if workers is not None and worker is not None:
+            ranges = sampling.part_ranges(ranges, worker, workers)
+        return sampling.length(ranges)
+    if workers is not None and worker is not None:
+        return sum(scan.task_rows(scan.split(worker, workers)))
+    return sum(scan.task_rows(scan.plan()))
+
+
+def worker_chunks(scan: Any, worker: int, workers: int, convert: Callable[[pa.Table], T]) -> Iterator[Any]:
+    """A plain DataLoader worker's disjoint share of the rank's rows, as converted chunks."""
+    if is_virtual(scan):
+        rows = virtual_rows(scan)
+        ranges = sampling.part_ranges(sampling.rank_ranges(rows.total, scan.shard_), worker, workers)
+        return sampling.read_units(sampling.units(rows, ranges), convert)
+    return scan.iter_chunks(scan.split(worker, workers), convert=convert)  # type: ignore[no-any-return]
+
+
+def _rows_unit(reader: Any, ranges: list[tuple[int, int]], order: np.ndarray | None = None) -> Unit:
     def unit() -> pa.Table:
         pieces = [p for a, b in ranges for p in reader.rows(a, b)]
         table = pa.concat_tables(pieces).combine_chunks() if pieces else None
@@ -152,16 +208,21 @@ def canonical_stream(scan: Scan, canonical: int, rank: int, world: int, batch_si
             "(each batch takes the same number of rows from each canonical shard the rank owns)"
         )
     micro = batch_size // owned
-    whole = scan if scan.shard_ is None else Scan(scan.dataset, scan.columns, scan.filters, scan.window_, None,
-                                                   scan.shuffle_, scan.epoch)  # fmt: skip
-    tasks = whole.plan()
-    counts = whole.task_rows(tasks)
-    reader = read.RowReader(whole.query, tasks, whole.chunk_spans(tasks), counts, _permute(whole))
+    whole = scan if scan.shard_ is None else replace(scan, shard_=None)
+    reader: Any
+    if is_virtual(whole):
+        reader = virtual_rows(whole)
+        chunk = read.chunk_rows(whole.query)
+    else:
+        tasks = whole.plan()
+        counts = whole.task_rows(tasks)
+        reader = read.RowReader(whole.query, tasks, whole.chunk_spans(tasks), counts, _permute(whole))
+        chunk = read.chunk_rows(whole.query)
     total = reader.total
     per = math.ceil(total / canonical) if total else 0
     starts = [share(total, c, canonical, "pad")[0][0] if total else 0 for c in range(canonical)]
     left = max(per - skip, 0)
-    steps_per_unit = max(1, read.chunk_rows(whole.query) // max(batch_size, 1))
+    steps_per_unit = max(1, chunk // max(batch_size, 1))
     span = steps_per_unit * micro  # rows of each canonical shard per unit
     units: list[Unit] = []
     for lo in range(skip, skip + left, span):

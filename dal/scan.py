@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from dataclasses import replace as _with  # sample()/balance() take an argument named replace
 from datetime import date, datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dal import expr as E
-from dal import read
+from dal import read, sampling
 from dal.errors import FilterError, check_int, translating
 from dal.plan import PLAN_CACHE, Pinned, Query, Window, as_datetime, cut, translate_missing, window_expr
 from dal.sharding import Remainder, share
@@ -57,6 +58,7 @@ class Scan:
     shard_: tuple[int, int, Remainder] | None = None
     shuffle_: tuple[int, int] | None = None  # (seed, rows a shuffled chunk holds at least)
     epoch: int = 0
+    sample_: sampling.Selection | None = None  # sample / balance: a per-epoch selection (dal.sampling)
 
     # -- schema ---------------------------------------------------------------------------------
 
@@ -139,6 +141,43 @@ class Scan:
         buffer_size = check_int(buffer_size, "shuffle buffer_size", minimum=1, maximum=2**31 - 1)
         return replace(self, shuffle_=(seed, buffer_size))
 
+    def sample(
+        self,
+        fraction: float | None = None,
+        *,
+        rows: int | None = None,
+        seed: int = 0,
+        replace: bool = False,
+        spread: float = sampling.DEFAULT_SPREAD,
+    ) -> Scan:
+        """A different random sample of the rows each epoch: each row kept with probability ``fraction``
+        (the count varies around fraction·N), or exactly ``rows`` rows; a pure function of (seed, epoch,
+        version). Row groups are picked with probability min(1, spread·fraction) and rows inside the
+        picked ones with the rest, so a 1% sample reads about ``spread`` % of the bytes (``spread=math.inf``:
+        every row group, rows drawn one by one). ``replace=True``: with replacement. See ``dal.sampling``."""
+        if self.sample_ is not None:
+            raise FilterError("this scan is already sampled or balanced: sample or balance once")
+        return _with(self, sample_=sampling.check_sample(fraction, rows, seed, replace, spread))
+
+    def balance(
+        self,
+        by: str,
+        weights: dict[Any, float] | str = "uniform",
+        *,
+        rows: int | None = None,
+        seed: int = 0,
+        replace: bool = False,
+    ) -> Scan:
+        """Class-balanced draws per epoch: class ``c`` of column ``by`` makes ``weights[c] / sum(weights)``
+        of the epoch's rows (``"uniform"``: every class alike; classes left out of ``weights`` are left
+        out). ``rows``: rows per epoch (default: as many as the scarcest class allows without
+        replacement, the scan's row count with). Per-class counts come from one pass over ``by`` per
+        pinned version (cached). See ``dal.sampling``."""
+        if self.sample_ is not None:
+            raise FilterError("this scan is already sampled or balanced: sample or balance once")
+        self._check_columns([by], "balance")
+        return _with(self, sample_=sampling.check_balance(by, weights, rows, seed, replace))
+
     def set_epoch(self, epoch: int) -> Scan:
         """The scan for another epoch (a new order when shuffling)."""
         return replace(self, epoch=check_int(epoch, "epoch", minimum=0, maximum=2**63 - 1))
@@ -183,6 +222,9 @@ class Scan:
     def plan(self) -> list[ReadTask]:
         """The ReadTasks this scan reads, for its epoch and (when sharded) its rank, in reading order."""
         self._log_read()  # every terminal but to_spark plans first
+        if self.sample_ is not None:  # the picked row groups this rank reads (read whole)
+            rows = sampling.PickRows(self)
+            return rows.tasks_in(sampling.rank_ranges(rows.total, self.shard_))
         tasks = self.query.ordered(self.shuffle_, self.epoch)
         if self.shard_ is None:
             return tasks
@@ -195,6 +237,8 @@ class Scan:
             raise FilterError(f"parts must be a positive int, got {parts!r}")
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < parts:
             raise FilterError(f"index must be in [0, {parts}), got {index!r}")
+        if self.sample_ is not None:
+            raise FilterError("a sampled or balanced scan splits by rows: use dal.feed.worker_chunks")
         tasks = self.plan()
         counts = self.task_rows(tasks)
         return cut(tasks, counts, share(sum(counts), index, parts, "keep"))
@@ -202,6 +246,9 @@ class Scan:
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def count(self) -> int:
         """Rows this scan yields (counts matching rows when filtered; no data columns are read)."""
+        if self.sample_ is not None:
+            self._log_read()
+            return sampling.length(sampling.rank_ranges(sampling.PickRows(self).total, self.shard_))
         return sum(self.task_rows(self.plan()))
 
     def task_rows(self, tasks: Sequence[ReadTask]) -> list[int]:
@@ -233,6 +280,13 @@ class Scan:
         ``skip_rows``: resume after this many rows of the stream (only the chunk holding that row is read
         again). ``convert``: applied to each chunk on the reading thread (e.g. decoding tensor fields)."""
         skip_rows = check_int(skip_rows, "skip_rows", minimum=0)
+        if self.sample_ is not None:  # virtual rows: the rank's share of the epoch's selection
+            if tasks is not None:
+                raise FilterError("a sampled or balanced scan is read whole (its rank's share), not by tasks")
+            self._log_read()
+            units, _rows = sampling.rank_units(sampling.PickRows(self), self.shard_, skip_rows)
+            yield from sampling.read_units(units, convert)
+            return
         tasks = list(tasks) if tasks is not None else self.plan()
         spans = self.chunk_spans(tasks)
         if skip_rows:

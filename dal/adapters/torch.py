@@ -151,11 +151,11 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             if self.num_canonical_shards is not None:
                 rows = self._stream(0).rows
             else:
-                rows = sum(scan.task_rows(scan.plan()))
+                rows = feed.rank_rows(scan)
             return -(-rows // self.batch_size)
         total = 0
         for w in range(num_workers):
-            rows = sum(scan.task_rows(scan.split(w, num_workers)))  # counted (filter columns only), not read
+            rows = feed.rank_rows(scan, w, num_workers)  # counted (filter columns only), not read
             total += -(-rows // self.batch_size)
         return total
 
@@ -209,8 +209,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
                 "use data.loader(num_workers=...) instead of DataLoader(data, num_workers=...)"
             )
         scan = self.rank_scan()
-        tasks = scan.split(worker, workers)
-        chunks = scan.iter_chunks(tasks, convert=self.convert)
+        chunks = feed.worker_chunks(scan, worker, workers, self.convert)
         for _n, batch in feed.split_batches(chunks, self.batch_size, _take, _join):
             yield _batch(_packed(batch))  # one shared-memory segment per batch, not one per column
 

@@ -1,0 +1,300 @@
+"""Mixing: one stream drawing from several scans (datasets, or versions of one) in given proportions.
+
+    web = dal.open("text.web", "prod").scan().select("text", "label")
+    books = dal.open("text.books", 3).scan().select("text", "label").sample(0.5, seed=1)
+    data = dal.mix([web, books], weights=[0.7, 0.3], seed=7).shard(rank, world).to_torch(256)
+
+Each scan keeps its projection, filters, window, shuffle and sample; their selected columns must agree
+(names and types). An epoch of the mix takes exactly ``n_i`` rows from scan i (``weights`` apportioned
+by largest remainder) in a uniformly random interleave seeded by (seed, epoch): block by block (one
+multivariate hypergeometric draw per block of ``chunk`` rows, then a seeded permutation inside the
+block), so any position is found without materialising the epoch. The epoch's length:
+
+- ``stop="shortest"`` (default): until the first scan runs out (no row repeats);
+- ``stop="longest"``: until the last one does, the others starting over (their same epoch order);
+- ``rows=N``: exactly N rows, scans starting over as needed.
+
+A mix is a virtual row source (``dal.sampling.Rows``) like a scan, so ``shard`` (equal rows per rank),
+DataLoader workers, ``state_dict`` resumption and ``num_canonical_shards`` work on it as on a scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dal import read, sampling
+from dal.errors import DalError, FilterError, check_int
+from dal.scan import Scan
+from dal.sharding import Remainder
+from dal.tasks import ReadTask
+
+MIX_TAG = 0x31
+
+
+def mix(
+    scans: Sequence[Any],
+    weights: Sequence[float] | None = None,
+    *,
+    seed: int = 0,
+    stop: str = "shortest",
+    rows: int | None = None,
+) -> Mix:
+    """One stream drawing from ``scans`` in proportion to ``weights`` (default: equal); see ``dal.mixing``.
+
+    Raises:
+        DalError: no scans, a sharded member, weights not one positive number per scan, a bad ``stop``
+            or ``rows``, or selected columns that disagree between scans (named) — before any read."""
+    if isinstance(scans, Scan) or not isinstance(scans, list | tuple) or not scans:
+        raise FilterError("mix needs a non-empty list of scans")
+    members = []
+    for i, s in enumerate(scans):
+        s = s.scan() if hasattr(s, "scan") and not isinstance(s, Scan) else s
+        if not isinstance(s, Scan):
+            raise FilterError(f"mix: item {i} is a {type(s).__name__}, not a dal Scan")
+        if s.shard_ is not None:
+            raise FilterError(f"mix: scan {i} ({s.dataset.name}) is sharded; shard the mix instead")
+        members.append(s)
+    if weights is None:
+        weights = [1.0] * len(members)
+    if isinstance(weights, str | bytes) or not isinstance(weights, Sequence) or len(weights) != len(members):
+        n = len(weights) if isinstance(weights, Sequence) else weights
+        raise FilterError(f"mix: {len(members)} scans but weights {n!r}: give one weight per scan")
+    ws = [sampling._number(w, f"mix weight {i}") for i, w in enumerate(weights)]
+    for i, w in enumerate(ws):
+        if w <= 0:
+            raise FilterError(f"mix weight {i} ({members[i].dataset.name}) must be > 0, not {w}")
+    seed = check_int(seed, "mix seed", minimum=0, maximum=2**63 - 1)
+    if rows is not None:
+        rows = check_int(rows, "mix rows", minimum=1)
+    elif stop not in ("shortest", "longest"):
+        raise FilterError(f"mix stop must be 'shortest' or 'longest' (or pass rows=N), not {stop!r}")
+    _check_schemas(members)
+    total = sum(ws)
+    return Mix(tuple(members), tuple(w / total for w in ws), seed, stop if rows is None else "rows", rows)
+
+
+def _check_schemas(members: list[Scan]) -> None:
+    first = members[0]
+    names = first.output_names
+    for i, s in enumerate(members[1:], start=1):
+        theirs = s.output_names
+        missing = [n for n in names if n not in theirs] or [n for n in theirs if n not in names]
+        if missing:
+            raise FilterError(
+                f"mix: scan {i} ({s.dataset.name}) {'lacks' if missing[0] in names else 'adds'} column "
+                f"{missing[0]!r}; select the same columns in every scan (scan 0: {names})"
+            )
+        for n in names:
+            a, b = first.arrow_schema.field(n).type, s.arrow_schema.field(n).type
+            if not a.equals(b):
+                raise FilterError(
+                    f"mix: column {n!r} is {a} in scan 0 ({first.dataset.name}) but {b} in scan {i} ({s.dataset.name})"
+                )
+            fa, fb = first.dataset.schema.get(n), s.dataset.schema.get(n)
+            ca = (getattr(fa, "codec", None), getattr(fa, "dtype", None), getattr(fa, "shape", None))
+            cb = (getattr(fb, "codec", None), getattr(fb, "dtype", None), getattr(fb, "shape", None))
+            if ca != cb:
+                raise FilterError(
+                    f"mix: tensor field {n!r} is {ca} in scan 0 ({first.dataset.name}) but {cb} in scan {i} "
+                    f"({s.dataset.name})"
+                )
+
+
+@dataclass(frozen=True)
+class Mix:
+    """A plan for reading several scans as one stream; nothing is read until a terminal call. Offers what
+    the training adapters use of a ``Scan`` (``shard``, ``set_epoch``, ``iter_chunks``, ``to_torch``, …);
+    decoding and TensorFlow specs use the first scan's schema (the others agree on the selected columns)."""
+
+    scans: tuple[Scan, ...]
+    weights: tuple[float, ...]
+    seed: int
+    stop: str
+    rows: int | None
+    shard_: tuple[int, int, Remainder] | None = None
+    epoch: int = 0
+    shuffle_: None = None  # the interleave is seeded by ``seed``; members shuffle themselves
+    sample_: None = None
+
+    # -- what adapters read of a scan --------------------------------------------------------------
+
+    @property
+    def dataset(self) -> Any:
+        return self.scans[0].dataset
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return self.scans[0].arrow_schema
+
+    @property
+    def output_names(self) -> list[str]:
+        return self.scans[0].output_names
+
+    @property
+    def query(self) -> Any:
+        return self.scans[0].query
+
+    @property
+    def name(self) -> str:
+        return "mix(" + ", ".join(f"{s.dataset.name}@{s.dataset.number}" for s in self.scans) + ")"
+
+    def identity(self) -> dict[str, Any]:
+        """What a loader state records of this mix (resuming checks it)."""
+        return {
+            "dataset": [s.dataset.name for s in self.scans],
+            "version": [s.dataset.number for s in self.scans],
+            "seed": self.seed,
+            "sampling": {
+                "kind": "mix",
+                "weights": list(self.weights),
+                "stop": self.stop,
+                "rows": self.rows,
+                "members": [
+                    [s.shuffle_[0] if s.shuffle_ is not None else None, sampling.describe(s.sample_)]
+                    for s in self.scans
+                ],
+            },
+        }
+
+    # -- builder -------------------------------------------------------------------------------------
+
+    def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> Mix:
+        """This rank's share of the mixed stream (equal rows per rank by default; see ``Scan.shard``)."""
+        checked = self.scans[0].shard(rank, world_size, remainder)
+        return replace(self, shard_=checked.shard_)
+
+    def set_epoch(self, epoch: int) -> Mix:
+        return replace(self, epoch=check_int(epoch, "epoch", minimum=0, maximum=2**63 - 1))
+
+    # -- planning ------------------------------------------------------------------------------------
+
+    def plan(self) -> list[ReadTask]:
+        """Plans every scan (footers and file lists read here, in the calling process); returns the first
+        scan's tasks (what TensorFlow's spec peeks at)."""
+        plans = [s.plan() for s in self.scans]
+        return plans[0]
+
+    def epoch_rows(self) -> MixRows:
+        """This epoch's mixed stream as virtual rows (every rank's: ``shard`` cuts it)."""
+        members = [sampling.scan_rows(s.set_epoch(self.epoch)) for s in self.scans]
+        return MixRows(self, members)
+
+    def count(self) -> int:
+        return sampling.length(sampling.rank_ranges(self.epoch_rows().total, self.shard_))
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def iter_chunks(self, tasks: Any = None, *, skip_rows: int = 0, convert: Any = None) -> Iterator[Any]:
+        """The rank's mixed rows as chunks (tables of the selected columns), the first ``skip_rows`` dropped."""
+        if tasks is not None:
+            raise FilterError("a mix is read whole (its rank's share), not by tasks")
+        skip_rows = check_int(skip_rows, "skip_rows", minimum=0)
+        units, _n = sampling.rank_units(self.epoch_rows(), self.shard_, skip_rows)
+        yield from sampling.read_units(units, convert)
+
+    def iter_batches(self, batch_size: int = 65_536, *, num_epochs: int = 1) -> Iterator[pa.RecordBatch]:
+        batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=2**31 - 1)
+        num_epochs = check_int(num_epochs, "num_epochs", minimum=0)
+        for e in range(num_epochs):
+            yield from read.rebatch(self.set_epoch(self.epoch + e).iter_chunks(), batch_size)
+
+    def to_arrow(self) -> pa.Table:
+        chunks = list(self.iter_chunks())
+        if not chunks:
+            return pa.Table.from_batches([], schema=self.schema())
+        return pa.concat_tables(chunks)
+
+    def to_pandas(self) -> Any:
+        return self.to_arrow().to_pandas()
+
+    def schema(self) -> pa.Schema:
+        """The mixed stream's schema (the first scan's fields of the selected columns)."""
+        return pa.schema([self.arrow_schema.field(n) for n in self.output_names])
+
+    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
+        from dal.scan import _adapter
+
+        return _adapter("torch").TorchDataset(self, batch_size, **kwargs)
+
+    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
+        from dal.scan import _adapter
+
+        return _adapter("tf").to_tf(self, batch_size, **kwargs)
+
+
+class MixRows(sampling.Rows):
+    """An epoch of a mix: block i holds ``counts[i][s]`` rows of member s, interleaved by a permutation
+    seeded by (seed, epoch, i); member s's rows come in its own order, starting over when it runs out."""
+
+    def __init__(self, mix: Mix, members: list[sampling.Rows]) -> None:
+        self.members, self.mix = members, mix
+        self.schema = mix.schema()
+        self.columns = mix.output_names
+        totals = [m.total for m in members]
+        for i, t in enumerate(totals):
+            if t == 0:
+                s = mix.scans[i]
+                raise DalError(f"mix: scan {i} ({s.dataset.name} version {s.dataset.number}) has no rows this epoch")
+        w = mix.weights
+        if mix.rows is not None:
+            n = sampling.apportion(mix.rows, w)
+        elif mix.stop == "shortest":
+            length = min(int(t / x + 1e-9) for t, x in zip(totals, w, strict=True))
+            n = [min(k, t) for k, t in zip(sampling.apportion(length, w), totals, strict=True)]
+        else:
+            length = max(int(np.ceil(t / x - 1e-9)) for t, x in zip(totals, w, strict=True))
+            n = sampling.apportion(length, w)
+        self.counts = n
+        block = read.chunk_rows(mix.scans[0].query)
+        total = sum(n)
+        rng = np.random.default_rng([mix.seed, mix.epoch, MIX_TAG])
+        left = np.asarray(n, dtype=np.int64)
+        per_block = []
+        for start in range(0, total, block):  # a uniformly random interleave, drawn block by block
+            size = min(block, total - start)
+            drawn = rng.multivariate_hypergeometric(left, size) if len(left) > 1 else np.asarray([size])
+            per_block.append(drawn)
+            left = left - drawn
+        self.blocks = np.asarray(per_block, dtype=np.int64).reshape(-1, len(members))
+        self.before = np.vstack([np.zeros((1, len(members)), np.int64), np.cumsum(self.blocks, axis=0)])
+        super().__init__([min(i * block, total) for i in range(len(per_block))] + [total] if total else [0])
+
+    def read_chunk(self, i: int) -> pa.Table:
+        counts = self.blocks[i]
+        rng = np.random.default_rng([self.mix.seed, self.mix.epoch, MIX_TAG, i])
+        seq = rng.permutation(np.repeat(np.arange(len(counts)), counts))
+        tables, base, offset = [], np.zeros(len(counts), np.int64), 0
+        for s, k in enumerate(counts):
+            base[s] = offset
+            if not k:
+                continue
+            lo = int(self.before[i][s])
+            pieces = [
+                p for a, b in _wrapped(lo, lo + int(k), self.members[s].total) for p in self.members[s].rows(a, b)
+            ]
+            for p in pieces:
+                p = p.select(self.columns)
+                tables.append(pa.Table.from_arrays(p.columns, schema=self.schema))
+            offset += int(k)
+        index = np.empty(len(seq), dtype=np.int64)
+        for s in range(len(counts)):
+            where = seq == s
+            index[where] = base[s] + np.arange(int(where.sum()))
+        table = pa.concat_tables(tables).combine_chunks()
+        return table.take(pa.array(index))
+
+
+def _wrapped(start: int, stop: int, total: int) -> list[tuple[int, int]]:
+    """Rows [start, stop) of a source of ``total`` rows read over and over."""
+    out = []
+    while start < stop:
+        a = start % total
+        n = min(stop - start, total - a)
+        out.append((a, a + n))
+        start += n
+    return out

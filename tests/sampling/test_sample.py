@@ -1,0 +1,154 @@
+"""Scan.sample: per-epoch samples with exact inclusion probability, row-group pushdown, determinism."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dal
+import dal.read
+from dal.errors import DalError
+from tests.sampling.conftest import GROUP, ROWS, ids, within
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def two_stage(ns: list[int], f: float, spread: float) -> tuple[float, float]:
+    """Mean and variance of the sampled row count: row group g (n rows) picked with p = min(1, spread·f),
+    then each of its rows with r = f/p (independently): X_g = I_g · Binomial(n, r)."""
+    p = min(1.0, spread * f)
+    r = f / p
+    mean = f * sum(ns)
+    var = sum(p * (n * r * (1 - r) + (n * r) ** 2) - (n * f) ** 2 for n in ns)
+    return mean, var
+
+
+@pytest.mark.parametrize(("fraction", "spread"), [(0.05, 4.0), (0.3, 4.0), (0.1, math.inf)])
+def test_fraction_counts_follow_the_two_stage_variance(data: dal.Dataset, fraction: float, spread: float) -> None:
+    scan = data.scan().sample(fraction, seed=3, spread=spread)
+    epochs = 12
+    counts = [scan.set_epoch(e).count() for e in range(epochs)]
+    mean, var = two_stage([GROUP] * (ROWS // GROUP), fraction, spread)
+    if math.isinf(spread):
+        assert var == pytest.approx(ROWS * fraction * (1 - fraction))  # one stage: binomial
+    assert all(within(c, mean, var) for c in counts), (counts, mean, var)
+    assert within(sum(counts), epochs * mean, epochs * var)
+    assert len(set(counts)) > 1  # a different sample each epoch
+    # what is read is what was counted, and a subset of the data without repeats
+    got = ids(scan.set_epoch(1).to_arrow())
+    assert len(got) == counts[1] and len(set(got)) == len(got) and set(got) <= set(range(ROWS))
+
+
+def test_sample_of_a_filtered_scan_against_pandas(data: dal.Dataset) -> None:
+    frame = data.to_pandas()
+    wanted = set(frame[(frame.label == 0) & (frame.x >= 100)].id)
+    scan = data.scan().filter("label = 0 AND x >= 100").sample(0.2, seed=5, spread=2)
+    got = ids(scan.to_arrow())
+    assert set(got) <= wanted and len(set(got)) == len(got)
+    per_group = frame[(frame.label == 0) & (frame.x >= 100)].groupby(frame.id // GROUP).size().tolist()
+    mean, var = two_stage(per_group, 0.2, 2)
+    assert within(len(got), mean, var)
+
+
+def test_marginal_inclusion_is_the_fraction_for_every_row(data: dal.Dataset) -> None:
+    """Over many epochs each row is in the sample with probability f: the first and the last thousand rows
+    are drawn alike (their totals within the variance), whatever the row groups picked."""
+    f, epochs = 0.1, 30
+    scan = data.scan().select("id").sample(f, seed=9)
+    hits = np.zeros(ROWS)
+    for e in range(epochs):
+        hits[ids(scan.set_epoch(e).to_arrow())] += 1
+    _, var_epoch = two_stage([GROUP] * 10, f, 4.0)  # 1000 rows = 10 row groups
+    for part in (hits[:1000], hits[-1000:]):
+        assert within(part.sum(), epochs * 1000 * f, epochs * var_epoch)
+
+
+def test_rows_gives_exactly_that_many(data: dal.Dataset) -> None:
+    scan = data.scan().sample(rows=123, seed=1)
+    a, b = ids(scan.to_arrow()), ids(scan.set_epoch(1).to_arrow())
+    assert len(a) == len(b) == 123 == scan.count() and len(set(a)) == 123 and a != b
+    with_replacement = data.scan().sample(rows=2 * ROWS, seed=1, replace=True)
+    got = ids(with_replacement.to_arrow())
+    assert len(got) == 2 * ROWS and len(set(got)) < len(got)
+    with pytest.raises(DalError, match="only 4000 rows"):
+        data.scan().sample(rows=ROWS + 1, seed=1, spread=math.inf).count()
+
+
+def test_replace_with_a_fraction_draws_poisson_copies(data: dal.Dataset) -> None:
+    f = 0.2
+    got = ids(data.scan().sample(f, seed=4, replace=True, spread=math.inf).to_arrow())
+    # Poisson(f) copies of each row: mean and variance N·f
+    assert within(len(got), ROWS * f, ROWS * f) and len(set(got)) < len(got)
+
+
+def test_pushdown_reads_only_the_picked_row_groups(data: dal.Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
+    read_groups: set[tuple[str, int]] = set()
+    real = dal.read.read_task
+
+    def spy(query: Any, task: Any) -> Any:
+        read_groups.add((task.uri, task.row_group))
+        return real(query, task)
+
+    monkeypatch.setattr(dal.read, "read_task", spy)
+    f, spread, groups = 0.02, 4.0, ROWS // GROUP
+    scan = data.scan().sample(f, seed=2, spread=spread)
+    table = scan.to_arrow()
+    planned = scan.plan()
+    assert read_groups == {(t.uri, t.row_group) for t in planned}
+    p = spread * f  # row groups are picked with probability p: their number is Binomial(groups, p)
+    assert within(len(planned), groups * p, groups * p * (1 - p))
+    assert len(planned) < groups / 3
+    assert table.num_rows and scan.bytes_planned() < data.scan().bytes_planned() / 3
+
+
+def test_same_sample_in_another_process(data: dal.Dataset) -> None:
+    scan = data.scan().sample(0.1, seed=21).shuffle(seed=4).set_epoch(2)
+    mine = ids(scan.to_arrow())
+    code = (
+        "import dal, json, dal.read as r; r.MIN_CHUNK_ROWS = 100; r.CHUNK_BYTES = 1; "
+        "s = dal.open('s.main').scan().sample(0.1, seed=21).shuffle(seed=4).set_epoch(2); "
+        "print(json.dumps([int(i) for i in s.to_arrow()['id'].to_pylist()]))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "99"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == mine
+    assert mine != sorted(mine)  # shuffled: rows permuted inside chunks
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"fraction": 0.0}, r"fraction must be in \(0, 1\]"),
+        ({"fraction": 1.5}, r"fraction must be in \(0, 1\]"),
+        ({"fraction": -0.1}, r"fraction must be in \(0, 1\]"),
+        ({"fraction": float("nan")}, "must be finite"),
+        ({"fraction": True}, "must be a number"),
+        ({"rows": 0}, "rows must be >= 1"),
+        ({"rows": 2.5}, "must be an integer"),
+        ({}, "exactly one of fraction= or rows="),
+        ({"fraction": 0.1, "rows": 3}, "exactly one of fraction= or rows="),
+        ({"fraction": 0.1, "spread": 0.5}, "spread must be >= 1"),
+        ({"fraction": 0.1, "seed": -1}, "seed must be"),
+        ({"fraction": 0.1, "replace": "yes"}, "replace must be True or False"),
+    ],
+)
+def test_bad_sample_arguments(data: dal.Dataset, kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(DalError, match=message):
+        data.scan().sample(**kwargs)
+
+
+def test_sample_once_and_empty_scans(data: dal.Dataset) -> None:
+    with pytest.raises(DalError, match="already sampled"):
+        data.scan().sample(0.5).sample(0.5)
+    empty = data.scan().filter("id < 0")
+    assert empty.sample(0.5).count() == 0 and empty.sample(0.5).to_arrow().num_rows == 0
+    with pytest.raises(DalError, match="no rows to sample"):
+        empty.sample(rows=3).count()

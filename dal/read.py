@@ -34,6 +34,7 @@ MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 16_384, 1 << 20
 READ_THREADS = 4
 CHUNKS_AHEAD = 2  # chunks read ahead of the consumer (each chunk's row groups are decoded in parallel)
 PREFETCH_CHUNKS = 1  # converted chunks queued for the consumer (the pool already reads ahead)
+FINISH_THREADS = 2  # chunks permuted, gathered and converted at once (after the scan, before the consumer)
 
 T = TypeVar("T")
 
@@ -143,11 +144,11 @@ def chunk_seed(task: ReadTask, seed: int, epoch: int) -> list[int]:
 
 def combine(pieces: Sequence[pa.Table], first: ReadTask, permute: tuple[int, int] | None) -> pa.Table:
     """The tables of one chunk's tasks as one table (one buffer per column), rows permuted when shuffling."""
-    table = pa.concat_tables(pieces).combine_chunks() if len(pieces) > 1 else pieces[0].combine_chunks()
+    table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
     if permute is not None and table.num_rows > 1:
         rng = np.random.default_rng(chunk_seed(first, *permute))
-        table = table.take(pa.array(rng.permutation(table.num_rows)))
-    return table
+        table = table.take(pa.array(rng.permutation(table.num_rows)))  # gathers across the pieces: one chunk out
+    return table.combine_chunks()
 
 
 def read_chunks(
@@ -161,14 +162,35 @@ def read_chunks(
 ) -> Iterator[T]:
     """The chunks of ``tasks`` (``spans`` of task indices from ``groups``), in order, each one table
     (one contiguous buffer per column), rows permuted by ``(seed, epoch)`` when given, the first ``skip``
-    rows of the first chunk dropped (resumption), then ``convert`` applied — all off the caller's thread."""
+    rows of the first chunk dropped (resumption), then ``convert`` applied — all off the caller's thread
+    (``convert`` may run on two threads at once, on different chunks)."""
+
+    def finish(k: int, table: pa.Table) -> Any:
+        table = combine([table], tasks[spans[k][0]], permute)
+        if k == 0 and skip:
+            table = table.slice(skip)
+        return convert(table) if convert is not None else table
 
     def tables() -> Iterator[Any]:
-        for k, table in enumerate(stream_spans(query, tasks, spans)):
-            table = combine([table], tasks[spans[k][0]], permute)
-            if k == 0 and skip:
-                table = table.slice(skip)
-            yield convert(table) if convert is not None else table
+        if FINISH_THREADS <= 1:
+            for k, table in enumerate(stream_spans(query, tasks, spans)):
+                yield finish(k, table)
+            return
+        # the scanner's tables arrive in order on this thread; the permutation, the gather and ``convert``
+        # (decoding tensor fields) run on FINISH_THREADS (NumPy's shuffle, Arrow's take and the codecs
+        # release the GIL), so they overlap each other and the scan
+        with cf.ThreadPoolExecutor(max_workers=FINISH_THREADS, thread_name_prefix="dal-finish") as pool:
+            pending: deque[cf.Future[Any]] = deque()
+            try:
+                for k, table in enumerate(stream_spans(query, tasks, spans)):
+                    pending.append(pool.submit(finish, k, table))
+                    if len(pending) >= FINISH_THREADS:
+                        yield pending.popleft().result()
+                while pending:
+                    yield pending.popleft().result()
+            finally:
+                for f in pending:
+                    f.cancel()
 
     with translate_missing(query.source):
         yield from prefetch(tables(), PREFETCH_CHUNKS)

@@ -24,6 +24,7 @@ at any world size and worker count, and a checkpoint resumes at another world si
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -221,24 +222,47 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
 
 
 class _Units(_data.IterableDataset):  # type: ignore[misc,name-defined]
-    """What ``Loader``'s workers iterate: the converted units i ≡ worker (mod workers), in order. The pass
-    to read (epoch, rows to skip) comes through shared memory, so persistent workers serve every epoch."""
+    """What ``Loader``'s workers iterate: the converted chunks i ≡ worker (mod workers), in order. The pass
+    to read (epoch, rows to skip, pass number) comes through shared memory, so persistent workers serve
+    every epoch. Each worker packs each chunk into one of ``slots`` shared-memory buffers it reuses (sent
+    to the main process once per pass, then only the layout travels; a fresh segment per chunk costs a
+    file-descriptor hand-over and the kernel zeroing its pages, ~30x the copy); the main process copies a
+    chunk out and counts it in ``copied`` before the worker may write that buffer again."""
 
-    def __init__(self, owner: TorchDataset) -> None:
+    def __init__(self, owner: TorchDataset, num_workers: int, slots: int) -> None:
         super().__init__()
-        self.owner = owner
-        self.position = _torch.zeros(2, dtype=_torch.int64).share_memory_()  # (epoch, skip) of the next pass
+        self.owner, self.slots = owner, slots
+        self.position = _torch.zeros(3, dtype=_torch.int64).share_memory_()  # (epoch, skip, pass) of the next pass
+        self.copied = _torch.zeros(max(num_workers, 1), dtype=_torch.int64).share_memory_()  # chunks copied, per worker
+
+    def _chunks(self, worker: int, workers: int, skip: int) -> Iterator[tuple[int, Columns]]:
+        # one chunk at a time (pyarrow decodes its columns on threads): on few cores, reading ahead
+        # inside every worker measured slower (more threads than cores), and the workers already overlap
+        units = self.owner._stream(skip).units
+        return (self.owner.convert(units[i]()) for i in range(worker, len(units), workers))
 
     @translating("reading {self.owner.scan.dataset.name} version {self.owner.scan.dataset.number}")
-    def __iter__(self) -> Iterator[tuple[int, Columns]]:
+    def __iter__(self) -> Iterator[tuple[int, int, int, Any]]:
         info = _data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        epoch, skip = (int(x) for x in self.position)
+        epoch, skip, current = (int(x) for x in self.position)
         self.owner.epoch = epoch
-        units = self.owner._stream(skip).units
-        for i in range(worker, len(units), workers):
-            n, columns = self.owner.convert(units[i]())
-            yield n, _packed(columns)  # the whole chunk in one shared-memory segment
+        ring: list[Any] = self.__dict__.setdefault("_ring", [None] * self.slots)  # this process's buffers
+        sent = [False] * self.slots  # buffers the main process was sent in this pass
+        for seq, (n, columns) in enumerate(self._chunks(worker, workers, skip)):
+            # the buffer is free once the main process copied the chunk `slots` before; a new pass (the
+            # main process dropped this one's chunks unread) frees every buffer
+            wait = 0.0001
+            while seq - int(self.copied[worker]) >= self.slots and int(self.position[2]) == current:
+                time.sleep(wait)  # rare: DataLoader's prefetch_factor keeps fewer chunks than slots in flight
+                wait = min(2 * wait, 0.005)
+            slot = seq % self.slots
+            layout, rest, grown = _pack_into(columns, ring, slot)
+            # a buffer travels (one shared-memory handle) the first time it is used in a pass, else only
+            # its layout: no file descriptor per chunk
+            buffer = ring[slot] if grown or not sent[slot] else None
+            sent[slot] = True
+            yield worker, seq, n, (layout, buffer, rest)
 
 
 class Loader:
@@ -269,18 +293,59 @@ class Loader:
             return
         skip, data._consumed = data._resume, 0
         if self._loader is None:
-            self._units = _Units(data)
             options = {"persistent_workers": True, **self.kwargs}
+            slots = int(options.get("prefetch_factor") or 2) + 2  # DataLoader's chunks in flight per worker, +2
+            self._units = _Units(data, self.num_workers, slots)
             self._loader = _data.DataLoader(self._units, batch_size=None, num_workers=self.num_workers, **options)
-        assert self._units is not None
-        self._units.position[0], self._units.position[1] = data.epoch, skip
+        units = self._units
+        assert units is not None
+        units.copied.zero_()
+        units.position[0], units.position[1], units.position[2] = data.epoch, skip, units.position[2] + 1
         # DataLoader hands worker outputs out round-robin: unit i comes from worker i mod k, so the
         # chunks arrive in stream order
-        batches = feed.split_batches(iter(self._loader), data.batch_size, _take, _join)
+        chunks = _copied_out(iter(self._loader), units.copied, units.slots)
+        batches = feed.split_batches(chunks, data.batch_size, _take, _join)
         for n, batch in _to_device(batches, data.device):
             data._consumed += n
             yield batch
         data._resume, data._consumed = 0, 0
+
+
+def _copied_out(chunks: Iterator[tuple[int, int, int, Any]], copied: Any, slots: int) -> Iterator[tuple[int, Columns]]:
+    """Chunks from ``_Units`` workers copied out of their shared buffers (one memcpy per chunk), each
+    buffer handed back (``copied``) at once."""
+    buffers: dict[tuple[int, int], Any] = {}  # (worker, slot) -> that worker's shared buffer
+    for worker, seq, n, (layout, buffer, rest) in chunks:
+        if buffer is not None:
+            buffers[(worker, seq % slots)] = buffer
+        buffer = buffers[(worker, seq % slots)]
+        end = max((p[0] + p[1] for p in layout.values() if p is not None), default=0)
+        # NumPy's memcpy: torch's copy may fan out to intra-op threads that are busy with the training step
+        out = _torch.from_numpy(buffer[:end].numpy().copy())
+        columns = {k: rest[k] if place is None else out[place[0] : place[0] + place[1]].view(place[2]).view(place[3])
+                   for k, place in layout.items()}  # fmt: skip
+        copied[worker] += 1
+        yield n, columns
+
+
+def _pack_into(columns: Columns, ring: list[Any], slot: int) -> tuple[dict[str, Any], Columns, bool]:
+    """The tensors of ``columns`` copied into the shared buffer ``ring[slot]`` (grown when too small,
+    64-byte aligned): ``({name: (offset, nbytes, dtype, shape) or None}, {name: other value}, grown)``."""
+    layout: dict[str, Any] = dict.fromkeys(columns)  # every name, in order; None: sent as is
+    total = 0
+    for k, v in columns.items():
+        if isinstance(v, _torch.Tensor):
+            layout[k] = (total, v.numel() * v.element_size(), v.dtype, tuple(v.shape))
+            total += -(-layout[k][1] // 64) * 64
+    grown = ring[slot] is None or ring[slot].numel() < total
+    if grown:
+        ring[slot] = _torch.zeros(max(total + total // 4, 64), dtype=_torch.uint8).share_memory_()
+    buffer = ring[slot]
+    for k, place in layout.items():
+        if place is not None:
+            a, b, dtype, shape = place
+            buffer[a : a + b].view(dtype).view(shape).copy_(columns[k])
+    return layout, {k: v for k, v in columns.items() if layout[k] is None}, grown
 
 
 def _packed(columns: Columns) -> Columns:

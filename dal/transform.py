@@ -15,7 +15,8 @@
 The function runs once per chunk (whole row groups, tens of thousands of rows) on the reading thread or
 DataLoader worker. It receives the chunk DECODED: with ``batch_format="numpy"`` (the default) a dict of NumPy
 columns, tensor fields and numeric arrays of one shape stacked as ``(rows, *shape)`` arrays (a list of
-per-row arrays where shapes vary or a value is null), strings as object arrays, timestamps as datetime64;
+per-row arrays where shapes vary or a value is null), strings as object arrays, timestamps as datetime64
+(columns may be read-only views of the data read: make new arrays rather than writing in place);
 with ``batch_format="pandas"`` a pandas DataFrame whose tensor/array cells are NumPy arrays (what Petastorm's
 ``make_batch_reader`` hands a TransformSpec, so Petastorm functions port unchanged). It returns the same
 kind of thing (a dict or a DataFrame).
@@ -310,13 +311,23 @@ class Bound:
         if isinstance(self.transform, TransformSpec):
             spec = self.transform
             inputs = {f.name: f for f in self.inputs}
+            if spec.func is None:  # only a schema edit: removed / unselected columns are not decoded
+                table = table.select([f.name for f in self.fields if f.name in inputs])
             decoded = decode(table, self.schema, inputs)
-            if spec.func is None:
-                out: Any = decoded
-            elif spec.batch_format == "pandas":
-                out = spec.func(_to_pandas(decoded, rows))
-            else:
-                out = spec.func(dict(decoded))
+            try:
+                if spec.func is None:
+                    out: Any = decoded
+                elif spec.batch_format == "pandas":
+                    out = spec.func(_to_pandas(decoded, rows))
+                else:
+                    out = spec.func(dict(decoded))
+            except ValueError as e:
+                if "read-only" not in str(e):
+                    raise
+                raise TransformError(
+                    f"the transform wrote into a read-only input column ({e}): columns can be views of the "
+                    "data read; make new arrays (x = x * 2, not x *= 2) or copy first"
+                ) from e
             columns = _columns(out)
             dropped = set(inputs) | {f.name for f in spec.edit_fields} | set(spec.removed_fields)
             return rows, self._check(columns, rows, dropped, decoded)
@@ -375,7 +386,10 @@ def _columns(out: Any) -> Mapping[str, Any]:
         return out
     if hasattr(out, "columns") and hasattr(out, "__getitem__") and type(out).__name__ == "DataFrame":
         return {str(c): out[c] for c in out.columns}
-    raise TransformError(f"the transform must return a dict of columns or a pandas DataFrame, not {type(out).__name__}")
+    hint = " (did it forget to return the batch?)" if out is None else ""
+    raise TransformError(
+        f"the transform must return a dict of columns or a pandas DataFrame, not {type(out).__name__}{hint}"
+    )
 
 
 def _to_pandas(decoded: Mapping[str, Any], rows: int) -> Any:

@@ -10,12 +10,16 @@ converted once on reader threads) with a fixed ``output_signature``, cut into ba
 scan's next epoch, so shuffled scans reshuffle. Ranks come from ``Scan.shard`` (Horovod: ``hvd.rank()``,
 ``hvd.size()``); every rank yields the same number of batches. Fixed-shape tensor fields keep their
 shape; variable-shape ones (a ``None`` in their shape) become ``tf.RaggedTensor``s.
+
+``to_tf(64, transform=dal.TransformSpec(fn, edit_fields=...))`` runs ``fn`` on each decoded chunk (see
+``dal.transform``, the same as ``to_torch``); the element_spec is built from the declared fields, and the
+transform is tried on the first rows when the dataset is made, so a wrong output is a DalError there.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -138,7 +142,6 @@ def to_tf(
         return _transformed(scan, batch_size, prefetch, transform, output_schema)
     spec = element_spec(scan)
     scan.plan()  # footers and file lists once, here, not in tf.data's generator thread
-    epochs = itertools.count(scan.epoch)
     types = {n: scan.arrow_schema.field(n).type for n in spec}
     ragged = {n for n, s in spec.items() if isinstance(s, tf.RaggedTensorSpec)}
 
@@ -150,6 +153,21 @@ def to_tf(
             column = table.column(n)
             decoded[n] = rows(column) if width is None else fixed(n, scan.dataset.name, column, width)
         return {n: decoded[n] if n in ragged else _numpy(decoded[n], types[n]) for n in spec}
+
+    return _dataset(scan, spec, convert, batch_size, prefetch)
+
+
+def _dataset(
+    scan: Scan,
+    spec: dict[str, Any],
+    convert: Callable[[pa.Table], dict[str, Any]],
+    batch_size: int,
+    prefetch: int | None,
+) -> Any:
+    """A generator of converted chunks with a fixed signature, rebatched by tf.data; each pass is the next epoch."""
+    tf = _tf()
+    epochs = itertools.count(scan.epoch)
+    ragged = {n for n, s in spec.items() if isinstance(s, tf.RaggedTensorSpec)}
 
     def generate() -> Iterator[dict[str, Any]]:
         epoch_scan = scan.set_epoch(next(epochs))
@@ -219,12 +237,4 @@ def _transformed(scan: Scan, batch_size: int, prefetch: int | None, transform: A
         if table.num_rows:
             convert(table.slice(0, 64))
             break
-    epochs = itertools.count(scan.epoch)
-
-    def generate() -> Iterator[dict[str, Any]]:
-        epoch_scan = scan.set_epoch(next(epochs))
-        for chunk in epoch_scan.iter_chunks(convert=convert):
-            yield {n: _ragged(v, spec[n]) if n in ragged else v for n, v in chunk.items()}
-
-    data = tf.data.Dataset.from_generator(generate, output_signature=spec).rebatch(batch_size)
-    return data.prefetch(prefetch if prefetch is not None else tf.data.AUTOTUNE)
+    return _dataset(scan, spec, convert, batch_size, prefetch)

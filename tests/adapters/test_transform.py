@@ -360,3 +360,25 @@ def test_converter_dataset_takes_a_spec(spark: Any, sqlite_env: Catalog) -> None
     np.testing.assert_allclose(cat["sq"], (f**2).sum(axis=1), rtol=1e-6)
     data = ds.to_tf(batch_size=5, transform=TransformSpec(None, selected_fields=["features"]))
     assert data.element_spec["features"] == tf.TensorSpec((None, 3), tf.float32)
+
+
+def test_in_place_writes_and_a_missing_return_are_explained(delta: Any) -> None:
+    ds, _table = delta
+
+    def in_place(b: dict[str, Any]) -> dict[str, Any]:
+        b["x"] *= 2  # a read-only view of the Arrow data
+        return b
+
+    def no_return(b: dict[str, Any]) -> None:
+        b["x"] = b["x"] * 2
+
+    with pytest.raises(TransformError, match=r"read-only input column .* make new arrays"):
+        next(iter(ds.to_torch(8, transform=TransformSpec(in_place))))
+    with pytest.raises(TransformError, match=r"not NoneType \(did it forget to return the batch\?\)"):
+        ds.to_tf(8, transform=TransformSpec(no_return))
+
+
+def test_schema_only_spec_skips_removed_columns(frames: Any) -> None:
+    ds, truth = frames
+    batch = next(iter(ds.to_torch(8, transform=TransformSpec(removed_fields=["img", "pts", "vec"]))))
+    assert list(batch) == ["id", "label"] and batch["label"] == [truth[int(i)]["label"] for i in batch["id"]]

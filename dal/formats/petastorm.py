@@ -277,9 +277,13 @@ class PetastormFormat(Format):
     ) -> pa.Table:
         """Encode every field with its codec, checking dtype and shape first; nothing is written here.
 
+        A nullable field the data lacks is written as nulls (as Delta appends do).
+
         Raises:
-            SchemaMismatch: a column is missing or extra, or a value has the wrong dtype/shape (names field and row).
+            SchemaMismatch: a column that is not nullable is missing, one is extra, or a value has the wrong
+                dtype/shape (names field and row).
         """
+        columns = with_absent_nulls(schema, columns)
         missing = [f.name for f in schema if f.name not in columns]
         extra = [c for c in columns if c not in schema.names]
         if missing or extra:
@@ -663,6 +667,15 @@ def _columns(data: Any) -> dict[str, list[Any]]:
     )
 
 
+def with_absent_nulls(schema: TensorSchema, columns: Mapping[str, Sequence[Any]]) -> dict[str, Sequence[Any]]:
+    """``columns`` with every nullable field of ``schema`` they lack added as nulls (rows: the other columns')."""
+    absent = [f.name for f in schema if f.nullable and f.name not in columns]
+    if not absent or not columns:
+        return dict(columns)
+    rows = len(next(iter(columns.values())))
+    return {**columns, **{n: [None] * rows for n in absent}}
+
+
 def _as_tensors(schema: TensorSchema, columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """Tensor values as NumPy arrays of the field's dtype (Arrow and Spark hand them over as nested lists)."""
     for f in schema:
@@ -687,12 +700,13 @@ class PetastormWrite(WriteTransaction):
         self.directory = ""
 
     def check(self, schema: pa.Schema) -> pa.Schema:
-        missing = [n for n in self.schema.names if n not in schema.names]
+        """The DataFrame's columns in the schema's order; nullable fields it lacks are written as nulls."""
+        missing = [f.name for f in self.schema if f.name not in schema.names and not f.nullable]
         extra = [c for c in schema.names if c not in self.schema.names]
         if missing or extra:
             raise SchemaMismatch(f"DataFrame does not match the schema: missing {missing}, not in the schema {extra}")
         self.directory = PetastormFormat().start(self.location, self.opts.storage_options)
-        return pa.schema([schema.field(n) for n in self.schema.names])
+        return pa.schema([schema.field(n) for n in self.schema.names if n in schema.names])
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
         loc = Location.of(self.location, self.opts.storage_options)

@@ -20,7 +20,7 @@ from catalog import (
     default_url,
 )
 from catalog.types import validate_name, validate_tag
-from dal import args, io, lineage
+from dal import args, io, lineage, progress
 from dal.dataset import Dataset
 from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists, translating
 from dal.faults import pause
@@ -210,12 +210,13 @@ def write(
     latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
     txn = fmt.begin(location, opts, latest)  # refuses options that do not fit, before anything is written
     produced_by = lineage.collect(data, spark=is_spark_dataframe(data))  # the reads before this write
-    if is_spark_dataframe(data):
-        from dal.adapters.spark import write_dataframe
+    with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
+        if is_spark_dataframe(data):
+            from dal.adapters.spark import write_dataframe
 
-        storage_version = write_dataframe(data, fmt, txn)
-    else:
-        storage_version = txn.write(data)
+            storage_version = write_dataframe(data, fmt, txn)
+        else:
+            storage_version = txn.write(data)
     pause("after-storage-commit")
 
     # storage committed: now record it (and anything other writers committed before it)
@@ -334,7 +335,7 @@ def sync(
     except FormatError as e:  # the format knows the location only: name the dataset too
         raise type(e)(f"{name}: {e}") from e
     out: list[VersionInfo] = []
-    for draft in drafts:
+    for draft in progress.each(drafts, f"recording versions of {name}", unit="versions"):  # a line on a terminal
         try:
             out.append(cat.publish(name, draft))
         except VersionConflict:

@@ -4,6 +4,9 @@ tag, manage datasets (drop, rename, set, gc), migrate.
 User mistakes (unknown dataset or version, bad name, unreachable catalog) print one line and exit 1; with
 ``--json`` they are a JSON object ``{"error", "type", "exit_code"}`` on stderr. Shell completion:
 ``eval "$(_DAL_COMPLETE=bash_source dal)"`` (zsh_source, fish_source for other shells).
+
+Long operations (register, sync, gc, hive sync) draw a progress line on stderr when it is a terminal
+(``dal.progress``); ``--quiet`` / ``-q`` (before or after the command) or ``DAL_PROGRESS=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from rich.table import Table
 
 from catalog import Catalog, VersionInfo
 from catalog.engine import default_url, display_url
-from dal import __version__, views
+from dal import __version__, progress, views
 from dal.errors import DalError, is_foreign, one_line, printable, translate
 from dal.formats.base import DEFAULT_FORMAT
 from dal.io import mask_url
@@ -33,6 +36,7 @@ EXIT_USER_ERROR = 1
 EXIT_BUG = 70  # EX_SOFTWARE: dal itself failed
 ENV_DEBUG = "DAL_DEBUG"
 QUIET_LOGGERS = ("thrift", "hive_metastore_client", "py4j")
+_QUIET = "No progress line on stderr (progress is drawn only on a terminal; also DAL_PROGRESS=0)."
 
 
 class _Group(click.Group):
@@ -152,10 +156,14 @@ version_option = click.option(
     default=None,
     help="Catalog URL (SQLAlchemy); default $DAL_CATALOG_URL or the embedded SQLite catalog.",
 )
+@click.option("--quiet", "-q", is_flag=True, help=_QUIET)
 @click.version_option(version=__version__, prog_name="dal", message="%(prog)s, version %(version)s")
 @click.pass_context
-def cli(ctx: click.Context, catalog_url: str | None) -> None:
+def cli(ctx: click.Context, catalog_url: str | None, quiet: bool) -> None:
     """Browse and manage the dal dataset catalog."""
+    before = progress.get_enabled()
+    progress.set_enabled(False if quiet else None)  # a command's own --quiet may still turn it off
+    ctx.call_on_close(lambda: progress.set_enabled(before))  # in-process callers (tests) get theirs back
     # libraries that log a failure before raising it (thrift: "Could not connect to …") would add a second
     # line to the one dal prints for it
     for noisy in QUIET_LOGGERS:
@@ -806,6 +814,25 @@ def ui_cmd(ctx: click.Context, host: str, port: int, token: str | None) -> None:
     from dal.ui import serve
 
     serve(_catalog(ctx), host=host, port=port, token=token)
+
+
+def _quiet(_ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        progress.set_enabled(False)
+    return value
+
+
+def _add_quiet(group: click.Group) -> None:
+    """``--quiet`` / ``-q`` on every command too (``dal gc NAME -q`` as well as ``dal -q gc NAME``)."""
+    for cmd in group.commands.values():
+        if isinstance(cmd, click.Group):
+            _add_quiet(cmd)
+        elif not any("--quiet" in p.opts for p in cmd.params):
+            option = click.Option(["--quiet", "-q"], is_flag=True, expose_value=False, callback=_quiet, help=_QUIET)
+            cmd.params.append(option)
+
+
+_add_quiet(cli)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dal import cache
+from dal import cache, progress
 from dal.dataset import Dataset
 from dal.errors import DalError
 from dal.sources import is_spark_dataframe
@@ -93,7 +93,10 @@ def convert(
             from catalog import Catalog
 
             cat = Catalog(f"sqlite:///{folder / 'catalog.db'}")
-            with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
+            with (
+                sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)),
+                progress.task("converting the DataFrame", absorb=True),  # dal.write's progress line, renamed
+            ):
                 version = api.write(prepared, CACHE_DATASET, path=str(folder / "table"), compression=codec, catalog=cat)
             cat.close()
             entry = cache.publish(root, key, folder, version.row_count)

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from catalog import VersionInfo, VersionRef
-from dal import io
+from dal import io, progress
 from dal.api import CatalogLike, get_catalog, open, register
 from dal.errors import DalError, DatasetExists, FormatError, require
 from dal.formats.base import detect, format_names, get_format
@@ -133,7 +133,7 @@ def sync(
         plans.append((ds, columns, keys, _table_location(ds)))
     out = []
     with _connected(uri) as client:
-        for ds, columns, keys, location in plans:
+        for ds, columns, keys, location in progress.each(plans, "hive sync", unit="tables"):
             db, table = hive_name(ds.name)
             try:
                 client.create_database_if_not_exists(b.DatabaseBuilder(db).build())

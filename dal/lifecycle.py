@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from catalog import VersionInfo, VersionRef
 from catalog.types import DatasetInfo
-from dal import args, io
+from dal import args, io, progress
 from dal.api import CatalogLike, get_catalog, sync
 from dal.errors import DalError, FilterError, FormatError, translating
 from dal.formats.base import DataFile, Format, get_format
@@ -497,7 +497,8 @@ def gc(
     if expiring:
         reason = f"expired by dal gc on {now.strftime('%Y-%m-%d %H:%M')} UTC; its files were deleted"
         cat.expire_versions(name, [v.number for v in expiring], reason)
-    for rel in sorted(deleted, key=lambda r: not fmt.is_record(r)):  # records first (a stable sort)
+    ordered = sorted(deleted, key=lambda r: not fmt.is_record(r))  # records first (a stable sort)
+    for rel in progress.each(ordered, f"gc {name}: deleting", unit="files", bytes_of=dict(doomed).get):
         try:
             loc.delete(rel)
         except FileNotFoundError:

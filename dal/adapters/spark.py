@@ -11,12 +11,14 @@ import json
 import os
 import re
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from dal import io
+from dal import io, progress
 from dal.errors import DalError, SchemaMismatch, require
 from dal.partitions import NULL_PARTITION
 
@@ -145,11 +147,15 @@ def native_source(spark: Any, fmt: Format) -> SparkSource | None:
     return src if src is not None and _jvm_has(spark, src.jvm_class) else None
 
 
-def _stage(txn: WriteTransaction, schema: pa.Schema) -> Any:
-    """The executors' side of a staged write: cast each batch to ``schema``, stage the files, yield their records."""
+def _stage(txn: WriteTransaction, schema: pa.Schema, counters: tuple[Any, Any, Any] | None = None) -> Any:
+    """The executors' side of a staged write: cast each batch to ``schema``, stage the files, yield their records
+    (adding the task's rows, files and bytes to the ``counters`` accumulators when a progress line is drawn)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        seen = [0]
+
         def cast(b: pa.RecordBatch) -> pa.RecordBatch:
+            seen[0] += b.num_rows
             return (
                 b
                 if b.schema.equals(schema)
@@ -157,9 +163,65 @@ def _stage(txn: WriteTransaction, schema: pa.Schema) -> Any:
             )
 
         records = txn.stage(cast(b) for b in batches)
+        if counters is not None:
+            counters[0].add(seen[0])
+            counters[1].add(len(records))
+            counters[2].add(sum(int(r.get("size") or 0) for r in records))
         yield pa.RecordBatch.from_pylist(records, schema=txn.record_schema)
 
     return run
+
+
+@contextmanager
+def _watched(spark: Any) -> Iterator[tuple[Any, Any, Any] | None]:
+    """While a Spark write runs: the current progress line follows it (rows, files and bytes from accumulators
+    that each task adds to when its files are staged; the running stages' finished tasks for the percentage and
+    ETA), polled ``progress.INTERVAL`` apart on a thread. Yields the accumulators, or None when no line is drawn.
+
+    When the session draws Spark's own console progress bar (``spark.ui.showConsoleProgress``, on in sessions
+    started from a Python shell or script), dal's line waits until the job is done, then sums it up: two lines
+    redrawn in place on one terminal would overwrite each other."""
+    bar = progress.current()
+    try:
+        sc = spark.sparkContext if bar.active else None  # Spark Connect: no context, no accumulators
+        counters = (sc.accumulator(0), sc.accumulator(0), sc.accumulator(0)) if sc is not None else None
+        console = sc is not None and sc.getConf().get("spark.ui.showConsoleProgress", "false").lower() == "true"
+    except Exception:
+        sc = counters = None
+    if sc is None or counters is None:
+        yield None
+        return
+    stop = threading.Event()
+
+    def poll() -> None:
+        tracker = sc.statusTracker()
+        while True:
+            try:
+                total = done = 0
+                for stage in tracker.getActiveStageIds():
+                    info = tracker.getStageInfo(stage)
+                    if info is not None:
+                        total, done = total + info.numTasks, done + info.numCompletedTasks
+                rows, files, size = (int(c.value) for c in counters)
+                bar.update(done=rows, files=files, bytes=size, fraction=done / total if total else None)
+            except Exception:  # a stopping context: progress must never fail the write
+                return
+            if stop.wait(progress.INTERVAL):
+                return
+
+    watcher = threading.Thread(target=poll, name="dal-progress", daemon=True)
+    bar.held = console
+    watcher.start()
+    ok = False
+    try:
+        yield counters
+        ok = True
+    finally:
+        stop.set()
+        watcher.join()
+        bar.held = False
+        rows, files, size = (int(c.value) for c in counters)
+        bar.update(done=rows, files=files, bytes=size, fraction=1.0 if ok else None)
 
 
 def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
@@ -188,13 +250,17 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
         writer = df.write.format(src.name).mode(opts.mode)
         if opts.partition_by:
             writer = writer.partitionBy(*opts.partition_by)
-        writer.options(**native).save(io.to_uri(location, opts.storage_options))
+        with _watched(df.sparkSession):  # Spark's own writer: the progress line shows its tasks
+            writer.options(**native).save(io.to_uri(location, opts.storage_options))
         return txn.native_commit()
     from pyspark.sql.pandas.types import from_arrow_schema
 
     try:
-        frame = df.select(*schema.names).mapInArrow(_stage(txn, schema), from_arrow_schema(txn.record_schema))
-        rows = [r.asDict() for r in frame.collect()]
+        with _watched(df.sparkSession) as counters:  # a progress line on a terminal, per staged file
+            frame = df.select(*schema.names).mapInArrow(
+                _stage(txn, schema, counters), from_arrow_schema(txn.record_schema)
+            )
+            rows = [r.asDict() for r in frame.collect()]
     except Exception as e:
         txn.abort()
         marker = "SchemaMismatch: "  # raised on an executor: Spark hands back its text

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from catalog.types import Schema, VersionDraft, VersionInfo
-from dal import io
+from dal import io, progress
 from dal.errors import DalError, FormatError, SchemaMismatch, UnsupportedFeature, one_line, require, translate
 from dal.formats.base import (
     DATASET_KEY,
@@ -162,7 +162,7 @@ class DeltaFormat(Format):
         try:
             dl.write_deltalake(
                 location,
-                conformed.reader,
+                progress.counted(conformed.reader),  # rows handed to delta-rs, on a terminal's progress line
                 mode=opts.mode,
                 partition_by=list(opts.partition_by) or None,
                 schema_mode=opts.schema_mode,
@@ -205,7 +205,9 @@ class DeltaFormat(Format):
         drafts: list[VersionDraft] = []
         expired: list[tuple[int, str | None]] = []
         readable_seen = False
-        for v in range(0 if after is None else after + 1, latest + 1):
+        first = 0 if after is None else after + 1
+        label = f"reading the Delta log of {io.mask_url(location)}"
+        for v in progress.each(range(first, latest + 1), label, unit="versions"):  # a line on a terminal only
             try:
                 table.load_as_version(v)
             except Exception as e:

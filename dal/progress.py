@@ -1,0 +1,482 @@
+"""Progress of long operations on a terminal: one line on stderr, redrawn in place.
+
+``task(label, total=..., unit=...)`` opens a progress line for an operation (a write, a sync of a long
+history, a gc, a Hive sync); the code doing the work calls ``advance`` on it, or on ``current()`` when it
+is deeper down (a format's writer counting the rows it hands to storage). The line shows the count (of
+``total`` with a percentage when known), files and bytes when counted, the rate and, when the total is
+known, an ETA::
+
+    writing weather.radar: 1,200,000/2,000,000 rows  60% · 3 files · 48.0 MB · 250k rows/s · ETA 0:03
+
+It is redrawn at most ``INTERVAL`` times a second with a carriage return (no colours, no cursor codes),
+cut to the terminal's width, and appears only once the operation has run ``DAL_PROGRESS_DELAY`` seconds
+(0.5 by default) so quick commands print nothing. When the outermost task ends its line is replaced by a
+one-line summary (``gc ds: 40 files, 12.0 MB in 2.1 s``); a nested task (the sync inside a write) clears
+its line and the outer one resumes; a failed task clears its line.
+
+Progress is drawn only when all of these hold:
+
+- stderr is a terminal (never into a pipe, a file or a CI log) and ``TERM`` is not ``dumb``;
+- ``DAL_PROGRESS`` is not ``0`` / ``false`` / ``no`` / ``off``;
+- ``set_enabled(False)`` was not called (the CLI's ``--quiet`` calls it);
+- the ``dal.progress`` logger, else the ``dal`` logger, is not disabled and has no level above INFO set
+  (``logging.getLogger("dal").setLevel(logging.WARNING)`` silences progress too).
+
+Otherwise every function here returns a no-op task and changes nothing (readers are passed through as they are).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sized
+from contextlib import contextmanager
+from typing import IO, Any, TypeVar
+
+from dal.errors import DalError, printable
+
+ENV = "DAL_PROGRESS"
+ENV_DELAY = "DAL_PROGRESS_DELAY"
+INTERVAL = 0.1  # seconds between redraws (10 Hz at most)
+DEFAULT_DELAY = 0.5  # seconds before a line first appears
+MIN_ELAPSED = 0.01  # seconds before a rate (and an ETA) is shown
+CHUNK_ROWS = 65_536  # counted() hands batches on in pieces of at most this many rows (only while drawing)
+_OFF = {"0", "false", "no", "off"}
+T = TypeVar("T")
+
+_lock = threading.RLock()
+_stack: list[Task] = []  # open tasks, outermost first; only the innermost draws
+_override: bool | None = None
+
+
+def set_enabled(value: bool | None) -> None:
+    """``False``: no progress in this process (as ``--quiet``); ``None``: the default (terminal, env, logger).
+    ``True`` lifts ``DAL_PROGRESS=0`` and the logger check, but progress is still drawn only on a terminal."""
+    global _override
+    if value is not None and not isinstance(value, bool):
+        raise DalError(f"set_enabled takes True, False or None, not {value!r}")
+    _override = value
+
+
+def get_enabled() -> bool | None:
+    """What ``set_enabled`` set (None: the default)."""
+    return _override
+
+
+@contextmanager
+def disabled() -> Iterator[None]:
+    """No progress inside the block (restores the previous setting after it)."""
+    global _override
+    before = _override
+    _override = False
+    try:
+        yield
+    finally:
+        _override = before
+
+
+def _logger_allows() -> bool:
+    for name in ("dal.progress", "dal"):
+        logger = logging.getLogger(name)
+        if logger.disabled:
+            return False
+        if logger.level != logging.NOTSET:
+            return logger.level <= logging.INFO
+    return True
+
+
+def enabled(stream: IO[str] | None = None) -> bool:
+    """Whether progress would be drawn on ``stream`` (default stderr) now."""
+    if _override is False:
+        return False
+    if _override is None:
+        if os.environ.get(ENV, "").strip().lower() in _OFF or not _logger_allows():
+            return False
+    if os.environ.get("TERM") == "dumb":
+        return False
+    stream = _stderr() if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # no isatty, or closed
+        return False
+
+
+def _stderr() -> IO[str]:
+    return sys.stderr
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+def _delay() -> float:
+    try:
+        return max(0.0, float(os.environ.get(ENV_DELAY, DEFAULT_DELAY)))
+    except ValueError:
+        return DEFAULT_DELAY
+
+
+# -- formatting ---------------------------------------------------------------------------------------------
+
+
+def count_text(n: float) -> str:
+    """A rate or count in 3 significant figures: 950, 12.3k, 4.50M."""
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= limit:
+            v = n / limit
+            return f"{v:.3g}{suffix}" if v < 1000 else f"{v:.0f}{suffix}"
+    return f"{n:.3g}" if n != int(n) else str(int(n))
+
+
+def size_text(n: float) -> str:
+    """Bytes as 512 B, 1.5 KB, 48.0 MB (powers of 1024)."""
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(value) < 1024 or unit == "TB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def duration_text(seconds: float) -> str:
+    """0:05, 12:34, 1:02:03."""
+    s = max(0, round(seconds))
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def _width(stream: IO[str]) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        try:
+            return int(os.environ.get("COLUMNS", "80"))
+        except ValueError:
+            return 80
+
+
+# -- tasks --------------------------------------------------------------------------------------------------
+
+
+class Task:
+    """One operation's progress line. Thread-safe: a poller thread may ``update`` it while the caller waits."""
+
+    active = True
+
+    def __init__(
+        self,
+        label: str,
+        *,
+        total: int | None = None,
+        unit: str = "rows",
+        stream: IO[str] | None = None,
+        clock: Callable[[], float] | None = None,
+        interval: float = INTERVAL,
+        delay: float | None = None,
+        width: int | None = None,
+        absorb: bool = False,
+    ) -> None:
+        self.label = printable(label)  # names and locations from users: no terminal control codes
+        self.total = total
+        self.unit = unit
+        self.done = 0
+        self.files = 0
+        self.bytes = 0
+        self.fraction: float | None = None  # set by update(fraction=): progress not measured in ``unit``
+        self.stream = _stderr() if stream is None else stream
+        self.clock = clock or _now
+        self.interval = interval
+        self.delay = _delay() if delay is None else delay
+        self.width = width
+        self.absorb = absorb  # the next task opened inside this one is this one (a caller naming a callee's work)
+        self.start = self.clock()
+        self.shown = False  # whether a line of this task is on the terminal
+        self.held = False  # counting, not drawing (another progress bar owns the terminal for a while)
+        self.draws = 0
+        self._last_draw: float | None = None
+        self._last_len = 0
+
+    # -- counting --
+
+    def advance(self, n: int = 1, *, files: int = 0, bytes: int = 0) -> None:
+        """``n`` more units done (and ``files`` files, ``bytes`` bytes)."""
+        with _lock:
+            self.done += n
+            self.files += files
+            self.bytes += bytes
+        self.refresh()
+
+    def update(
+        self,
+        *,
+        done: int | None = None,
+        total: int | None = None,
+        files: int | None = None,
+        bytes: int | None = None,
+        fraction: float | None = None,
+    ) -> None:
+        """Set absolute values (a poller reading counters); ``fraction`` (0..1) gives the percentage and ETA
+        when the work is not measured in ``unit``."""
+        with _lock:
+            if done is not None:
+                self.done = done
+            if total is not None:
+                self.total = total
+            if files is not None:
+                self.files = files
+            if bytes is not None:
+                self.bytes = bytes
+            if fraction is not None:
+                self.fraction = min(1.0, max(0.0, fraction))
+        self.refresh()
+
+    def set_total(self, total: int | None) -> None:
+        with _lock:
+            self.total = total
+        self.refresh()
+
+    # -- rendering --
+
+    def progress(self) -> float | None:
+        """Done as a fraction of the whole, when known."""
+        if self.total:
+            return min(1.0, self.done / self.total)
+        if self.total == 0:
+            return 1.0
+        return self.fraction
+
+    def line(self, now: float | None = None) -> str:
+        """The progress text (not cut to a width)."""
+        now = self.clock() if now is None else now
+        elapsed = max(now - self.start, 1e-9)
+        parts = []
+        head = f"{self.done:,}" if self.total is None else f"{self.done:,}/{self.total:,}"
+        frac = self.progress()
+        head += f" {self.unit}"
+        if frac is not None:
+            head += f" {frac * 100:3.0f}%"
+        parts.append(head)
+        if self.files:
+            parts.append(f"{self.files:,} file{'s' if self.files != 1 else ''}")
+        if self.bytes:
+            parts.append(size_text(self.bytes))
+        timed = elapsed >= MIN_ELAPSED  # a rate over a few milliseconds says nothing
+        if self.done and timed:
+            parts.append(f"{count_text(self.done / elapsed)} {self.unit}/s")
+        elif self.bytes and timed:
+            parts.append(f"{size_text(self.bytes / elapsed)}/s")
+        if frac is not None and 0 < frac < 1 and timed:
+            parts.append(f"ETA {duration_text(elapsed * (1 - frac) / frac)}")
+        return f"{self.label}: " + " · ".join(parts)
+
+    def summary(self, now: float | None = None) -> str:
+        now = self.clock() if now is None else now
+        elapsed = max(now - self.start, 0.0)
+        parts = [f"{self.done:,} {self.unit}"]
+        if self.files:
+            parts.append(f"{self.files:,} file{'s' if self.files != 1 else ''}")
+        if self.bytes:
+            parts.append(size_text(self.bytes))
+        rate = f" ({count_text(self.done / elapsed)} {self.unit}/s)" if self.done and elapsed >= MIN_ELAPSED else ""
+        return f"{self.label}: " + ", ".join(parts) + f" in {elapsed:.1f} s{rate}"
+
+    def _fit(self, text: str) -> str:
+        width = self.width or _width(self.stream)
+        limit = max(10, width - 1)  # never the last column: some terminals wrap there
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    def refresh(self, *, force: bool = False) -> None:
+        """Redraw if this is the innermost task, its delay has passed and the last draw is ``interval`` ago."""
+        with _lock:
+            if not _stack or _stack[-1] is not self or self.held:
+                return
+            now = self.clock()
+            if not force:
+                if now - self.start < self.delay:
+                    return
+                if self._last_draw is not None and now - self._last_draw < self.interval:
+                    return
+            self._draw(self._fit(self.line(now)))
+            self._last_draw = now
+            self.shown = True
+            self.draws += 1
+
+    def _draw(self, text: str) -> None:
+        pad = " " * max(0, self._last_len - len(text))
+        self._write("\r" + text + pad)
+        self._last_len = len(text)
+
+    def _clear(self) -> None:
+        if self._last_len:
+            self._write("\r" + " " * self._last_len + "\r")
+        self._last_len = 0
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed terminal must not fail the operation
+            pass
+
+    def close(self, ok: bool = True) -> None:
+        """End the task: the outermost one's line becomes a summary (when it was shown and ``ok``); others clear."""
+        with _lock:
+            outermost = bool(_stack) and _stack[0] is self
+            if self in _stack:
+                _stack.remove(self)
+            if self.shown:
+                if ok and outermost:
+                    text = self._fit(self.summary())
+                    pad = " " * max(0, self._last_len - len(text))
+                    self._write("\r" + text + pad + "\n")
+                    self._last_len = 0
+                else:
+                    self._clear()
+            if _stack:
+                parent = _stack[-1]
+                parent._last_draw = None  # redraw the outer line at its next update
+                parent._last_len = 0
+
+
+class _Null(Task):
+    """The task when progress is off: counts nothing, draws nothing."""
+
+    active = False
+
+    def __init__(self) -> None:  # no super().__init__: nothing to keep
+        self.label, self.total, self.unit = "", None, ""
+        self.done = self.files = self.bytes = 0
+        self.fraction = None
+        self.absorb = False
+        self.shown = self.held = False
+
+    def advance(self, n: int = 1, *, files: int = 0, bytes: int = 0) -> None:
+        pass
+
+    def update(self, **_: Any) -> None:
+        pass
+
+    def set_total(self, total: int | None) -> None:
+        pass
+
+    def refresh(self, *, force: bool = False) -> None:
+        pass
+
+    def close(self, ok: bool = True) -> None:
+        pass
+
+
+NULL = _Null()
+
+
+def current() -> Task:
+    """The innermost open task (a no-op task when none is open or progress is off)."""
+    with _lock:
+        return _stack[-1] if _stack else NULL
+
+
+@contextmanager
+def task(label: str, *, total: int | None = None, unit: str = "rows", absorb: bool = False) -> Iterator[Task]:
+    """A progress line for the block (a no-op task when progress is off); see the module docstring.
+
+    ``absorb=True``: the next task opened inside this block adds to this one instead of drawing its own line
+    (``dal.convert`` names the write it makes).
+    """
+    with _lock:
+        parent = _stack[-1] if _stack else None
+        t: Task | None = None
+        if parent is not None and parent.absorb:  # this block's work is the parent's: count it there
+            parent.absorb = False
+            if total is not None and parent.total is None:
+                parent.total = total
+            absorbed: Task = parent
+        elif enabled():
+            t = Task(label, total=total, unit=unit, absorb=absorb)
+            _stack.append(t)
+        else:
+            absorbed = NULL
+    if t is None:
+        yield absorbed
+        return
+    ok = False
+    try:
+        yield t
+        ok = True
+    finally:
+        t.close(ok)
+
+
+def each(
+    items: Iterable[T],
+    label: str,
+    *,
+    unit: str = "items",
+    total: int | None = None,
+    bytes_of: Callable[[T], int | None] | None = None,
+) -> Iterator[T]:
+    """``items``, one by one, inside ``task(label)`` advanced after each (with ``bytes_of(item)`` bytes): a
+    one-line change to a loop. The total is ``len(items)`` when it has one."""
+    if total is None and isinstance(items, Sized):
+        total = len(items)
+    with task(label, total=total, unit=unit) as t:
+        if not t.active:
+            yield from items
+            return
+        for item in items:
+            yield item
+            t.advance(1, bytes=(bytes_of(item) or 0) if bytes_of is not None else 0)
+
+
+def counted(reader: Any, chunk_rows: int = CHUNK_ROWS) -> Any:
+    """``reader`` (a pyarrow RecordBatchReader) advancing the current task by the rows and bytes of each batch
+    as the consumer takes it; large batches are handed on in slices of ``chunk_rows`` so the count moves.
+    Without an active task the reader itself is returned, untouched."""
+    t = current()
+    if not t.active:
+        return reader
+    import pyarrow as pa
+
+    def batches() -> Iterator[Any]:
+        for b in reader:
+            if b.num_rows <= chunk_rows:
+                t.advance(b.num_rows, bytes=b.nbytes)
+                yield b
+                continue
+            for offset in range(0, b.num_rows, chunk_rows):
+                piece = b.slice(offset, chunk_rows)
+                t.advance(piece.num_rows, bytes=piece.nbytes)
+                yield piece
+
+    return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
+def rows_of(data: Any) -> int | None:
+    """The number of rows of local write input when it is known without reading it (None otherwise)."""
+    n = getattr(data, "num_rows", None)
+    if isinstance(n, int):
+        return n
+    module = type(data).__module__
+    if module.startswith("pandas.") and type(data).__name__ == "DataFrame":
+        return int(data.shape[0])
+    if isinstance(data, list):
+        return len(data)
+    return None
+
+
+__all__ = [
+    "ENV",
+    "ENV_DELAY",
+    "Task",
+    "counted",
+    "current",
+    "disabled",
+    "each",
+    "enabled",
+    "rows_of",
+    "set_enabled",
+    "task",
+]

@@ -1,0 +1,414 @@
+"""Progress lines (issue 16): drawn on a terminal for long operations — through the real ``dal`` console script
+and a real Python process in a pseudo-terminal — and absent when stderr is not a terminal, with ``--quiet`` /
+``-q`` or ``DAL_PROGRESS=0``; the renderer's throttling, ETA, width and summaries with a fake clock."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import logging
+import os
+import select
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+import dal
+from dal import progress
+
+COLUMNS = 150
+VERSIONS = 25
+
+
+# -- running a process in a pseudo-terminal ---------------------------------------------------------------
+
+
+def dal_exe() -> str:
+    exe = shutil.which("dal", path=os.path.dirname(sys.executable))
+    assert exe, "the dal console script is not installed in this environment"
+    return exe
+
+
+def run_in_pty(
+    argv: list[str], env: dict[str, str], *, stdout_pipe: bool = False, timeout: float = 90
+) -> tuple[int, str, str]:
+    """Run ``argv`` with stderr (and stdout unless ``stdout_pipe``) on a fresh pseudo-terminal COLUMNS wide.
+    Returns (exit code, what the terminal received, what stdout's pipe received)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, COLUMNS, 0, 0))
+    proc = subprocess.Popen(
+        argv,
+        stdin=slave,
+        stdout=subprocess.PIPE if stdout_pipe else slave,
+        stderr=slave,
+        env={**env, "TERM": "xterm", "COLUMNS": str(COLUMNS)},
+        close_fds=True,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+    out_chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    streams = [master] + ([proc.stdout.fileno()] if stdout_pipe and proc.stdout else [])
+    try:
+        while streams:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"{argv} did not finish in {timeout} s: {b''.join(chunks)!r}")
+            ready, _, _ = select.select(streams, [], [], 0.2)
+            for fd in ready:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:  # EIO: the terminal's last writer closed it
+                    data = b""
+                if not data:
+                    streams.remove(fd)
+                elif fd == master:
+                    chunks.append(data)
+                else:
+                    out_chunks.append(data)
+        code = proc.wait(timeout=30)
+    finally:
+        os.close(master)
+        if proc.stdout:
+            proc.stdout.close()
+    return code, b"".join(chunks).decode(errors="replace"), b"".join(out_chunks).decode()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """A fresh catalog and warehouse; progress lines appear at once (no delay) so short test runs draw them."""
+    out = {
+        k: v for k, v in os.environ.items() if k not in {"DAL_PROGRESS", "DAL_PROGRESS_DELAY", "PYTEST_CURRENT_TEST"}
+    }
+    out.update(
+        DAL_CATALOG_URL=f"sqlite:///{tmp_path}/catalog.db",
+        DAL_WAREHOUSE=str(tmp_path / "warehouse"),
+        DAL_PROGRESS_DELAY="0",
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A Delta table (written by delta-rs, not dal) with VERSIONS versions (registering it changes nothing there)."""
+    path = str(tmp_path_factory.mktemp("progress") / "history")
+    for i in range(VERSIONS):
+        write_deltalake(path, pa.table({"id": [i], "v": [float(i)]}), mode="append")
+    assert DeltaTable(path).version() == VERSIONS - 1
+    return path
+
+
+def progress_lines(screen: str) -> list[str]:
+    """Every line drawn in place (the text between carriage returns and newlines), stripped."""
+    return [p.strip() for p in screen.replace("\r\n", "\n").replace("\n", "\r").split("\r") if p.strip()]
+
+
+def test_register_shows_progress_on_a_terminal(env: dict[str, str], history: str) -> None:
+    """stderr a terminal, stdout piped (a --json consumer): the progress is on the terminal, the JSON is clean."""
+    code, screen, out = run_in_pty([dal_exe(), "register", "hist.t", history, "--json"], env, stdout_pipe=True)
+    assert code == 0, screen
+    assert [v["storage_version"] for v in json.loads(out)] == list(range(VERSIONS))
+    lines = progress_lines(screen)
+    reading = [ln for ln in lines if ln.startswith("reading the Delta log of ")]
+    recording = [ln for ln in lines if ln.startswith("recording versions of hist.t: ")]
+    assert reading and recording, screen
+    # drawn after each version (10 times a second at most): a count of the total, a percentage, a rate, an ETA
+    assert all(f"/{VERSIONS} versions" in ln and "%" in ln for ln in reading[:-1] + recording[:-1]), screen
+    assert any("versions/s" in ln and "ETA " in ln for ln in reading[:-1] + recording[:-1]), screen
+    # each task ends with a summary line that stays on the terminal
+    assert f"recording versions of hist.t: {VERSIONS} versions in " in screen
+    assert all(len(ln) < COLUMNS for ln in lines)  # never wider than the terminal
+    assert "\x1b" not in screen  # no colour or cursor codes, only carriage returns
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "extra_env"),
+    [
+        (["--quiet"], [], {}),
+        ([], ["-q"], {}),
+        ([], [], {"DAL_PROGRESS": "0"}),
+    ],
+    ids=["dal --quiet", "command -q", "DAL_PROGRESS=0"],
+)
+def test_quiet_terminal_has_no_progress(
+    env: dict[str, str], history: str, before: list[str], after: list[str], extra_env: dict[str, str]
+) -> None:
+    code, screen, _ = run_in_pty([dal_exe(), *before, "register", "hist.t", history, *after], {**env, **extra_env})
+    assert code == 0, screen
+    assert "recording versions" not in screen and "reading the Delta log" not in screen, screen
+    assert "\r" not in screen.replace("\r\n", "\n")
+    assert f"registered hist.t with {VERSIONS} version(s)" in screen
+
+
+def test_no_progress_when_stderr_is_not_a_terminal(env: dict[str, str], history: str) -> None:
+    proc = subprocess.run(
+        [dal_exe(), "register", "hist.t", history], env=env, capture_output=True, text=True, timeout=90
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert proc.stdout == f"registered hist.t with {VERSIONS} version(s)\n"
+
+
+WRITE = """
+import sys
+import numpy as np, pandas as pd
+import dal
+n = int(sys.argv[1])
+df = pd.DataFrame({"id": np.arange(n), "x": np.random.default_rng(0).random(n)})
+dal.write(df, "w.t")
+dal.write(df.head(10), "w.t", mode="overwrite")
+"""
+
+
+def test_pandas_write_and_gc_show_progress_on_a_terminal(env: dict[str, str]) -> None:
+    rows = 300_000  # 5 slices of 65,536 rows handed to delta-rs: the line moves during the write
+    code, screen, _ = run_in_pty([sys.executable, "-c", WRITE, str(rows)], env)
+    assert code == 0, screen
+    writing = [ln for ln in progress_lines(screen) if ln.startswith("writing w.t: ")]
+    assert any(f"/{rows:,} rows" in ln and "%" in ln and "ETA " in ln and "rows/s" in ln for ln in writing), screen
+    assert f"writing w.t: {rows:,} rows, " in screen  # the summary line
+    table = Path(env["DAL_WAREHOUSE"]) / "w.t"
+    assert DeltaTable(str(table), version=0).to_pyarrow_table().num_rows == rows  # all of them, read independently
+
+    code, screen, _ = run_in_pty([dal_exe(), "gc", "w.t", "--keep-last", "1", "--safe-age", "0s"], env)
+    assert code == 0, screen
+    deleting = [ln for ln in progress_lines(screen) if ln.startswith("gc w.t: deleting: ")]
+    assert deleting and all(" files" in ln for ln in deleting), screen
+    assert "w.t: expired version(s) 0" in screen
+
+    # the same program with stderr not a terminal: nothing but what the program itself prints
+    env2 = {**env, "DAL_CATALOG_URL": env["DAL_CATALOG_URL"].replace("catalog.db", "other.db"),
+            "DAL_WAREHOUSE": env["DAL_WAREHOUSE"] + "2"}  # fmt: skip
+    quiet = subprocess.run([sys.executable, "-c", WRITE, "1000"], env=env2, capture_output=True, text=True, timeout=90)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+
+
+# -- the renderer ----------------------------------------------------------------------------------------
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def tty(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeTTY, Clock]]:
+    """stderr a (fake) terminal 80 columns wide, a clock the test moves, no delay; the default switches."""
+    stream, clock = FakeTTY(), Clock()
+    monkeypatch.setattr(progress, "_stderr", lambda: stream)  # not sys.stderr: pytest's capture resets that
+    monkeypatch.setattr(progress, "_now", clock)
+    monkeypatch.setattr(progress, "_width", lambda _s: 80)
+    monkeypatch.setenv(progress.ENV_DELAY, "0")
+    monkeypatch.delenv(progress.ENV, raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    before = progress.get_enabled()
+    progress.set_enabled(None)
+    yield stream, clock
+    progress.set_enabled(before)
+    assert progress._stack == []
+
+
+def frames(stream: FakeTTY) -> list[str]:
+    return [p for p in stream.getvalue().replace("\n", "\r").split("\r") if p.strip()]
+
+
+def test_redraws_at_most_ten_times_a_second(tty: tuple[FakeTTY, Clock]) -> None:
+    stream, clock = tty
+    with progress.task("copying", total=1000, unit="rows") as t:
+        for _ in range(100):  # 100 updates at one instant: one draw
+            t.advance(1)
+        assert t.draws == 1
+        clock.t += 0.05
+        t.advance(1)
+        assert t.draws == 1  # 50 ms later: not yet
+        clock.t += 0.06
+        t.advance(1)
+        assert t.draws == 2
+        for _ in range(30):  # 3 s of updates every 10 ms: 30 draws, not 300
+            for _ in range(10):
+                clock.t += 0.01
+                t.advance(1)
+        assert 25 <= t.draws - 2 <= 31  # (the clock's float steps make some gaps 11 updates long)
+    assert stream.getvalue().endswith("\n")
+
+
+def test_delay_hides_quick_operations(tty: tuple[FakeTTY, Clock], monkeypatch: pytest.MonkeyPatch) -> None:
+    stream, clock = tty
+    monkeypatch.setenv(progress.ENV_DELAY, "0.5")
+    with progress.task("quick", total=10) as t:
+        t.advance(5)
+        clock.t += 0.2
+        t.advance(5)
+    assert stream.getvalue() == ""  # never drawn: no summary either
+    with progress.task("slow", total=10) as t:
+        t.advance(1)
+        clock.t += 0.6
+        t.advance(1)
+        assert t.draws == 1
+    assert stream.getvalue().endswith("\n") and "slow: 2 rows in 0.6 s" in stream.getvalue()
+
+
+def test_percentage_rate_and_eta(tty: tuple[FakeTTY, Clock]) -> None:
+    _, clock = tty
+    with progress.task("writing d", total=100, unit="rows") as t:
+        clock.t += 10
+        t.update(done=25, files=2, bytes=3 * 1024 * 1024)
+        line = t.line()
+    assert line == "writing d: 25/100 rows  25% · 2 files · 3.0 MB · 2.5 rows/s · ETA 0:30"
+    t2 = progress.Task("x", total=None, unit="versions", clock=clock)
+    clock.t += 2
+    t2.update(done=7, fraction=0.5)  # a fraction from elsewhere (Spark's tasks): percentage and ETA
+    assert t2.line() == "x: 7 versions  50% · 3.5 versions/s · ETA 0:02"
+    t3 = progress.Task("y", unit="rows", clock=clock)
+    assert t3.line() == "y: 0 rows"  # nothing known yet: no rate, no ETA
+
+
+def test_cut_to_the_terminal_width(tty: tuple[FakeTTY, Clock]) -> None:
+    stream, clock = tty
+    label = "writing " + "a.very_long_dataset_name" * 5
+    with progress.task(label, total=10**9) as t:
+        clock.t += 1
+        t.advance(123_456_789, files=3, bytes=10**9)
+    drawn = frames(stream)
+    assert drawn and all(len(f.rstrip("\n")) <= 79 for f in drawn)
+    assert drawn[0].endswith("…")
+
+
+def test_nested_tasks_clear_and_outer_summarises(tty: tuple[FakeTTY, Clock]) -> None:
+    stream, clock = tty
+    with progress.task("outer", total=2, unit="steps") as outer:
+        outer.advance()
+        with progress.task("inner", total=3, unit="versions") as inner:
+            clock.t += 0.2
+            inner.advance()
+            assert progress.current() is inner
+            outer.advance(0)  # not the innermost: counts, never draws over the inner line
+            assert outer.draws == 1
+        assert stream.getvalue().endswith("\r")  # the inner line was cleared, no newline left behind
+        clock.t += 0.2
+        outer.advance()
+    text = stream.getvalue()
+    assert "inner: 1 versions in" not in text  # only the outermost task leaves a summary
+    assert text.endswith("outer: 2 steps in 0.4 s (5 steps/s)\n")
+
+
+def test_a_failed_task_leaves_no_line(tty: tuple[FakeTTY, Clock]) -> None:
+    stream, _ = tty
+    with pytest.raises(ValueError), progress.task("failing", total=10) as t:
+        t.advance(3)
+        raise ValueError("boom")
+    assert stream.getvalue().replace(" ", "").strip("\r").startswith("failing:")
+    assert stream.getvalue().endswith("\r") and "\n" not in stream.getvalue()
+
+
+def test_switches(tty: tuple[FakeTTY, Clock], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert progress.enabled()
+    assert not progress.enabled(io.StringIO())  # not a terminal
+    monkeypatch.setenv(progress.ENV, "0")
+    assert not progress.enabled()
+    progress.set_enabled(True)  # the API switch overrides the environment ...
+    assert progress.enabled() and not progress.enabled(io.StringIO())  # ... but never draws into a file
+    progress.set_enabled(None)
+    monkeypatch.setenv(progress.ENV, "1")
+    assert progress.enabled()
+    monkeypatch.setenv("TERM", "dumb")  # a terminal that cannot redraw a line
+    assert not progress.enabled()
+    monkeypatch.setenv("TERM", "xterm")
+    with progress.disabled():
+        assert not progress.enabled()
+        with progress.task("x") as t:
+            assert not t.active
+    assert progress.enabled()
+    logger = logging.getLogger("dal")
+    before = logger.level
+    try:
+        logger.setLevel(logging.WARNING)  # the dal logger turned down: no progress either
+        assert not progress.enabled()
+        logging.getLogger("dal.progress").setLevel(logging.INFO)
+        assert progress.enabled()
+    finally:
+        logger.setLevel(before)
+        logging.getLogger("dal.progress").setLevel(logging.NOTSET)
+    with pytest.raises(dal.DalError):
+        progress.set_enabled("yes")  # type: ignore[arg-type]
+
+
+def test_counted_reader_and_each(tty: tuple[FakeTTY, Clock]) -> None:
+    table = pa.table({"a": list(range(10))})
+    reader = table.to_reader()
+    assert progress.counted(reader) is reader  # no task: untouched
+    with progress.task("w", total=10) as t:
+        out = pa.Table.from_batches(list(progress.counted(table.to_reader(), chunk_rows=3)))
+        assert out.equals(table) and t.done == 10 and t.bytes == table.nbytes
+        assert [b.num_rows for b in progress.counted(table.to_reader(), chunk_rows=4)] == [4, 4, 2]
+    with progress.task("e", unit="files") as t:
+        items = list(progress.each(["a", "bb", "ccc"], "each", unit="files", bytes_of=len))
+        assert items == ["a", "bb", "ccc"]
+    with progress.disabled():
+        assert list(progress.each(range(3), "off")) == [0, 1, 2]
+
+
+def test_absorbing_task_names_the_inner_work(tty: tuple[FakeTTY, Clock]) -> None:
+    stream, clock = tty
+    with progress.task("converting the DataFrame", absorb=True) as outer:
+        with progress.task("writing dal_cache.converted", total=4) as inner:
+            assert inner is outer
+            clock.t += 1
+            inner.advance(4)
+        with progress.task("recording versions", unit="versions") as sync:
+            assert sync is not outer  # only the first nested task is absorbed
+    assert stream.getvalue().endswith("converting the DataFrame: 4 rows in 1.0 s (4 rows/s)\n")
+
+
+def test_formatting_helpers() -> None:
+    assert progress.count_text(950) == "950"
+    assert progress.count_text(12_345) == "12.3k"
+    assert progress.count_text(4_500_000) == "4.5M"
+    assert progress.count_text(2.5) == "2.5"
+    assert progress.size_text(512) == "512 B"
+    assert progress.size_text(1536) == "1.5 KB"
+    assert progress.size_text(48 * 1024**2) == "48.0 MB"
+    assert progress.duration_text(5) == "0:05"
+    assert progress.duration_text(754) == "12:34"
+    assert progress.duration_text(3723) == "1:02:03"
+    assert progress.rows_of(pd.DataFrame({"a": [1, 2, 3]})) == 3
+    assert progress.rows_of(pa.table({"a": [1]})) == 1
+    assert progress.rows_of([{"a": 1}, {"a": 2}]) == 2
+    assert progress.rows_of(pa.table({"a": [1]}).to_reader()) is None
+
+
+def test_spark_write_counts_staged_files(tty: tuple[FakeTTY, Clock], spark: Any, tmp_path: Path) -> None:
+    """A Spark write's line follows the executors' staged files (accumulators), ending at the exact totals."""
+    stream, _ = tty
+    from catalog import Catalog
+
+    cat = Catalog(f"sqlite:///{tmp_path}/catalog.db")
+    df = spark.range(0, 10_000, numPartitions=3).selectExpr("id", "id * 2 AS x")  # type: ignore[attr-defined]
+    with progress.task("spark job", absorb=True) as t:
+        v = dal.write(df, "s.t", path=str(tmp_path / "s"), catalog=cat)
+    assert t.done == v.row_count == 10_000
+    assert t.files == v.file_count == len(DeltaTable(str(tmp_path / "s")).file_uris())
+    assert t.bytes == v.size_bytes
+    assert t.fraction == 1.0
+    assert stream.getvalue().endswith(f"spark job: 10,000 rows, {v.file_count} files, {progress.size_text(v.size_bytes)}"
+                                      f" in 0.0 s\n")  # fmt: skip

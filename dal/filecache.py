@@ -38,6 +38,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,9 @@ ENV_SIZE = "DAL_CACHE_SIZE"
 DEFAULT_SIZE = 10 * 1024**3
 LAYOUT = "v1"
 LOW_WATER = 0.9  # eviction frees down to this fraction of the bound
-TEMP_GRACE_S = 3600.0  # a temporary file older than this belongs to a dead fill
+TEMP_GRACE_S = 3600.0
+CLOCK_MARGIN_S = 10.0
+OPEN_FILES = 256  # remote files a reader keeps open (each saves a HEAD when read again)  # a temporary file older than this belongs to a dead fill
 MODES = ("local",)
 
 _log = logging.getLogger("dal.filecache")
@@ -119,6 +122,8 @@ class _Store:
         self.ranges: dict[Path, list[tuple[int, int]]] = {}
         self.sizes: dict[Path, int] = {}
         self.usage: int | None = None
+        self.pending = 0
+        self.evict_lock = threading.Lock()
 
     # -- files and ranges -------------------------------------------------------------------------
 
@@ -205,20 +210,35 @@ class _Store:
                                 yield from os.scandir(folder.path)
 
     def admit(self, nbytes: int, limit: int, protect_since: float) -> bool:
-        """Whether ``nbytes`` more may be stored under ``limit``, evicting unprotected ranges (LRU) if needed."""
+        """Whether ``nbytes`` more may be stored under ``limit``, evicting unprotected ranges (LRU) if needed.
+        An admitted range is counted as pending until ``stored`` is called for it."""
         if nbytes > limit:
             return False
         with self.lock:
             if self.usage is not None and self.usage + nbytes <= limit:
                 self.usage += nbytes
+                self.pending += nbytes
                 return True
-        used = self.evict(limit, nbytes, protect_since)
-        with self.lock:
-            self.usage = used
-            if used + nbytes <= limit:
+        with self.evict_lock:  # one pass at a time: concurrent passes would each undercount the other's
+            with self.lock:
+                if self.usage is not None and self.usage + nbytes <= limit:
+                    self.usage += nbytes
+                    self.pending += nbytes
+                    return True
+                pending = self.pending  # admitted, maybe not on disk yet
+            used = self.evict(limit, nbytes + pending, protect_since) + pending
+            with self.lock:
+                self.usage = used
+                if used + nbytes > limit:
+                    return False
                 self.usage += nbytes
+                self.pending += nbytes
                 return True
-        return False
+
+    def stored(self, nbytes: int) -> None:
+        """An admitted range is on disk (or failed): no longer pending."""
+        with self.lock:
+            self.pending -= nbytes
 
     def evict(self, limit: int, incoming: int, protect_since: float) -> int:
         """One pass over the whole root: remove dead temporary files and, if over the bound, the least
@@ -299,7 +319,8 @@ class FileCache:
     def __init__(self, root: Path, max_bytes: int, started: float | None = None) -> None:
         self.root = root
         self.max_bytes = max_bytes
-        self.started = time.time() if started is None else started
+        # minus a margin: file mtimes come from the kernel's coarse clock, which lags time.time()
+        self.started = time.time() - CLOCK_MARGIN_S if started is None else started
         self._init()
 
     def _init(self) -> None:
@@ -308,6 +329,7 @@ class FileCache:
         self._touched: set[str] = set()
         self._lock = threading.Lock()
         self._full = False
+        self._remote: OrderedDict[tuple[str, str], pa.NativeFile] = OrderedDict()
         _readers.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -340,6 +362,24 @@ class FileCache:
         return pafs.PyFileSystem(CachingHandler(self, fs, store))
 
     # -- reading ----------------------------------------------------------------------------------
+
+    def remote(self, inner: pafs.FileSystem, store: str, path: str) -> pa.NativeFile:
+        """The remote file, opened once per reader (one HEAD per file on object stores; ranged reads of an
+        open file are thread-safe)."""
+        key = (store, path)
+        with self._lock:
+            found = self._remote.get(key)
+            if found is not None:
+                self._remote.move_to_end(key)
+                return found
+        opened = inner.open_input_file(path)
+        with self._lock:
+            found = self._remote.setdefault(key, opened)
+            while len(self._remote) > OPEN_FILES:  # not closed: a file still reading it keeps it
+                self._remote.popitem(last=False)
+        if found is not opened:
+            opened.close()
+        return found
 
     def _touch(self, path: str) -> None:
         if path in self._touched:
@@ -411,6 +451,8 @@ class FileCache:
         except OSError as e:  # a full disk must not fail the read
             _log.warning("file cache %s: could not store a range (%s)", self.root, e)
             return
+        finally:
+            self.store.stored(len(data))
         self._touched.add(str(folder / name))
         self.store.add(folder, (start, len(data)))
         with self._lock:
@@ -502,7 +544,7 @@ class _CachedFile(_io.RawIOBase):
 
     def _open_remote(self) -> pa.NativeFile:
         if self._remote is None:
-            self._remote = self.handler.inner.open_input_file(self.path)  # a HEAD on object stores
+            self._remote = self.cache.remote(self.handler.inner, self.handler.store, self.path)
             size = int(self._remote.size())
             self.cache.store.record_size(self.folder, self.handler.store, self.path, size)
             self._size = size
@@ -555,9 +597,7 @@ class _CachedFile(_io.RawIOBase):
         return len(data)
 
     def close(self) -> None:
-        if self._remote is not None:
-            self._remote.close()
-            self._remote = None
+        self._remote = None  # shared by the reader's files (FileCache.remote)
         super().close()
 
 

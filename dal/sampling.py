@@ -301,12 +301,17 @@ class PickRows(Rows):
 
     def read_chunk(self, i: int) -> pa.Table:
         a, b = self.spans[i]
-        pieces = []
         with translate_missing(self.query.source):
-            for j in range(a, b):
-                table = read.read_task(self.query, self.tasks[j])
-                pieces.append(table.take(pa.array(self.pick(j, table))))
-        table = read.combine(pieces, self.tasks[a], self.permute)
+            # the chunk's row groups in one pyarrow scan (decoded in parallel, in order), then one gather
+            table = read.read_span(self.query, self.tasks[a:b])
+        offsets = np.concatenate([[0], np.cumsum(self.matching[a:b], dtype=np.int64)])
+        if table.num_rows != offsets[-1]:
+            raise DalError(
+                f"{self.query.source.name}: row groups changed while reading ({table.num_rows} rows, "
+                f"{int(offsets[-1])} counted)"
+            )
+        picks = [offsets[j - a] + self.pick(j, table.slice(offsets[j - a], self.matching[j])) for j in range(a, b)]
+        table = read.combine([table.take(pa.array(np.concatenate(picks)))], self.tasks[a], self.permute)
         return table.select(self.columns) if table.column_names != self.columns else table
 
     def tasks_in(self, ranges: Sequence[tuple[int, int]]) -> list[ReadTask]:

@@ -261,6 +261,8 @@ class Scan:
     def chunk_spans(self, tasks: Sequence[ReadTask]) -> list[tuple[int, int]]:
         """How ``tasks`` group into chunks: ``[(first, end)]`` task indices, from footer row counts only
         (no filter is evaluated), so the grouping is known before reading and the same on resumption."""
+        if self.sample_ is not None:
+            raise FilterError("a sampled or balanced scan is read by rows (iter_chunks / to_torch), not by tasks")
         floor = self.shuffle_[1] if self.shuffle_ is not None else 0
         estimate = [t.length if t.length is not None else t.live_rows for t in tasks]
         return read.groups(tasks, estimate, read.chunk_rows(self.query, floor))
@@ -336,6 +338,8 @@ class Scan:
 
     def to_spark(self, spark: Any = None) -> Any:
         """This scan as a Spark DataFrame of the pinned version, projection and filters pushed into Spark."""
+        if self.sample_ is not None:
+            raise FilterError("to_spark does not draw dal samples: use DataFrame.sample / sampleBy in Spark")
         self._log_read()
         return _adapter("spark").scan_to_spark(self, spark)
 

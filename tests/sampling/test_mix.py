@@ -111,3 +111,24 @@ def test_bad_mix_members(data: dal.Dataset, other: dal.Dataset) -> None:
     with pytest.raises(DalError, match=r"scan 0 \(s.main version 0\) has no rows"):
         empty.count()
     assert dal.mix([data, other]).count() == 2000  # datasets stand for their whole scans
+
+
+def test_argument_errors_come_before_any_read(
+    data: dal.Dataset, other: dal.Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dal.read
+
+    def no_read(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("read data")
+
+    for name in ("read_task", "read_span", "read_chunks"):
+        monkeypatch.setattr(dal.read, name, no_read)
+    for bad in (
+        lambda: data.scan().sample(2.0),
+        lambda: data.scan().balance("nope"),
+        lambda: data.scan().balance("label", {0: -1}),
+        lambda: dal.mix([data.scan(), other.scan()], [1.0]),
+        lambda: dal.mix([data.scan(), other.scan().select("id")]),
+    ):
+        with pytest.raises(DalError):
+            bad()

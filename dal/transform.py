@@ -136,6 +136,8 @@ class TransformSpec:
         )
         self.batch_format: BatchFormat = batch_format
         names = [f.name for f in self.edit_fields]
+        if func is None and names:
+            raise TransformError(f"edit_fields {names} need a func that produces them (func is None)")
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise TransformError(f"edit_fields names a field more than once: {', '.join(dupes)}")

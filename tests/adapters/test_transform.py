@@ -129,7 +129,7 @@ def test_spec_output_fields_follow_petastorm_transform_schema() -> None:
         OutField("c", np.dtype("U")),
     ]
     spec = TransformSpec(
-        None, edit_fields=[("b", np.float64, (3,), True), ("d", np.uint8, (2, 2))], removed_fields=["c"]
+        _double_x, edit_fields=[("b", np.float64, (3,), True), ("d", np.uint8, (2, 2))], removed_fields=["c"]
     )
     out = spec.output_fields(inputs)
     # kept inputs in order, then the edited/added fields in edit_fields order (edited ones move to the end)
@@ -138,7 +138,7 @@ def test_spec_output_fields_follow_petastorm_transform_schema() -> None:
         ("b", "float64", (3,), True),
         ("d", "uint8", (2, 2), False),
     ]
-    spec = TransformSpec(None, edit_fields=[("d", np.str_, ())], selected_fields=["d", "a"])
+    spec = TransformSpec(_double_x, edit_fields=[("d", np.str_, ())], selected_fields=["d", "a"])
     assert [f.name for f in spec.output_fields(inputs)] == ["d", "a"]  # selected_fields sets the order
     with pytest.raises(DalError, match="removed_fields or selected_fields, not both"):
         TransformSpec(None, removed_fields=["a"], selected_fields=["b"])
@@ -155,7 +155,9 @@ def test_spec_output_fields_follow_petastorm_transform_schema() -> None:
         ([("x", np.int8, ()), ("x", np.int8, ())], "more than once: x"),
     ]:
         with pytest.raises(TransformError, match=message):
-            TransformSpec(None, edit_fields=bad)
+            TransformSpec(_double_x, edit_fields=bad)
+    with pytest.raises(TransformError, match=r"edit_fields \['x'\] need a func"):
+        TransformSpec(None, edit_fields=[("x", np.int8, ())])
     with pytest.raises(TransformError, match="callable"):
         TransformSpec(func=42)  # type: ignore[arg-type]
     with pytest.raises(TransformError, match="batch_format"):
@@ -337,6 +339,9 @@ def test_spec_runs_in_dataloader_workers(delta: Any) -> None:
     loader = torch.utils.data.DataLoader(data, batch_size=None, num_workers=2)
     got = {int(i): float(v) for b in loader for i, v in zip(b["id"], b["x2"], strict=True)}
     x = table.column("x").to_numpy()
+    assert got == {i: 2 * x[i] for i in range(N)}
+    # data.loader: worker processes run the transform on whole chunks, the main process slices batches
+    got = {int(i): float(v) for b in data.loader(num_workers=2) for i, v in zip(b["id"], b["x2"], strict=True)}
     assert got == {i: 2 * x[i] for i in range(N)}
 
 

@@ -62,3 +62,32 @@ def test_demo_registers_versions_and_browses_them(env: dict[str, str]) -> None:
     ]  # fmt: skip
     assert ranks[0]["rows"] == ranks[1]["rows"] == 576 // 2 and ranks[0]["steps"] == ranks[1]["steps"]
     assert not set(ranks[0]["keys"]) & set(ranks[1]["keys"])
+
+
+def test_mlflow_example_logs_the_read_log_with_the_run(env: dict[str, str], tmp_path: Path) -> None:
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = subprocess.run(
+        [sys.executable, "examples/mlflow_read_log.py", "--tracking-uri", uri, "--artifacts", str(tmp_path / "art")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    run = mlflow.MlflowClient(uri).get_run(result["run_id"])
+    assert run.data.tags["dal.read.1"] == "mlflow_demo.features@1 WHERE station = 'YUL'"
+    assert run.data.tags["dal.read.2"] == "mlflow_demo.labels@0" and run.data.metrics["rmse"] < 0.2
+    saved = mlflow.MlflowClient(uri).download_artifacts(result["run_id"], "dal_read_log.json", str(tmp_path))
+    reads = json.loads(Path(saved).read_text())["reads"]
+    assert [(r["dataset"], r["version"], r["filters"]) for r in reads] == [
+        ("mlflow_demo.features", 1, None),
+        ("mlflow_demo.features", 1, "station = 'YUL'"),
+        ("mlflow_demo.labels", 0, None),
+    ]
+    # the logged read reproduces the training rows, through the dal command
+    head = subprocess.run(
+        [sys.executable, "-m", "dal.cli", "head", "mlflow_demo.features", "--version", "1", "--where",
+         reads[1]["filters"], "-n", "10000", "--json"],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert len(json.loads(head.stdout)["rows"]) == int(run.data.params["rows"]) == 200

@@ -10,7 +10,11 @@ Rows (each path's best of ``--rounds`` interleaved rounds, after one warm-up run
   processes ship whole chunks), a plain ``DataLoader(to_torch(...), num_workers=2)``, and shuffled;
 - hand-written tf.data: a generator of 65k-row NumPy chunks, ``rebatch(1024)``; ``to_tf``;
 - the Python cost of one 1024 x 5 batch (slicing converted chunks, no I/O);
-- petastorm 0.13.1's ``petastorm.pytorch.DataLoader`` (legacy venv; torch is lent from this venv).
+- petastorm 0.13.1's ``petastorm.pytorch.DataLoader`` (legacy venv; torch is lent from this venv);
+- tensor-heavy: a Petastorm dataset with an 8x8 float32 ndarray field and a 32x32x3 png image, decoded
+  samples/s of ``to_torch`` (threads, and ``loader(num_workers=2)``) vs petastorm 0.13.1's ``make_reader``;
+- peak RSS (VmHWM, a fresh subprocess) of ``to_torch`` streaming every column of the dataset, plain and
+  shuffled.
 """
 
 from __future__ import annotations
@@ -159,7 +163,6 @@ def legacy_with_torch() -> str:
 
 
 def petastorm_torch(url: str) -> float:
-    python = legacy_with_torch()
     code = f"""
 import time, json
 from petastorm import make_batch_reader
@@ -173,11 +176,110 @@ for _ in range(2):
     best = max(best, n / (time.perf_counter() - t))
 print(json.dumps(best))
 """
+    return float(json.loads(run_legacy(code)))
+
+
+TENSOR_ROWS = 50_000
+
+
+def existing(name: str) -> dal.Dataset | None:
+    """A dataset an earlier run built in the same ``--work`` dir, else None."""
+    try:
+        return dal.open(name)
+    except dal.DalError:
+        return None
+
+
+def tensor_dataset(rows: int) -> dal.Dataset:
+    """The tensor-heavy dataset: an id, an 8x8 float32 ndarray and a 32x32x3 png image per row (Petastorm)."""
+    import numpy as np
+
+    from dal import ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+
+    schema = TensorSchema(
+        "Tensors",
+        [
+            TensorField("id", np.int64, (), ScalarCodec()),
+            TensorField("arr", np.float32, (8, 8), NdarrayCodec()),
+            TensorField("image", np.uint8, (32, 32, 3), ImageCodec("png")),
+        ],
+    )
+    rng = np.random.default_rng(2)
+    step = 10_000
+    for k in range(0, rows, step):
+        n = min(step, rows - k)
+        # smooth images (a gradient plus noise), so png compresses them as it would photos, roughly
+        base = np.add.outer(np.arange(32), np.arange(32)).astype(np.uint8)[None, :, :, None] * 4
+        images = (base + rng.integers(0, 32, (n, 32, 32, 3))).astype(np.uint8)
+        columns = {
+            "id": np.arange(k, k + n),
+            "arr": list(rng.standard_normal((n, 8, 8)).astype(np.float32)),
+            "image": list(images),
+        }
+        dal.write(columns, "bench.tensors", format="petastorm", schema=schema if k == 0 else None)
+    return dal.open("bench.tensors")
+
+
+def dal_tensors(ds: dal.Dataset, workers: int = 0) -> int:
+    data = ds.scan().to_torch(256)
+    n = 0
+    for batch in LOADERS.setdefault(-workers, data.loader(num_workers=workers)) if workers else data:
+        assert batch["image"].shape[1:] == (32, 32, 3) and batch["arr"].shape[1:] == (8, 8)
+        n += batch["image"].shape[0]
+    return n
+
+
+def petastorm_tensors(url: str, rounds: int) -> float:
+    """Decoded samples/s of petastorm 0.13.1's make_reader (2 worker threads, its default pool)."""
+    code = f"""
+import time, json
+from petastorm import make_reader
+best = 0.0
+for _ in range({rounds}):
+    t = time.perf_counter(); n = 0
+    with make_reader({url!r}, num_epochs=1, workers_count=2) as reader:
+        for row in reader:
+            assert row.image.shape == (32, 32, 3)
+            n += 1
+    best = max(best, n / (time.perf_counter() - t))
+print(json.dumps(best))
+"""
+    return float(json.loads(run_legacy(code)))
+
+
+def run_legacy(code: str) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, timeout=1800)
+    out = subprocess.run([legacy_with_torch(), "-c", code], capture_output=True, text=True, env=env, timeout=1800)
     if out.returncode:
         raise RuntimeError(out.stderr[-1500:])
-    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+    return out.stdout.strip().splitlines()[-1]
+
+
+RSS_SCRIPT = """
+import json, sys, time
+import dal
+shuffle = sys.argv[2] == "shuffled"
+scan = dal.open(sys.argv[1]).scan()
+data = (scan.shuffle(seed=1) if shuffle else scan).to_torch(1024)
+base = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS:"))
+t = time.perf_counter(); n = 0
+for batch in data:
+    n += len(batch["id"])
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a child would report its parent's peak
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps({"rows": n, "rows_per_s": n / (time.perf_counter() - t), "base_mb": base / 1024, "peak_mb": hwm / 1024}))
+"""
+
+
+def peak_rss(name: str, mode: str) -> dict[str, float]:
+    """Peak RSS of a fresh process streaming every column of ``name`` through ``to_torch`` (all batches)."""
+    out = subprocess.run(
+        [sys.executable, "-c", RSS_SCRIPT, name, mode], capture_output=True, text=True, env=os.environ.copy(),
+        cwd=REPO, timeout=1800,
+    )  # fmt: skip
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def main() -> None:
@@ -186,10 +288,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=None)
     parser.add_argument("--no-petastorm", action="store_true")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; each path's best is kept")
+    parser.add_argument("--work", type=Path, default=None, help="scratch dir (reused: datasets built once)")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="dal-adapters-bench-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="dal-adapters-bench-"))
     os.environ["DAL_HOME"] = str(work / "home")
-    ds = reader_bench.build(args.rows or (200_000 if args.quick else 2_000_000))
+    ds = existing("bench.reader") or reader_bench.build(args.rows or (200_000 if args.quick else 2_000_000))
+    tensors = existing("bench.tensors") or tensor_dataset(TENSOR_ROWS // 5 if args.quick else TENSOR_ROWS)
     files = paths(ds)
     paths_: dict[str, Callable[[], int]] = {
         "hand torch": lambda: hand_torch(files),
@@ -220,14 +324,45 @@ def main() -> None:
         try:
             pet = petastorm_torch(ds.petastorm_url)
             rows.append(("petastorm 0.13.1 pytorch.DataLoader(make_batch_reader, 2 workers)", pet, hand, ""))
-        except Exception as e:
+        except Exception as e:  # reported, not dropped: the row must run on a fresh machine
             print("petastorm failed:", str(e).splitlines()[-1][:300] if str(e) else repr(e))
+            rows.append(("petastorm 0.13.1 pytorch.DataLoader(make_batch_reader, 2 workers): FAILED", 0.0, hand, ""))
     us = python_per_batch(ds)
+
+    heavy: dict[str, Callable[[], int]] = {
+        "direct": lambda: dal_tensors(tensors),
+        "loader2": lambda: dal_tensors(tensors, 2),
+    }
+    for fn in heavy.values():
+        fn()
+    heavy_best = dict.fromkeys(heavy, 0.0)
+    for _ in range(max(2, args.rounds // 2)):
+        for key, fn in heavy.items():
+            heavy_best[key] = max(heavy_best[key], rows_per_s(fn, repeat=1))
+    pet_heavy = None
+    if not args.no_petastorm:
+        try:
+            pet_heavy = petastorm_tensors(tensors.petastorm_url, 2)
+        except Exception as e:
+            print("petastorm make_reader failed:", str(e).splitlines()[-1][:300] if str(e) else repr(e))
+    rss = {mode: peak_rss("bench.reader", mode) for mode in ("plain", "shuffled")}
+
     print(f"\n{ds.count():,} rows, {len(ds.scan().plan())} row groups, batches of {BATCH}, columns {COLUMNS}\n")
     print("| path | rows/s | vs its hand-written loop | target |\n|---|---|---|---|")
     for name, r, ref, target in rows:
         print(f"| {name} | {r / 1e6:.2f} M | {r / ref:.2f}x | {target} |")
     print(f"| Python per 1024 x 5 batch (slicing converted chunks) | {us:.1f} µs | | < 40 µs |")
+    print(f"\nTensor-heavy: {tensors.count():,} rows (id, 8x8 float32 ndarray, 32x32x3 png), batches of 256\n")
+    print("| path | decoded samples/s | vs petastorm make_reader |\n|---|---|---|")
+    for key, name in (("direct", "to_torch, iterated directly"), ("loader2", "to_torch(...).loader(num_workers=2)")):
+        vs = f"{heavy_best[key] / pet_heavy:.1f}x" if pet_heavy else "petastorm failed"
+        print(f"| {name} | {heavy_best[key] / 1e3:.1f} k | {vs} |")
+    if pet_heavy:
+        print(f"| petastorm 0.13.1 make_reader (2 worker threads, rows decoded) | {pet_heavy / 1e3:.1f} k | 1.0x |")
+    print("\nPeak RSS of to_torch(1024) streaming every column (a fresh process):\n")
+    print("| path | peak RSS (VmHWM) | RSS before reading | rows/s |\n|---|---|---|---|")
+    for mode, r in rss.items():
+        print(f"| {mode} | {r['peak_mb']:.0f} MB | {r['base_mb']:.0f} MB | {r['rows_per_s'] / 1e6:.2f} M |")
 
 
 if __name__ == "__main__":

@@ -285,8 +285,7 @@ class MixRows(sampling.Rows):
         for s in range(len(counts)):
             where = seq == s
             index[where] = base[s] + np.arange(int(where.sum()))
-        table = pa.concat_tables(tables).combine_chunks()
-        return table.take(pa.array(index))
+        return pa.concat_tables(tables).take(pa.array(index))  # one gather (chunked input: no concatenation first)
 
 
 def _wrapped(start: int, stop: int, total: int) -> list[tuple[int, int]]:

@@ -109,18 +109,21 @@ def test_pushdown_reads_only_the_picked_row_groups(data: dal.Dataset, monkeypatc
     assert table.num_rows and scan.bytes_planned() < data.scan().bytes_planned() / 3
 
 
-def test_same_sample_in_another_process(data: dal.Dataset) -> None:
+def test_same_sample_and_mix_in_another_process(data: dal.Dataset, other: dal.Dataset) -> None:
     scan = data.scan().sample(0.1, seed=21).shuffle(seed=4).set_epoch(2)
-    mine = ids(scan.to_arrow())
+    mixed = dal.mix([data.scan().balance("label", seed=2), other.scan()], [0.7, 0.3], seed=8).set_epoch(3)
+    mine = [ids(scan.to_arrow()), ids(mixed.to_arrow())]
     code = (
         "import dal, json, dal.read as r; r.MIN_CHUNK_ROWS = 100; r.CHUNK_BYTES = 1; "
         "s = dal.open('s.main').scan().sample(0.1, seed=21).shuffle(seed=4).set_epoch(2); "
-        "print(json.dumps([int(i) for i in s.to_arrow()['id'].to_pylist()]))"
+        "m = dal.mix([dal.open('s.main').scan().balance('label', seed=2), dal.open('s.other').scan()], [0.7, 0.3], "
+        "seed=8).set_epoch(3); "
+        "print(json.dumps([[int(i) for i in x.to_arrow()['id'].to_pylist()] for x in (s, m)]))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "99"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == mine
-    assert mine != sorted(mine)  # shuffled: rows permuted inside chunks
+    assert mine[0] != sorted(mine[0])  # shuffled: rows permuted inside chunks
 
 
 @pytest.mark.parametrize(

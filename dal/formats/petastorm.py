@@ -40,6 +40,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft, VersionInfo, diff_schemas
+from dal import io, progress
 from dal.errors import DalError, FormatError, SchemaMismatch, one_line
 from dal.faults import pause
 from dal.formats.base import DataFile, Format, WriteOptions, WriteTransaction, check_time_column
@@ -462,9 +463,8 @@ class PetastormFormat(Format):
                     )
                 )
             return drafts
-        for n in numbers:
-            if after is not None and n <= after:
-                continue
+        label = f"reading the Petastorm records of {io.mask_url(location)}"
+        for n in progress.each([n for n in numbers if after is None or n > after], label, unit="versions"):
             record = load_commit(loc, n)
             if record is None:  # an abandoned commit: no version
                 continue
@@ -635,6 +635,7 @@ def write_files(
         )
         size = int(loc.fs.get_file_info(loc.path(full)).size or 0)
         written.append(FileEntry(rel, size, part.num_rows, collected[0].num_row_groups))
+        progress.current().advance(part.num_rows, files=1, bytes=size)  # on a terminal's progress line only
     return written
 
 

@@ -23,10 +23,12 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pytest
+from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
 import dal
 from dal import progress
+from dal.cli import cli
 
 COLUMNS = 150
 VERSIONS = 25
@@ -133,19 +135,8 @@ def test_register_shows_progress_on_a_terminal(env: dict[str, str], history: str
     assert "\x1b" not in screen  # no colour or cursor codes, only carriage returns
 
 
-@pytest.mark.parametrize(
-    ("before", "after", "extra_env"),
-    [
-        (["--quiet"], [], {}),
-        ([], ["-q"], {}),
-        ([], [], {"DAL_PROGRESS": "0"}),
-    ],
-    ids=["dal --quiet", "command -q", "DAL_PROGRESS=0"],
-)
-def test_quiet_terminal_has_no_progress(
-    env: dict[str, str], history: str, before: list[str], after: list[str], extra_env: dict[str, str]
-) -> None:
-    code, screen, _ = run_in_pty([dal_exe(), *before, "register", "hist.t", history, *after], {**env, **extra_env})
+def test_quiet_terminal_has_no_progress(env: dict[str, str], history: str) -> None:
+    code, screen, _ = run_in_pty([dal_exe(), "--quiet", "register", "hist.t", history], env)
     assert code == 0, screen
     assert "recording versions" not in screen and "reading the Delta log" not in screen, screen
     assert "\r" not in screen.replace("\r\n", "\n")
@@ -188,11 +179,43 @@ def test_pandas_write_and_gc_show_progress_on_a_terminal(env: dict[str, str]) ->
     assert deleting and all(" files" in ln for ln in deleting), screen
     assert "w.t: expired version(s) 0" in screen
 
-    # the same program with stderr not a terminal: nothing but what the program itself prints
-    env2 = {**env, "DAL_CATALOG_URL": env["DAL_CATALOG_URL"].replace("catalog.db", "other.db"),
-            "DAL_WAREHOUSE": env["DAL_WAREHOUSE"] + "2"}  # fmt: skip
-    quiet = subprocess.run([sys.executable, "-c", WRITE, "1000"], env=env2, capture_output=True, text=True, timeout=90)
-    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+
+@pytest.mark.parametrize(
+    ("before", "after", "extra_env"),
+    [([], ["-q"], {}), (["-q"], [], {}), ([], [], {progress.ENV: "0"}), ([], [], {"TERM": "dumb"})],
+    ids=["command -q", "dal -q", "DAL_PROGRESS=0", "TERM=dumb"],
+)
+def test_switches_of_the_command_line(
+    tty: tuple[FakeTTY, Clock],
+    monkeypatch: pytest.MonkeyPatch,
+    sqlite_url: str,
+    history: str,
+    before: list[str],
+    after: list[str],
+    extra_env: dict[str, str],
+) -> None:
+    """The same switches in-process (stderr a fake terminal): nothing drawn, and the setting restored after."""
+    stream, _ = tty
+    control = CliRunner().invoke(
+        cli, ["--catalog", sqlite_url.replace("catalog.db", "c.db"), "register", "c.t", history]
+    )
+    assert control.exit_code == 0, control.output
+    assert f"recording versions of c.t: {VERSIONS} versions in 0.0 s\n" in stream.getvalue()  # drawn without a switch
+    stream.truncate(0)
+    stream.seek(0)
+    for k, v in extra_env.items():
+        monkeypatch.setenv(k, v)
+    result = CliRunner().invoke(cli, ["--catalog", sqlite_url, *before, "register", "hist.t", history, *after])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"registered hist.t with {VERSIONS} version(s)\n"
+    assert stream.getvalue() == ""
+    assert progress.get_enabled() is None  # --quiet lasts one command (in-process callers get theirs back)
+
+
+def test_api_writes_print_nothing_without_a_terminal(sqlite_env: object, capfd: pytest.CaptureFixture[str]) -> None:
+    dal.write(pd.DataFrame({"a": range(100_000)}), "quiet.t")
+    dal.sync("quiet.t")
+    assert capfd.readouterr() == ("", "")
 
 
 # -- the renderer ----------------------------------------------------------------------------------------
@@ -397,13 +420,35 @@ def test_formatting_helpers() -> None:
     assert progress.rows_of(pa.table({"a": [1]}).to_reader()) is None
 
 
+def test_petastorm_write_and_sync_count_files_and_versions(tty: tuple[FakeTTY, Clock], sqlite_env: object) -> None:
+    """A Petastorm write counts rows, files and bytes per written file; its sync counts the version records."""
+    import numpy as np
+    import pyarrow.dataset as pads
+
+    from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+
+    stream, _ = tty
+    schema = TensorSchema("P", [TensorField("id", np.int64, (), ScalarCodec()),
+                                TensorField("part", np.int64, (), ScalarCodec()),
+                                TensorField("m", np.float32, (2,), NdarrayCodec())])  # fmt: skip
+    rows = [{"id": i, "part": i % 3, "m": np.full(2, i, np.float32)} for i in range(30)]
+    with progress.task("petastorm", absorb=True) as t:
+        v = dal.write(rows, "p.t", format="petastorm", schema=schema, partition_by=["part"])
+    assert (t.done, t.files, t.bytes) == (30, 3, v.size_bytes)
+    root = dal.get_catalog().get_dataset("p.t").location.removeprefix("file://")
+    found = pads.dataset(root, format="parquet", exclude_invalid_files=True, ignore_prefixes=["_", "."])
+    assert len(found.files) == 3 and found.count_rows() == 30  # what the line counted, as pyarrow finds it
+    assert stream.getvalue().endswith(f"petastorm: 30 rows, 3 files, {progress.size_text(v.size_bytes)} in 0.0 s\n")
+    assert "reading the Petastorm records of " in stream.getvalue()
+
+
 def test_spark_write_counts_staged_files(tty: tuple[FakeTTY, Clock], spark: Any, tmp_path: Path) -> None:
     """A Spark write's line follows the executors' staged files (accumulators), ending at the exact totals."""
     stream, _ = tty
     from catalog import Catalog
 
     cat = Catalog(f"sqlite:///{tmp_path}/catalog.db")
-    df = spark.range(0, 10_000, numPartitions=3).selectExpr("id", "id * 2 AS x")  # type: ignore[attr-defined]
+    df = spark.range(0, 10_000, numPartitions=2).selectExpr("id", "id * 2 AS x")  # type: ignore[attr-defined]
     with progress.task("spark job", absorb=True) as t:
         v = dal.write(df, "s.t", path=str(tmp_path / "s"), catalog=cat)
     assert t.done == v.row_count == 10_000

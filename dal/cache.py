@@ -13,6 +13,9 @@ A conversion killed before its marker leaves a folder that no marker names: noth
 removed by the next conversion into the same root (once its writer is dead) or by ``dal cache clear``.
 Two processes converting the same DataFrame both write; the first marker wins, the other deletes its
 folder and uses the winner's.
+
+The cache may also live on object storage (``s3://``, ``gs://``, ``az://``: ``remote_*`` below, the same
+protocol with a conditional PUT for the marker), shared by the machines that reach it.
 """
 
 from __future__ import annotations
@@ -25,12 +28,16 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow.fs as pafs
+
 from catalog.engine import data_dir
 from dal.errors import DalError
+from dal.location import Location
 
 ENV_CACHE_DIR = "DAL_CACHE_DIR"
 MARKER = ".ready"
@@ -47,11 +54,11 @@ def cache_root(
 ) -> Path:
     """The cache folder: ``explicit`` (per call), else Spark's ``spark.dal.cacheDir``, else
     ``$DAL_CACHE_DIR``, else ``<dal home>/cache``. Only local paths (``file://`` too) are supported."""
-    raw = str(explicit or spark_conf or os.environ.get(ENV_CACHE_DIR) or data_dir() / "cache")
+    raw = cache_spec(explicit, spark_conf)
     if raw.startswith("file://"):
         raw = raw[len("file://") :]
     elif "://" in raw:
-        raise DalError(f"the converter's cache must be a local folder, not {raw!r}")
+        raise DalError(f"{raw!r} is on object storage: use remote_root (this is the local cache's folder)")
     root = Path(raw).expanduser()
     if not create:
         return root
@@ -60,6 +67,12 @@ def cache_root(
     except OSError as e:
         raise DalError(f"cannot create the cache folder {root} ({e.strerror or e}); set {ENV_CACHE_DIR}") from e
     return root
+
+
+def cache_spec(explicit: str | os.PathLike[str] | None = None, spark_conf: str | None = None) -> str:
+    """Where the cache is, as given: ``explicit``, else ``spark.dal.cacheDir``, else ``$DAL_CACHE_DIR``, else
+    ``<dal home>/cache`` (a local path, or an object-store URL such as ``s3://bucket/cache``)."""
+    return str(explicit or spark_conf or os.environ.get(ENV_CACHE_DIR) or data_dir() / "cache")
 
 
 def _me() -> str:
@@ -269,10 +282,17 @@ def release_all() -> None:
     with _lock:
         used = list(_used.items())
         _used.clear()
+        remote = list(_remote_used.items())
+        _remote_used.clear()
     for folder, root in used:
         try:
             _release(folder, root)
         except OSError:
+            pass
+    for (_, name), loc in remote:
+        try:
+            _remote_release(loc, name)
+        except (OSError, DalError):
             pass
 
 
@@ -327,4 +347,216 @@ def clear(root: Path, *, force: bool = False) -> tuple[list[Entry], list[Entry]]
             _used.pop(e.folder, None)
         removed.append(e)
     sweep(root)
+    return removed, kept
+
+
+# -- a cache on object storage (``cache_dir="s3://…"``, also gs://, az://) -----------------------------------
+#
+# The same protocol on a Location: ``<key>.ready`` is created by a conditional PUT (create-if-absent), the
+# entry's folder ``<key>-<token>/`` holds the table (no catalog: a reader registers the table in a private
+# temporary catalog) and ``users/<host>-<pid>`` objects. Object stores have no rename, so taking a marker
+# away is a read (does it name this folder?) then a delete; a publisher racing into that instant loses its
+# marker, never its data (its process converts again on the next lookup; the folder is swept once unused).
+
+
+def is_remote(location: str) -> bool:
+    """Whether a cache location is a URL other than ``file://`` (an object store)."""
+    return "://" in location and not location.startswith("file://")
+
+
+@dataclass(frozen=True)
+class RemoteEntry:
+    """One complete, published conversion on object storage."""
+
+    root: Location
+    key: str
+    folder: str
+    created: str
+    rows: int | None
+
+    @property
+    def table(self) -> str:
+        return self.root.child(f"{self.folder}/table")
+
+    def users(self) -> list[str]:
+        return _remote_users(self.root, self.folder)
+
+
+_remote_used: dict[tuple[str, str], Location] = {}  # (root uri, folder) -> root, for the atexit release
+
+
+def remote_root(uri: str, storage_options: Mapping[str, str] | None) -> Location:
+    """The cache's Location, its filesystem reachable (checked before anything is converted).
+
+    Raises:
+        DalError: an unknown scheme, a missing extra, options the store refuses."""
+    from dal import io
+
+    loc = Location.of(uri, storage_options)
+    io.filesystem(loc.uri, loc.storage_options)  # a bad URL or scheme fails here, before Spark runs
+    return loc
+
+
+def _remote_marker(key: str) -> str:
+    return f"{key}{MARKER}"
+
+
+def _remote_read_marker(root: Location, key: str) -> dict[str, object] | None:
+    try:
+        data = json.loads(root.read(_remote_marker(key)))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _remote_users(root: Location, folder: str) -> list[str]:
+    try:
+        return sorted(rel for rel, _ in root.list(f"{folder}/users", recursive=False))
+    except OSError:
+        return []
+
+
+def _remote_add_user(root: Location, folder: str) -> None:
+    root.write(f"{folder}/users/{_me()}", b"")
+
+
+def _remote_remove_user(root: Location, folder: str) -> None:
+    try:
+        root.delete(f"{folder}/users/{_me()}")
+    except (FileNotFoundError, OSError):
+        pass
+
+
+def _remote_track(root: Location, folder: str) -> None:
+    global _registered
+    with _lock:
+        _remote_used[(root.uri, folder)] = root
+        if not _registered:
+            atexit.register(release_all)
+            _registered = True
+
+
+def remote_lookup(root: Location, key: str) -> RemoteEntry | None:
+    """The published entry for ``key``, registered as used by this process (None: there is none)."""
+    data = _remote_read_marker(root, key)
+    if data is None:
+        return None
+    folder = str(data.get("entry", ""))
+    entry = RemoteEntry(root, key, folder, str(data.get("created", "")), _int(data.get("rows")))
+    _remote_add_user(root, folder)
+    again = _remote_read_marker(root, key)  # still published after our user object exists (see _remote_release)
+    if again is None or again.get("entry") != folder or not root.exists(f"{folder}/table"):
+        _remote_remove_user(root, folder)
+        if again is not None and again.get("entry") == folder:
+            _remote_unpublish(root, key, folder)  # a marker naming a folder that is gone: stale
+        return None
+    _remote_track(root, folder)
+    return entry
+
+
+def remote_begin(root: Location, key: str) -> str:
+    """A fresh folder for converting ``key`` (this process its user); abandoned folders are swept first."""
+    remote_sweep(root)
+    folder = f"{key}-{uuid.uuid4().hex[:12]}"
+    _remote_add_user(root, folder)
+    _remote_track(root, folder)
+    return folder
+
+
+def remote_publish(root: Location, key: str, folder: str, rows: int | None) -> RemoteEntry:
+    """Publish a complete ``folder`` as the entry of ``key`` (one conditional PUT); if another process
+    published first, drop ``folder`` and return theirs."""
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    record = json.dumps({"entry": folder, "created": created, "rows": rows, "by": _me()}).encode()
+    for _ in range(PUBLISH_ATTEMPTS):
+        if root.create_exclusive(_remote_marker(key), record):
+            return RemoteEntry(root, key, folder, created, rows)
+        theirs = remote_lookup(root, key)
+        if theirs is not None:
+            remote_discard(root, folder)
+            return theirs
+    remote_discard(root, folder)
+    raise DalError(f"could not publish the cache entry {key[:12]} in {root.uri}: other processes keep replacing it")
+
+
+def remote_discard(root: Location, folder: str) -> None:
+    """Remove an unpublished folder (a failed or losing conversion)."""
+    with _lock:
+        _remote_used.pop((root.uri, folder), None)
+    root.delete_dir(folder)
+
+
+def _remote_unpublish(root: Location, key: str, folder: str) -> bool:
+    data = _remote_read_marker(root, key)
+    if data is None or data.get("entry") != folder:
+        return False
+    try:
+        root.delete(_remote_marker(key))
+    except (FileNotFoundError, OSError):
+        return False
+    return True
+
+
+def _remote_release(root: Location, folder: str) -> None:
+    """This process stops using ``folder``; the last live user removes the entry."""
+    _remote_remove_user(root, folder)
+    if any(_alive(u) for u in _remote_users(root, folder)):
+        return
+    key = folder.rsplit("-", 1)[0]
+    removed = _remote_unpublish(root, key, folder)
+    if any(_alive(u) for u in _remote_users(root, folder)):  # someone started using it meanwhile: give it back
+        if removed:
+            record = json.dumps({"entry": folder, "created": datetime.now(UTC).isoformat(timespec="seconds")})
+            root.create_exclusive(_remote_marker(key), record.encode())
+        return
+    root.delete_dir(folder)
+
+
+def remote_entries(root: Location) -> list[RemoteEntry]:
+    """The published entries under ``root``, oldest first."""
+    out = []
+    for rel, _ in root.list("", recursive=False):
+        if rel.endswith(MARKER):
+            key = rel[: -len(MARKER)]
+            data = _remote_read_marker(root, key)
+            if data is not None:
+                out.append(RemoteEntry(root, key, str(data.get("entry", "")), str(data.get("created", "")),
+                                       _int(data.get("rows"))))  # fmt: skip
+    return sorted(out, key=lambda e: e.created)
+
+
+def remote_sweep(root: Location) -> list[str]:
+    """Remove folders no marker names whose users are all dead (killed conversions, losers of a race)."""
+    published = {e.folder for e in remote_entries(root)}
+    folders: dict[str, float] = {}
+    for info in root.fs.get_file_info(pafs.FileSelector(root.path(), recursive=True, allow_not_found=True)):
+        rel = info.path[len(root.path()) :].lstrip("/")
+        top = rel.split("/", 1)[0]
+        if "/" not in rel or top in published:
+            continue
+        mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
+        folders[top] = max(folders.get(top, 0.0), mtime)
+    removed = []
+    for folder, newest in folders.items():
+        users = _remote_users(root, folder)
+        if any(_alive(u) for u in users) or (not users and time.time() - newest < STARTING_GRACE_S):
+            continue
+        root.delete_dir(folder)
+        removed.append(folder)
+    return removed
+
+
+def remote_clear(root: Location, *, force: bool = False) -> tuple[list[RemoteEntry], list[RemoteEntry]]:
+    """As ``clear`` for a cache on object storage."""
+    removed, kept = [], []
+    for e in remote_entries(root):
+        if not force and any(_alive(u) for u in e.users()):
+            kept.append(e)
+            continue
+        _remote_unpublish(root, e.key, e.folder)
+        root.delete_dir(e.folder)
+        with _lock:
+            _remote_used.pop((root.uri, e.folder), None)
+        removed.append(e)
+    remote_sweep(root)
     return removed, kept

@@ -50,7 +50,8 @@ def convert(
     - ``compression``: the Parquet codec (petastorm's ``compression_codec``): snappy (default), gzip, zstd,
       lz4, brotli or none.
     - The cache folder is ``cache_dir``, else Spark conf ``spark.dal.cacheDir``, else ``$DAL_CACHE_DIR``,
-      else ``<DAL_HOME>/cache``. Converting the same DataFrame (same plan, same options) again reuses the
+      else ``<DAL_HOME>/cache``: a local folder or an object-store URL (``s3://bucket/cache``, gs://, az://,
+      reached with ``storage_options``), which machines that reach it share. Converting the same DataFrame (same plan, same options) again reuses the
       entry, also from another process when the plan reads files or ranges (not in-memory data).
     - ``name=``: write a new version of the dataset ``name`` in the (default or given) catalog instead —
       permanent and versioned like any ``dal.write``; ``storage_options`` apply to that write.
@@ -78,14 +79,19 @@ def convert(
         with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
             version = api.write(prepared, name, compression=codec, storage_options=storage_options, catalog=catalog)
         return api.open(name, version.number, storage_options=storage_options, catalog=catalog)
-    if storage_options:
-        raise DalError("storage_options apply to name= writes; the cache is a local folder")
-
-    root = cache.cache_root(cache_dir, sc.cache_dir_conf(df))
+    spec = cache.cache_spec(cache_dir, sc.cache_dir_conf(df))
+    remote = cache.is_remote(spec)
+    if storage_options and not remote:
+        raise DalError("storage_options apply to name= writes and to a cache on object storage; this cache is local")
+    location = cache.remote_root(spec, storage_options) if remote else None
+    root = cache.cache_root(spec) if location is None else None
     options = json.dumps(
         {"dtype": dtype, "row_group_size_bytes": row_group_size_bytes, "compression": codec, "v": _FORMAT_VERSION}
     )
     key = hashlib.sha256(f"{sc.plan_key(df)}\0{options}".encode()).hexdigest()[:40]
+    if location is not None:
+        return _convert_remote(sc, prepared, df, location, key, codec, row_group_size_bytes)
+    assert root is not None
     entry = cache.lookup(root, key)
     if entry is None:
         folder = cache.begin(root, key)
@@ -110,6 +116,44 @@ def convert(
         return api.open(CACHE_DATASET, catalog=cat)
     finally:
         cat.close()  # the Dataset needs no catalog to read
+
+
+def _convert_remote(
+    sc: Any, prepared: Any, df: Any, root: Any, key: str, codec: str, row_group_size_bytes: int | None
+) -> Dataset:
+    """The conversion cached on object storage (``dal.cache.remote_*``): the table is written there by
+    Spark's executors; a private temporary catalog records it (written, or registered when reused)."""
+    import shutil
+    import tempfile
+
+    from catalog import Catalog
+    from dal import api
+
+    options = dict(root.storage_options)
+    scratch = tempfile.mkdtemp(prefix="dal-convert-")
+    try:
+        cat = Catalog(f"sqlite:///{scratch}/catalog.db")
+        try:
+            entry = cache.remote_lookup(root, key)
+            if entry is None:
+                folder = cache.remote_begin(root, key)
+                try:
+                    with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
+                        version = api.write(prepared, CACHE_DATASET, path=root.child(f"{folder}/table"),
+                                            compression=codec, storage_options=options, catalog=cat)  # fmt: skip
+                    entry = cache.remote_publish(root, key, folder, version.row_count)
+                except BaseException:
+                    cache.remote_discard(root, folder)
+                    raise
+                if entry.folder != folder:  # another process published first: read theirs
+                    cat.delete_dataset(CACHE_DATASET)
+            if not cat.list_datasets(CACHE_DATASET):
+                api.register(CACHE_DATASET, entry.table, storage_options=options, catalog=cat)
+            return api.open(CACHE_DATASET, storage_options=options, catalog=cat)
+        finally:
+            cat.close()  # the Dataset needs no catalog to read
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _rows(sc: Any, df: Any, row_group_bytes: int | None) -> int | None:

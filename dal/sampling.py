@@ -47,6 +47,7 @@ T = TypeVar("T")
 SAMPLE_TAG, BALANCE_TAG = 0x5A, 0xBA  # separate random streams per use
 MAX_CLASSES = 10_000
 DEFAULT_SPREAD = 4.0
+RAW_ROWS = 4  # a chunk of a sample reads at most RAW_ROWS x the chunk's target rows (then takes its picks)
 Unit = Callable[[], pa.Table]
 
 
@@ -268,7 +269,7 @@ class PickRows(Rows):
         self.matching = [taken[_key(t)][0] for t in order]
         self.taken = [taken[_key(t)][1] for t in order]
         floor = whole.shuffle_[1] if whole.shuffle_ is not None else 0
-        self.spans = read.groups(order, self.taken, read.chunk_rows(whole.query, floor))
+        self.spans = _spans(self.taken, self.matching, read.chunk_rows(whole.query, floor))
         self.permute = whole._permute()
         self.task_starts = list(np.concatenate([[0], np.cumsum(self.taken, dtype=np.int64)]).tolist())
         super().__init__(_starts(self.taken, self.spans))
@@ -289,11 +290,17 @@ class PickRows(Rows):
             return np.sort(picked).astype(np.int64)
         assert self.classes is not None
         rng = np.random.default_rng(_task_seed(task, s.seed, self.epoch, BALANCE_TAG))
-        column = table.column(s.by)
+        column = table.column(s.by).combine_chunks()
+        wanted = sorted(self.classes[j].items(), key=lambda kv: _order_key(kv[0]))
+        values = [v for v, _ in wanted if v is not None]
+        # each row's class as an index into ``values`` (one pass), -1 for nulls and other classes
+        codes = pc.index_in(column, value_set=pa.array(values, column.type)).fill_null(-1).to_numpy()
         out = []
-        for value, want in sorted(self.classes[j].items(), key=lambda kv: _order_key(kv[0])):
-            mask = pc.is_null(column) if value is None else pc.equal(column, pa.scalar(value, column.type))
-            where = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+        for value, want in wanted:
+            if value is None:
+                where = np.flatnonzero(pc.is_null(column).to_numpy(zero_copy_only=False))
+            else:
+                where = np.flatnonzero(codes == values.index(value))
             if not s.replace and want > len(where):
                 raise DalError(f"internal: class {value!r} of {task.uri} has {len(where)} rows, {want} drawn")
             out.append(rng.choice(where, want, replace=s.replace))
@@ -323,6 +330,20 @@ class PickRows(Rows):
                     for j in range(*self.spans[i]):
                         out.setdefault(_key(self.tasks[j]), self.tasks[j])
         return list(out.values())
+
+
+def _spans(taken: Sequence[int], matching: Sequence[int], target: int) -> list[tuple[int, int]]:
+    """Chunks of picked row groups: at least ``target`` picked rows, or RAW_ROWS·target rows read (a sparse
+    sample's chunk would otherwise decode most of the data at once: memory stays bounded)."""
+    out, start, picked, raw = [], 0, 0, 0
+    for j, (k, n) in enumerate(zip(taken, matching, strict=True)):
+        picked, raw = picked + k, raw + n
+        if picked >= target or raw >= RAW_ROWS * target:
+            out.append((start, j + 1))
+            start, picked, raw = j + 1, 0, 0
+    if start < len(taken):
+        out.append((start, len(taken)))
+    return out
 
 
 def _key(task: ReadTask) -> tuple[str, int, int]:

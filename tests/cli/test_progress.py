@@ -143,6 +143,24 @@ def test_quiet_terminal_has_no_progress(env: dict[str, str], history: str) -> No
     assert f"registered hist.t with {VERSIONS} version(s)" in screen
 
 
+def test_an_error_during_progress_is_one_clean_line(env: dict[str, str], history: str, tmp_path: Path) -> None:
+    """A failure while a line is drawn, with RUST_BACKTRACE=1: the line is cleared and the terminal shows one
+    ``dal: error:`` line from its first column, no backtrace, no ANSI codes."""
+    broken = tmp_path / "broken"
+    shutil.copytree(history, broken)
+    DeltaTable(str(broken)).create_checkpoint()  # the latest version loads from it; older ones replay the log
+    (broken / "_delta_log" / f"{VERSIONS // 2:020d}.json").write_text("{not json\n")
+    code, screen, _ = run_in_pty([dal_exe(), "register", "b.t", str(broken)], {**env, "RUST_BACKTRACE": "1"})
+    assert code == 1, screen
+    assert "\x1b" not in screen and "backtrace" not in screen.lower() and "Traceback" not in screen
+    lines = [ln for ln in screen.replace("\r\n", "\n").split("\n") if ln.strip()]
+    assert len(lines) == 1, screen  # the progress line was cleared in place: no summary, nothing left over
+    drawn, _, error = lines[0].rpartition("\r")
+    assert drawn.startswith("\rreading the Delta log of ") or drawn.startswith("reading the Delta log of "), screen
+    assert error.startswith("dal: error: ") and f"Delta version {VERSIONS // 2} cannot be loaded" in error, screen
+    assert drawn.split("\r")[-1].strip() == ""  # the last thing drawn before the error: blanks over the line
+
+
 def test_no_progress_when_stderr_is_not_a_terminal(env: dict[str, str], history: str) -> None:
     proc = subprocess.run(
         [dal_exe(), "register", "hist.t", history], env=env, capture_output=True, text=True, timeout=90
@@ -442,18 +460,22 @@ def test_petastorm_write_and_sync_count_files_and_versions(tty: tuple[FakeTTY, C
     assert "reading the Petastorm records of " in stream.getvalue()
 
 
-def test_spark_write_counts_staged_files(tty: tuple[FakeTTY, Clock], spark: Any, tmp_path: Path) -> None:
-    """A Spark write's line follows the executors' staged files (accumulators), ending at the exact totals."""
+def test_spark_write_through_the_converter_counts_staged_files(
+    tty: tuple[FakeTTY, Clock], spark: Any, tmp_path: Path
+) -> None:
+    """dal.convert's line (its write, under the converter's name) follows the executors' staged files
+    (accumulators), ending at the exact totals of the version it wrote, as delta-rs lists its files."""
     stream, _ = tty
-    from catalog import Catalog
-
-    cat = Catalog(f"sqlite:///{tmp_path}/catalog.db")
     df = spark.range(0, 10_000, numPartitions=2).selectExpr("id", "id * 2 AS x")  # type: ignore[attr-defined]
-    with progress.task("spark job", absorb=True) as t:
-        v = dal.write(df, "s.t", path=str(tmp_path / "s"), catalog=cat)
-    assert t.done == v.row_count == 10_000
-    assert t.files == v.file_count == len(DeltaTable(str(tmp_path / "s")).file_uris())
-    assert t.bytes == v.size_bytes
-    assert t.fraction == 1.0
-    assert stream.getvalue().endswith(f"spark job: 10,000 rows, {v.file_count} files, {progress.size_text(v.size_bytes)}"
-                                      f" in 0.0 s\n")  # fmt: skip
+    ds = dal.convert(df, cache_dir=str(tmp_path / "cache"))
+    v = ds.version
+    assert v.row_count == 10_000
+    table = DeltaTable(ds.info.location)
+    assert v.file_count == len(table.file_uris()) and table.to_pyarrow_table().num_rows == 10_000
+    summary = (
+        f"converting the DataFrame: 10,000 rows, {v.file_count} files, {progress.size_text(v.size_bytes)} in 0.0 s\n"
+    )
+    assert stream.getvalue().endswith(summary), stream.getvalue()
+    frames_drawn = frames(stream)
+    assert all(f.startswith(("converting the DataFrame: ", "recording versions of ", "reading the Delta log of "))
+               for f in frames_drawn if f.strip())  # fmt: skip

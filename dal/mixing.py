@@ -174,9 +174,11 @@ class Mix:
     # -- planning ------------------------------------------------------------------------------------
 
     def plan(self) -> list[ReadTask]:
-        """Plans every scan (footers and file lists read here, in the calling process); returns the first
-        scan's tasks (what TensorFlow's spec peeks at)."""
+        """Plans every scan (footers and file lists read here, in the calling process) and the epoch's
+        counts (an empty scan is a DalError here, before any data is read); returns the first scan's tasks
+        (what TensorFlow's spec peeks at)."""
         plans = [s.plan() for s in self.scans]
+        self.epoch_rows()
         return plans[0]
 
     def epoch_rows(self) -> MixRows:

@@ -110,6 +110,8 @@ def test_bad_mix_members(data: dal.Dataset, other: dal.Dataset) -> None:
     empty = dal.mix([data.scan().filter("id < 0"), other.scan()])
     with pytest.raises(DalError, match=r"scan 0 \(s.main version 0\) has no rows"):
         empty.count()
+    with pytest.raises(DalError, match="has no rows"):
+        empty.to_torch(32)  # planned where the loader is made, not mid-training
     assert dal.mix([data, other]).count() == 2000  # datasets stand for their whole scans
 
 

@@ -117,6 +117,7 @@ def progress_lines(screen: str) -> list[str]:
     return [p.strip() for p in screen.replace("\r\n", "\n").replace("\n", "\r").split("\r") if p.strip()]
 
 
+@pytest.mark.slow
 def test_register_shows_progress_on_a_terminal(env: dict[str, str], history: str) -> None:
     """stderr a terminal, stdout piped (a --json consumer): the progress is on the terminal, the JSON is clean."""
     code, screen, out = run_in_pty([dal_exe(), "register", "hist.t", history, "--json"], env, stdout_pipe=True)
@@ -135,6 +136,7 @@ def test_register_shows_progress_on_a_terminal(env: dict[str, str], history: str
     assert "\x1b" not in screen  # no colour or cursor codes, only carriage returns
 
 
+@pytest.mark.slow
 def test_quiet_terminal_has_no_progress(env: dict[str, str], history: str) -> None:
     code, screen, _ = run_in_pty([dal_exe(), "--quiet", "register", "hist.t", history], env)
     assert code == 0, screen
@@ -143,6 +145,7 @@ def test_quiet_terminal_has_no_progress(env: dict[str, str], history: str) -> No
     assert f"registered hist.t with {VERSIONS} version(s)" in screen
 
 
+@pytest.mark.slow
 def test_an_error_during_progress_is_one_clean_line(env: dict[str, str], history: str, tmp_path: Path) -> None:
     """A failure while a line is drawn, with RUST_BACKTRACE=1: the line is cleared and the terminal shows one
     ``dal: error:`` line from its first column, no backtrace, no ANSI codes."""
@@ -161,6 +164,7 @@ def test_an_error_during_progress_is_one_clean_line(env: dict[str, str], history
     assert drawn.split("\r")[-1].strip() == ""  # the last thing drawn before the error: blanks over the line
 
 
+@pytest.mark.slow
 def test_no_progress_when_stderr_is_not_a_terminal(env: dict[str, str], history: str) -> None:
     proc = subprocess.run(
         [dal_exe(), "register", "hist.t", history], env=env, capture_output=True, text=True, timeout=90
@@ -181,6 +185,7 @@ dal.write(df.head(10), "w.t", mode="overwrite")
 """
 
 
+@pytest.mark.slow
 def test_pandas_write_and_gc_show_progress_on_a_terminal(env: dict[str, str]) -> None:
     rows = 300_000  # 5 slices of 65,536 rows handed to delta-rs: the line moves during the write
     code, screen, _ = run_in_pty([sys.executable, "-c", WRITE, str(rows)], env)
@@ -460,6 +465,7 @@ def test_petastorm_write_and_sync_count_files_and_versions(tty: tuple[FakeTTY, C
     assert "reading the Petastorm records of " in stream.getvalue()
 
 
+@pytest.mark.spark
 def test_spark_write_through_the_converter_counts_staged_files(
     tty: tuple[FakeTTY, Clock], spark: Any, tmp_path: Path
 ) -> None:

@@ -4,14 +4,21 @@
     torchrun --nproc_per_node=2 examples/torch_ddp_train.py --version prod
 
 Rank 0 resolves the version once and broadcasts the number, so every rank trains on the same immutable
-data even if a new version lands while the job starts. The ranks then check that their shards are
-disjoint and of equal size.
+data even if a new version lands while the job starts. Batches come from ``to_torch(...).loader(...)``:
+two DataLoader worker processes read and decode whole chunks, the main process slices the batches.
+
+Halfway through the last epoch every rank saves a checkpoint (model, optimiser and the loader's
+``state_dict()``: pinned version, seed, epoch, rows consumed), the job "crashes", and a fresh loader
+resumes from the checkpoint: the epoch finishes with exactly the rows not yet seen. The ranks then check
+that their shards are disjoint and of equal size, and that the resumed epoch lost and repeated nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import tempfile
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -38,28 +45,57 @@ def main() -> None:
 
     # "drop": equal, disjoint shares (at most world-1 rows unused); the default "pad" re-reads them instead
     scan = ds.select(*FEATURES, "label", "station", "ts").shuffle(seed=17).shard(rank, world, remainder="drop")
-    data = scan.to_torch(batch_size=64)
-    loader = DataLoader(data, batch_size=None, num_workers=2)
+    loader = scan.to_torch(batch_size=64).loader(num_workers=2)
 
     model = DistributedDataParallel(
         torch.nn.Sequential(torch.nn.Linear(len(FEATURES), 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
     )
     optimiser = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train(batch: dict[str, torch.Tensor]) -> float:
+        x = torch.nan_to_num(torch.stack([batch[f].float() for f in FEATURES], dim=1))
+        y = batch["label"].float().unsqueeze(1)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x), y)
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        return loss.item()
+
+    def keys(batch: dict[str, torch.Tensor]) -> list[tuple[str, int]]:
+        return list(zip(batch["station"], batch["ts"].tolist(), strict=True))
+
     seen: set[tuple[str, int]] = set()
+    checkpoint = Path(tempfile.mkdtemp(prefix="dal-ddp-")) / f"rank{rank}.pt"
+    last = args.epochs - 1
     for epoch in range(args.epochs):
-        data.set_epoch(epoch)
-        total, steps = 0.0, 0
+        loader.set_epoch(epoch)
+        total, steps, rows = 0.0, 0, list[tuple[str, int]]()
         for batch in loader:
-            x = torch.nan_to_num(torch.stack([batch[f].float() for f in FEATURES], dim=1))
-            y = batch["label"].float().unsqueeze(1)
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x), y)
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            total, steps = total + float(loss), steps + 1
-            if epoch == 0:
-                seen.update(zip(batch["station"], batch["ts"].tolist(), strict=True))
+            total, steps = total + train(batch), steps + 1
+            rows += keys(batch)
+            if epoch == last and steps == len(loader) // 2:
+                torch.save({"model": model.state_dict(), "optimiser": optimiser.state_dict(),
+                            "data": loader.state_dict()}, checkpoint)  # fmt: skip
+                break  # the "crash": this loader is abandoned mid-epoch
+        if epoch == last:  # a fresh loader (as after a restart) resumes where the checkpoint was taken
+            state = torch.load(checkpoint)
+            model.load_state_dict(state["model"])
+            optimiser.load_state_dict(state["optimiser"])
+            loader = scan.to_torch(batch_size=64).loader(num_workers=2)
+            loader.load_state_dict(state["data"])
+            resumed_at = steps
+            for batch in loader:
+                total, steps = total + train(batch), steps + 1
+                rows += keys(batch)
+            lost, repeated = len(seen - set(rows)), len(rows) - len(set(rows))
+            print(f"rank {rank}/{world} epoch {epoch}: resumed from a checkpoint at step {resumed_at}: "
+                  f"{lost} rows lost, {repeated} repeated", flush=True)  # fmt: skip
+            assert lost == repeated == 0 and set(rows) == seen
+        if epoch == 0:
+            seen.update(rows)
         print(f"rank {rank}/{world} epoch {epoch}: {steps} steps, mean loss {total / max(steps, 1):.4f}", flush=True)
+    checkpoint.unlink()
+    checkpoint.parent.rmdir()
 
     # without .shard(), to_torch takes rank and world size from torch.distributed (default "pad": equal counts)
     auto = ds.select("station").to_torch(batch_size=64)

@@ -32,6 +32,8 @@ def test_demo_registers_versions_and_browses_them(env: dict[str, str]) -> None:
     # torch DDP on 2 ranks: equal, disjoint shares of the pinned version
     assert "rank 0/2 epoch 1" in out.stdout and "rank 1/2 epoch 1" in out.stdout
     assert "rows per rank [864, 864], rows seen by more than one rank: 0" in out.stdout
+    # a checkpoint halfway through the last epoch (loader.state_dict()), a fresh loader resumes from it
+    assert "rank 1/2 epoch 1: resumed from a checkpoint at step 7: 0 rows lost, 0 repeated" in out.stdout
     assert "batches per rank with ranks from torch.distributed: [14, 14]" in out.stdout  # 1728 rows / 2 ranks / 64
     assert "did you mean 'weather.sensor_features'" in out.stderr
     assert f"sqlite:///{env['DAL_HOME']}/catalog.db" in out.stdout  # the embedded default, in the data dir

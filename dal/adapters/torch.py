@@ -18,8 +18,10 @@ same number of batches, so collective steps never wait on a rank that ran out. R
 
 Resumption: ``state_dict()`` / ``load_state_dict()`` (the pinned version, seed, epoch, rows consumed);
 the next iteration yields exactly the rows not yet seen in that epoch, re-reading only the chunk it
-stopped in. With ``num_canonical_shards`` the order is elastic (see ``dal.feed``): the same global order
-at any world size and worker count, and a checkpoint resumes at another world size.
+stopped in. torchdata's ``StatefulDataLoader(data, batch_size=None, num_workers=k)`` works too (inside
+its workers each worker's state counts the rows of that worker's share). With ``num_canonical_shards``
+the order is elastic (see ``dal.feed``): the same global order at any world size and worker count, and
+a checkpoint resumes at another world size.
 """
 
 from __future__ import annotations
@@ -125,7 +127,11 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             _rank, world = self._rank()
             owned = self.num_canonical_shards // world
             rows = self._resume + self._consumed // owned  # rows of each canonical shard
-        return feed.make_state(self.rank_scan(), self.num_canonical_shards, feed.Position(self.epoch, rows))
+        state = feed.make_state(self.rank_scan(), self.num_canonical_shards, feed.Position(self.epoch, rows))
+        info = _data.get_worker_info()
+        if info is not None and info.num_workers > 1:  # rows of this worker's share (a plain DataLoader's)
+            state["worker"] = [info.id, info.num_workers]
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from ``state_dict()``: the next iteration yields the epoch's rows not yet consumed.
@@ -134,6 +140,13 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             DalError: the state is of another dataset, version, seed, or (without canonical shards)
                 another rank/world size."""
         pos = feed.check_state(self.rank_scan(), state, self.num_canonical_shards)
+        info = _data.get_worker_info()
+        here = [info.id, info.num_workers] if info is not None and info.num_workers > 1 else None
+        if isinstance(state, dict) and state.get("worker") != here:
+            raise DalError(
+                f"cannot resume {self.scan.dataset.name}: the state was saved in DataLoader worker "
+                f"{state.get('worker')} (as [worker, workers]), this is {here or 'the main process'}"
+            )
         self.epoch, self._resume, self._consumed = pos.epoch, pos.rows, 0
 
     # -- the stream --------------------------------------------------------------------------------
@@ -204,15 +217,21 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
 
     def _worker_batches(self, worker: int, workers: int) -> Iterator[dict[str, Any]]:
         """Inside a plain DataLoader worker: a disjoint share of the rank's rows (equal across ranks)."""
-        if self._resume or self.num_canonical_shards is not None:
+        scan = self.rank_scan()
+        if self.num_canonical_shards is not None or (self._resume and feed.is_virtual(scan)):
             raise DalError(
                 "resumption and num_canonical_shards need the batches counted in the main process: "
                 "use data.loader(num_workers=...) instead of DataLoader(data, num_workers=...)"
             )
-        scan = self.rank_scan()
-        chunks = feed.worker_chunks(scan, worker, workers, self.convert)
-        for _n, batch in feed.split_batches(chunks, self.batch_size, _take, _join):
+        skip, self._consumed = self._resume, 0
+        if skip:  # a worker's own state (torchdata's StatefulDataLoader keeps one per worker)
+            chunks = scan.iter_chunks(scan.split(worker, workers), skip_rows=skip, convert=self.convert)
+        else:
+            chunks = feed.worker_chunks(scan, worker, workers, self.convert)
+        for n, batch in feed.split_batches(chunks, self.batch_size, _take, _join):
+            self._consumed += n
             yield _batch(_packed(batch))  # one shared-memory segment per batch, not one per column
+        self._resume, self._consumed = 0, 0
 
     def loader(self, num_workers: int = 0, **kwargs: Any) -> Loader:
         """Batches read by ``num_workers`` DataLoader worker processes shipping whole chunks (the main

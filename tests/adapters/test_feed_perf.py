@@ -1,0 +1,174 @@
+"""The fast feed's machinery: ``loader(num_workers)`` workers reusing shared-memory buffers (batches held by
+the caller stay intact, abandoned passes free every buffer), chunks finished on several threads in the
+same order as on one, tensor fields through the workers, torchdata's StatefulDataLoader over ``to_torch``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+torch = pytest.importorskip("torch")  # CI installs torch (dal[torch]); skipping fails the run there
+
+import dal  # noqa: E402
+from catalog import Catalog  # noqa: E402
+from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema  # noqa: E402
+from dal.errors import DalError  # noqa: E402
+
+ROWS = 1003
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of ~100 rows (whole 50-row row groups): many more chunks than a worker has buffers."""
+    import dal.read
+
+    monkeypatch.setattr(dal.read, "MIN_CHUNK_ROWS", 100)
+    monkeypatch.setattr(dal.read, "CHUNK_BYTES", 1)
+
+
+@pytest.fixture
+def rows_ds(sqlite_env: Catalog, tmp_path: Path, small_chunks: None) -> dal.Dataset:
+    root = tmp_path / "rows"
+    root.mkdir()
+    for k in range(3):
+        ids = np.arange(k * 340, min((k + 1) * 340, ROWS))
+        table = pa.table(
+            {
+                "id": ids,
+                "x": ids.astype(np.float32) / 2,
+                "v": pa.array([[float(i), -float(i)] for i in ids], pa.list_(pa.float64())),  # one (batch, 2) tensor
+                "name": [f"n{i}" for i in ids],
+            }
+        )
+        pq.write_table(table, root / f"part-{k}.parquet", row_group_size=50)
+    dal.register("t.feed", str(root), format="parquet")
+    return dal.open("t.feed")
+
+
+def ids_of(batches: list[dict[str, object]]) -> list[list[int]]:
+    return [[int(i) for i in b["id"]] for b in batches]  # type: ignore[attr-defined]
+
+
+def check_rows(batches: list[dict[str, object]]) -> None:
+    """Every column of every batch agrees with its ids (what the files hold), checked after the pass."""
+    for b in batches:
+        ids = np.asarray(b["id"])
+        assert np.array_equal(np.asarray(b["x"]), ids.astype(np.float32) / 2)
+        assert np.array_equal(np.asarray(b["v"]), np.stack([ids, -ids], axis=1).astype(np.float64))
+        assert b["name"] == [f"n{i}" for i in ids]
+
+
+@pytest.mark.parametrize("prefetch", [1, 3])
+def test_worker_buffers_are_reused_but_held_batches_stay_intact(rows_ds: dal.Dataset, prefetch: int) -> None:
+    scan = rows_ds.shuffle(seed=5, buffer_size=1)
+    direct = scan.to_torch(48)
+    loader = scan.to_torch(48).loader(num_workers=2, prefetch_factor=prefetch)
+    for epoch in (0, 1):
+        direct.set_epoch(epoch)
+        loader.set_epoch(epoch)
+        held = list(loader)  # ~10 chunks per worker through prefetch+2 buffers each, every batch kept
+        assert ids_of(held) == ids_of(list(direct))
+        assert sorted(i for b in ids_of(held) for i in b) == list(range(ROWS))
+        check_rows(held)  # checked after the pass: a reused buffer would have overwritten early batches
+        assert [b["x"].dtype for b in held[:1]] == [torch.float32] and held[0]["v"].shape == (48, 2)
+
+
+def test_an_abandoned_pass_frees_the_worker_buffers(rows_ds: dal.Dataset) -> None:
+    loader = rows_ds.scan().to_torch(32).loader(num_workers=2, prefetch_factor=1)
+    whole = ids_of(list(loader))
+    for stop in (1, 7, 25):  # the workers are ahead by every buffer they have when the pass is dropped
+        it = iter(loader)
+        head = [next(it) for _ in range(stop)]
+        assert ids_of(head) == whole[:stop]
+        del it
+        again = list(loader)  # the same persistent workers, a new pass
+        assert ids_of(again) == whole
+        check_rows(again)
+
+
+def test_chunks_finished_on_threads_keep_the_one_thread_order(
+    rows_ds: dal.Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dal.read
+
+    scan = rows_ds.shuffle(seed=9, buffer_size=1)
+    orders = {}
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(dal.read, "FINISH_THREADS", threads)
+        orders[threads] = [ids_of(list(scan.set_epoch(e).to_torch(64))) for e in (0, 1)]
+    assert orders[1] == orders[2] == orders[3]
+    assert orders[1][0] != orders[1][1]  # each epoch its own order
+    # resuming mid-chunk on the threaded path: the rows not yet seen, in order
+    data = scan.to_torch(64)
+    it = iter(data)
+    head = [next(it) for _ in range(5)]
+    fresh = scan.to_torch(64)
+    fresh.load_state_dict(data.state_dict())
+    assert ids_of(head) + ids_of(list(fresh)) == orders[1][0]
+
+
+def test_tensor_fields_through_worker_buffers(sqlite_env: Catalog) -> None:
+    schema = TensorSchema(
+        "T",
+        [
+            TensorField("id", np.int64, (), ScalarCodec()),
+            TensorField("arr", np.float32, (4, 3), NdarrayCodec()),
+        ],
+    )
+    n = 300
+    arrays = np.arange(n * 12, dtype=np.float32).reshape(n, 4, 3)
+    dal.write({"id": np.arange(n), "arr": list(arrays)}, "t.tensors", format="petastorm", schema=schema)
+    scan = dal.open("t.tensors").scan()
+    batches = list(scan.to_torch(64).loader(num_workers=2))
+    ids = torch.cat([b["id"] for b in batches])
+    assert sorted(ids.tolist()) == list(range(n))
+    got = torch.cat([b["arr"] for b in batches])
+    assert got.dtype == torch.float32 and got.shape == (n, 4, 3)
+    assert np.array_equal(got.numpy(), arrays[ids.numpy()])  # against the arrays written
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torchdata_stateful_dataloader_resumes_exactly(rows_ds: dal.Dataset, workers: int) -> None:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    scan = rows_ds.shuffle(seed=3, buffer_size=1)
+
+    def loader() -> StatefulDataLoader:
+        return StatefulDataLoader(scan.to_torch(50), batch_size=None, num_workers=workers)
+
+    whole = ids_of(list(loader()))
+    assert sorted(i for b in whole for i in b) == list(range(ROWS))
+    for stop in (1, 6, len(whole) - 1):  # mid-chunk, later, the last batch
+        first = loader()
+        it = iter(first)
+        head = [next(it) for _ in range(stop)]
+        state = first.state_dict()
+        del it
+        again = loader()
+        again.load_state_dict(state)
+        assert ids_of(head) + ids_of(list(again)) == whole
+
+
+def test_a_worker_state_is_refused_in_the_main_process(rows_ds: dal.Dataset) -> None:
+    from torch.utils.data import DataLoader
+
+    class Saving(torch.utils.data.IterableDataset):  # type: ignore[misc]
+        """Saves the dataset's state inside the worker, after its first batch."""
+
+        def __init__(self, data: object) -> None:
+            self.data = data
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            batch = next(iter(self.data))  # type: ignore[call-overload]
+            yield {"state": self.data.state_dict(), "n": len(batch["id"])}  # type: ignore[attr-defined]
+
+    data = rows_ds.scan().to_torch(50)
+    saved = [b for b in DataLoader(Saving(data), batch_size=None, num_workers=2)]
+    state = saved[0]["state"]
+    assert state["worker"] in ([0, 2], [1, 2]) and state["rows"] == 50
+    with pytest.raises(DalError, match="saved in DataLoader worker"):
+        rows_ds.scan().to_torch(50).load_state_dict(state)

@@ -49,6 +49,7 @@ T = TypeVar("T")
 
 _lock = threading.RLock()
 _stack: list[Task] = []  # open tasks, outermost first; only the innermost draws
+_screen = [0]  # length of the text on the terminal's current line (drawn by any task)
 _override: bool | None = None
 
 
@@ -198,7 +199,8 @@ class Task:
         self.held = False  # counting, not drawing (another progress bar owns the terminal for a while)
         self.draws = 0
         self._last_draw: float | None = None
-        self._last_len = 0
+        utf = (getattr(self.stream, "encoding", None) or "utf-8").lower().replace("-", "").startswith("utf")
+        self._dot, self._more = (" · ", "…") if utf else (" - ", "~")  # a C-locale terminal gets ASCII
 
     # -- counting --
 
@@ -271,7 +273,7 @@ class Task:
             parts.append(f"{size_text(self.bytes / elapsed)}/s")
         if frac is not None and 0 < frac < 1 and timed:
             parts.append(f"ETA {duration_text(elapsed * (1 - frac) / frac)}")
-        return f"{self.label}: " + " · ".join(parts)
+        return f"{self.label}: " + self._dot.join(parts)
 
     def summary(self, now: float | None = None) -> str:
         now = self.clock() if now is None else now
@@ -287,7 +289,7 @@ class Task:
     def _fit(self, text: str) -> str:
         width = self.width or _width(self.stream)
         limit = max(10, width - 1)  # never the last column: some terminals wrap there
-        return text if len(text) <= limit else text[: limit - 1] + "…"
+        return text if len(text) <= limit else text[: limit - 1] + self._more
 
     def refresh(self, *, force: bool = False) -> None:
         """Redraw if this is the innermost task, its delay has passed and the last draw is ``interval`` ago."""
@@ -305,15 +307,16 @@ class Task:
             self.shown = True
             self.draws += 1
 
-    def _draw(self, text: str) -> None:
-        pad = " " * max(0, self._last_len - len(text))
-        self._write("\r" + text + pad)
-        self._last_len = len(text)
+    def _draw(self, text: str, end: str = "") -> None:
+        """``text`` over the current line (blanks over what is left of a longer one), then ``end``."""
+        pad = " " * max(0, _screen[0] - len(text))
+        self._write("\r" + text + pad + end)
+        _screen[0] = 0 if end else len(text)
 
     def _clear(self) -> None:
-        if self._last_len:
-            self._write("\r" + " " * self._last_len + "\r")
-        self._last_len = 0
+        if _screen[0]:
+            self._write("\r" + " " * _screen[0] + "\r")
+        _screen[0] = 0
 
     def _write(self, text: str) -> None:
         try:
@@ -330,16 +333,11 @@ class Task:
                 _stack.remove(self)
             if self.shown:
                 if ok and outermost:
-                    text = self._fit(self.summary())
-                    pad = " " * max(0, self._last_len - len(text))
-                    self._write("\r" + text + pad + "\n")
-                    self._last_len = 0
+                    self._draw(self._fit(self.summary()), "\n")
                 else:
                     self._clear()
             if _stack:
-                parent = _stack[-1]
-                parent._last_draw = None  # redraw the outer line at its next update
-                parent._last_len = 0
+                _stack[-1]._last_draw = None  # redraw the outer line at its next update
 
 
 class _Null(Task):

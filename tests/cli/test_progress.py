@@ -358,6 +358,48 @@ def test_nested_tasks_clear_and_outer_summarises(tty: tuple[FakeTTY, Clock]) -> 
     assert text.endswith("outer: 2 steps in 0.4 s (5 steps/s)\n")
 
 
+def screen_of(text: str) -> list[str]:
+    """What a terminal shows after ``text``: carriage returns move to the first column, characters overwrite."""
+    lines, line, col = [], [], 0
+    for c in text:
+        if c == "\r":
+            col = 0
+        elif c == "\n":
+            lines.append("".join(line).rstrip())
+            line, col = [], 0
+        else:
+            line[col : col + 1] = [c]
+            col += 1
+    return [*lines, "".join(line).rstrip()]
+
+
+def test_a_shorter_line_leaves_nothing_of_a_longer_one(tty: tuple[FakeTTY, Clock]) -> None:
+    stream, clock = tty
+    with progress.task("a long outer label for this operation", total=10**6) as outer:
+        outer.advance(123_456, bytes=10**7)
+        with progress.task("short", total=3, unit="v") as inner:
+            inner.advance()
+            assert screen_of(stream.getvalue())[-1] == inner._fit(inner.line())
+        assert screen_of(stream.getvalue())[-1] == ""  # cleared
+        clock.t += 1
+        outer.advance(1)
+        assert screen_of(stream.getvalue())[-1] == outer._fit(outer.line())
+        with progress.task("x", total=2, unit="v") as inner:  # an inner line over the outer one's
+            inner.advance()
+            assert screen_of(stream.getvalue())[-1] == inner._fit(inner.line())
+    assert screen_of(stream.getvalue()) == [outer._fit(outer.summary()), ""]
+
+
+def test_ascii_terminal(tty: tuple[FakeTTY, Clock]) -> None:
+    _, clock = tty
+    ascii_tty = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    t = progress.Task("w", total=4, stream=ascii_tty, clock=clock, width=12)
+    clock.t += 1
+    t.update(done=1, bytes=2048)
+    assert t.line() == "w: 1/4 rows  25% - 2.0 KB - 1 rows/s - ETA 0:03"
+    assert t._fit(t.line()) == "w: 1/4 row~"  # 11 characters: never the last column
+
+
 def test_a_failed_task_leaves_no_line(tty: tuple[FakeTTY, Clock]) -> None:
     stream, _ = tty
     with pytest.raises(ValueError), progress.task("failing", total=10) as t:

@@ -33,6 +33,7 @@ import io as _io
 import json
 import logging
 import os
+import pickle
 import re
 import threading
 import time
@@ -286,6 +287,22 @@ _stores_lock = threading.Lock()
 _readers: weakref.WeakSet[FileCache] = weakref.WeakSet()
 
 
+def _after_fork() -> None:
+    """A forked child starts with fresh locks (another thread may have held one at the fork) and opens its
+    own remote files."""
+    global _stores_lock
+    _stores_lock = threading.Lock()
+    for st in list(_stores.values()):
+        st.lock, st.evict_lock, st.pending = threading.Lock(), threading.Lock(), 0
+    for reader in list(_readers):
+        reader._lock = threading.Lock()
+        reader._remote = OrderedDict()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def _store(root: Path) -> _Store:
     with _stores_lock:
         if root not in _stores:
@@ -467,6 +484,18 @@ class CachingHandler(pafs.FileSystemHandler):  # type: ignore[misc]
         self.cache = cache
         self.inner = inner
         self.store = store
+        self._pid = os.getpid()
+
+    def remote_fs(self) -> pafs.FileSystem:
+        """``inner``, made afresh in a forked child (a DataLoader worker): the parent's S3 client would share
+        its pooled connections with the other children, mixing their responses."""
+        if self._pid != os.getpid():
+            self.inner = pickle.loads(pickle.dumps(self.inner))
+            self._pid = os.getpid()
+        return self.inner
+
+    def __reduce__(self) -> Any:
+        return (CachingHandler, (self.cache, self.inner, self.store))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CachingHandler) and (other.inner, other.store) == (self.inner, self.store)
@@ -544,7 +573,7 @@ class _CachedFile(_io.RawIOBase):
 
     def _open_remote(self) -> pa.NativeFile:
         if self._remote is None:
-            self._remote = self.cache.remote(self.handler.inner, self.handler.store, self.path)
+            self._remote = self.cache.remote(self.handler.remote_fs(), self.handler.store, self.path)
             size = int(self._remote.size())
             self.cache.store.record_size(self.folder, self.handler.store, self.path, size)
             self._size = size

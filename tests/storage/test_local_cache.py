@@ -330,3 +330,18 @@ def test_the_default_folder_and_size_come_from_the_environment(
     assert cache.root == tmp_path / "home" / "filecache" and cache.max_bytes == 3_000_000
     monkeypatch.setenv(filecache.ENV_DIR, str(tmp_path / "elsewhere"))
     assert dal.open("c.env", cache="local").storage_options.file_cache.root == tmp_path / "elsewhere"  # type: ignore[attr-defined]
+
+
+def test_dataloader_workers_fill_and_then_read_the_cache(
+    sqlite_env: Catalog, store: tuple[str, dict[str, str], Counter], tmp_path: Path
+) -> None:
+    torch = pytest.importorskip("torch")
+    bucket, options, counter = store
+    dal.write(table(20_000), "c.torch", path=f"s3://{bucket}/t", partition_by=["part"], storage_options=options)
+    ds = dal.open("c.torch", storage_options=options, cache="local", cache_dir=str(tmp_path / "fc"))
+    scan = ds.select("id", "f0").shuffle(seed=3)
+    for n in range(2):
+        loader = torch.utils.data.DataLoader(scan.to_torch(1000), batch_size=None, num_workers=2)
+        used, ids = epoch(counter, lambda loader=loader: sorted(int(i) for b in loader for i in b["id"]))
+        assert ids == list(range(20_000))  # forked workers: each opens its own connections (no mixed responses)
+        assert (used["data_gets"] > 0) if n == 0 else (used["data_gets"] == 0)

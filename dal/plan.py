@@ -12,6 +12,7 @@ import bisect
 import dataclasses
 import itertools
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
@@ -87,6 +88,7 @@ class QueryPlan:
     fragments: dict[str, pads.ParquetFileFragment] = field(default_factory=dict)
     matching: dict[tuple[str, int], int] = field(default_factory=dict)
     row_group_bytes: tuple[int, int] | None = None  # (largest decoded row group of the projection, its rows)
+    pid: int = field(default_factory=os.getpid)  # the process whose filesystem clients ``fragments`` hold
 
 
 class PlanCache:
@@ -244,10 +246,17 @@ class Query:
             files = prune_time_partitions(files, self.window)
         return files
 
-    @cached_property
+    @property
     def pa_dataset(self) -> pads.FileSystemDataset:
-        src = self.source
-        return dataset_from_files(self.files, self.schema, src.location, src.storage_options)
+        """The version's files as a pyarrow dataset, made afresh in a forked process (a DataLoader worker):
+        pyarrow's S3 client is not fork-safe, and a child using the parent's pooled connections reads
+        another request's bytes ("Couldn't deserialize thrift")."""
+        held = self.__dict__.get("_pa_dataset")
+        if held is None or held[0] != os.getpid():
+            src = self.source
+            held = (os.getpid(), dataset_from_files(self.files, self.schema, src.location, src.storage_options))
+            self.__dict__["_pa_dataset"] = held
+        return held[1]
 
     def local_path(self, uri: str) -> str:
         from dal import io
@@ -319,7 +328,8 @@ class Query:
         from dal.formats.fragments import parquet_format
 
         groups = list(row_groups) if row_groups is not None else [task.row_group]
-        planned = self.store.fragments.get(task.uri)
+        store = self.store
+        planned = store.fragments.get(task.uri) if store.pid == os.getpid() else None  # no parent's client
         if planned is not None:
             return planned.subset(row_group_ids=groups)
         return parquet_format().make_fragment(

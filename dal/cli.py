@@ -762,7 +762,7 @@ def db_status_cmd(ctx: click.Context, as_json: bool) -> None:
 
 @cli.group("cache", cls=_Group)
 def cache_group() -> None:
-    """The converter's cache (dal.convert): list or clear converted DataFrames."""
+    """The converter's cache (dal.convert) and, with --files, the file cache of remote versions."""
 
 
 cache_dir_option = click.option(
@@ -770,13 +770,32 @@ cache_dir_option = click.option(
 )
 
 
+files_option = click.option(
+    "--files",
+    is_flag=True,
+    help="The file cache of remote versions (dal.open(..., cache='local'); --dir default $DAL_FILE_CACHE_DIR "
+    "or <DAL_HOME>/filecache) instead of the converter's.",
+)
+
+
 @cache_group.command("ls")
 @cache_dir_option
+@files_option
 @json_option
-def cache_ls_cmd(cache_dir: str | None, as_json: bool) -> None:
+def cache_ls_cmd(cache_dir: str | None, files: bool, as_json: bool) -> None:
     """List the converted DataFrames in the cache, with their size and the processes using them."""
     from dal import cache
 
+    if files:
+        from dal import filecache
+
+        folder = filecache.cache_dir(cache_dir)
+        used = filecache.usage(folder) if folder.is_dir() else 0
+        if as_json:
+            _emit_json({"path": str(folder), "bytes": used})
+            return
+        click.echo(f"file cache {printable(str(folder))}: {used:,} bytes")
+        return
     root = cache.cache_root(cache_dir, create=False)
     found = [(e, e.size_bytes(), e.users()) for e in cache.entries(root)]
     if as_json:
@@ -790,11 +809,23 @@ def cache_ls_cmd(cache_dir: str | None, as_json: bool) -> None:
 @cache_group.command("clear")
 @cache_dir_option
 @click.option("--force", is_flag=True, help="Remove entries that running processes still use, too.")
+@files_option
 @json_option
-def cache_clear_cmd(cache_dir: str | None, force: bool, as_json: bool) -> None:
-    """Remove converted DataFrames no running process uses (all with --force) and abandoned conversions."""
+def cache_clear_cmd(cache_dir: str | None, force: bool, files: bool, as_json: bool) -> None:
+    """Remove converted DataFrames no running process uses (all with --force) and abandoned conversions;
+    with --files, every range of the file cache (readers then fetch from storage again)."""
     from dal import cache
 
+    if files:
+        from dal import filecache
+
+        folder = filecache.cache_dir(cache_dir)
+        freed = filecache.clear(folder) if folder.is_dir() else 0
+        if as_json:
+            _emit_json({"path": str(folder), "freed_bytes": freed})
+            return
+        click.echo(f"removed {freed:,} bytes from the file cache {printable(str(folder))}")
+        return
     root = cache.cache_root(cache_dir, create=False)
     removed, kept = cache.clear(root, force=force)
     if as_json:

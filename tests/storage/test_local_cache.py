@@ -345,3 +345,28 @@ def test_dataloader_workers_fill_and_then_read_the_cache(
         used, ids = epoch(counter, lambda loader=loader: sorted(int(i) for b in loader for i in b["id"]))
         assert ids == list(range(20_000))  # forked workers: each opens its own connections (no mixed responses)
         assert (used["data_gets"] > 0) if n == 0 else (used["data_gets"] == 0)
+
+
+def test_cli_lists_and_clears_the_file_cache(
+    sqlite_env: Catalog, store: tuple[str, dict[str, str], Counter], tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from dal.cli import cli
+
+    bucket, options, counter = store
+    dal.write(table(5_000), "c.cli", path=f"s3://{bucket}/cli", storage_options=options)
+    folder = tmp_path / "fc"
+    cached = dal.open("c.cli", storage_options=options, cache="local", cache_dir=str(folder))
+    batches(cached.scan())
+    listed = CliRunner().invoke(cli, ["cache", "ls", "--files", "--dir", str(folder), "--json"])
+    assert listed.exit_code == 0, listed.output
+    held = json.loads(listed.stdout)["bytes"]
+    assert held == filecache.usage(folder) > 0
+    cleared = CliRunner().invoke(cli, ["cache", "clear", "--files", "--dir", str(folder), "--json"])
+    assert cleared.exit_code == 0 and json.loads(cleared.stdout)["freed_bytes"] >= held
+    assert filecache.usage(folder) == 0
+    after, rows = epoch(counter, lambda: batches(cached.scan()))
+    assert after["data_gets"] > 0 and rows.num_rows == 5_000  # read from storage again, correctly
+    text = CliRunner().invoke(cli, ["cache", "ls", "--files", "--dir", str(tmp_path / "none")])
+    assert text.exit_code == 0 and "0 bytes" in text.stdout

@@ -141,6 +141,10 @@ class TransformSpec:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise TransformError(f"edit_fields names a field more than once: {', '.join(dupes)}")
+        chosen = list(self.selected_fields or ())
+        dupes = sorted({n for n in chosen if chosen.count(n) > 1})
+        if dupes:
+            raise TransformError(f"selected_fields names a field more than once: {', '.join(dupes)}")
 
     def output_fields(self, inputs: Sequence[OutField]) -> list[OutField]:
         """The columns this spec produces from ``inputs`` (Petastorm's ``transform_schema``).
@@ -198,9 +202,13 @@ def _edit_field(f: Any) -> OutField:
         nullable = f[3] if len(f) == 4 else False
     if not isinstance(name, str) or not name:
         raise TransformError(f"edit_fields: a field name must be a non-empty string, not {name!r}")
+    if dtype is None:  # np.dtype(None) is float64: a forgotten dtype, not a choice
+        raise TransformError(f"edit_fields {name!r}: the NumPy dtype is missing (None)")
+    if not isinstance(nullable, bool | np.bool_):
+        raise TransformError(f"edit_fields {name!r}: nullable must be True or False, not {nullable!r}")
     try:
         np_dtype: np.dtype[Any] = np.dtype(dtype)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise TransformError(f"edit_fields {name!r}: {dtype!r} is not a NumPy dtype") from e
     if np_dtype.kind == "U":
         np_dtype = np.dtype(np.str_)
@@ -411,6 +419,7 @@ def _to_pandas(decoded: Mapping[str, Any], rows: int) -> Any:
 
 def _conform(f: OutField, value: Any, rows: int) -> Any:
     """``value`` as field ``f``'s column of ``rows`` rows, or a TransformError naming what is wrong."""
+    given = type(value).__name__
     if hasattr(value, "to_numpy") and not isinstance(value, np.ndarray):  # pandas Series
         value = value.to_numpy()
     if isinstance(value, list | tuple):
@@ -424,7 +433,12 @@ def _conform(f: OutField, value: Any, rows: int) -> Any:
             value, cells = np.asarray(value), None
         except Exception as e:  # torch tensors and array-likes convert; anything else says what it was
             raise TransformError(f"field {f.name!r}: expected {f.describe()} values, got {type(value).__name__}") from e
-    n = len(cells) if cells is not None else (value.shape[0] if value.ndim else -1)
+    if cells is None and not value.ndim:
+        raise TransformError(
+            f"field {f.name!r}: the transform returned one value ({given}), not a column of "
+            f"{rows} rows (np.full({rows}, value) repeats it)"
+        )
+    n = len(cells) if cells is not None else value.shape[0]
     if n != rows:
         raise TransformError(
             f"field {f.name!r}: the transform returned {n} rows for a chunk of {rows}; a transform keeps the "

@@ -77,6 +77,24 @@ def _tensor_spec(name: str, dtype: np.dtype[Any], shape: tuple[int | None, ...])
     return tf.TensorSpec(full, tf.as_dtype(dtype), name=name)
 
 
+_DAYS = np.dtype("datetime64[D]")
+
+
+def _no_null_form(typ: pa.DataType) -> bool:
+    """Whether a column of ``typ`` has no TensorFlow value for a null (floats have NaN)."""
+    return bool(
+        pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_integer(typ)
+        or pa.types.is_boolean(typ) or pa.types.is_timestamp(typ) or pa.types.is_date(typ)
+    )  # fmt: skip
+
+
+def _nulls(scan: Scan, name: str) -> DalError:
+    return DalError(
+        f"column {name!r} of {scan.dataset.name} holds nulls, which a TensorFlow tensor cannot: filter them out "
+        f'(.filter("{name} IS NOT NULL")) or replace them in a dal.TransformSpec'
+    )
+
+
 def _plain(scan: Scan, name: str) -> bool:
     """Whether a column has no tensor codec (its Arrow values are what it holds)."""
     field = scan.dataset.schema.get(name)
@@ -147,7 +165,12 @@ def to_tf(
 
     arrays = {n: s.shape[1] for n, s in spec.items() if _plain(scan, n) and numeric_list(types[n])}
 
+    nullless = [n for n in spec if _plain(scan, n) and _no_null_form(types[n])]
+
     def convert(table: pa.Table) -> dict[str, Any]:
+        for n in nullless:
+            if table.column(n).null_count:
+                raise _nulls(scan, n)
         decoded = scan.dataset.decode(table.drop_columns([n for n in arrays if n in table.column_names]))
         for n, width in arrays.items():
             column = table.column(n)
@@ -214,20 +237,29 @@ def _transformed(scan: Scan, batch_size: int, prefetch: int | None, transform: A
             spec[f.name] = _tensor_spec(f.name, f.dtype, f.shape)
     scan.plan()
     ragged = {n for n, s in spec.items() if isinstance(s, tf.RaggedTensorSpec)}
-    kinds = {f.name: f.kind for f in bound.fields}
+    fields = {f.name: f for f in bound.fields}
 
     def convert(table: pa.Table) -> dict[str, Any]:
         _rows, columns = bound.apply(table)
         out: dict[str, Any] = {}
         for name, values in columns.items():
+            f = fields[name]
             if name in ragged:
                 out[name] = values
-            elif kinds[name] == "str":
-                out[name] = np.asarray(values).astype(str)
-            elif kinds[name] == "time":
-                out[name] = np.asarray(values).astype(np.int64)
-            elif isinstance(values, list):
-                raise DalError(f"column {name!r} holds nulls: a TensorFlow tensor cannot (declared nullable)")
+            elif isinstance(values, list):  # one value per row: a null among them (shapes are fixed here)
+                raise _nulls(scan, name)
+            elif f.kind == "str":  # an object array of str (or bytes): tf.string takes both as they are
+                values = np.asarray(values, dtype=object)
+                if any(v is None for v in values):
+                    raise _nulls(scan, name)
+                out[name] = values
+            elif f.kind == "time":  # microseconds since the epoch (days for dates), as without a transform
+                values = np.asarray(values)
+                if np.isnat(values).any():
+                    raise _nulls(scan, name)
+                out[name] = values.astype("datetime64[D]" if f.dtype == _DAYS else "datetime64[us]").astype(np.int64)
+            elif values.dtype != f.dtype and values.dtype.kind == "f" and f.dtype.kind in "biu":
+                raise _nulls(scan, name)  # an integer column with nulls arrives as floats with NaN
             else:
                 out[name] = values
         return out

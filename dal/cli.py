@@ -34,6 +34,7 @@ from dal.views import size_text as _size
 
 EXIT_USER_ERROR = 1
 EXIT_BUG = 70  # EX_SOFTWARE: dal itself failed
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 ENV_DEBUG = "DAL_DEBUG"
 QUIET_LOGGERS = ("thrift", "hive_metastore_client", "py4j")
 _QUIET = "No progress line on stderr (progress is drawn only on a terminal; also DAL_PROGRESS=0)."
@@ -54,6 +55,11 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except KeyboardInterrupt:  # Ctrl-C: one line and the shell's 128 + SIGINT, not click's "Aborted!" and 1
+            if _wants_json(ctx):
+                _json_error(ctx, "interrupted", "KeyboardInterrupt", EXIT_INTERRUPTED)
+            click.echo("dal: interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
         except click.exceptions.ClickException as e:
             if not _wants_json(ctx):
                 raise

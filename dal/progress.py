@@ -32,6 +32,7 @@ import os
 import sys
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sized
 from contextlib import contextmanager
 from typing import IO, Any, TypeVar
@@ -148,6 +149,18 @@ def duration_text(seconds: float) -> str:
     h, rest = divmod(s, 3600)
     m, s = divmod(rest, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def _char_cols(c: str) -> int:
+    """Terminal columns one character takes: 2 for East Asian wide/fullwidth, 0 for combining marks."""
+    if unicodedata.combining(c):
+        return 0
+    return 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
+
+
+def columns(text: str) -> int:
+    """The terminal columns ``text`` takes (not its length: 数据 takes 4, a combining accent 0)."""
+    return len(text) if text.isascii() else sum(_char_cols(c) for c in text)
 
 
 def _width(stream: IO[str]) -> int:
@@ -289,7 +302,15 @@ class Task:
     def _fit(self, text: str) -> str:
         width = self.width or _width(self.stream)
         limit = max(10, width - 1)  # never the last column: some terminals wrap there
-        return text if len(text) <= limit else text[: limit - 1] + self._more
+        if columns(text) <= limit:
+            return text
+        used, end = 0, 0
+        while end < len(text):  # cut by columns, not characters: a wide name must not wrap the line
+            used += _char_cols(text[end])
+            if used > limit - 1:
+                break
+            end += 1
+        return text[:end] + self._more
 
     def refresh(self, *, force: bool = False) -> None:
         """Redraw if this is the innermost task, its delay has passed and the last draw is ``interval`` ago."""
@@ -309,9 +330,10 @@ class Task:
 
     def _draw(self, text: str, end: str = "") -> None:
         """``text`` over the current line (blanks over what is left of a longer one), then ``end``."""
-        pad = " " * max(0, _screen[0] - len(text))
+        cols = columns(text)
+        pad = " " * max(0, _screen[0] - cols)
         self._write("\r" + text + pad + end)
-        _screen[0] = 0 if end else len(text)
+        _screen[0] = 0 if end else cols
 
     def _clear(self) -> None:
         if _screen[0]:

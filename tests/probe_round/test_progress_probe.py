@@ -1,0 +1,159 @@
+"""Adversarial progress probes: names wider than their length (East Asian wide characters) are cut by terminal
+columns, never wrapped; control characters never reach the terminal; Ctrl-C during a drawn line leaves one
+clean ``dal: interrupted`` line, exit 130, and nothing half-registered."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+import unicodedata
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from dal import progress
+
+
+class TTY(io.StringIO):
+    encoding = "utf-8"
+
+    def isatty(self) -> bool:
+        return True
+
+
+def cols(text: str) -> int:
+    """Terminal columns, computed here from the Unicode tables (not with dal's own helper)."""
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text
+    )
+
+
+def frames(stream: TTY) -> list[str]:
+    return [f for f in stream.getvalue().replace("\n", "\r").split("\r") if f.strip()]
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "writing 数据集名称" * 6,  # 2 columns per character
+        "writing " + "".join(chr(0xFF41 + i) for i in range(26)) * 2,  # fullwidth forms (U+FF41..)
+        "writing " + "e\u0301" * 60,  # combining accents take no column
+        "writing \x1b[2J\x07" + "é" * 50,  # control characters: escaped, then cut
+    ],
+)
+def test_a_line_never_takes_more_columns_than_the_terminal(label: str) -> None:
+    stream, now = TTY(), [0.0]
+    t = progress.Task(label, total=100, stream=stream, width=40, delay=0, clock=lambda: now[0])
+    progress._stack.append(t)
+    try:
+        for _ in range(3):
+            now[0] += 1
+            t.advance(10)
+    finally:
+        t.close()
+    drawn = frames(stream)
+    assert len(drawn) == 4  # three redraws and the summary
+    for f in drawn:
+        assert cols(f.rstrip()) <= 39, f
+        assert "\x1b" not in f and "\x07" not in f
+
+
+def test_a_narrow_line_after_a_wide_one_blanks_all_its_columns() -> None:
+    stream, now = TTY(), [0.0]
+    wide = progress.Task("写" * 10, stream=stream, width=80, delay=0, clock=lambda: now[0])
+    progress._stack.append(wide)
+    wide.advance(1)
+    narrow = progress.Task("ab", stream=stream, width=80, delay=0, clock=lambda: now[0])
+    progress._stack.append(narrow)
+    narrow.advance(1)
+    last = stream.getvalue().split("\r")[-1]
+    drawn = stream.getvalue().split("\r")[-2]
+    narrow.close(ok=False)
+    wide.close(ok=False)
+    assert progress._stack == []
+    # the wide line took 20 columns for its name: the narrow one pads over every one of them
+    assert cols(last) >= cols(drawn), (drawn, last)
+
+
+def _dal() -> str:
+    exe = shutil.which("dal", path=os.path.dirname(sys.executable))
+    assert exe
+    return exe
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_progress_line(tmp_path: Path) -> None:
+    """SIGINT while `dal register` draws its line: the line is cleared, one `dal: interrupted` line, exit 130
+    (not click's `Aborted!` and 1, the exit of a user error), and the dataset is not half-registered."""
+    table = str(tmp_path / "history")
+    for i in range(80):
+        write_deltalake(table, pa.table({"id": [i]}), mode="append")
+    env = {k: v for k, v in os.environ.items() if k not in {"DAL_PROGRESS", "PYTEST_CURRENT_TEST"}}
+    env.update(DAL_CATALOG_URL=f"sqlite:///{tmp_path}/c.db", DAL_WAREHOUSE=str(tmp_path / "wh"),
+               DAL_PROGRESS_DELAY="0", TERM="xterm")  # fmt: skip
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([_dal(), "register", "h.t", table], stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    screen, sent, deadline = b"", False, time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if not ready:
+                continue
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            screen += data
+            if not sent and b"versions" in screen and b"\r" in screen:
+                proc.send_signal(signal.SIGINT)
+                sent = True
+        code = proc.wait(timeout=30)
+    finally:
+        os.close(master)
+    text = screen.decode(errors="replace")
+    assert sent, text
+    assert code == 130, text
+    assert text.endswith("dal: interrupted\r\n"), text
+    assert "Traceback" not in text and "Aborted" not in text
+    listed = subprocess.run([_dal(), "ls", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and "h.t" not in [d["name"] for d in json.loads(listed.stdout)]
+
+
+def test_ctrl_c_in_json_mode_is_one_json_error(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from dal import cli as cli_module
+
+    def interrupted(*_a: object, **_k: object) -> None:
+        raise KeyboardInterrupt
+
+    runner = CliRunner()
+    env = {"DAL_CATALOG_URL": f"sqlite:///{tmp_path}/c.db", "DAL_WAREHOUSE": str(tmp_path / "wh")}
+    mp = pytest.MonkeyPatch()
+    try:
+        import dal.lifecycle
+
+        mp.setattr(dal.lifecycle, "gc", interrupted)
+        plain = runner.invoke(cli_module.cli, ["gc", "a.b"], env=env)
+        as_json = runner.invoke(cli_module.cli, ["gc", "a.b", "--json"], env=env)
+    finally:
+        mp.undo()
+    assert plain.exit_code == 130 and plain.stderr.strip() == "dal: interrupted"
+    assert as_json.exit_code == 130
+    assert json.loads(as_json.stderr) == {"error": "interrupted", "type": "KeyboardInterrupt", "exit_code": 130}

@@ -26,6 +26,7 @@ a checkpoint resumes at another world size.
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -244,16 +245,19 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
 class _Units(_data.IterableDataset):  # type: ignore[misc,name-defined]
     """What ``Loader``'s workers iterate: the converted chunks i ≡ worker (mod workers), in order. The pass
     to read (epoch, rows to skip, pass number) comes through shared memory, so persistent workers serve
-    every epoch. Each worker packs each chunk into one of ``slots`` shared-memory buffers it reuses (sent
-    to the main process once per pass, then only the layout travels; a fresh segment per chunk costs a
-    file-descriptor hand-over and the kernel zeroing its pages, ~30x the copy); the main process copies a
-    chunk out and counts it in ``copied`` before the worker may write that buffer again."""
+    every epoch. Each worker packs each chunk into one of ``slots`` shared-memory buffers it reuses: a
+    buffer travels (one file-descriptor hand-over) until the main process records its generation in
+    ``known``, then only the layout does (a fresh segment per chunk costs that hand-over and the kernel
+    zeroing its pages, ~30x the copy). The main process copies a chunk out and counts it in ``copied``
+    before the worker may write that buffer again."""
 
     def __init__(self, owner: TorchDataset, num_workers: int, slots: int) -> None:
         super().__init__()
         self.owner, self.slots = owner, slots
         self.position = _torch.zeros(3, dtype=_torch.int64).share_memory_()  # (epoch, skip, pass) of the next pass
         self.copied = _torch.zeros(max(num_workers, 1), dtype=_torch.int64).share_memory_()  # chunks copied, per worker
+        # generation of the buffer the main process holds for each (worker, slot); 0: none yet
+        self.known = _torch.zeros((max(num_workers, 1), slots), dtype=_torch.int64).share_memory_()
 
     def _chunks(self, worker: int, workers: int, skip: int) -> Iterator[tuple[int, Columns]]:
         """Messages i ≡ worker (mod workers), each UNITS_PER_MESSAGE consecutive units read one at a time
@@ -276,7 +280,6 @@ class _Units(_data.IterableDataset):  # type: ignore[misc,name-defined]
         epoch, skip, current = (int(x) for x in self.position)
         self.owner.epoch = epoch
         ring: list[Any] = self.__dict__.setdefault("_ring", [None] * self.slots)  # this process's buffers
-        sent = [False] * self.slots  # buffers the main process was sent in this pass
         for seq, (n, columns) in enumerate(self._chunks(worker, workers, skip)):
             # the buffer is free once the main process copied the chunk `slots` before; a new pass (the
             # main process dropped this one's chunks unread) frees every buffer
@@ -285,12 +288,16 @@ class _Units(_data.IterableDataset):  # type: ignore[misc,name-defined]
                 time.sleep(wait)  # rare: DataLoader's prefetch_factor keeps fewer chunks than slots in flight
                 wait = min(2 * wait, 0.005)
             slot = seq % self.slots
-            layout, rest, grown = _pack_into(columns, ring, slot)
+            layout, rest = _pack_into(columns, ring, slot)
             # a buffer travels (one shared-memory handle) the first time it is used in a pass, else only
             # its layout: no file descriptor per chunk
-            buffer = ring[slot] if grown or not sent[slot] else None
-            sent[slot] = True
-            yield worker, seq, n, (layout, buffer, rest)
+            buffer, generation = ring[slot]
+            yield (
+                worker,
+                seq,
+                n,
+                (layout, buffer if int(self.known[worker, slot]) != generation else None, rest, generation),
+            )
 
 
 class Loader:
@@ -328,10 +335,11 @@ class Loader:
         units = self._units
         assert units is not None
         units.copied.zero_()
+        self._buffers = getattr(self, "_buffers", {})  # kept across passes: each buffer is sent once
         units.position[0], units.position[1], units.position[2] = data.epoch, skip, units.position[2] + 1
         # DataLoader hands worker outputs out round-robin: unit i comes from worker i mod k, so the
         # chunks arrive in stream order
-        chunks = _copied_out(iter(self._loader), units.copied, units.slots)
+        chunks = _copied_out(iter(self._loader), units, self._buffers)
         batches = feed.split_batches(chunks, data.batch_size, _take, _join)
         for n, batch in _to_device(batches, data.device):
             data._consumed += n
@@ -339,41 +347,47 @@ class Loader:
         data._resume, data._consumed = 0, 0
 
 
-def _copied_out(chunks: Iterator[tuple[int, int, int, Any]], copied: Any, slots: int) -> Iterator[tuple[int, Columns]]:
+def _copied_out(
+    chunks: Iterator[tuple[int, int, int, Any]], units: _Units, buffers: dict[tuple[int, int], Any]
+) -> Iterator[tuple[int, Columns]]:
     """Chunks from ``_Units`` workers copied out of their shared buffers (one memcpy per chunk), each
     buffer handed back (``copied``) at once."""
-    buffers: dict[tuple[int, int], Any] = {}  # (worker, slot) -> that worker's shared buffer
-    for worker, seq, n, (layout, buffer, rest) in chunks:
-        if buffer is not None:
-            buffers[(worker, seq % slots)] = buffer
-        buffer = buffers[(worker, seq % slots)]
+    for worker, seq, n, (layout, buffer, rest, generation) in chunks:
+        slot = seq % units.slots
+        if buffer is not None:  # (worker, slot) -> (generation, that worker's shared buffer)
+            buffers[(worker, slot)] = (generation, buffer)
+            units.known[worker, slot] = generation
+        held, buffer = buffers[(worker, slot)]
+        if held != generation:
+            raise DalError(f"internal: worker {worker} buffer {slot} is generation {generation}, held {held}")
         end = max((p[0] + p[1] for p in layout.values() if p is not None), default=0)
         # NumPy's memcpy: torch's copy may fan out to intra-op threads that are busy with the training step
         out = _torch.from_numpy(buffer[:end].numpy().copy())
         columns = {k: rest[k] if place is None else out[place[0] : place[0] + place[1]].view(place[2]).view(place[3])
                    for k, place in layout.items()}  # fmt: skip
-        copied[worker] += 1
+        units.copied[worker] += 1
         yield n, columns
 
 
-def _pack_into(columns: Columns, ring: list[Any], slot: int) -> tuple[dict[str, Any], Columns, bool]:
+def _pack_into(columns: Columns, ring: list[Any], slot: int) -> tuple[dict[str, Any], Columns]:
     """The tensors of ``columns`` copied into the shared buffer ``ring[slot]`` (grown when too small,
-    64-byte aligned): ``({name: (offset, nbytes, dtype, shape) or None}, {name: other value}, grown)``."""
+    64-byte aligned; a new buffer gets a new generation number): ``({name: (offset, nbytes, dtype, shape) or
+    None}, {name: other value})``."""
     layout: dict[str, Any] = dict.fromkeys(columns)  # every name, in order; None: sent as is
     total = 0
     for k, v in columns.items():
         if isinstance(v, _torch.Tensor):
             layout[k] = (total, v.numel() * v.element_size(), v.dtype, tuple(v.shape))
             total += -(-layout[k][1] // 64) * 64
-    grown = ring[slot] is None or ring[slot].numel() < total
-    if grown:
-        ring[slot] = _torch.zeros(max(total + total // 4, 64), dtype=_torch.uint8).share_memory_()
-    buffer = ring[slot]
+    if ring[slot] is None or ring[slot][0].numel() < total:  # (buffer, generation): a new one, a new number
+        generation = 1 + int.from_bytes(os.urandom(7), "little")  # unique across (restarted) worker processes
+        ring[slot] = (_torch.zeros(max(total + total // 4, 64), dtype=_torch.uint8).share_memory_(), generation)
+    buffer = ring[slot][0]
     for k, place in layout.items():
         if place is not None:
             a, b, dtype, shape = place
             buffer[a : a + b].view(dtype).view(shape).copy_(columns[k])
-    return layout, {k: v for k, v in columns.items() if layout[k] is None}, grown
+    return layout, {k: v for k, v in columns.items() if layout[k] is None}
 
 
 def _packed(columns: Columns) -> Columns:

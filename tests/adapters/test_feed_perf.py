@@ -172,3 +172,15 @@ def test_a_worker_state_is_refused_in_the_main_process(rows_ds: dal.Dataset) -> 
     assert state["worker"] in ([0, 2], [1, 2]) and state["rows"] == 50
     with pytest.raises(DalError, match="saved in DataLoader worker"):
         rows_ds.scan().to_torch(50).load_state_dict(state)
+
+
+def test_workers_restarted_every_pass_send_their_new_buffers(rows_ds: dal.Dataset) -> None:
+    scan = rows_ds.shuffle(seed=6, buffer_size=1)
+    direct = scan.to_torch(40)
+    loader = scan.to_torch(40).loader(num_workers=2, persistent_workers=False, prefetch_factor=1)
+    for epoch in (0, 1, 2):  # new worker processes each pass: new buffers, never mistaken for the old ones
+        direct.set_epoch(epoch)
+        loader.set_epoch(epoch)
+        held = list(loader)
+        assert ids_of(held) == ids_of(list(direct))
+        check_rows(held)

@@ -175,5 +175,17 @@ class Dataset:
         otherwise plain Parquet over this version's file list with partition columns restored)."""
         return self.scan().to_spark(spark)
 
+    def to_polars(self, lazy: bool = True) -> Any:
+        """This whole version as a polars LazyFrame (see ``Scan.to_polars``)."""
+        return self.scan().to_polars(lazy)
+
+    def to_duckdb(self, connection: Any = None, name: str | None = None) -> Any:
+        """This whole version as a DuckDB relation (see ``Scan.to_duckdb``)."""
+        return self.scan().to_duckdb(connection, name)
+
+    def to_ray(self, **read_args: Any) -> Any:
+        """This whole version as a Ray Dataset (see ``Scan.to_ray``)."""
+        return self.scan().to_ray(**read_args)
+
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, version={self.number}, rows={self.version.row_count})"

@@ -16,6 +16,7 @@ partition columns. One read path keeps every format exact.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Iterator, Sequence
 from functools import partial
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from dal.errors import FilterError, require
+from dal.errors import FilterError, check_int, require
 
 if TYPE_CHECKING:
     from dal.scan import Scan
@@ -132,6 +133,23 @@ def _datasource(scan: Scan) -> Any:
     return DalDatasource(scan)
 
 
+def _check_read_args(rd: Any, read_args: dict[str, Any]) -> None:
+    """``read_datasource``'s own keyword arguments only: Ray passes any other name on to the datasource,
+    which ignores it, so a misspelt ``overide_num_blocks=8`` would silently do nothing."""
+    params = inspect.signature(rd.read_datasource).parameters
+    known = sorted(n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    unknown = sorted(set(read_args) - set(known))
+    if unknown:
+        raise FilterError(f"to_ray: unknown argument(s) {', '.join(unknown)} (ray.data.read_datasource takes "
+                          f"{', '.join(known)})")  # fmt: skip
+    if read_args.get("override_num_blocks") is not None:
+        check_int(read_args["override_num_blocks"], "override_num_blocks", minimum=1)
+    if read_args.get("parallelism", -1) != -1:
+        check_int(read_args["parallelism"], "parallelism (-1: Ray chooses)", minimum=1)
+    if isinstance(read_args.get("concurrency"), int | float | str):
+        check_int(read_args["concurrency"], "concurrency", minimum=1)
+
+
 def to_ray(scan: Scan, **read_args: Any) -> Any:
     """A Ray ``Dataset`` of ``scan`` (``read_args``: ``ray.data.read_datasource``'s, e.g.
     ``override_num_blocks``, ``concurrency``, ``ray_remote_args``). Nothing is read until Ray executes it;
@@ -139,6 +157,7 @@ def to_ray(scan: Scan, **read_args: Any) -> Any:
     rd = _ray()
     if "datasource" in read_args:
         raise FilterError("to_ray reads the scan itself; do not pass a datasource")
+    _check_read_args(rd, read_args)
     if not scan.output_names:
         raise FilterError("to_ray needs at least one column (Ray counts no rows in blocks without columns)")
     scan._log_read()  # the read log records a filtered read now, as to_spark does

@@ -61,6 +61,8 @@ def mix(
         members.append(s)
     if weights is None:
         weights = [1.0] * len(members)
+    if isinstance(weights, np.ndarray) and weights.ndim == 1:
+        weights = weights.tolist()
     if isinstance(weights, str | bytes) or not isinstance(weights, Sequence) or len(weights) != len(members):
         n = len(weights) if isinstance(weights, Sequence) else weights
         raise FilterError(f"mix: {len(members)} scans but weights {n!r}: give one weight per scan")
@@ -70,7 +72,9 @@ def mix(
             raise FilterError(f"mix weight {i} ({members[i].dataset.name}) must be > 0, not {w}")
     seed = check_int(seed, "mix seed", minimum=0, maximum=2**63 - 1)
     if rows is not None:
-        rows = check_int(rows, "mix rows", minimum=1)
+        rows = check_int(rows, "mix rows", minimum=1, maximum=sampling.MAX_DRAW)
+        if stop != "shortest":
+            raise FilterError(f"mix: rows={rows} sets the epoch's length; stop={stop!r} cannot also (pass one)")
     elif stop not in ("shortest", "longest"):
         raise FilterError(f"mix stop must be 'shortest' or 'longest' (or pass rows=N), not {stop!r}")
     _check_schemas(members)
@@ -215,8 +219,15 @@ class Mix:
         return self.to_arrow().to_pandas()
 
     def schema(self) -> pa.Schema:
-        """The mixed stream's schema (the first scan's fields of the selected columns)."""
-        return pa.schema([self.arrow_schema.field(n) for n in self.output_names])
+        """The mixed stream's schema (the first scan's fields of the selected columns; nullable where any
+        scan's is: a non-nullable column of one dataset mixed with a nullable one holds nulls)."""
+        fields = [self.arrow_schema.field(n) for n in self.output_names]
+        return pa.schema(
+            [
+                f.with_nullable(True) if any(s.arrow_schema.field(f.name).nullable for s in self.scans) else f
+                for f in fields
+            ]
+        )
 
     def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
         from dal.scan import _adapter
@@ -251,6 +262,11 @@ class MixRows(sampling.Rows):
         else:
             length = max(int(np.ceil(t / x - 1e-9)) for t, x in zip(totals, w, strict=True))
             n = sampling.apportion(length, w)
+        if sum(n) > sampling.MAX_DRAW:
+            raise DalError(
+                f"mix: an epoch of {sum(n):,} rows (stop={mix.stop!r}); a mix's epoch holds at most "
+                f"{sampling.MAX_DRAW:,} rows: pass rows=N or stop='shortest'"
+            )
         self.counts = n
         block = read.chunk_rows(mix.scans[0].query)
         total = sum(n)

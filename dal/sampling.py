@@ -10,8 +10,10 @@ of a plain scan holds for a sample or a mix.
 ``Scan.sample(fraction=f)`` — a two-stage draw with inclusion probability exactly ``f`` per row: each row
 group is picked with probability ``p = min(1, spread·f)``, then each row of a picked group with
 probability ``f/p`` (with ``replace=True``: Poisson(f/p) copies of it). ``Scan.sample(rows=n)`` — row
-groups in a seeded random order until they hold ``spread·n`` rows, then exactly ``n`` rows drawn among
-them (uniformly without replacement, or with). ``Scan.balance(by, weights)`` — per class ``c`` exactly
+groups in a seeded random order, a window of ``spread·n`` of their rows at a uniformly random start
+(wrapping around), then exactly ``n`` rows drawn among the window's (per row group, as many as a uniform
+draw among the window's rows gives; which ones, uniformly in the row group): every row's chance is
+exactly n/N. ``Scan.balance(by, weights)`` — per class ``c`` exactly
 ``k_c = rows · w_c / Σw`` rows (largest remainder), drawn uniformly among the class's rows, from per
 (row group, class) counts made once per pinned version by a pass that reads only ``by`` (and the filter
 columns). Every count is decided before any data column is read, from footers (or those counting passes),
@@ -46,6 +48,9 @@ from dal.tasks import ReadTask
 T = TypeVar("T")
 SAMPLE_TAG, BALANCE_TAG = 0x5A, 0xBA  # separate random streams per use
 MAX_CLASSES = 10_000
+MAX_ROWS = 2**62  # rows= arguments (larger is no epoch anyone reads; numpy draws take int64)
+MAX_DRAW = 10**9 - 1  # numpy's exact multivariate hypergeometric draw: fewer than 10**9 rows to draw among
+NAN = float("nan")  # the one NaN class of a floating-point balance column (NaN != NaN: one key for all)
 DEFAULT_SPREAD = 4.0
 RAW_ROWS = 4  # a chunk of a sample reads at most RAW_ROWS x the chunk's target rows (then takes its picks)
 Unit = Callable[[], pa.Table]
@@ -113,7 +118,7 @@ def check_sample(fraction: object, rows: object, seed: object, replace: object, 
         if not 0 < f <= 1:
             raise FilterError(f"sample fraction must be in (0, 1], not {f}")
         return Sample(seed, fraction=f, replace=replace, spread=s)
-    n = check_int(rows, "sample rows", minimum=1)
+    n = check_int(rows, "sample rows", minimum=1, maximum=MAX_ROWS)
     return Sample(seed, rows=n, replace=replace, spread=s)
 
 
@@ -123,7 +128,7 @@ def check_balance(by: object, weights: object, rows: object, seed: object, repla
         raise FilterError(f"balance by must be a column name, not {type(by).__name__}")
     seed = check_int(seed, "balance seed", minimum=0, maximum=2**63 - 1)
     replace = _flag(replace, "balance replace")
-    n = check_int(rows, "balance rows", minimum=1) if rows is not None else None
+    n = check_int(rows, "balance rows", minimum=1, maximum=MAX_ROWS) if rows is not None else None
     if weights is None or weights == "uniform":
         return Balance(by, seed, None, n, replace)
     if not isinstance(weights, dict) or not weights:
@@ -133,10 +138,73 @@ def check_balance(by: object, weights: object, rows: object, seed: object, repla
         value = _number(w, f"balance weight of class {k!r}")
         if value < 0:
             raise FilterError(f"balance weight of class {k!r} is negative ({value})")
-        pairs.append((k.item() if isinstance(k, np.generic) else k, value))
+        pairs.append((class_key(k.item() if isinstance(k, np.generic) else k), value))
     if not any(w > 0 for _, w in pairs):
         raise FilterError("balance weights are all zero: give at least one class a positive weight")
     return Balance(by, seed, tuple(pairs), n, replace)
+
+
+def class_key(value: Any) -> Any:
+    """A class value as a dict key: every NaN is the one ``NAN`` (NaN != NaN would make each its own class)."""
+    return NAN if isinstance(value, float) and value != value else value
+
+
+def check_balance_column(scan: Any, b: Balance) -> None:
+    """The class column and the weights' keys against the scan's schema (before any read), or a FilterError:
+    a tensor field, a list, struct, map or binary column holds no classes; a key must be a value of the
+    column's type."""
+    field = scan.dataset.schema.get(b.by)
+    codec = getattr(field, "codec", None)
+    if codec not in (None, "scalar"):
+        raise FilterError(
+            f"balance by {b.by!r}: a tensor field ({codec} codec) holds no classes; balance by a label column"
+        )
+    typ = scan.arrow_schema.field(b.by).type
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    if not (
+        pa.types.is_integer(typ)
+        or pa.types.is_boolean(typ)
+        or pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_floating(typ)
+        or pa.types.is_date(typ)
+        or pa.types.is_timestamp(typ)
+        or pa.types.is_decimal(typ)
+    ):
+        raise FilterError(
+            f"balance by {b.by!r}: a {typ} column holds no classes; balance by an integer, string, bool, float, "
+            "date or timestamp column"
+        )
+    for k, _w in b.weights or ():
+        if k is None:
+            continue
+        fractional = isinstance(k, float) and not k.is_integer()
+        if isinstance(k, bool) != pa.types.is_boolean(typ) or (fractional and pa.types.is_integer(typ)):
+            raise FilterError(f"balance weights: class {k!r} is not a value of {b.by!r} ({typ})")
+        try:
+            pa.array([k], typ)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            raise FilterError(f"balance weights: class {k!r} is not a value of {b.by!r} ({typ})") from None
+
+
+def _class_column(column: pa.Array) -> pa.Array:
+    """The class column as compared: -0.0 is 0.0 (a dict sees them as one key, Arrow's hashing does not)."""
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pa.types.is_floating(column.type) and not pa.types.is_float16(column.type):
+        column = pc.add(column, pa.scalar(0.0, column.type))
+    return column
+
+
+def hypergeometric(rng: np.random.Generator, colors: np.ndarray, n: int, what: str) -> np.ndarray:
+    """``n`` rows drawn without replacement among ``colors`` rows of each kind (counts per kind)."""
+    if int(colors.sum()) > MAX_DRAW:
+        raise DalError(
+            f"{what}: an exact draw among {int(colors.sum()):,} rows is not supported (at most {MAX_DRAW:,}: "
+            "numpy's multivariate hypergeometric); filter the scan, or draw with replace=True"
+        )
+    return rng.multivariate_hypergeometric(colors, n)
 
 
 def apportion(total: int, weights: Sequence[float]) -> list[int]:
@@ -290,7 +358,7 @@ class PickRows(Rows):
             return np.sort(picked).astype(np.int64)
         assert self.classes is not None
         rng = np.random.default_rng(_task_seed(task, s.seed, self.epoch, BALANCE_TAG))
-        column = table.column(s.by).combine_chunks()
+        column = _class_column(table.column(s.by).combine_chunks())
         wanted = sorted(self.classes[j].items(), key=lambda kv: _order_key(kv[0]))
         values = [v for v, _ in wanted if v is not None]
         # each row's class as an index into ``values`` (one pass), -1 for nulls and other classes
@@ -372,30 +440,30 @@ def _draw_sample(query: Query, s: Sample, epoch: int) -> dict[tuple[str, int, in
         taken = rng.poisson(matching * lam) if s.replace else rng.binomial(matching, lam)
         return {_key(t): (int(m), int(k)) for t, m, k in zip(picked, matching, taken, strict=True)}
     assert s.rows is not None
-    want = s.rows if math.isinf(s.spread) else min(s.rows * s.spread, 2**62)
-    chosen: list[int] = []
-    counts: list[int] = []
-    held = 0
-    order = rng.permutation(len(tasks))
-    step = 16
-    for lo in range(0, len(order), step):  # count row groups a few at a time, until they hold enough rows
-        if held >= want and not math.isinf(s.spread):
-            break
-        block = [int(i) for i in order[lo : lo + step]]
-        block_counts = query.task_rows([tasks[i] for i in block])
-        chosen += block
-        counts += block_counts
-        held += sum(block_counts)
-    if held == 0:
+    # A window of L = spread·n rows at a uniformly random start on the circle of the epoch's matching rows
+    # (row groups in a seeded order), then n rows drawn among the window's: each row group's expected rows
+    # in the window are its rows · L/N, so every row's chance is exactly n/N whatever the row group sizes
+    # (picking row groups until they hold enough rows would favour rows of small row groups).
+    counts = np.asarray(query.task_rows(tasks), dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
         raise DalError("sample: the scan has no rows to sample")
-    if held < s.rows and not s.replace:
-        raise DalError(f"sample(rows={s.rows}) without replacement, but the scan has only {held} rows")
-    colors = np.asarray(counts, dtype=np.int64)
+    if total < s.rows and not s.replace:
+        raise DalError(f"sample(rows={s.rows}) without replacement, but the scan has only {total} rows")
+    order = rng.permutation(len(tasks))
+    ends = np.cumsum(counts[order])
+    begins = ends - counts[order]
+    span = total if math.isinf(s.spread) else int(min(total, max(s.rows, math.ceil(s.rows * s.spread))))
+    start = int(rng.integers(0, total))
+    stop = start + span
+    inside = np.clip(np.minimum(ends, stop) - np.maximum(begins, start), 0, None)
+    if stop > total:  # the window wraps around to the first rows
+        inside += np.clip(np.minimum(ends, stop - total) - begins, 0, None)
     if s.replace:
-        taken = rng.multinomial(s.rows, colors / colors.sum())
+        taken = rng.multinomial(s.rows, inside / span)
     else:
-        taken = rng.multivariate_hypergeometric(colors, s.rows)
-    return {_key(tasks[i]): (int(m), int(k)) for i, m, k in zip(chosen, colors, taken, strict=True) if m}
+        taken = hypergeometric(rng, inside, s.rows, f"sample(rows={s.rows}, spread={s.spread})")
+    return {_key(tasks[i]): (int(m), int(k)) for i, m, k in zip(order.tolist(), counts[order], taken, strict=True) if k}
 
 
 def class_counts(scan: Any, by: str) -> list[dict[Any, int]]:
@@ -406,10 +474,11 @@ def class_counts(scan: Any, by: str) -> list[dict[Any, int]]:
 
     def count(i: int) -> dict[Any, int]:
         column = read.read_task(query, tasks[i]).column(by)
-        counts = pc.value_counts(column.combine_chunks()) if len(column) else pa.array([], pa.struct([]))
+        counts = pc.value_counts(_class_column(column.combine_chunks())) if len(column) else pa.array([], pa.struct([]))
         out: dict[Any, int] = {}
         for item in counts.to_pylist():
-            out[item["values"]] = out.get(item["values"], 0) + int(item["counts"])
+            key = class_key(item["values"])
+            out[key] = out.get(key, 0) + int(item["counts"])
             if len(out) > MAX_CLASSES:
                 raise DalError(
                     f"balance by {by!r}: more than {MAX_CLASSES} distinct values; balance needs a class column"
@@ -476,7 +545,7 @@ def _draw_balance(
         if b.replace:
             taken[:, j] = rng.multinomial(wanted[c], colors / colors.sum())
         else:
-            taken[:, j] = rng.multivariate_hypergeometric(colors, wanted[c])
+            taken[:, j] = hypergeometric(rng, colors, wanted[c], f"balance by {b.by!r}: class {c!r}")
     out: dict[tuple[str, int, int], tuple[int, int]] = {}
     picks: dict[tuple[str, int, int], dict[Any, int]] = {}
     for i, t in enumerate(tasks):

@@ -176,7 +176,9 @@ class Scan:
         if self.sample_ is not None:
             raise FilterError("this scan is already sampled or balanced: sample or balance once")
         self._check_columns([by], "balance")
-        return _with(self, sample_=sampling.check_balance(by, weights, rows, seed, replace))
+        checked = sampling.check_balance(by, weights, rows, seed, replace)
+        sampling.check_balance_column(self, checked)  # a class column, weights of its type
+        return _with(self, sample_=checked)
 
     def set_epoch(self, epoch: int) -> Scan:
         """The scan for another epoch (a new order when shuffling)."""

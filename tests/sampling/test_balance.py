@@ -107,7 +107,7 @@ def test_balanced_frequencies_across_epochs(data: dal.Dataset) -> None:
         (("label", {}), {}, "non-empty dict"),
         (("label", "skewed"), {}, "'uniform' or a non-empty dict"),
         (("label", {0: "a"}), {}, "must be a number"),
-        (("label",), {"rows": 0}, "rows must be >= 1"),
+        (("label",), {"rows": 0}, r"rows must be in \[1, "),
     ],
 )
 def test_bad_balance_arguments(data: dal.Dataset, args: tuple[Any, ...], kwargs: dict[str, Any], message: str) -> None:

@@ -26,29 +26,33 @@ import dal
 from dal.errors import require
 
 
-def make_data() -> None:
+def make_data() -> tuple[int, int]:
+    """The features in two versions (a fresh one, then an append) and the labels; their version numbers
+    (run again on the same catalog, the example writes new versions and trains on those)."""
     rng = np.random.default_rng(7)
-    for start in (0, 200):  # the features, in two versions (an append)
+    for start, mode in ((0, "overwrite"), (200, "append")):
         ids = np.arange(start, start + 200)
         x = rng.normal(size=(200, 3))
-        dal.write(
+        written = dal.write(
             pa.table(
                 {"id": ids, "station": np.where(ids % 2 == 0, "YUL", "YYZ"), **{f"x{i}": x[:, i] for i in range(3)}}
             ),
             "mlflow_demo.features",
+            mode=mode,
         )
     ids = np.arange(400)
-    feats = dal.open("mlflow_demo.features").to_arrow().sort_by("id")
+    feats = dal.open("mlflow_demo.features", written.number).to_arrow().sort_by("id")
     x = np.column_stack([feats.column(f"x{i}").to_numpy() for i in range(3)])
     y = x @ np.array([1.5, -2.0, 0.5]) + rng.normal(scale=0.1, size=400)
-    dal.write(pa.table({"id": ids, "y": y}), "mlflow_demo.labels")
+    labels = dal.write(pa.table({"id": ids, "y": y}), "mlflow_demo.labels", mode="overwrite")
     dal.lineage.clear_read_log()  # building the data is not training: start the log here
+    return written.number, labels.number
 
 
-def train() -> tuple[np.ndarray, float, int]:
-    """Least squares on the YUL rows of features version 1, joined with the labels."""
-    features = dal.open("mlflow_demo.features", 1).scan().filter("station = 'YUL'").to_arrow()
-    labels = dal.open("mlflow_demo.labels").to_arrow()
+def train(features_version: int, labels_version: int) -> tuple[np.ndarray, float, int]:
+    """Least squares on the YUL rows of a pinned features version, joined with the labels."""
+    features = dal.open("mlflow_demo.features", features_version).scan().filter("station = 'YUL'").to_arrow()
+    labels = dal.open("mlflow_demo.labels", labels_version).to_arrow()
     y_by_id = dict(zip(labels.column("id").to_pylist(), labels.column("y").to_pylist(), strict=True))
     x = np.column_stack([features.column(f"x{i}").to_numpy() for i in range(3)])
     y = np.array([y_by_id[i] for i in features.column("id").to_pylist()])
@@ -75,8 +79,7 @@ def main() -> None:
         found.experiment_id if found else client.create_experiment(args.experiment, artifacts.resolve().as_uri())
     )
 
-    make_data()
-    coef, rmse, rows = train()
+    coef, rmse, rows = train(*make_data())
     reads = [{"dataset": r.dataset, "version": r.version, "filters": r.filters, "at": r.at} for r in dal.read_log()]
     with mlflow.start_run(experiment_id=experiment) as run:
         mlflow.log_params({"model": "least-squares", "rows": rows})

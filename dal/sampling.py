@@ -505,6 +505,10 @@ def _draw_balance(
             totals[v] = totals.get(v, 0) + n
     if not totals:
         raise DalError(f"balance by {b.by!r}: the scan has no rows")
+    if len(totals) > MAX_CLASSES:  # each row group below the limit, all of them above (an id column)
+        raise DalError(
+            f"balance by {b.by!r}: {len(totals)} distinct values (more than {MAX_CLASSES}); balance needs a class column"
+        )
     classes = sorted(totals, key=_order_key)
     if b.weights is None:
         weights = dict.fromkeys(classes, 1.0)

@@ -359,3 +359,14 @@ def test_states_of_other_selections_are_refused(data: dal.Dataset, other: dal.Da
     ):
         with pytest.raises(DalError, match="cannot resume"):
             changed_mix.to_torch(32).load_state_dict(state)
+
+
+def test_too_many_classes_over_all_row_groups(data: dal.Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each row group under the class limit but the scan over it (an id column) was drawn class by class
+    (classes x row groups of work); a DalError now."""
+    from dal import sampling
+
+    monkeypatch.setattr(sampling, "MAX_CLASSES", 150)  # row groups of 100 distinct ids, 4000 in all
+    with pytest.raises(DalError, match="4000 distinct values"):
+        data.scan().balance("id").count()
+    assert data.scan().balance("label").count() == 1200  # 3 classes: 400 each (the scarcest)

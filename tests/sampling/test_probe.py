@@ -370,3 +370,61 @@ def test_too_many_classes_over_all_row_groups(data: dal.Dataset, monkeypatch: py
     with pytest.raises(DalError, match="4000 distinct values"):
         data.scan().balance("id").count()
     assert data.scan().balance("label").count() == 1200  # 3 classes: 400 each (the scarcest)
+
+
+def test_partitioned_petastorm_sample_and_balance(sqlite_env: Any, small_chunks: None) -> None:
+    """A Petastorm dataset partitioned by a string field: each row in a fraction sample with probability f
+    (hits per partition within the two-stage variance, computed here from the sizes), and balance by the
+    partition field exact."""
+    schema = TensorSchema(
+        "P",
+        [
+            TensorField("id", np.int64, (), ScalarCodec()),
+            TensorField("part", np.str_, (), ScalarCodec()),
+            TensorField("arr", np.float32, (2,), NdarrayCodec()),
+        ],
+    )
+    n = 600
+    i = np.arange(n)
+    part = np.where(i % 3 == 0, "a", "b")
+    arrays = list(np.stack([i, -i], axis=1).astype(np.float32))
+    dal.write({"id": i, "part": part, "arr": arrays}, "s.pp", format="petastorm", schema=schema, partition_by=["part"])
+    scan = dal.open("s.pp").scan()
+    f, spread, epochs = 0.2, 4.0, 100
+    p = min(1.0, spread * f)
+    r = f / p
+    sample = scan.select("id", "part").sample(f, seed=1, spread=spread)
+    hits = np.zeros(n)
+    for e in range(epochs):
+        hits[ids(sample.set_epoch(e).to_arrow())] += 1
+    for value in ("a", "b"):
+        m = int((part == value).sum())  # one row group per partition here
+        var = p * (m * r * (1 - r) + (m * r) ** 2) - (m * f) ** 2
+        assert within(hits[part == value].sum(), epochs * m * f, epochs * var), value
+    got = scan.balance("part", seed=2).to_numpy()
+    assert sorted(zip(*np.unique(got["part"], return_counts=True), strict=True)) == [("a", 200), ("b", 200)]
+    assert np.array_equal(got["arr"][:, 0], got["id"].astype(np.float32))  # tensor rows stay with their ids
+
+
+def test_samples_of_a_delta_table_with_deletion_vectors(sqlite_env: Any, tmp_path: Path) -> None:
+    """Deleted rows never come back in a sample, a balance or a mix (delta-rs's own reader is the reference)."""
+    import shutil
+
+    from deltalake import DeltaTable, QueryBuilder
+
+    from tests.conformance.conftest import require_corpus
+
+    shutil.copytree(require_corpus() / "delta-rs" / "table-with-dv-small", tmp_path / "dv")
+    reference = QueryBuilder().register("t", DeltaTable(str(tmp_path / "dv"))).execute("select value from t")
+    live = set(pa.table(reference.read_all()).column("value").to_pylist())
+    dal.register("t.dv", str(tmp_path / "dv"))
+    scan = dal.open("t.dv").scan()
+    seen: set[int] = set()
+    for e in range(20):
+        got = scan.sample(0.5, seed=3).set_epoch(e).to_arrow().column("value").to_pylist()
+        assert set(got) <= live and len(got) == len(set(got))
+        seen |= set(got)
+    assert seen == live
+    assert sorted(scan.sample(rows=len(live), seed=1).to_arrow().column("value").to_pylist()) == sorted(live)
+    assert sorted(scan.balance("value", rows=len(live)).to_arrow().column("value").to_pylist()) == sorted(live)
+    assert set(dal.mix([scan, scan.sample(0.5)], rows=40).to_arrow().column("value").to_pylist()) <= live

@@ -375,7 +375,18 @@ class Bound:
                 out[f.name] = value  # an input column passed on as it was decoded
             else:
                 out[f.name] = _conform(f, value, rows)
+                plain = f in self.inputs and _codec_field(self.schema, f.name) is None  # a numeric list column
+                if plain and not f.fixed and isinstance(out[f.name], list):
+                    out[f.name] = _stack_if_even(out[f.name])  # as the input column arrives without a transform
         return out
+
+
+def _stack_if_even(cells: list[Any]) -> Any:
+    """Per-row arrays of one shape (no nulls) as one stacked array, as ``decode`` hands a numeric list column
+    on (a DataFrame's cells, ``batch_format="pandas"``, come back per row)."""
+    if not cells or any(c is None for c in cells) or len({c.shape for c in cells}) != 1:
+        return cells
+    return np.stack(cells)
 
 
 _MISSING = object()

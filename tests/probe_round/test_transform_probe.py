@@ -175,3 +175,17 @@ def test_a_raising_function_propagates_its_own_error(data: dal.Dataset) -> None:
         next(iter(data.to_torch(batch_size=8, transform=TransformSpec(boom))))
     with pytest.raises(KeyError, match="user bug"):
         data.to_tf(8, transform=TransformSpec(boom))
+
+
+def test_pandas_and_numpy_batch_formats_hand_on_an_array_column_alike(data: dal.Dataset) -> None:
+    """A numeric list column the function passes on: one (batch, n) tensor in both formats (it came back as a
+    list of per-row tensors through a pandas DataFrame), equal to the rows written."""
+    want = np.array(_table().column("vec").to_pylist())
+    specs = [
+        TransformSpec(lambda b: {**b, "y": b["x"] * 2}, edit_fields=[("y", np.float32, ())]),
+        TransformSpec(lambda df: df.assign(y=df.x * 2), edit_fields=[("y", np.float32, ())], batch_format="pandas"),
+    ]
+    for spec in specs:
+        batches = list(data.select("id", "x", "vec").to_torch(batch_size=8, transform=spec))
+        assert all(isinstance(b["vec"], torch.Tensor) and b["vec"].shape[1:] == (2,) for b in batches)
+        np.testing.assert_array_equal(np.concatenate([b["vec"].numpy() for b in batches]), want)

@@ -78,6 +78,8 @@ def mix(
     elif stop not in ("shortest", "longest"):
         raise FilterError(f"mix stop must be 'shortest' or 'longest' (or pass rows=N), not {stop!r}")
     _check_schemas(members)
+    top = max(ws)
+    ws = [w / top for w in ws]  # 1e308 + 1e308 is inf: normalise by the largest first
     total = sum(ws)
     return Mix(tuple(members), tuple(w / total for w in ws), seed, stop if rows is None else "rows", rows)
 
@@ -256,12 +258,20 @@ class MixRows(sampling.Rows):
         w = mix.weights
         if mix.rows is not None:
             n = sampling.apportion(mix.rows, w)
-        elif mix.stop == "shortest":
-            length = min(int(t / x + 1e-9) for t, x in zip(totals, w, strict=True))
-            n = [min(k, t) for k, t in zip(sampling.apportion(length, w), totals, strict=True)]
         else:
-            length = max(int(np.ceil(t / x - 1e-9)) for t, x in zip(totals, w, strict=True))
-            n = sampling.apportion(length, w)
+            ratios = [t / x for t, x in zip(totals, w, strict=True)]  # the epoch's length each member allows
+            if mix.stop == "shortest":
+                length = int(min(ratios) + 1e-9)  # the largest weight's member: finite
+                n = [min(k, t) for k, t in zip(sampling.apportion(length, w), totals, strict=True)]
+            else:
+                most = max(ratios)
+                if most > sampling.MAX_DRAW:  # a tiny weight: an epoch beyond any count (inf too)
+                    shown = f"{most:,.0f}" if most < 1e18 else f"{most:.3g}"
+                    raise DalError(
+                        f"mix: stop='longest' makes an epoch of {shown} rows; "
+                        f"a mix's epoch holds at most {sampling.MAX_DRAW:,} rows: pass rows=N or stop='shortest'"
+                    )
+                n = sampling.apportion(int(np.ceil(most - 1e-9)), w)
         if sum(n) > sampling.MAX_DRAW:
             raise DalError(
                 f"mix: an epoch of {sum(n):,} rows (stop={mix.stop!r}); a mix's epoch holds at most "

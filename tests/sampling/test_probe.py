@@ -276,7 +276,7 @@ def test_draws_beyond_numpys_exact_limit_are_dal_errors(
     with pytest.raises(DalError, match="exact draw among 4,000 rows"):
         data.scan().sample(rows=10, spread=math.inf).count()
     assert len(ids(data.scan().sample(rows=10, seed=1).to_arrow())) == 10  # a window of 40 rows
-    with pytest.raises(DalError, match="an epoch of 8,000 rows .*at most 1,500"):
+    with pytest.raises(DalError, match="an epoch of 8,000 rows.*at most 1,500"):
         dal.mix([data.scan(), other.scan()], stop="longest").count()
 
 
@@ -428,3 +428,19 @@ def test_samples_of_a_delta_table_with_deletion_vectors(sqlite_env: Any, tmp_pat
     assert sorted(scan.sample(rows=len(live), seed=1).to_arrow().column("value").to_pylist()) == sorted(live)
     assert sorted(scan.balance("value", rows=len(live)).to_arrow().column("value").to_pylist()) == sorted(live)
     assert set(dal.mix([scan, scan.sample(0.5)], rows=40).to_arrow().column("value").to_pylist()) <= live
+
+
+@pytest.mark.parametrize("weights", [[1e308, 1e308], [1e-320, 1.0], [1.0, 1e-12]])
+def test_extreme_but_finite_mix_weights(data: dal.Dataset, other: dal.Dataset, weights: list[float]) -> None:
+    """1e308 + 1e308 overflowed to inf (a ZeroDivisionError), 4000 / 1e-320 to an OverflowError: now
+    counts, or a DalError for a 'longest' epoch beyond any size."""
+    scans = [data.scan(), other.scan()]
+    assert dal.mix(scans, weights, rows=10).count() == 10
+    shortest = dal.mix(scans, weights).epoch_rows().counts
+    share = weights[0] / (weights[0] + weights[1]) if weights[0] < 1e300 else 0.5
+    assert abs(shortest[0] - share * sum(shortest)) < 1
+    if weights[0] == weights[1]:
+        assert dal.mix(scans, weights, stop="longest").count() == 8000
+    else:
+        with pytest.raises(DalError, match="stop='longest' makes an epoch of"):
+            dal.mix(scans, weights, stop="longest").count()

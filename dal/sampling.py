@@ -523,6 +523,7 @@ def _draw_balance(
             )
     live = [c for c in classes if weights.get(c, 0) > 0]
     shares = np.asarray([weights[c] for c in live], dtype=np.float64)
+    shares /= shares.max()  # 1e308 + 1e308 is inf: the largest first
     shares /= shares.sum()
     if b.rows is not None:
         rows = b.rows

@@ -444,3 +444,11 @@ def test_extreme_but_finite_mix_weights(data: dal.Dataset, other: dal.Dataset, w
     else:
         with pytest.raises(DalError, match="stop='longest' makes an epoch of"):
             dal.mix(scans, weights, stop="longest").count()
+
+
+def test_extreme_but_finite_balance_weights(data: dal.Dataset) -> None:
+    """{0: 1e308, 1: 1e308} summed to inf (an OverflowError from the class shares)."""
+    got = data.scan().balance("label", {0: 1e308, 1: 1e308}, seed=1).to_pandas()
+    assert got.label.value_counts().to_dict() == {0: 800, 1: 800}  # class 1 has 800 rows
+    got = data.scan().balance("label", {0: 1e-320, 1: 1.0}, rows=100, seed=1).to_pandas()
+    assert got.label.value_counts().to_dict() == {1: 100}

@@ -329,16 +329,18 @@ class Query:
 
         groups = list(row_groups) if row_groups is not None else [task.row_group]
         store = self.store
-        planned = store.fragments.get(task.uri) if store.pid == os.getpid() else None  # no parent's client
-        if planned is not None:
-            return planned.subset(row_group_ids=groups)
-        made = parquet_format().make_fragment(
-            self.local_path(task.uri),
-            filesystem=self.pa_dataset.filesystem,
-            partition_expression=partition_expression(task.partition_values, self.schema),
-            row_groups=groups if len(groups) == 1 else None,
-        )  # pyarrow 26's make_fragment(row_groups=[7, 8, 9]) reads 8, 9, 7: subset keeps the order
-        return made if len(groups) == 1 else made.subset(row_group_ids=groups)
+        if store.pid != os.getpid():  # a forked worker: its own fragments (no parent's client), footers read once
+            store.fragments, store.pid = {}, os.getpid()
+        planned = store.fragments.get(task.uri)
+        if planned is None:
+            planned = parquet_format().make_fragment(
+                self.local_path(task.uri),
+                filesystem=self.pa_dataset.filesystem,
+                partition_expression=partition_expression(task.partition_values, self.schema),
+            )
+            store.fragments[task.uri] = planned
+        # pyarrow 26's make_fragment(row_groups=[7, 8, 9]) reads 8, 9, 7: subset keeps the order
+        return planned.subset(row_group_ids=groups)
 
     def read_exact(self, task: ReadTask, columns: Sequence[str] | None = None) -> pa.Table:
         """One row group with deletion vectors applied and logical column names, before the row filter

@@ -119,7 +119,8 @@ def _ragged(values: Any, spec: Any) -> Any:
     tf = _tf()
     k = spec.ragged_rank
     dtype = spec.dtype.as_numpy_dtype
-    arrays = [np.zeros((0,) * (len(spec.shape) - 1), dtype) if v is None else np.asarray(v, dtype) for v in values]
+    empty = np.zeros([0 if d is None else d for d in spec.shape.as_list()[1:]], dtype)  # a null: an empty row
+    arrays = [empty if v is None else np.asarray(v, dtype) for v in values]
     if isinstance(values, np.ndarray) and values.dtype.kind != "O":  # shapes agreed in this chunk: stacked
         arrays = list(values)
     lengths = []

@@ -189,3 +189,22 @@ def test_pandas_and_numpy_batch_formats_hand_on_an_array_column_alike(data: dal.
         batches = list(data.select("id", "x", "vec").to_torch(batch_size=8, transform=spec))
         assert all(isinstance(b["vec"], torch.Tensor) and b["vec"].shape[1:] == (2,) for b in batches)
         np.testing.assert_array_equal(np.concatenate([b["vec"].numpy() for b in batches]), want)
+
+
+def _ragged_rows(b: dict[str, Any]) -> dict[str, Any]:
+    return {**b, "r": [None if k % 3 == 0 else np.full((k % 4 + 1, 2), k, np.int16) for k in b["id"]]}
+
+
+def test_a_null_in_a_ragged_field_is_an_empty_row_in_tf(data: dal.Dataset) -> None:
+    """A nullable (None, 2) field: torch hands the None on, TF an empty row (it was a ValueError inside tf.data)."""
+    spec = TransformSpec(_ragged_rows, edit_fields=[("r", np.int16, (None, 2), True)], selected_fields=["id", "r"])
+    want = [None if k % 3 == 0 else np.full((k % 4 + 1, 2), k, np.int16) for k in range(N)]
+    got_torch = [v for b in data.to_torch(batch_size=8, transform=spec) for v in b["r"]]
+    got_tf = [row for e in data.to_tf(8, transform=spec) for row in e["r"].to_list()]
+    assert len(got_torch) == len(got_tf) == N
+    for k, w in enumerate(want):
+        if w is None:
+            assert got_torch[k] is None and got_tf[k] == []
+        else:
+            np.testing.assert_array_equal(got_torch[k].numpy(), w)
+            np.testing.assert_array_equal(np.array(got_tf[k], np.int16), w)

@@ -393,6 +393,38 @@ class _Null(Task):
 NULL = _Null()
 
 
+class _ClearLine(logging.Filter):
+    """On a stream handler while a line is drawn: clears the line before the handler writes a record, so a
+    log message (a warning, Python's last-resort handler included) starts at column 0 instead of being glued
+    to the progress text; the line is redrawn at its next update."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        with _lock:
+            if _screen[0] and _stack:
+                _stack[-1]._clear()
+                _stack[-1]._last_draw = None
+        return True
+
+
+_CLEAR_LINE = _ClearLine()
+_hooked: list[logging.Handler] = []
+
+
+def _hook_logging(stream: IO[str]) -> None:
+    """While tasks are open: the handlers writing to the terminal the line is on clear the line first."""
+    candidates = [logging.lastResort, *logging.getLogger().handlers, *logging.getLogger("dal").handlers]
+    for h in candidates:
+        if isinstance(h, logging.StreamHandler) and h.stream is stream and h not in _hooked:
+            h.addFilter(_CLEAR_LINE)
+            _hooked.append(h)
+
+
+def _unhook_logging() -> None:
+    for h in _hooked:
+        h.removeFilter(_CLEAR_LINE)
+    _hooked.clear()
+
+
 def current() -> Task:
     """The innermost open task (a no-op task when none is open or progress is off)."""
     with _lock:
@@ -416,6 +448,8 @@ def task(label: str, *, total: int | None = None, unit: str = "rows", absorb: bo
             absorbed: Task = parent
         elif enabled():
             t = Task(label, total=total, unit=unit, absorb=absorb)
+            if not _stack:
+                _hook_logging(t.stream)
             _stack.append(t)
         else:
             absorbed = NULL
@@ -428,6 +462,9 @@ def task(label: str, *, total: int | None = None, unit: str = "rows", absorb: bo
         ok = True
     finally:
         t.close(ok)
+        with _lock:
+            if not _stack:
+                _unhook_logging()
 
 
 def each(

@@ -157,3 +157,38 @@ def test_ctrl_c_in_json_mode_is_one_json_error(tmp_path: Path) -> None:
     assert plain.exit_code == 130 and plain.stderr.strip() == "dal: interrupted"
     assert as_json.exit_code == 130
     assert json.loads(as_json.stderr) == {"error": "interrupted", "type": "KeyboardInterrupt", "exit_code": 130}
+
+
+def test_a_log_record_during_a_drawn_line_starts_at_column_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warning logged while the line is drawn by a handler writing to the same terminal:
+    the line is cleared first, the message stands on its own line, and the progress line comes back after it."""
+    import logging
+
+    stream, now = TTY(), [0.0]
+    handler = logging.StreamHandler(stream)  # as logging.basicConfig() makes (pytest holds the root logger's)
+    monkeypatch.setattr(logging.getLogger("dal"), "handlers", [handler])
+    monkeypatch.setattr(logging.getLogger("dal"), "propagate", False)
+    monkeypatch.setattr(progress, "_stderr", lambda: stream)
+    monkeypatch.setattr(progress, "_now", lambda: now[0])
+    monkeypatch.setattr(progress, "_width", lambda _s: 80)
+    monkeypatch.setenv(progress.ENV_DELAY, "0")
+    monkeypatch.delenv(progress.ENV, raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    before = progress.get_enabled()
+    progress.set_enabled(None)
+    try:
+        with progress.task("writing probe.t", total=10) as t:
+            now[0] += 1
+            t.advance(3)
+            logging.getLogger("dal.probe").warning("lineage not recorded")
+            now[0] += 1
+            t.advance(3)
+    finally:
+        progress.set_enabled(before)
+    first = stream.getvalue().split("\n")[0].split("\r")
+    assert first[-1] == "lineage not recorded", first  # written from column 0 ...
+    assert first[-2].strip() == "" and len(first[-2]) >= len(first[-3])  # ... over the blanked progress line
+    after = stream.getvalue().split("lineage not recorded\n", 1)[1]
+    assert after.startswith("\rwriting probe.t: 6/10 rows")  # the line comes back at the next update
+    assert progress._stack == [] and progress._hooked == []
+    assert handler.filters == []

@@ -378,6 +378,8 @@ class Bound:
                 plain = f in self.inputs and _codec_field(self.schema, f.name) is None  # a numeric list column
                 if plain and not f.fixed and isinstance(out[f.name], list):
                     out[f.name] = _stack_if_even(out[f.name])  # as the input column arrives without a transform
+                elif not plain and not f.fixed and isinstance(out[f.name], np.ndarray):
+                    out[f.name] = list(out[f.name])  # a declared None dimension: one array per row, every chunk
         return out
 
 

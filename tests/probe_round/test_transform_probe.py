@@ -208,3 +208,20 @@ def test_a_null_in_a_ragged_field_is_an_empty_row_in_tf(data: dal.Dataset) -> No
         else:
             np.testing.assert_array_equal(got_torch[k].numpy(), w)
             np.testing.assert_array_equal(np.array(got_tf[k], np.int16), w)
+
+
+def test_a_declared_none_dimension_is_a_list_in_every_chunk(data: dal.Dataset) -> None:
+    """A field declared (None, 2) arrives as one tensor per row (README), also from a chunk whose rows happen to
+    share a shape and that the function returned stacked; TF gets the same values ragged."""
+    spec = TransformSpec(
+        lambda b: {**b, "r": np.ones((len(b["id"]), 3, 2), np.int16) * b["id"][:, None, None].astype(np.int16)},
+        edit_fields=[("r", np.int16, (None, 2))],
+        selected_fields=["id", "r"],
+    )
+    batches = list(data.to_torch(batch_size=8, transform=spec))
+    assert all(isinstance(b["r"], list) for b in batches)
+    rows = [v.numpy() for b in batches for v in b["r"]]
+    tf_rows = [np.array(r, np.int16) for e in data.to_tf(8, transform=spec) for r in e["r"].to_list()]
+    for k in range(N):
+        np.testing.assert_array_equal(rows[k], np.full((3, 2), k, np.int16))
+        np.testing.assert_array_equal(tf_rows[k], np.full((3, 2), k, np.int16))

@@ -172,13 +172,16 @@ def rank_rows(scan: Any, worker: int | None = None, workers: int | None = None) 
     return sum(scan.task_rows(scan.plan()))
 
 
-def worker_chunks(scan: Any, worker: int, workers: int, convert: Callable[[pa.Table], T]) -> Iterator[Any]:
-    """A plain DataLoader worker's disjoint share of the rank's rows, as converted chunks."""
+def worker_chunks(
+    scan: Any, worker: int, workers: int, convert: Callable[[pa.Table], T], skip: int = 0
+) -> Iterator[Any]:
+    """A plain DataLoader worker's disjoint share of the rank's rows, as converted chunks, its first ``skip``
+    rows dropped (a worker's own resumption state: torchdata's StatefulDataLoader keeps one per worker)."""
     if is_virtual(scan):
         rows = virtual_rows(scan)
         ranges = sampling.part_ranges(sampling.rank_ranges(rows.total, scan.shard_), worker, workers)
-        return sampling.read_units(sampling.units(rows, ranges), convert)
-    return scan.iter_chunks(scan.split(worker, workers), convert=convert)  # type: ignore[no-any-return]
+        return sampling.read_units(sampling.units(rows, sampling.sub_ranges(ranges, skip)), convert)
+    return scan.iter_chunks(scan.split(worker, workers), skip_rows=skip, convert=convert)  # type: ignore[no-any-return]
 
 
 def _rows_unit(reader: Any, ranges: list[tuple[int, int]], order: np.ndarray | None = None) -> Unit:

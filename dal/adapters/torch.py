@@ -220,16 +220,13 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
     def _worker_batches(self, worker: int, workers: int) -> Iterator[dict[str, Any]]:
         """Inside a plain DataLoader worker: a disjoint share of the rank's rows (equal across ranks)."""
         scan = self.rank_scan()
-        if self.num_canonical_shards is not None or (self._resume and feed.is_virtual(scan)):
+        if self.num_canonical_shards is not None:
             raise DalError(
-                "resumption and num_canonical_shards need the batches counted in the main process: "
+                "num_canonical_shards needs the batches counted in the main process: "
                 "use data.loader(num_workers=...) instead of DataLoader(data, num_workers=...)"
             )
-        skip, self._consumed = self._resume, 0
-        if skip:  # a worker's own state (torchdata's StatefulDataLoader keeps one per worker)
-            chunks = scan.iter_chunks(scan.split(worker, workers), skip_rows=skip, convert=self.convert)
-        else:
-            chunks = feed.worker_chunks(scan, worker, workers, self.convert)
+        skip, self._consumed = self._resume, 0  # skip: a worker's own state (StatefulDataLoader keeps one per worker)
+        chunks = feed.worker_chunks(scan, worker, workers, self.convert, skip)
         for n, batch in feed.split_batches(chunks, self.batch_size, _take, _join):
             self._consumed += n
             yield _batch(_packed(batch))  # one shared-memory segment per batch, not one per column

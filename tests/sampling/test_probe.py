@@ -452,3 +452,29 @@ def test_extreme_but_finite_balance_weights(data: dal.Dataset) -> None:
     assert got.label.value_counts().to_dict() == {0: 800, 1: 800}  # class 1 has 800 rows
     got = data.scan().balance("label", {0: 1e-320, 1: 1.0}, rows=100, seed=1).to_pandas()
     assert got.label.value_counts().to_dict() == {1: 100}
+
+
+@pytest.mark.parametrize("kind", ["sample", "mix"])
+def test_stateful_dataloader_with_workers_resumes_a_sample_or_mix(
+    data: dal.Dataset, other: dal.Dataset, kind: str
+) -> None:
+    """torchdata's StatefulDataLoader keeps one state per plain DataLoader worker: a sampled scan or a mix
+    resumed there was a DalError in the worker; now each worker skips the rows of its share it gave."""
+    pytest.importorskip("torch")
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    from tests.sampling.test_feed import batch_ids, sources
+
+    src = sources(data, other)[kind].shard(1, 2)
+
+    def loader() -> Any:
+        return stateful.StatefulDataLoader(src.to_torch(32), batch_size=None, num_workers=2)
+
+    full = batch_ids(loader())
+    first = loader()
+    it = iter(first)
+    head = [next(it) for _ in range(5)]
+    state = first.state_dict()
+    resumed = loader()
+    resumed.load_state_dict(state)
+    rest = batch_ids(resumed)
+    assert batch_ids(head) + rest == full

@@ -442,6 +442,7 @@ class DeltaFormat(Format):
                 f"(e.g. {unmatched[0]}); nothing was deleted"
             )
         out = _expired_log(self._table(location, storage_options), listed, kept_versions)
+        out += _orphaned_sidecars(location, storage_options, listed, {rel for rel, _s in out})
         for rel, size, age in listed:
             parts = rel.split("/")
             if _DV_FILE.fullmatch(parts[-1]) and parts[0] != "_delta_log":
@@ -549,6 +550,49 @@ def _expired_log(table: Any, listed: Sequence[tuple[str, int, float]], kept: Seq
         (rel, size)
         for rel, size, age in listed
         if (v := _log_version(rel)) is not None and v < oldest and age >= retention
+    ]
+
+
+_V2_CHECKPOINT = re.compile(r"\d{20}\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)")
+
+
+def _sidecars_named(fs: pafs.FileSystem, path: str) -> set[str] | None:
+    """The sidecar files a v2 checkpoint names (file names in ``_delta_log/_sidecars``); None when it cannot
+    be read or names one elsewhere (then no sidecar is judged unreferenced)."""
+    try:
+        if path.endswith(".json"):
+            found = [a["sidecar"].get("path") for a in _actions(fs, path) if isinstance(a.get("sidecar"), dict)]
+        else:
+            import pyarrow.parquet as pq
+
+            pf = pq.ParquetFile(path, filesystem=fs)
+            if "sidecar" not in pf.schema_arrow.names:
+                return set()
+            found = [a["path"] for a in pf.read(columns=["sidecar"]).column("sidecar").to_pylist() if a]
+    except Exception as e:  # an unreadable checkpoint: keep every sidecar
+        log_gc.warning("%s: cannot read its sidecar list (%s); no sidecar file is deleted", path, _short(e))
+        return None
+    names = {unquote(str(p)) for p in found}
+    return None if any(not n or "/" in n for n in names) else names
+
+
+def _orphaned_sidecars(
+    location: str, storage_options: Mapping[str, str], listed: Sequence[tuple[str, int, float]], doomed: set[str]
+) -> list[tuple[str, int]]:
+    """Sidecar files (``_delta_log/_sidecars/``) of v2 checkpoints gc deletes that no remaining checkpoint
+    names: they are part of the deleted checkpoint (Delta's metadata cleanup removes them too)."""
+    checkpoints = [rel for rel, _s, _a in listed if rel.count("/") == 1 and _V2_CHECKPOINT.fullmatch(rel[11:])]
+    going = [rel for rel in checkpoints if rel in doomed]
+    if not going:
+        return []
+    fs, root = io.filesystem(location, storage_options)
+    named: dict[str, set[str] | None] = {rel: _sidecars_named(fs, io.join(root, rel)) for rel in checkpoints}
+    if any(v is None for v in named.values()):
+        return []
+    remaining = set().union(*(named[rel] or set() for rel in checkpoints if rel not in doomed))
+    candidates = set().union(*(named[rel] or set() for rel in going)) - remaining
+    return [
+        (rel, size) for rel, size, _a in listed if rel.startswith("_delta_log/_sidecars/") and rel[21:] in candidates
     ]
 
 

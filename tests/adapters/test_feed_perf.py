@@ -184,3 +184,14 @@ def test_workers_restarted_every_pass_send_their_new_buffers(rows_ds: dal.Datase
         held = list(loader)
         assert ids_of(held) == ids_of(list(direct))
         check_rows(held)
+
+
+def test_a_plain_dataloader_ships_batches_through_the_pipe(rows_ds: dal.Dataset) -> None:
+    from torch.utils.data import DataLoader
+
+    data = rows_ds.scan().to_torch(64)
+    batches = list(DataLoader(data, batch_size=None, num_workers=2))
+    assert sorted(i for b in ids_of(batches) for i in b) == list(range(ROWS))
+    check_rows(batches)  # float32, float64 (n, 2) at aligned offsets, strings as lists
+    assert all(type(b) is dict and b["v"].dtype == torch.float64 for b in batches)
+    assert batches[0]["x"].is_contiguous() and batches[0]["v"].shape[1:] == (2,)

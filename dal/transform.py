@@ -204,6 +204,8 @@ def _edit_field(f: Any) -> OutField:
         raise TransformError(f"edit_fields: a field name must be a non-empty string, not {name!r}")
     if dtype is None:  # np.dtype(None) is float64: a forgotten dtype, not a choice
         raise TransformError(f"edit_fields {name!r}: the NumPy dtype is missing (None)")
+    if nullable is None:  # as petastorm, where None reads as not nullable
+        nullable = False
     if not isinstance(nullable, bool | np.bool_):
         raise TransformError(f"edit_fields {name!r}: nullable must be True or False, not {nullable!r}")
     try:

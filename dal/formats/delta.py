@@ -7,6 +7,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
@@ -441,10 +442,27 @@ class DeltaFormat(Format):
                 f"{dataset}: kept versions reference {len(unmatched)} file(s) gc cannot find at {loc.uri} "
                 f"(e.g. {unmatched[0]}); nothing was deleted"
             )
-        out = _expired_log(self._table(location, storage_options), listed, kept_versions)
+        table = self._table(location, storage_options)
+        cdf_on = str((table.metadata().configuration or {}).get("delta.enableChangeDataFeed", "")).lower() == "true"
+        feed = _change_feed(location, storage_options, listed, kept_versions, gone_versions, cdf_on)
+        out = _expired_log(table, listed, kept_versions)
         out += _orphaned_sidecars(location, storage_options, listed, {rel for rel, _s in out})
+        going_cdc = {rel for rel, _s, age in listed if feed.doomed(rel, age, safe_age_s)}
+        present = {rel for rel, _s, _a in listed}
+        expired_files |= feed.removed_gone
         for rel, size, age in listed:
             parts = rel.split("/")
+            if parts[0] == "_change_data":  # change data files (cdc actions) and their Hadoop checksums
+                crc = _HIDDEN_CRC.fullmatch(parts[-1])
+                twin = "/".join([*parts[:-1], crc.group(1)]) if crc else None
+                if twin is not None and twin in present:  # a checksum goes with its file
+                    if twin in going_cdc:
+                        out.append((rel, size))
+                elif rel in going_cdc or (twin is not None and feed.doomed(twin, age, safe_age_s)):
+                    out.append((rel, size))
+                continue
+            if rel in feed.removed_kept:
+                continue  # a kept commit's change feed reads it (its deletes, without cdc files)
             if _DV_FILE.fullmatch(parts[-1]) and parts[0] != "_delta_log":
                 if rel not in needed and (rel in dv_committed or age >= safe_age_s):
                     out.append((rel, size))
@@ -553,6 +571,7 @@ def _expired_log(table: Any, listed: Sequence[tuple[str, int, float]], kept: Seq
     ]
 
 
+_COMMIT = re.compile(r"\d{20}\.json")
 _V2_CHECKPOINT = re.compile(r"\d{20}\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)")
 
 
@@ -594,6 +613,90 @@ def _orphaned_sidecars(
     return [
         (rel, size) for rel, size, _a in listed if rel.startswith("_delta_log/_sidecars/") and rel[21:] in candidates
     ]
+
+
+_HIDDEN_CRC = re.compile(r"\.(.+)\.crc")
+
+
+@dataclass
+class _ChangeFeed:
+    """What the change data feed of the kept versions needs, from the commits in the log: ``kept`` change data
+    files (``cdc`` actions of commits from the oldest kept version on), ``old`` ones (named by older
+    commits), ``gone`` ones (named by the commits of versions expiring now), and the data files kept commits
+    without ``cdc`` actions remove (their deletes are read from those files: ``removed_kept``; those of
+    expiring commits: ``removed_gone``). ``complete``: every commit from the oldest kept version on is in
+    the log (else a change data file no commit names is not judged untracked)."""
+
+    kept: set[str] = field(default_factory=set)
+    old: set[str] = field(default_factory=set)
+    gone: set[str] = field(default_factory=set)
+    removed_kept: set[str] = field(default_factory=set)
+    removed_gone: set[str] = field(default_factory=set)
+    complete: bool = False
+
+    def doomed(self, rel: str, age: float, safe_age_s: float) -> bool:
+        """A change data file (``_change_data/...``) gc deletes: named only by commits before the oldest kept
+        version and expiring now (or safe-age old), or named by no commit and safe-age old."""
+        if not rel.startswith("_change_data/") or rel in self.kept or _HIDDEN_CRC.fullmatch(rel.rsplit("/", 1)[-1]):
+            return False
+        if rel in self.gone:
+            return True
+        if rel in self.old:
+            return age >= safe_age_s
+        return self.complete and age >= safe_age_s
+
+
+def _change_feed(
+    location: str,
+    storage_options: Mapping[str, str],
+    listed: Sequence[tuple[str, int, float]],
+    kept: Sequence[int],
+    expiring: Sequence[int],
+    cdf_on: bool,
+) -> _ChangeFeed:
+    """The change data files (and, with the change data feed on, the removed data files) each commit in the
+    log names, split by the oldest kept version (Delta's vacuum removes the change data of expired versions)."""
+    feed = _ChangeFeed()
+    has_cdc = any(rel.startswith("_change_data/") for rel, _s, _a in listed)
+    if not kept or not (has_cdc or cdf_on):
+        return feed
+    loc = Location.of(location, storage_options)
+    fs, root = io.filesystem(location, storage_options)
+    commits = {int(rel[11:31]): rel for rel, _s, _a in listed if rel.count("/") == 1 and _COMMIT.fullmatch(rel[11:])}
+    oldest, gone = min(kept), set(expiring)
+    feed.complete = all(v in commits for v in range(oldest, max([*commits, oldest]) + 1))
+
+    def rel_of(path: str) -> str | None:
+        path = unquote(path)
+        return _below(loc, path) if "://" in path or path.startswith("/") else path
+
+    for v, rel in sorted(commits.items()):
+        if v < oldest and not has_cdc and v not in gone:
+            continue
+        try:
+            actions = list(_actions(fs, io.join(root, rel)))
+        except Exception as e:  # an unreadable commit: its change data files stay
+            log_gc.warning(
+                "%s: cannot read %s (%s); no untracked change data file is deleted", location, rel, _short(e)
+            )
+            feed.complete = False
+            continue
+        cdc = {r for a in actions if isinstance(a.get("cdc"), dict) and (r := rel_of(a["cdc"]["path"]))}
+        (feed.kept if v >= oldest else feed.gone if v in gone else feed.old).update(cdc)
+        if cdf_on and not cdc:
+            removed = {
+                r
+                for a in actions
+                if isinstance(a.get("remove"), dict) and a["remove"].get("dataChange", True)
+                and (r := rel_of(a["remove"]["path"]))
+            }  # fmt: skip
+            if v >= oldest:
+                feed.removed_kept |= removed
+            elif v in gone:
+                feed.removed_gone |= removed
+    feed.old -= feed.kept
+    feed.gone -= feed.kept
+    return feed
 
 
 def _z85(text: str) -> bytes:

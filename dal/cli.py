@@ -460,7 +460,14 @@ def drop_cmd(ctx: click.Context, name: str, purge: bool, yes: bool, force: bool,
         if purge:
             ours, foreign = lifecycle.purge_plan(name, catalog=cat)
             what += f" ({len(ours)} file(s); {len(foreign)} other file(s) left)" if force else f" ({len(ours)} file(s))"
-        click.confirm(f"drop {name} {what}?", abort=True)
+        try:
+            click.confirm(f"drop {name} {what}?", abort=True)
+        except click.exceptions.Abort as e:  # click turns a Ctrl-C at its prompt into Abort ("Aborted!", 1)
+            if isinstance(e.__context__, KeyboardInterrupt):
+                if sys.stderr.isatty():  # end the prompt's line; the group prints `dal: interrupted`, exit 130
+                    click.echo(err=True)
+                raise KeyboardInterrupt from None
+            raise
     result = lifecycle.drop(name, purge=purge, force=force, catalog=cat)
     if as_json:
         out = result.to_dict()

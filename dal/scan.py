@@ -352,10 +352,10 @@ class Scan:
     def to_duckdb(self, connection: Any = None, name: str | None = None) -> Any:
         """A DuckDB relation over this scan, also view ``name`` when given (see ``dal.adapters.duckdb``)."""
         return _adapter("duckdb").to_duckdb(self, connection, name)
+
     def to_ray(self, **read_args: Any) -> Any:
         """A Ray Data ``Dataset`` read by dal's reader on the Ray workers (see ``dal.adapters.ray``)."""
         return _adapter("ray").to_ray(self, **read_args)
-
 
     def to_numpy(self) -> dict[str, Any]:
         """Columns as NumPy, tensor fields decoded (see ``Dataset.to_numpy``)."""

@@ -34,7 +34,7 @@ from dal import read, sampling
 from dal.errors import DalError
 from dal.plan import translate_missing
 from dal.scan import Scan
-from dal.sharding import share
+from dal.sharding import share, wrapped
 
 STATE_FORMAT = 1
 T = TypeVar("T")
@@ -233,21 +233,10 @@ def canonical_stream(scan: Scan, canonical: int, rank: int, world: int, batch_si
         ranges: list[tuple[int, int]] = []
         sizes: list[int] = []
         for c in range(rank * owned, (rank + 1) * owned):
-            ranges += _wrapped(starts[c] + lo, starts[c] + hi, total)
+            ranges += wrapped(starts[c] + lo, starts[c] + hi, total)
             sizes.append(hi - lo)
         units.append(_rows_unit(reader, ranges, _step_major(sizes, micro)))
     return Stream(units, left * owned, batch_size)
-
-
-def _wrapped(start: int, stop: int, total: int) -> list[tuple[int, int]]:
-    """Global row range [start, stop) wrapped around ``total`` (padding repeats the first rows)."""
-    out = []
-    while start < stop:
-        a = start % total
-        n = min(stop - start, total - a)
-        out.append((a, a + n))
-        start += n
-    return out
 
 
 def _step_major(sizes: Sequence[int], micro: int) -> np.ndarray:

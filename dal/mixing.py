@@ -30,7 +30,7 @@ import pyarrow as pa
 from dal import read, sampling
 from dal.errors import DalError, FilterError, check_int
 from dal.scan import Scan
-from dal.sharding import Remainder
+from dal.sharding import Remainder, wrapped
 from dal.tasks import ReadTask
 
 MIX_TAG = 0x31
@@ -302,9 +302,7 @@ class MixRows(sampling.Rows):
             if not k:
                 continue
             lo = int(self.before[i][s])
-            pieces = [
-                p for a, b in _wrapped(lo, lo + int(k), self.members[s].total) for p in self.members[s].rows(a, b)
-            ]
+            pieces = [p for a, b in wrapped(lo, lo + int(k), self.members[s].total) for p in self.members[s].rows(a, b)]
             for p in pieces:
                 p = p.select(self.columns)
                 tables.append(pa.Table.from_arrays(p.columns, schema=self.schema))
@@ -314,14 +312,3 @@ class MixRows(sampling.Rows):
             where = seq == s
             index[where] = base[s] + np.arange(int(where.sum()))
         return pa.concat_tables(tables).take(pa.array(index))  # one gather (chunked input: no concatenation first)
-
-
-def _wrapped(start: int, stop: int, total: int) -> list[tuple[int, int]]:
-    """Rows [start, stop) of a source of ``total`` rows read over and over."""
-    out = []
-    while start < stop:
-        a = start % total
-        n = min(stop - start, total - a)
-        out.append((a, a + n))
-        start += n
-    return out

@@ -293,16 +293,22 @@ class RowReader:
 
     def rows(self, start: int, stop: int) -> list[pa.Table]:
         """The rows ``[start, stop)`` (0 <= start <= stop <= total) as slices of their chunks."""
-        out = []
-        i = max(bisect.bisect_right(self.starts, start) - 1, 0)
-        while start < stop and i < len(self.spans):
-            lo, hi = self.starts[i], self.starts[i + 1]
-            if hi > start:
-                a, b = start - lo, min(stop, hi) - lo
-                out.append(self.chunk(i).slice(a, b - a))
-                start = lo + b
-            i += 1
-        return out
+        return slice_chunks(self.starts, self.chunk, start, stop)
+
+
+def slice_chunks(starts: Sequence[int], chunk: Callable[[int], pa.Table], start: int, stop: int) -> list[pa.Table]:
+    """Rows ``[start, stop)`` of consecutive chunks (chunk i holds rows ``[starts[i], starts[i + 1])``) as
+    slices of the chunks that hold them, read with ``chunk(i)``."""
+    out = []
+    i = max(bisect.bisect_right(starts, start) - 1, 0)
+    while start < stop and i < len(starts) - 1:
+        lo, hi = starts[i], starts[i + 1]
+        if hi > start:
+            a, b = start - lo, min(stop, hi) - lo
+            out.append(chunk(i).slice(a, b - a))
+            start = lo + b
+        i += 1
+    return out
 
 
 def prefetch(source: Iterator[T], depth: int) -> Iterator[T]:

@@ -267,16 +267,7 @@ class Rows:
 
     def rows(self, start: int, stop: int) -> list[pa.Table]:
         """Rows ``[start, stop)`` (0 <= start <= stop <= total) as slices of their chunks."""
-        out = []
-        i = max(bisect.bisect_right(self.starts, start) - 1, 0)
-        while start < stop and i < self.chunks:
-            lo, hi = self.starts[i], self.starts[i + 1]
-            if hi > start:
-                a, b = start - lo, min(stop, hi) - lo
-                out.append(self.chunk(i).slice(a, b - a))
-                start = lo + b
-            i += 1
-        return out
+        return read.slice_chunks(self.starts, self.chunk, start, stop)
 
     def __getstate__(self) -> dict[str, Any]:  # DataLoader workers: no lock, no cached chunks
         state = dict(self.__dict__)

@@ -45,6 +45,18 @@ def share(total: int, rank: int, world: int, remainder: Remainder = "pad") -> li
     return out
 
 
+def wrapped(start: int, stop: int, total: int) -> list[tuple[int, int]]:
+    """Row range [start, stop) of a sequence of ``total`` rows read over and over (padding repeats the first
+    rows; a mix starts a shorter source over), as ranges inside [0, total)."""
+    out = []
+    while start < stop:
+        a = start % total
+        n = min(stop - start, total - a)
+        out.append((a, a + n))
+        start += n
+    return out
+
+
 def assign(counts: Sequence[int], ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
     """Map global row ranges onto tasks: ``[(task index, offset in task, length)]`` in range order."""
     bounds = [0]

@@ -347,8 +347,13 @@ class Catalog:
                 row = self._dataset_row(s, name, for_update=True)
                 if new_name == name:
                     return self._dataset_info(row)
+                now = utcnow()
+                # the names it had, and until when: lineage records written before name the old one
+                former = (row.properties or {}).get("former_names")
+                former = [*(former if isinstance(former, list) else []), {"name": name, "until": now.isoformat()}]
+                row.properties = {**(row.properties or {}), "former_names": former}
                 row.name = new_name
-                row.updated_at = utcnow()
+                row.updated_at = now
                 s.flush()
                 return self._dataset_info(row)
         except IntegrityError as e:

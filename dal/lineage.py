@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from catalog import Catalog, VersionInfo, VersionRef
+from catalog import Catalog, DatasetInfo, VersionInfo, VersionRef
+from catalog.types import as_utc
 from catalog.urls import mask_url
 
 KEY = "lineage"  # the version property that holds the record
@@ -133,24 +134,89 @@ def of(version: VersionInfo) -> dict[str, Any]:
     return dict(record) if isinstance(record, Mapping) else {}
 
 
+_Span = tuple[str, datetime | None, datetime | None]
+
+
+def _spans(info: DatasetInfo) -> list[_Span]:
+    """The names a dataset had, each with the time range it held it (``rename`` records ``former_names``):
+    (name, from, until), None for open ends; the current name is unbounded below when it was never renamed."""
+    spans: list[_Span] = []
+    start: datetime | None = None
+    former = info.properties.get("former_names")
+    for f in former if isinstance(former, list) else []:
+        try:
+            name, until = f["name"], as_utc(datetime.fromisoformat(f["until"]))
+        except (TypeError, KeyError, ValueError):
+            continue  # not written by rename (a hand-edited property): ignore
+        spans.append((str(name), start, until))
+        start = until
+    spans.append((info.name, start, None))
+    return spans
+
+
+def _covers(span: _Span, when: datetime) -> bool:
+    _, start, until = span
+    return (start is None or when >= start) and (until is None or when < until)
+
+
+def _former_owner(renamed: list[DatasetInfo], name: str, when: datetime) -> str | None:
+    """The current name of the dataset that was called ``name`` at ``when`` and has been renamed since, if any
+    (``renamed``: the datasets with ``former_names``). Recorded renames win over a dataset's current name, which
+    is open-ended into the past: a new dataset may take a name another one gave up."""
+    return next((d.name for d in renamed if any(s[0] == name and _covers(s, when) for s in _spans(d)[:-1])), None)
+
+
+def _renamed(cat: Catalog) -> list[DatasetInfo]:
+    return [d for d in cat.list_datasets() if d.properties.get("former_names")]
+
+
 def downstream(cat: Catalog, name: str, number: int) -> list[VersionInfo]:
-    """The versions (of any dataset) whose recorded upstream includes ``number`` of ``name``."""
+    """The versions (of any dataset) whose recorded upstream includes ``number`` of ``name``, also those written
+    while the dataset had an earlier name (before a ``rename``)."""
     import json
 
-    out = []
-    for v in cat.versions_mentioning(json.dumps(name)):
-        ups = of(v).get("upstream") or []
-        if any(isinstance(u, Mapping) and u.get("dataset") == name and u.get("version") == number for u in ups):
-            out.append(v)
+    info = cat.get_dataset(name)
+    spans = _spans(info)
+    renamed: list[DatasetInfo] | None = None
+    found: dict[tuple[str, int], VersionInfo] = {}
+    for span_name in dict.fromkeys(s[0] for s in spans):
+        for v in cat.versions_mentioning(json.dumps(span_name)):
+            when = as_utc(v.created_at)
+            for u in of(v).get("upstream") or []:
+                if not (isinstance(u, Mapping) and u.get("version") == number and isinstance(u.get("dataset"), str)):
+                    continue
+                if not any(s[0] == u["dataset"] and _covers(s, when) for s in spans):
+                    continue
+                renamed = _renamed(cat) if renamed is None else renamed
+                if _former_owner(renamed, u["dataset"], when) in (None, info.name):
+                    found[(v.dataset, v.number)] = v
+                    break
+    return [found[k] for k in sorted(found)]
+
+
+def _resolve(cat: Catalog, upstream: list[Any], when: datetime) -> list[Any]:
+    """Upstream entries naming a dataset by a name it has since been renamed from get its current name in
+    ``dataset`` and the recorded one in ``recorded_as``; others (a dropped dataset, too) are left as recorded."""
+    out: list[Any] = []
+    renamed: list[DatasetInfo] | None = None
+    for u in upstream:
+        recorded = u.get("dataset") if isinstance(u, Mapping) else None
+        if not isinstance(recorded, str):
+            out.append(u)
+            continue
+        renamed = _renamed(cat) if renamed is None else renamed
+        current = _former_owner(renamed, recorded, when)
+        out.append(u if current is None or current == recorded else {**u, "dataset": current, "recorded_as": recorded})
     return out
 
 
 def lineage(cat: Catalog, name: str, version: VersionRef = None, *, depth: int = 1) -> dict[str, Any]:
-    """Upstream and downstream of one version of ``name`` (latest by default), ``depth`` levels down."""
+    """Upstream and downstream of one version of ``name`` (latest by default), ``depth`` levels down. Upstream
+    datasets renamed since are shown by their current name (``recorded_as``: the name in the record)."""
     v = cat.version(name, version)
     record = of(v)
     result: dict[str, Any] = {"dataset": name, "version": v.number, **{k: x for k, x in record.items()}}
-    result.setdefault("upstream", [])
+    result["upstream"] = _resolve(cat, list(result.get("upstream") or []), as_utc(v.created_at))
     result["downstream"] = _downstream_tree(cat, name, v.number, max(1, depth), set())
     return result
 

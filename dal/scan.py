@@ -355,6 +355,8 @@ class Scan:
 
     def to_ray(self, **read_args: Any) -> Any:
         """A Ray Data ``Dataset`` read by dal's reader on the Ray workers (see ``dal.adapters.ray``)."""
+        if self.sample_ is not None:  # Ray's read tasks cut the plan by chunks: they cannot draw dal's rows
+            raise FilterError("to_ray does not draw dal samples: use Dataset.random_sample / groupby in Ray Data")
         return _adapter("ray").to_ray(self, **read_args)
 
     def to_numpy(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ Partitions are registered with their directories. The dal catalog is never chang
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,13 +24,17 @@ import pyarrow as pa
 from catalog import VersionInfo, VersionRef
 from dal import io, progress
 from dal.api import CatalogLike, get_catalog, open, register
-from dal.errors import DalError, DatasetExists, FormatError, require
+from dal.errors import DalError, DatasetExists, FormatError, one_line, require, translating
 from dal.formats.base import detect, format_names, get_format
 from dal.partitions import NULL_PARTITION
 
 PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
 PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
 PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+
+# thrift logs a refused connect at ERROR; with no logging configured Python would print it to stderr next to
+# the DalError that says the same (a NullHandler only stops that fallback: configured handlers still get it)
+logging.getLogger("thrift").addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True)
@@ -71,12 +76,29 @@ def hive_type(t: pa.DataType) -> str:
     raise DalError(f"Arrow type {t} has no Hive equivalent")
 
 
+def _address(uri: str) -> tuple[str, int]:
+    """(host, port) of a ``thrift://host:port`` URI. Raises DalError for anything else."""
+    scheme, host, port = "", None, 9083
+    if isinstance(uri, str):
+        try:
+            parts = urlsplit(uri)
+            scheme, host, port = parts.scheme, parts.hostname, parts.port or 9083
+        except ValueError:  # a port out of range or not a number, a broken [IPv6] address
+            pass
+    if scheme != "thrift" or not host:
+        raise DalError(f"Hive Metastore URI must look like thrift://host:9083, not {one_line(repr(uri))[:300]}")
+    return host, port
+
+
+def _absent(e: Exception) -> bool:
+    """Whether the metastore answered that the table (or database) does not exist."""
+    return type(e).__name__ in ("NoSuchObjectException", "UnknownTableException", "UnknownDBException")
+
+
 def _client(uri: str) -> Any:
-    parts = urlsplit(uri)
-    if parts.scheme != "thrift" or not parts.hostname:
-        raise DalError(f"Hive Metastore URI must look like thrift://host:9083, not {uri!r}")
+    host, port = _address(uri)
     hmc = require("hive_metastore_client", "hive")
-    return hmc.HiveMetastoreClient(parts.hostname, parts.port or 9083)
+    return hmc.HiveMetastoreClient(host, port)
 
 
 @contextmanager
@@ -85,7 +107,7 @@ def _connected(uri: str) -> Iterator[Any]:
     try:
         client.open()
     except Exception as e:
-        raise DalError(f"cannot reach the Hive Metastore at {uri}: {e}") from e
+        raise DalError(one_line(f"cannot reach the Hive Metastore at {uri}: {e or type(e).__name__}")) from e
     try:
         yield client
     finally:
@@ -105,6 +127,7 @@ def _descriptor(b: Any, columns: list[Any], location: str) -> Any:
     ).build()
 
 
+@translating("hive sync to {uri}")
 def sync(
     names: Sequence[str] | None = None,
     *,
@@ -120,6 +143,7 @@ def sync(
         made by dal, or a version cannot be represented (see the module docstring). Nothing in the dal catalog
         changes either way.
     """
+    _address(uri)  # a malformed URI is refused before any dataset is opened
     b = require("hive_metastore_client.builders", "hive")
     cat = get_catalog(catalog)
     names = list(names) if names else [d.name for d in cat.list_datasets() if d.latest_version is not None]
@@ -149,7 +173,9 @@ def sync(
                 ).build()  # fmt: skip
                 try:
                     existing = client.get_table(db, table)
-                except Exception:
+                except Exception as e:
+                    if not _absent(e):
+                        raise  # a lost connection is not a missing table
                     existing = None
                 if existing is None:
                     # not create_external_table: that helper replaces the table's parameters (losing dal's)
@@ -172,6 +198,8 @@ def sync(
             except DalError:
                 raise
             except Exception as e:  # thrift's MetaException & co.
+                if type(e).__name__ == "TTransportException":  # not a refusal: the connection broke
+                    raise DalError(one_line(f"the Hive Metastore at {uri} dropped the connection: {e}")) from e
                 raise DalError(_refusal(db, table, location, e)) from e
             out.append(HiveTable(db, table, location, ds.name, ds.number, len(partitions)))
     return out
@@ -179,7 +207,7 @@ def sync(
 
 def _refusal(db: str, table: str, location: str, e: Exception) -> str:
     message = getattr(e, "message", None) or str(e) or type(e).__name__
-    text = f"the Hive Metastore refused {db}.{table} at {location}: {message}"
+    text = one_line(f"the Hive Metastore refused {db}.{table} at {location}: {message}")
     if "No FileSystem for scheme" in message or ("ClassNotFoundException" in message and "FileSystem" in message):
         scheme = urlsplit(location).scheme
         text += (
@@ -207,6 +235,7 @@ def _partitions(b: Any, ds: Any, db: str, table: str, columns: list[Any]) -> lis
     ]
 
 
+@translating("hive import of {qualified} from {uri}")
 def import_table(
     qualified: str, *, uri: str, name: str | None = None, catalog: CatalogLike = None
 ) -> list[VersionInfo]:
@@ -215,14 +244,18 @@ def import_table(
     Raises:
         DalError: unreachable metastore or unknown table; FormatError: the location holds no readable data.
     """
-    db, _, table = qualified.partition(".")
-    if not table:
-        raise DalError(f"name the table as DB.TABLE, not {qualified!r}")
+    db, _, table = qualified.partition(".") if isinstance(qualified, str) else ("", "", "")
+    if not db or not table:
+        raise DalError(f"name the table as DB.TABLE, not {one_line(repr(qualified))[:300]}")
+    _address(uri)
     with _connected(uri) as client:
         try:
             t = client.get_table(db, table)
         except Exception as e:
-            raise DalError(f"Hive table {qualified} not found at {uri}: {type(e).__name__}") from e
+            if _absent(e):
+                raise DalError(one_line(f"Hive table {qualified} not found at {uri}: {type(e).__name__}")) from e
+            message = getattr(e, "message", None) or str(e) or type(e).__name__
+            raise DalError(one_line(f"the Hive Metastore at {uri} failed looking up {qualified}: {message}")) from e
     location = t.sd.location
     parts = urlsplit(location)
     local = parts.path if parts.scheme in ("file", "") else location

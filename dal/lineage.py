@@ -5,7 +5,9 @@ the new version's properties, who wrote it (user, host, time, dal version), from
 calling program's repository, and whether it was dirty; the Spark application id and master for Spark writes)
 and the dataset versions this process read before it (``upstream``). ``downstream`` finds the versions whose
 upstream names a version: the database prefilters on the dataset's name in the properties, the exact check is
-here. Credentials are never recorded: storage options are not kept, and URLs are masked.
+here. Records keep the name a dataset had when it was read; ``rename`` records the former names (with the time
+each was given up) in the dataset's ``former_names`` property, so both directions follow renames. Credentials are
+never recorded: storage options are not kept, and URLs are masked.
 """
 
 from __future__ import annotations
@@ -170,14 +172,13 @@ def _renamed(cat: Catalog) -> list[DatasetInfo]:
     return [d for d in cat.list_datasets() if d.properties.get("former_names")]
 
 
-def downstream(cat: Catalog, name: str, number: int) -> list[VersionInfo]:
+def downstream(cat: Catalog, name: str, number: int, *, renamed: list[DatasetInfo] | None = None) -> list[VersionInfo]:
     """The versions (of any dataset) whose recorded upstream includes ``number`` of ``name``, also those written
-    while the dataset had an earlier name (before a ``rename``)."""
+    while the dataset had an earlier name (before a ``rename``). ``renamed``: the renamed datasets if known."""
     import json
 
     info = cat.get_dataset(name)
     spans = _spans(info)
-    renamed: list[DatasetInfo] | None = None
     found: dict[tuple[str, int], VersionInfo] = {}
     for span_name in dict.fromkeys(s[0] for s in spans):
         for v in cat.versions_mentioning(json.dumps(span_name)):
@@ -194,17 +195,15 @@ def downstream(cat: Catalog, name: str, number: int) -> list[VersionInfo]:
     return [found[k] for k in sorted(found)]
 
 
-def _resolve(cat: Catalog, upstream: list[Any], when: datetime) -> list[Any]:
+def _resolve(renamed: list[DatasetInfo], upstream: list[Any], when: datetime) -> list[Any]:
     """Upstream entries naming a dataset by a name it has since been renamed from get its current name in
     ``dataset`` and the recorded one in ``recorded_as``; others (a dropped dataset, too) are left as recorded."""
     out: list[Any] = []
-    renamed: list[DatasetInfo] | None = None
     for u in upstream:
         recorded = u.get("dataset") if isinstance(u, Mapping) else None
         if not isinstance(recorded, str):
             out.append(u)
             continue
-        renamed = _renamed(cat) if renamed is None else renamed
         current = _former_owner(renamed, recorded, when)
         out.append(u if current is None or current == recorded else {**u, "dataset": current, "recorded_as": recorded})
     return out
@@ -216,20 +215,23 @@ def lineage(cat: Catalog, name: str, version: VersionRef = None, *, depth: int =
     v = cat.version(name, version)
     record = of(v)
     result: dict[str, Any] = {"dataset": name, "version": v.number, **{k: x for k, x in record.items()}}
-    result["upstream"] = _resolve(cat, list(result.get("upstream") or []), as_utc(v.created_at))
-    result["downstream"] = _downstream_tree(cat, name, v.number, max(1, depth), set())
+    renamed = _renamed(cat)  # one query for the whole tree
+    result["upstream"] = _resolve(renamed, list(result.get("upstream") or []), as_utc(v.created_at))
+    result["downstream"] = _downstream_tree(cat, name, v.number, max(1, depth), set(), renamed)
     return result
 
 
-def _downstream_tree(cat: Catalog, name: str, number: int, depth: int, seen: set[tuple[str, int]]) -> list[Any]:
+def _downstream_tree(
+    cat: Catalog, name: str, number: int, depth: int, seen: set[tuple[str, int]], renamed: list[DatasetInfo]
+) -> list[Any]:
     out: list[Any] = []
-    for d in downstream(cat, name, number):
+    for d in downstream(cat, name, number, renamed=renamed):
         key = (d.dataset, d.number)
         if key in seen:
             continue
         seen.add(key)
         node: dict[str, Any] = {"dataset": d.dataset, "version": d.number}
         if depth > 1:
-            node["downstream"] = _downstream_tree(cat, d.dataset, d.number, depth - 1, seen)
+            node["downstream"] = _downstream_tree(cat, d.dataset, d.number, depth - 1, seen, renamed)
         out.append(node)
     return out

@@ -41,7 +41,8 @@ def build(src: str, dst: str, version: int | None = None) -> None:
     lineage.clear_read_log()
 
 
-def test_lineage_follows_a_rename(cat: Catalog) -> None:
+def test_lineage_follows_a_rename(any_cat: Catalog) -> None:
+    cat = any_cat  # SQLite and the real PostgreSQL
     dal.write(rows(4), "ren.a")
     build("ren.a", "ren.c")  # c@0 from a@0
     run_json(cat, "rename", "ren.a", "ren.b")

@@ -8,7 +8,9 @@ splits between workers, resumes and cuts canonical shards on that numbering alon
 of a plain scan holds for a sample or a mix.
 
 ``Scan.sample(fraction=f)`` — a two-stage draw with inclusion probability exactly ``f`` per row: each row
-group is picked with probability ``p = min(1, spread·f)``, then each row of a picked group with
+group is picked with probability ``p = min(1, max(spread·f, MIN_PICKED/G))`` (G row groups: at least
+MIN_PICKED picked on average, so a dataset of few row groups does not swing between empty and whole
+epochs), then each row of a picked group with
 probability ``f/p`` (with ``replace=True``: Poisson(f/p) copies of it). ``Scan.sample(rows=n)`` — row
 groups in a seeded random order, a window of ``spread·n`` of their rows at a uniformly random start
 (wrapping around), then exactly ``n`` rows drawn among the window's (per row group, as many as a uniform
@@ -52,6 +54,15 @@ MAX_ROWS = 2**62  # rows= arguments (larger is no epoch anyone reads; numpy draw
 MAX_DRAW = 10**9 - 1  # numpy's exact multivariate hypergeometric draw: fewer than 10**9 rows to draw among
 NAN = float("nan")  # the one NaN class of a floating-point balance column (NaN != NaN: one key for all)
 DEFAULT_SPREAD = 4.0
+MIN_PICKED = 16  # a fraction sample picks at least this many row groups on average (all when fewer)
+
+
+def pick_probability(fraction: float, spread: float, groups: int) -> float:
+    """The probability a fraction sample picks a row group: spread·f, raised so that about MIN_PICKED of the
+    ``groups`` are picked (with one row group: 1, i.e. a plain row-by-row draw)."""
+    return min(1.0, max(spread * fraction, MIN_PICKED / max(groups, 1)))
+
+
 RAW_ROWS = 4  # a chunk of a sample reads at most RAW_ROWS x the chunk's target rows (then takes its picks)
 Unit = Callable[[], pa.Table]
 
@@ -424,7 +435,7 @@ def _draw_sample(query: Query, s: Sample, epoch: int) -> dict[tuple[str, int, in
     tasks = query.all_tasks()
     rng = np.random.default_rng([s.seed, epoch, SAMPLE_TAG])
     if s.fraction is not None:
-        p = min(1.0, s.spread * s.fraction)
+        p = pick_probability(s.fraction, s.spread, len(tasks))
         picked = [t for t, u in zip(tasks, rng.random(len(tasks)), strict=True) if u < p]
         matching = np.asarray(query.task_rows(picked), dtype=np.int64)
         lam = s.fraction / p

@@ -152,9 +152,9 @@ class Scan:
     ) -> Scan:
         """A different random sample of the rows each epoch: each row kept with probability ``fraction``
         (the count varies around fraction·N), or exactly ``rows`` rows; a pure function of (seed, epoch,
-        version). Row groups are picked with probability min(1, spread·fraction) and rows inside the
-        picked ones with the rest, so a 1% sample reads about ``spread`` % of the bytes (``spread=math.inf``:
-        every row group, rows drawn one by one). ``replace=True``: with replacement. See ``dal.sampling``."""
+        version). Row groups are picked with probability min(1, max(spread·fraction, 16 / row groups)) and
+        rows inside the picked ones with the rest, so a 1% sample of many row groups reads about ``spread`` %
+        of the bytes (``spread=math.inf``: every row group, rows drawn one by one). ``replace=True``: with replacement. See ``dal.sampling``."""
         if self.sample_ is not None:
             raise FilterError("this scan is already sampled or balanced: sample or balance once")
         return _with(self, sample_=sampling.check_sample(fraction, rows, seed, replace, spread))

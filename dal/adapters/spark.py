@@ -255,13 +255,15 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
         return txn.native_commit()
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    group = _JobGroup(df.sparkSession)
     try:
-        with _watched(df.sparkSession) as counters:  # a progress line on a terminal, per staged file
+        with _watched(df.sparkSession) as counters, group:  # a progress line on a terminal, per staged file
             frame = df.select(*schema.names).mapInArrow(
                 _stage(txn, schema, counters), from_arrow_schema(txn.record_schema)
             )
             rows = [r.asDict() for r in frame.collect()]
     except Exception as e:
+        group.settle()  # the failed job's other tasks may still be staging files: let them stop first
         txn.abort()
         marker = "SchemaMismatch: "  # raised on an executor: Spark hands back its text
         text = str(e)
@@ -269,9 +271,68 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
             raise SchemaMismatch(text.split(marker, 1)[1].splitlines()[0]) from None
         raise
     except BaseException:
+        group.settle()
         txn.abort()
         raise
     return txn.commit(rows)
+
+
+class _JobGroup:
+    """The staging job under its own Spark job group, so that a failed write can cancel the job's remaining
+    tasks and wait until none runs before removing what they staged (a failed job's other tasks are killed
+    asynchronously; one still writing would re-create the version directory after the abort)."""
+
+    KEYS = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+
+    def __init__(self, spark: Any) -> None:
+        import uuid
+
+        try:
+            self.sc = spark.sparkContext
+        except Exception:  # Spark Connect: no context; nothing to wait for here
+            self.sc = None
+        self.id = f"dal-write-{uuid.uuid4().hex}"
+        self.saved: dict[str, Any] = {}
+
+    def __enter__(self) -> _JobGroup:
+        if self.sc is not None:
+            self.saved = {k: self.sc.getLocalProperty(k) for k in self.KEYS}
+            self.sc.setJobGroup(self.id, "dal write", interruptOnCancel=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.sc is not None:
+            for key, value in self.saved.items():
+                self.sc.setLocalProperty(key, value)
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Cancel the group's jobs and wait (up to ``timeout`` s) until none of their tasks is running."""
+        if self.sc is None:
+            return
+        import time
+
+        try:
+            self.sc.cancelJobGroup(self.id)
+            tracker = self.sc.statusTracker()
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                stages = [
+                    s for j in tracker.getJobIdsForGroup(self.id) for s in (tracker.getJobInfo(j) or _NO_JOB).stageIds
+                ]
+                infos = [tracker.getStageInfo(s) for s in stages]
+                if not any(i is not None and i.numActiveTasks > 0 for i in infos):
+                    break
+                time.sleep(0.05)
+            time.sleep(0.2)  # a killed task's Python worker may outlive its task by a moment
+        except Exception:  # a stopped context: nothing left running
+            return
+
+
+class _NoJob:
+    stageIds: tuple[int, ...] = ()
+
+
+_NO_JOB = _NoJob()
 
 
 def scan_to_spark(scan: Scan, spark: Any = None) -> Any:

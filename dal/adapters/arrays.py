@@ -22,6 +22,22 @@ if TYPE_CHECKING:
 PEEK_TASKS = 8  # row groups read at most to find the length of a column's arrays
 
 
+def no_null_value(typ: pa.DataType) -> bool:
+    """Whether a column of ``typ`` converts to a tensor with no value for a null: integers, bools, timestamps
+    and dates (floats have NaN; torch keeps strings as lists, which hold None — TensorFlow does not)."""
+    return bool(
+        pa.types.is_integer(typ) or pa.types.is_boolean(typ) or pa.types.is_timestamp(typ) or pa.types.is_date(typ)
+    )
+
+
+def nulls_error(dataset: str, name: str, tensor: str) -> DalError:
+    """The error for a null in column ``name`` that a ``tensor`` (e.g. "TensorFlow") cannot hold."""
+    return DalError(
+        f"column {name!r} of {dataset} holds nulls, which a {tensor} tensor cannot: filter them out "
+        f'(.filter("{name} IS NOT NULL")) or replace them in a dal.TransformSpec'
+    )
+
+
 def numeric_list(typ: pa.DataType) -> bool:
     """Whether ``typ`` is a list of integers or floats (one level)."""
     if not (pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ)):

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from dal.adapters.arrays import check_footers, fixed, numeric_list, rows
+from dal.adapters.arrays import check_footers, fixed, no_null_value, nulls_error, numeric_list, rows
 from dal.adapters.arrays import widths as array_widths
 from dal.errors import DalError, check_int, require
 
@@ -81,18 +81,12 @@ _DAYS = np.dtype("datetime64[D]")
 
 
 def _no_null_form(typ: pa.DataType) -> bool:
-    """Whether a column of ``typ`` has no TensorFlow value for a null (floats have NaN)."""
-    return bool(
-        pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_integer(typ)
-        or pa.types.is_boolean(typ) or pa.types.is_timestamp(typ) or pa.types.is_date(typ)
-    )  # fmt: skip
+    """Whether a column of ``typ`` has no TensorFlow value for a null (strings too: floats have NaN)."""
+    return no_null_value(typ) or pa.types.is_string(typ) or pa.types.is_large_string(typ)
 
 
 def _nulls(scan: Scan, name: str) -> DalError:
-    return DalError(
-        f"column {name!r} of {scan.dataset.name} holds nulls, which a TensorFlow tensor cannot: filter them out "
-        f'(.filter("{name} IS NOT NULL")) or replace them in a dal.TransformSpec'
-    )
+    return nulls_error(scan.dataset.name, name, "TensorFlow")
 
 
 def _plain(scan: Scan, name: str) -> bool:

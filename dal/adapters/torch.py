@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from dal import feed, read
-from dal.adapters.arrays import matrix, numeric_list, rows
+from dal.adapters.arrays import matrix, no_null_value, nulls_error, numeric_list, rows
 from dal.errors import DalError, check_int, require, translating
 
 if TYPE_CHECKING:
@@ -185,13 +185,10 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             schema = self.scan.dataset.schema
             for name in table.column_names:
                 typ = table.schema.field(name).type
-                if _no_tensor_null(typ) and table.column(name).null_count:
+                if no_null_value(typ) and table.column(name).null_count:
                     # NumPy would turn this chunk's ints into float64 with NaN (timestamps into INT64_MIN,
                     # bools into objects) while chunks without nulls stay int64: refuse, as to_tf does
-                    raise DalError(
-                        f"column {name!r} of {self.scan.dataset.name} holds nulls, which a {typ} tensor cannot: "
-                        f'filter them out (.filter("{name} IS NOT NULL")) or replace them in a dal.TransformSpec'
-                    )
+                    raise nulls_error(self.scan.dataset.name, name, str(typ))
             arrays = [
                 n
                 for n in table.column_names
@@ -480,14 +477,6 @@ def _to_device(batches: Iterator[tuple[int, Columns]], device: Any) -> Iterator[
         pending = (n, moved)
     if pending is not None:
         yield pending
-
-
-def _no_tensor_null(typ: pa.DataType) -> bool:
-    """Whether a column of ``typ`` becomes a tensor with no value for a null (floats have NaN; strings and
-    other object columns become lists, which hold None)."""
-    return bool(
-        pa.types.is_integer(typ) or pa.types.is_boolean(typ) or pa.types.is_timestamp(typ) or pa.types.is_date(typ)
-    )
 
 
 def _tensor(values: Any) -> Any:

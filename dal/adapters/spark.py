@@ -316,23 +316,14 @@ class _JobGroup:
             tracker = self.sc.statusTracker()
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
-                stages = [
-                    s for j in tracker.getJobIdsForGroup(self.id) for s in (tracker.getJobInfo(j) or _NO_JOB).stageIds
-                ]
-                infos = [tracker.getStageInfo(s) for s in stages]
+                jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(self.id)]
+                infos = [tracker.getStageInfo(s) for job in jobs if job is not None for s in job.stageIds]
                 if not any(i is not None and i.numActiveTasks > 0 for i in infos):
                     break
                 time.sleep(0.05)
             time.sleep(0.2)  # a killed task's Python worker may outlive its task by a moment
         except Exception:  # a stopped context: nothing left running
             return
-
-
-class _NoJob:
-    stageIds: tuple[int, ...] = ()
-
-
-_NO_JOB = _NoJob()
 
 
 def scan_to_spark(scan: Scan, spark: Any = None) -> Any:

@@ -127,9 +127,11 @@ def test_register_shows_progress_on_a_terminal(env: dict[str, str], history: str
     reading = [ln for ln in lines if ln.startswith("reading the Delta log of ")]
     recording = [ln for ln in lines if ln.startswith("recording versions of hist.t: ")]
     assert reading and recording, screen
-    # drawn after each version (10 times a second at most): a count of the total, a percentage, a rate, an ETA
+    # drawn after each version (10 times a second at most): a count of the total and a percentage. Whether a rate
+    # and an ETA appear depends on how fast this machine is (none before 10 ms have passed): the renderer's tests
+    # with a fake clock below check them, never a real process's speed
     assert all(f"/{VERSIONS} versions" in ln and "%" in ln for ln in reading[:-1] + recording[:-1]), screen
-    assert any("versions/s" in ln and "ETA " in ln for ln in reading[:-1] + recording[:-1]), screen
+    assert all(("ETA " in ln) <= ("versions/s" in ln) for ln in reading + recording), screen
     # each task ends with a summary line that stays on the terminal
     assert f"recording versions of hist.t: {VERSIONS} versions in " in screen
     assert all(len(ln) < COLUMNS for ln in lines)  # never wider than the terminal
@@ -191,7 +193,10 @@ def test_pandas_write_and_gc_show_progress_on_a_terminal(env: dict[str, str]) ->
     code, screen, _ = run_in_pty([sys.executable, "-c", WRITE, str(rows)], env)
     assert code == 0, screen
     writing = [ln for ln in progress_lines(screen) if ln.startswith("writing w.t: ")]
-    assert any(f"/{rows:,} rows" in ln and "%" in ln and "ETA " in ln and "rows/s" in ln for ln in writing), screen
+    # the line moves during the write: a count of the total and a percentage (a rate and an ETA only once 10 ms have
+    # passed, which a fast machine may never see before the write ends: the fake-clock tests check those)
+    assert any(f"/{rows:,} rows" in ln and "%" in ln for ln in writing), screen
+    assert all(("ETA " in ln) <= ("rows/s" in ln) for ln in writing), screen
     assert f"writing w.t: {rows:,} rows, " in screen  # the summary line
     table = Path(env["DAL_WAREHOUSE"]) / "w.t"
     assert DeltaTable(str(table), version=0).to_pyarrow_table().num_rows == rows  # all of them, read independently

@@ -57,6 +57,7 @@ _FORMAT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 # dal gc expired it
 UNAVAILABLE = "unavailable"
 EXPIRED_AT = "expired_at"
+FILES_DELETED = "files_deleted_at"  # set by dal gc once the expired version's files are deleted
 MAX_PROPERTIES = 100
 # what recording writes needs on PostgreSQL: rows in every table; updates of datasets (the row lock that
 # serialises publishers) and tags (moving one)
@@ -394,6 +395,17 @@ class Catalog:
                 out.append(r)
             s.flush()
             return [self._version_info(name, r) for r in out]
+
+    def annotate_versions(self, name: str, numbers: Sequence[int], key: str, value: Any) -> None:
+        """Set one key of several versions' properties in one transaction (gc: their files are deleted)."""
+        _check_properties({key: value})
+        with self._write() as s:
+            ds = self._dataset_row(s, name, for_update=True)
+            rows = s.scalars(
+                select(VersionRow).where(VersionRow.dataset_id == ds.id, VersionRow.number.in_(list(numbers)))
+            ).all()
+            for r in rows:
+                r.properties = {**(r.properties or {}), key: value}
 
     def annotate_version(self, name: str, number: int, key: str, value: Any) -> VersionInfo:
         """Set one key of a version's properties (dal's lineage record); the version's data is untouched."""

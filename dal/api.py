@@ -35,7 +35,9 @@ from dal.formats.base import (
     detect,
     get_format,
 )
+from dal.location import Location
 from dal.sources import is_spark_dataframe
+from dal.storage import intents
 from dal.tensors import TensorSchema
 
 _catalogs: dict[str, Catalog] = {}
@@ -210,29 +212,37 @@ def write(
     latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
     txn = fmt.begin(location, opts, latest)  # refuses options that do not fit, before anything is written
     produced_by = lineage.collect(data, spark=is_spark_dataframe(data))  # the reads before this write
-    with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
-        if is_spark_dataframe(data):
-            from dal.adapters.spark import write_dataframe
+    # a write in flight is registered before anything is staged: gc and purge leave its files alone
+    with intents.registered(Location.of(location, options), opts.write_id, name):
+        pause("intent-registered")
+        with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
+            if is_spark_dataframe(data):
+                from dal.adapters.spark import write_dataframe
 
-            storage_version = write_dataframe(data, fmt, txn)
-        else:
-            storage_version = txn.write(data)
+                storage_version = write_dataframe(data, fmt, txn)
+            else:
+                storage_version = txn.write(data)
     pause("after-storage-commit")
 
-    # storage committed: now record it (and anything other writers committed before it)
+    # storage committed: now record it (and anything other writers committed before it). From here on any
+    # error is CommittedNotRecorded: the rows are stored, and a retry would store them twice
     try:
         if existing is None:
             create()
-        elif description is not None or time_column is not None:
-            cat.update_dataset(name, description=description, time_column=time_column)
+        else:
+            current = cat.get_dataset(name)  # renamed or dropped while this write ran: not recorded under it
+            if current.location != location:
+                raise DalError(f"{name} is now the dataset at {current.location}, not {location}")
+            if description is not None or time_column is not None:
+                cat.update_dataset(name, description=description, time_column=time_column)
         recorded = sync(name, storage_options=options, catalog=cat)
         version = next((v for v in recorded if v.storage_version == storage_version), None)
         if version is None:  # recorded meanwhile by a concurrent writer's sync
             version = next((v for v in cat.versions(name) if v.storage_version == storage_version), None)
         if version is None:
             raise FormatError(f"storage version {storage_version} is not among the versions sync found")
-    except (CatalogUnavailable, CatalogReadOnly, FormatError, OSError) as e:
-        raise _not_recorded(name, format, location, storage_version, e, first=existing is None) from e
+    except Exception as e:
+        raise _not_recorded(cat, name, format, location, storage_version, e, first=existing is None) from e
     try:  # only the version this write committed (not others' commits that sync recorded with it)
         version = cat.annotate_version(name, version.number, lineage.KEY, produced_by)
     except DalError as e:  # recorded already: a lineage the catalog refused must not fail the write
@@ -240,21 +250,45 @@ def write(
     try:
         for t in tags:
             version = cat.tag(name, version.number, t)
-    except (TagExists, CatalogUnavailable, CatalogReadOnly) as e:  # recorded: a retry would duplicate the rows
-        raise type(e)(
-            f"{name}: the data was written and recorded as version {version.number}, but tagging it failed ({e}); "
-            f"do NOT retry the write: tag it with `dal tag {name} {version.number} TAG`"
+    except Exception as e:  # recorded: a retry would duplicate the rows
+        kind = type(e) if isinstance(e, TagExists | CatalogUnavailable | CatalogReadOnly) else DalError
+        raise kind(
+            f"{name}: the data was written and recorded as version {version.number}, but tagging it failed "
+            f"({_first_line(e)}); do NOT retry the write: tag it with `dal tag {_holder(cat, name, location)} "
+            f"{version.number} TAG`"
         ) from e
     _log.info("committed %s as version %d (storage version %s)", name, version.number, version.storage_version)
     return version
 
 
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def _holder(cat: Catalog, name: str, location: str) -> str:
+    """The dataset at ``location`` now: ``name``, or what it was renamed to meanwhile (``name`` when none is)."""
+    try:
+        if cat.get_dataset(name).location == location:
+            return name
+    except Exception:
+        pass
+    try:
+        return next((d.name for d in cat.list_datasets() if d.location == location), name)
+    except Exception:
+        return name
+
+
 def _not_recorded(
-    name: str, format: str, location: str, storage_version: int, e: BaseException, *, first: bool
+    cat: Catalog, name: str, format: str, location: str, storage_version: int, e: BaseException, *, first: bool
 ) -> CommittedNotRecorded:
-    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    if first and location != io.default_location(name):
+    reason = _first_line(e)
+    holder = _holder(cat, name, location)
+    if holder != name:
+        fix = f"the dataset at {location} is called {holder!r} now (renamed while this write ran): `dal sync {holder}` records it"
+    elif first and location != io.default_location(name):
         fix = f"`dal register {name} {location}` (or the next dal.write to {name} with this path) records it"
+    elif isinstance(e, DatasetNotFound):
+        fix = f"{name} was dropped from the catalog while this write ran: `dal register {name} {location}` records it"
     else:
         fix = f"`dal sync {name}` (or the next write to {name}) records it"
     return CommittedNotRecorded(

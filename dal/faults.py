@@ -4,10 +4,19 @@ Off unless ``$DAL_TEST_PAUSE`` names the point (a comma-separated list is fine):
 creates the file ``$DAL_TEST_PAUSE_FILE`` (when set, so the test knows it got there) and sleeps until it
 is killed — or, when ``$DAL_TEST_RELEASE_FILE`` is set, until that file exists (then it goes on). Points, in the order a write passes them:
 
+- ``intent-registered``: a write's intent is registered (``dal.storage.intents``), nothing staged yet.
+- ``spark-files-staged``: a Spark write's executors staged every file; the driver has not committed.
 - ``petastorm-files-written``: a Petastorm write's new files are written, nothing else.
 - ``petastorm-metadata-written``: its version directory is complete (old files linked, ``_common_metadata``).
 - ``record-written``: a local version record is written and fsynced as a hidden temporary file, not published.
 - ``after-storage-commit``: storage committed (Delta or Petastorm), the catalog not yet told.
+
+And in ``dal gc`` / ``dal drop --purge``:
+
+- ``gc-listed``: gc chose what to delete (catalog synced, files listed), nothing marked or deleted yet.
+- ``gc-expired``: the versions gc expires are marked expired in the catalog, no file deleted yet.
+- ``gc-deleting``: the first file (a record or log entry, when any goes) is deleted, the others not yet.
+- ``purge-data-deleted``: a purge deleted the data files, not yet the commit records or the catalog entry.
 """
 
 from __future__ import annotations

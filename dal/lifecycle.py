@@ -7,13 +7,20 @@ Deleting data is the dangerous part, so the rules are few and strict:
 * ``drop --purge`` refuses a location that holds anything else (or another dataset) unless ``force``
   (then only dal's files are deleted, the others are left and listed);
 * ``gc`` deletes only files that no kept version references: the files of the versions it expires, and
-  files no version references (abandoned by killed writers) once they are older than ``safe_age``, so a
-  write in progress is never touched. Versions are marked expired in the catalog *before* their files go,
-  so a crash leaves files behind (the next gc removes them), never a readable-looking version without data.
+  files no version references (abandoned by killed writers) that no write in flight claims
+  (``dal.storage.intents``: every write registers an intent before it stages anything, and gc looks at the
+  intents before anything else) and that are older than ``safe_age`` (a second line of defence). Versions
+  are marked expired in the catalog *before* their files go, so a crash leaves files behind, never a
+  readable-looking version without data; the next gc deletes them (the versions an earlier gc expired and
+  did not finish are expiring again for it, until a gc marks their files deleted).
+* ``drop --purge`` refuses while a write is in flight at the location; a purge stopped half-way is finished
+  by the next one (the catalog entry goes last).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,16 +31,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from catalog import VersionInfo, VersionRef
+from catalog.store import EXPIRED_AT, FILES_DELETED, UNAVAILABLE
 from catalog.types import DatasetInfo
 from dal import args, io, progress
 from dal.api import CatalogLike, get_catalog, sync
 from dal.errors import DalError, FilterError, FormatError, translating
-from dal.formats.base import DataFile, Format, get_format
+from dal.faults import pause
+from dal.formats.base import DataFile, Format, Retention, get_format
 from dal.formats.directory import remove_empty_dirs
 from dal.location import Location
+from dal.storage import intents
 from dal.tensors import decode_table
 
 SAFE_AGE = timedelta(hours=1)
+GC_LOOKS = 3  # looks at the writes in flight before gc settles for deleting expired versions' files only
 _DURATION = re.compile(r"\s*(\d+)\s*(s|m|h|d|w)\s*")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 HEAD_MAX_ROWS = 10_000
@@ -105,10 +116,17 @@ def purge_plan(
             "delete them; drop it without --purge"
         )
     loc = Location.of(info.location, storage_options)
+    writes = intents.scan(loc)
+    if writes.live or writes.unreadable:
+        raise DalError(
+            f"{name}: a write is in flight at {info.location} ({writes.describe()}); nothing was deleted. Purge "
+            f"after it ends (a killed writer's intent expires {intents.EXPIRES_AFTER_S / 60:.0f} min after its "
+            "last heartbeat, at once on its own machine)"
+        )
     ours: list[str] = []
     foreign: list[str] = []
     for rel, _size in loc.list():
-        (ours if fmt.owns(rel) else foreign).append(rel)
+        (ours if fmt.owns(rel) or intents.is_marker(rel) else foreign).append(rel)
     return sorted(ours), sorted(foreign)
 
 
@@ -148,7 +166,11 @@ def drop(
     fmt = get_format(info.format)
     # data first, the commit records last: an interrupted purge leaves a dataset dal still recognises
     order = sorted(ours, key=lambda r: (fmt.is_record(r), r))
+    paused = False
     for rel in order:
+        if not paused and fmt.is_record(rel):
+            pause("purge-data-deleted")
+            paused = True
         try:
             loc.delete(rel)
         except FileNotFoundError:
@@ -412,6 +434,7 @@ class GcResult:
     bytes: int
     skipped_tagged: tuple[int, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    finished: tuple[int, ...] = ()  # versions an earlier, interrupted gc expired, whose files this one deleted
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -420,6 +443,7 @@ class GcResult:
             "expired_versions": list(self.expired),
             "kept_versions": list(self.kept),
             "kept_because_tagged": list(self.skipped_tagged),
+            "finished_versions": list(self.finished),
             "deleted_files": list(self.deleted),
             "deleted_bytes": self.bytes,
         }
@@ -464,9 +488,10 @@ def gc(
     A version expires when it is not among the ``keep_last`` newest and (with ``older_than``) is older
     than that; the newest version is always kept, tagged ones unless ``force``. Expired versions stay in
     the history, marked expired; opening one says so. Deleted: the files of expired versions no kept version
-    references, and files no version references at all (abandoned by killed writers) older than
-    ``safe_age``. Without ``keep_last`` and ``older_than`` nothing expires (only abandoned files go).
-    A second gc with the same arguments finds nothing to do.
+    references (and of versions an interrupted gc expired), and files no version references at all
+    (abandoned by killed writers) that no write in flight claims (``dal.storage.intents``) and that are older
+    than ``safe_age``; the intent markers of dead writers. Without ``keep_last`` and ``older_than`` nothing
+    expires (only abandoned files go). A second gc with the same arguments finds nothing to do.
     """
     args.check(storage_options=storage_options, catalog=catalog)
     if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1):
@@ -481,30 +506,75 @@ def gc(
     if fmt is None:
         raise DalError(f"{name} is a {info.format} dataset dal registered read-only: gc does not delete its files")
     options = dict(storage_options or {})
-    if info.latest_version is not None:
-        sync(name, storage_options=options, catalog=cat)  # know every committed version before judging files
-    now = datetime.now(UTC)
-    expiring, kept, tagged = _choose(cat.versions(name), keep_last, older_than, force, now)
     loc = Location.of(info.location, options)
-    doomed = fmt.garbage(name, info.location, options, expiring, kept, safe_age.total_seconds())
+
+    def synced() -> list[VersionInfo]:  # know every committed version before judging files
+        if info.latest_version is None and not fmt.exists(info.location, options):
+            return []
+        return sync(name, storage_options=options, catalog=cat)
+
+    # writes in flight (dal.storage.intents), looked at before the sync and again after the listing (with a
+    # second sync): every write is then committed before the first sync, in flight at a look, or committed
+    # between the two (then gc looks again), so no file of a running write is judged by its age alone
+    writes = intents.scan(loc)
+    synced()
+    pause("gc-synced")
+    now = datetime.now(UTC)
+    notes: list[str] = []
+    for look in range(GC_LOOKS + 1):
+        settled = look < GC_LOOKS
+        versions = cat.versions(name)
+        expiring, kept, tagged = _choose(versions, keep_last, older_than, force, now)
+        unfinished = [_unexpired(v) for v in versions if _unfinished(v)]  # expired by a gc stopped before deleting
+        retention = Retention(safe_age.total_seconds() if settled else math.inf, writes.claims)
+        doomed = fmt.garbage(name, info.location, options, [*expiring, *unfinished], kept, retention)
+        if not settled:  # writes kept landing: this gc deletes expired versions' files only
+            notes.append("writes kept starting while gc looked: files no version references are left to a later gc")
+            break
+        pause("gc-listed")
+        later = intents.scan(loc)
+        news = writes.news(later)
+        writes = writes | later
+        synced()  # and what a writer recorded itself meanwhile:
+        landed = cat.get_dataset(name).latest_version != (versions[-1].number if versions else None)
+        if not landed and not news:
+            break
+    doomed += [m for m in writes.expired if m[0] not in dict(doomed)]  # the intent markers of dead writers
+    doomed.sort()
     size = sum(s for _r, s in doomed)
     deleted = tuple(r for r, _s in doomed)
     result = GcResult(name, dry_run, tuple(v.number for v in expiring), tuple(v.number for v in kept), deleted, size,
-                      tuple(tagged))  # fmt: skip
+                      tuple(tagged), tuple(notes), tuple(v.number for v in unfinished))  # fmt: skip
     if dry_run:
         return result
     fmt.prepare_gc(info.location, options, kept, deleted)  # e.g. a Delta checkpoint, before anything is deleted
     if expiring:
         reason = f"expired by dal gc on {now.strftime('%Y-%m-%d %H:%M')} UTC; its files were deleted"
         cat.expire_versions(name, [v.number for v in expiring], reason)
+    pause("gc-expired")
     ordered = sorted(deleted, key=lambda r: not fmt.is_record(r))  # records first (a stable sort)
-    for rel in progress.each(ordered, f"gc {name}: deleting", unit="files", bytes_of=dict(doomed).get):
+    for i, rel in enumerate(progress.each(ordered, f"gc {name}: deleting", unit="files", bytes_of=dict(doomed).get)):
+        if i == 1:
+            pause("gc-deleting")
         try:
             loc.delete(rel)
         except FileNotFoundError:
             pass
     fmt.tidy(info.location, options, deleted)
+    done = [v.number for v in [*expiring, *unfinished]]
+    if done:  # their files are gone: later gcs need not look at them again
+        cat.annotate_versions(name, done, FILES_DELETED, datetime.now(UTC).isoformat())
     return result
+
+
+def _unfinished(v: VersionInfo) -> bool:
+    """Whether a gc expired ``v`` and was stopped before it deleted the version's files."""
+    return bool(v.properties.get(EXPIRED_AT)) and not v.properties.get(FILES_DELETED)
+
+
+def _unexpired(v: VersionInfo) -> VersionInfo:
+    """``v`` as the format describes its files: without the catalog's "unavailable" mark gc set."""
+    return dataclasses.replace(v, properties={k: x for k, x in v.properties.items() if k != UNAVAILABLE})
 
 
 __all__ = ["ColumnStats", "Dropped", "GcResult", "Stats", "drop", "gc", "head", "parse_duration", "purge_plan",

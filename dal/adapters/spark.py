@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from dal import io, progress
 from dal.errors import DalError, SchemaMismatch, require
+from dal.faults import pause
 from dal.partitions import NULL_PARTITION
 
 if TYPE_CHECKING:
@@ -274,6 +275,7 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
         group.settle()
         txn.abort()
         raise
+    pause("spark-files-staged")
     return txn.commit(rows)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -61,6 +61,13 @@ class WriteOptions:
     def write_id(self) -> str:
         return str(self.commit_metadata.get(WRITE_ID_KEY, ""))
 
+    @property
+    def token(self) -> str:
+        """What this write's staged files and directories carry in their names: its intent claims them."""
+        from dal.storage.intents import token_of
+
+        return token_of(self.write_id)
+
 
 def commit_metadata(write_id: str, dataset: str = "") -> dict[str, str]:
     """The key/values a write stamps into its commit: its id (to find it again) and the dataset's name."""
@@ -82,6 +89,25 @@ class DataFile:
     row_count: int | None
     partition_values: tuple[tuple[str, str | None], ...]
     deleted_rows: tuple[int, ...] = ()  # positions (in the file) a Delta deletion vector removes
+
+
+def _nothing_claimed(rel: str, age: float) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How gc judges files no version references: ``claimed`` says whether a write in flight may own one (its
+    path below the location, its age in seconds; ``dal.storage.intents``), ``safe_age_s`` how old an
+    unclaimed one must be before it counts as abandoned (a second line of defence, for writers that
+    register no intent)."""
+
+    safe_age_s: float
+    claimed: Callable[[str, float], bool] = _nothing_claimed
+
+    def abandoned(self, rel: str, age: float) -> bool:
+        """Whether an unreferenced file may be deleted: old enough, and no write in flight claims it."""
+        return age >= self.safe_age_s and not self.claimed(rel, age)
 
 
 @dataclass(frozen=True)
@@ -221,10 +247,12 @@ class Format(ABC):
         storage_options: Mapping[str, str],
         expiring: Sequence[VersionInfo],
         kept: Sequence[VersionInfo],
-        safe_age_s: float,
+        retention: Retention,
     ) -> list[tuple[str, int]]:
         """(path below the location, bytes) of every file no ``kept`` version needs that is either a file of an
-        ``expiring`` version or referenced by no version and at least ``safe_age_s`` old, sorted.
+        ``expiring`` version (versions an interrupted gc expired included: their records or log entries may be
+        gone already) or referenced by no version and ``retention.abandoned``, sorted. A file no version's
+        record names is never returned while a write in flight claims it (``retention.claimed``).
 
         Raises:
             DalError: the files kept versions need cannot be told for certain (nothing may be deleted then).

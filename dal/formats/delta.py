@@ -24,13 +24,14 @@ from dal.formats.base import (
     WRITE_ID_KEY,
     DataFile,
     Format,
+    Retention,
     SparkSource,
     WriteOptions,
     WriteTransaction,
     check_time_column,
 )
 from dal.formats.delta_types import ConformedReader, check_writable, describe_mismatch
-from dal.formats.directory import aged_files, remove_empty_dirs
+from dal.formats.directory import aged_files, missing_files, remove_empty_dirs, vanished
 from dal.formats.parquet_writer import FILE_SCHEMA, write_files
 from dal.location import Location
 from dal.partitions import PartitionValues, partition_totals
@@ -403,10 +404,11 @@ class DeltaFormat(Format):
         storage_options: Mapping[str, str],
         expiring: Sequence[VersionInfo],
         kept: Sequence[VersionInfo],
-        safe_age_s: float,
+        retention: Retention,
     ) -> list[tuple[str, int]]:
         """Data files and deletion vectors no kept version needs (delta-rs's vacuum, as dal applies it: the
-        files of expiring versions now, unreferenced ones once ``safe_age`` old), and log entries (commits,
+        files of expiring versions now, unreferenced ones once ``retention`` calls them abandoned: no write in
+        flight claims them and they are ``safe_age`` old), and log entries (commits,
         checksums, checkpoints) of versions before the oldest kept one that are older than the table's
         ``delta.logRetentionDuration`` (30 days unless the table sets it: delta-rs's ``cleanup_metadata``
         rule). ``prepare_gc`` writes a checkpoint at the oldest kept version first when the log needs one,
@@ -447,7 +449,7 @@ class DeltaFormat(Format):
         feed = _change_feed(location, storage_options, listed, kept_versions, gone_versions, cdf_on)
         out = _expired_log(table, listed, kept_versions)
         out += _orphaned_sidecars(location, storage_options, listed, {rel for rel, _s in out})
-        going_cdc = {rel for rel, _s, age in listed if feed.doomed(rel, age, safe_age_s)}
+        going_cdc = {rel for rel, _s, age in listed if feed.doomed(rel, age, retention)}
         present = {rel for rel, _s, _a in listed}
         expired_files |= feed.removed_gone
         for rel, size, age in listed:
@@ -458,20 +460,20 @@ class DeltaFormat(Format):
                 if twin is not None and twin in present:  # a checksum goes with its file
                     if twin in going_cdc:
                         out.append((rel, size))
-                elif rel in going_cdc or (twin is not None and feed.doomed(twin, age, safe_age_s)):
+                elif rel in going_cdc or (twin is not None and feed.doomed(twin, age, retention)):
                     out.append((rel, size))
                 continue
             if rel in feed.removed_kept:
                 continue  # a kept commit's change feed reads it (its deletes, without cdc files)
             if _DV_FILE.fullmatch(parts[-1]) and parts[0] != "_delta_log":
-                if rel not in needed and (rel in dv_committed or age >= safe_age_s):
+                if rel not in needed and (rel in dv_committed or retention.abandoned(rel, age)):
                     out.append((rel, size))
                 continue
             if parts[0] == "_delta_log" or not rel.endswith(".parquet") or any(p.startswith(("_", ".")) for p in parts):
                 continue  # the log, and hidden files, are not data files (delta-rs vacuum skips them too)
             if rel in needed:
                 continue
-            if rel in expired_files or age >= safe_age_s:
+            if rel in expired_files or retention.abandoned(rel, age):
                 out.append((rel, size))
         return sorted(out)
 
@@ -634,16 +636,16 @@ class _ChangeFeed:
     removed_gone: set[str] = field(default_factory=set)
     complete: bool = False
 
-    def doomed(self, rel: str, age: float, safe_age_s: float) -> bool:
+    def doomed(self, rel: str, age: float, retention: Retention) -> bool:
         """A change data file (``_change_data/...``) gc deletes: named only by commits before the oldest kept
-        version and expiring now (or safe-age old), or named by no commit and safe-age old."""
+        version and expiring now (or abandoned by ``retention``), or named by no commit and abandoned."""
         if not rel.startswith("_change_data/") or rel in self.kept or _HIDDEN_CRC.fullmatch(rel.rsplit("/", 1)[-1]):
             return False
         if rel in self.gone:
             return True
         if rel in self.old:
-            return age >= safe_age_s
-        return self.complete and age >= safe_age_s
+            return retention.abandoned(rel, age)
+        return self.complete and retention.abandoned(rel, age)
 
 
 def _change_feed(
@@ -1000,12 +1002,23 @@ class DeltaWrite(WriteTransaction):
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
         return write_files(
-            batches, self.location, self.parts, dict(self.opts.storage_options), compression=self.opts.compression
-        )
+            batches, self.location, self.parts, dict(self.opts.storage_options), prefix=f"part-{self.opts.token}",
+            compression=self.opts.compression,
+        )  # fmt: skip
 
     def commit(self, records: Sequence[Mapping[str, Any]]) -> int:
+        """Commit the staged files as one version, after checking every one of them is still there.
+
+        Raises:
+            FormatError: a staged file is gone (nothing is committed).
+        """
         dl = _dl()
         opts, location, schema = self.opts, self.location, self._schema
+        loc = Location.of(location, opts.storage_options)
+        staged = [str(r["path"]) for r in records]
+        gone = missing_files(loc, staged)
+        if gone:
+            raise vanished(loc, gone, len(staged))
         storage = _opts(opts.storage_options)
         props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
         actions = [

@@ -12,6 +12,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft
+from dal.errors import FormatError
 from dal.location import Location
 from dal.partitions import parse_partition_dir, partition_totals
 
@@ -52,6 +53,30 @@ def aged_files(loc: Location) -> list[tuple[str, int, float]]:
         age = now - fi.mtime.timestamp() if fi.mtime is not None else float("inf")
         out.append((rel, int(fi.size or 0), age))
     return out
+
+
+def missing_files(loc: Location, rels: Sequence[str]) -> list[str]:
+    """Those of ``rels`` (paths below ``loc``) that are not files there, in their order: one stat (a HEAD on
+    object stores) each, 16 at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def gone(rel: str) -> bool:
+        return bool(loc.fs.get_file_info(loc.path(rel)).type != pafs.FileType.File)
+
+    if len(rels) <= 16:
+        flags = [gone(r) for r in rels]
+    else:
+        with ThreadPoolExecutor(16) as pool:
+            flags = list(pool.map(gone, rels))
+    return [r for r, g in zip(rels, flags, strict=True) if g]
+
+
+def vanished(loc: Location, missing: Sequence[str], total: int) -> FormatError:
+    """The error of a commit whose staged files are gone: nothing was published."""
+    return FormatError(
+        f"{len(missing)} of the {total} file(s) this write staged at {loc.uri} are gone (e.g. {missing[0]}): deleted "
+        "while the write ran (by a gc that did not know of it, or by hand); nothing was committed: write again"
+    )
 
 
 def remove_empty_dirs(loc: Location, spare: Callable[[str], bool] = lambda rel: False) -> None:

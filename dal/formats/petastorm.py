@@ -43,8 +43,17 @@ from catalog.types import Schema, VersionDraft, VersionInfo, diff_schemas
 from dal import io, progress
 from dal.errors import DalError, FormatError, SchemaMismatch, one_line
 from dal.faults import pause
-from dal.formats.base import DataFile, Format, WriteOptions, WriteTransaction, check_time_column
-from dal.formats.directory import FileEntry, aged_files, data_files, describe_files, partition_values, scan_directory
+from dal.formats.base import DataFile, Format, Retention, WriteOptions, WriteTransaction, check_time_column
+from dal.formats.directory import (
+    FileEntry,
+    aged_files,
+    data_files,
+    describe_files,
+    partition_values,
+    remove_empty_dirs,
+    scan_directory,
+    vanished,
+)
 from dal.formats.petastorm_pickle import ROW_GROUPS_PER_FILE_KEY, UNISCHEMA_KEY, dumps_unischema, loads_unischema
 from dal.location import Location
 from dal.partitions import partition_dir, split_by_partition
@@ -320,14 +329,15 @@ class PetastormFormat(Format):
         storage_options: Mapping[str, str] | None = None,
         dataset: str = "",
         compression: str = "snappy",
+        token: str | None = None,
     ) -> int:
         """Commit an encoded table (files written with the Parquet codec ``compression``) as the next version;
-        return its number.
+        return its number. ``token``: what the write's directory name carries (its intent claims it).
 
         Raises:
             FormatError: storage refused the files (disk full, permissions); nothing was committed.
         """
-        directory = self.start(location, storage_options)
+        directory = self.start(location, storage_options, token)
         loc = Location.of(location, storage_options)
         try:
             files = write_files(loc, directory, table, list(partition_by), compression=compression)
@@ -343,13 +353,14 @@ class PetastormFormat(Format):
             location, schema, directory, files, mode=mode, storage_options=storage_options, dataset=dataset
         )
 
-    def start(self, location: str, storage_options: Mapping[str, str] | None = None) -> str:
-        """A fresh directory name for a write, ``v<next>-<token>`` (nothing is created yet)."""
+    def start(self, location: str, storage_options: Mapping[str, str] | None = None, token: str | None = None) -> str:
+        """A fresh directory name for a write, ``v<next>-<token>`` (a random token unless given; nothing is
+        created yet)."""
         loc = Location.of(location, storage_options)
         numbers = committed_numbers(loc)
         self._refuse_adopted(loc, numbers)
         _sweep_temporary_records(loc)
-        return f"v{numbers[-1] + 1 if numbers else 0}-{uuid.uuid4().hex[:12]}"
+        return f"v{numbers[-1] + 1 if numbers else 0}-{token or uuid.uuid4().hex[:12]}"
 
     def _refuse_adopted(self, loc: Location, numbers: Sequence[int]) -> None:
         """Refuse writing into a dataset petastorm wrote (``numbers``: the committed versions, none there)."""
@@ -388,6 +399,7 @@ class PetastormFormat(Format):
                 latest = latest_commit(loc, numbers)
                 n = numbers[-1] + 1 if numbers else 0  # an abandoned commit's number is never reused
                 target = f"v{n}-{token}"
+                _check_staged(loc, directory, new_files)
                 if target != directory:  # another writer committed meanwhile: take the next number
                     for f in new_files:
                         loc.move(f"{directory}/{f.path}", f"{target}/{f.path}")
@@ -395,10 +407,17 @@ class PetastormFormat(Format):
                     directory = target
                 base = list(latest.files) if latest is not None and mode == "append" else []
                 for f in base:
-                    loc.copy(f"{latest.directory}/{f.path}", f"{target}/{f.path}")  # type: ignore[union-attr]
+                    try:
+                        loc.copy(f"{latest.directory}/{f.path}", f"{target}/{f.path}")  # type: ignore[union-attr]
+                    except FileNotFoundError as e:
+                        assert latest is not None
+                        raise broken_version(loc, latest.version, f"{latest.directory}/{f.path}") from e
                 files = tuple(sorted([*base, *new_files], key=lambda f: f.path))
                 _write_common_metadata(loc, target, schema, files)
                 pause("petastorm-metadata-written")
+                _check_staged(
+                    loc, target, [*files, FileEntry(COMMON_METADATA, 0, 0, 0)]
+                )  # all there, or publish nothing
                 record = Commit(n, target, mode, datetime.now(UTC), files, dataset)
                 publishing = n
                 if loc.create_exclusive(record_name(n), record.to_json()):
@@ -468,7 +487,12 @@ class PetastormFormat(Format):
             record = load_commit(loc, n)
             if record is None:  # an abandoned commit: no version
                 continue
-            tensors = read_schema(loc, record.directory)
+            try:
+                tensors = read_schema(loc, record.directory)
+            except FormatError:
+                if loc.exists(f"{record.directory}/{COMMON_METADATA}"):
+                    raise
+                raise broken_version(loc, n, f"{record.directory}/{COMMON_METADATA}") from None
             draft = describe_files(record.files, tensors.to_catalog(), previous=previous, number=n)
             operation = draft.operation
             if operation == "append" and record.mode == "overwrite":
@@ -515,16 +539,18 @@ class PetastormFormat(Format):
         storage_options: Mapping[str, str],
         expiring: Sequence[VersionInfo],
         kept: Sequence[VersionInfo],
-        safe_age_s: float,
+        retention: Retention,
     ) -> list[tuple[str, int]]:
-        """Whole version directories (and the records of expiring versions): a directory no record names
-        goes once its newest file is ``safe_age_s`` old; a damaged record keeps every directory of its number."""
+        """Whole version directories (and the records of expiring versions). A directory no record names goes
+        unless a write in flight claims it (``retention.claimed``): at once when its number is an expiring
+        version's (a gc killed after deleting that record left it), else once every file in it is abandoned
+        (``retention.abandoned``: its newest file ``safe_age`` old). A damaged record keeps every directory of
+        its number."""
         loc = Location.of(location, storage_options)
         numbers = committed_numbers(loc)
         if not numbers:
             return []  # a dataset petastorm wrote (adopted): its only version is the root directory
-        expiring_numbers = {v.storage_version for v in expiring}
-        kept_numbers = {v.storage_version for v in kept}
+        expiring_numbers = {v.storage_version for v in expiring} - {v.storage_version for v in kept}
         referenced: set[str] = set()  # directories any record still names
         doomed_dirs: set[str] = set()
         doomed_records: list[str] = []
@@ -540,7 +566,7 @@ class PetastormFormat(Format):
                 referenced.add(f"v{n}-")  # a damaged record: keep every directory of that number
             if commit is None:
                 continue
-            if n in expiring_numbers and n not in kept_numbers:
+            if n in expiring_numbers:
                 doomed_dirs.add(commit.directory)
                 doomed_records.append(record_name(n))
             else:
@@ -554,18 +580,28 @@ class PetastormFormat(Format):
         for d, files in by_dir.items():
             if d in referenced or any(d.startswith(p) for p in referenced if p.endswith("-")):
                 continue
-            abandoned = min(age for _r, _s, age in files) >= safe_age_s
-            if d in doomed_dirs or abandoned:
-                out += [(r, s) for r, s, _a in files]
+            if d not in doomed_dirs:  # no record names it: a killed writer's, a running one's, or a half-gc'd one
+                if any(retention.claimed(r, a) for r, _s, a in files):
+                    continue
+                expired = int(d[1:].split("-", 1)[0]) in expiring_numbers
+                if not expired and not all(retention.abandoned(r, a) for r, _s, a in files):
+                    continue
+            out += [(r, s) for r, s, _a in files]
         sizes = dict(loc.list(RECORDS, recursive=False))
         out += [(r, sizes.get(r.split("/", 1)[1], 0)) for r in doomed_records]
         return sorted(out)
 
     def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:
-        """The version directories gc emptied."""
+        """The version directories gc emptied, if nothing was written into them meanwhile (on object stores: the
+        directory markers a store may keep for them)."""
         loc = Location.of(location, storage_options)
-        for d in {r.split("/", 1)[0] for r in deleted if VERSION_DIR.fullmatch(r.split("/", 1)[0])}:
-            loc.delete_dir(d)
+        emptied = {r.split("/", 1)[0] for r in deleted if VERSION_DIR.fullmatch(r.split("/", 1)[0])}
+        if loc.local:
+            remove_empty_dirs(loc, lambda rel: rel.split("/", 1)[0] not in emptied)
+            return
+        for d in emptied:
+            if not any(True for _ in loc.list(d)):
+                loc.delete_dir(d)
 
 
 def _sweep_temporary_records(loc: Location) -> None:
@@ -592,6 +628,30 @@ def _published(loc: Location, n: int, directory: str) -> bool | None:
         return False
     except Exception:
         return None
+
+
+def _check_staged(loc: Location, directory: str, files: Sequence[FileEntry]) -> None:
+    """Refuse to go on with a commit whose files under ``directory`` are not all there (one LIST).
+
+    Raises:
+        FormatError: some are gone (deleted while the write ran); the caller publishes nothing.
+    """
+    present = {rel for rel, _size in loc.list(directory)}
+    gone = [f"{directory}/{f.path}" for f in files if f.path not in present]
+    if gone:
+        raise vanished(loc, gone, len(files))
+
+
+def broken_version(loc: Location, n: int, rel: str) -> FormatError:
+    """The error for a published version whose files are gone (an older dal published a write whose files a
+    gc deleted meanwhile), with the way out: give the version up as an abandoned commit."""
+    return FormatError(
+        f"Petastorm version {n} of {loc.uri} is published but its files are gone ({loc.child(rel)} is missing: "
+        "deleted while the write ran, by a gc of an older dal, or by hand). To give the version up and go on, "
+        f"empty its record ({loc.child(record_name(n))}, e.g. `truncate -s 0` it, or upload an empty object in "
+        f"its place); {ABANDONED_AFTER_S:.0f} s after that dal skips it as an abandoned commit and never reuses "
+        "its number"
+    )
 
 
 def _reason(e: BaseException) -> str:
@@ -706,7 +766,7 @@ class PetastormWrite(WriteTransaction):
         extra = [c for c in schema.names if c not in self.schema.names]
         if missing or extra:
             raise SchemaMismatch(f"DataFrame does not match the schema: missing {missing}, not in the schema {extra}")
-        self.directory = PetastormFormat().start(self.location, self.opts.storage_options)
+        self.directory = PetastormFormat().start(self.location, self.opts.storage_options, self.opts.token)
         return pa.schema([schema.field(n) for n in self.schema.names if n in schema.names])
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
@@ -738,6 +798,7 @@ class PetastormWrite(WriteTransaction):
         return fmt.write_tensors(
             self.location, self.schema, table, mode=self.opts.mode, partition_by=parts,
             storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
+            token=self.opts.token,
         )  # fmt: skip
 
 

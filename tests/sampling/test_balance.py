@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import dal
-import dal.read.reader.reader
+import dal.read.reader
 from dal.errors import DalError
-from dal.read.reader.sampling import apportion
+from dal.read.sampling import apportion
 from tests.sampling.conftest import ROWS, ids, within
 
 CLASS_ROWS = {0: 2800, 1: 800, 2: 400}  # LABELS over 4000 ids

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft
 from dal.errors import FormatError
-from dal.location import Location
-from dal.partitions import parse_partition_dir, partition_totals
+from dal.storage.location import Location
+from dal.storage.partitions import parse_partition_dir, partition_totals
 
 
 @dataclass(frozen=True)

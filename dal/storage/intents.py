@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 import pyarrow.fs as pafs
 
 from dal.errors import FormatError
-from dal.location import Location
+from dal.storage.location import Location
 
 DIR = "_dal_intents"
 HEARTBEAT_S = 30.0

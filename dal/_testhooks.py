@@ -13,7 +13,8 @@ is killed — or, when ``$DAL_TEST_RELEASE_FILE`` is set, until that file exists
 
 And in ``dal gc`` / ``dal drop --purge``:
 
-- ``gc-listed``: gc chose what to delete (catalog synced, files listed), nothing marked or deleted yet.
+- ``gc-chosen``: gc synced the catalog and chose the versions to expire; no file listed yet.
+- ``gc-listed``: gc chose what to delete (files listed), nothing marked or deleted yet.
 - ``gc-expired``: the versions gc expires are marked expired in the catalog, no file deleted yet.
 - ``gc-deleting``: the first file (a record or log entry, when any goes) is deleted, the others not yet.
 - ``purge-data-deleted``: a purge deleted the data files, not yet the commit records or the catalog entry.

@@ -519,7 +519,6 @@ def gc(
     # between the two (then gc looks again), so no file of a running write is judged by its age alone
     writes = intents.scan(loc)
     synced()
-    pause("gc-synced")
     now = datetime.now(UTC)
     notes: list[str] = []
     for look in range(GC_LOOKS + 1):
@@ -527,6 +526,7 @@ def gc(
         versions = cat.versions(name)
         expiring, kept, tagged = _choose(versions, keep_last, older_than, force, now)
         unfinished = [_unexpired(v) for v in versions if _unfinished(v)]  # expired by a gc stopped before deleting
+        pause("gc-chosen")
         retention = Retention(safe_age.total_seconds() if settled else math.inf, writes.claims)
         doomed = fmt.garbage(name, info.location, options, [*expiring, *unfinished], kept, retention)
         if not settled:  # writes kept landing: this gc deletes expired versions' files only

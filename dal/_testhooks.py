@@ -10,6 +10,7 @@ is killed — or, when ``$DAL_TEST_RELEASE_FILE`` is set, until that file exists
 - ``petastorm-metadata-written``: its version directory is complete (old files linked, ``_common_metadata``).
 - ``record-written``: a local version record is written and fsynced as a hidden temporary file, not published.
 - ``after-storage-commit``: storage committed (Delta or Petastorm), the catalog not yet told.
+- ``version-recorded``: the catalog recorded the write's version; its tags are not set yet.
 
 And in ``dal gc`` / ``dal drop --purge``:
 

@@ -246,6 +246,7 @@ def write(
         version = cat.annotate_version(name, version.number, lineage.KEY, produced_by)
     except DalError as e:  # recorded already: a lineage the catalog refused must not fail the write
         _log.warning("%s version %d: lineage not recorded (%s)", name, version.number, e)
+    pause("version-recorded")
     try:
         for t in tags:
             version = cat.tag(name, version.number, t)

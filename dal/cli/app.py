@@ -659,7 +659,8 @@ def _duration(_ctx: click.Context, param: click.Parameter, value: str | None) ->
     callback=_duration,
     default="1h",
     show_default=True,
-    help="Files no version references are deleted only when older than this (a write may be in progress).",
+    help="Files no version references and no running write claims are deleted only when older than this (a second "
+    "line of defence: running writes register intents, whose files gc never deletes).",
 )
 @json_option
 @click.pass_context
@@ -685,7 +686,14 @@ def gc_cmd(
     expired = ", ".join(str(n) for n in r.expired) or "none"
     tagged = f" (kept tagged: {', '.join(str(n) for n in r.skipped_tagged)})" if r.skipped_tagged else ""
     click.echo(f"{name}: {verb} version(s) {expired}{tagged}")
+    if r.finished:
+        finished = ", ".join(str(n) for n in r.finished)
+        click.echo(
+            f"{name}: {'would finish' if dry_run else 'finished'} version(s) {finished} (expired by an earlier gc)"
+        )
     click.echo(f"{name}: {'would delete' if dry_run else 'deleted'} {len(r.deleted)} file(s), {_size(r.bytes)}")
+    for note in r.notes:
+        click.echo(f"{name}: {note}")
     if dry_run:
         for rel in r.deleted:
             click.echo(f"  {printable(rel)}")

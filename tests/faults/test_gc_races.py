@@ -73,7 +73,7 @@ STREAM_WRITER = textwrap.dedent(
             if i == 3:
                 pause("stream-paused")  # a long write: its first files are on disk, the rest still to come
 
-    v = dal.write(pa.RecordBatchReader.from_batches(schema, batches()), NAME)
+    v = dal.write(pa.RecordBatchReader.from_batches(schema, batches()), NAME, storage_options=OPTIONS)
     print(v.number)
     """
 ).replace("STREAM_START", "100_000")
@@ -81,12 +81,16 @@ STREAMED = list(range(100_000, 220_000))
 
 
 @pytest.mark.slow
+def stream_writer(name: str, options: dict[str, str] | None = None) -> str:
+    return STREAM_WRITER.replace("NAME", repr(name)).replace("OPTIONS", repr(options))
+
+
 def test_files_delta_rs_writes_mid_stream_are_kept(cat: Catalog, tmp_path: Path) -> None:
     """delta-rs names its files itself (no token): the live intent claims every file modified since it began."""
     before = history("race.stream", "delta")
     location = cat.get_dataset("race.stream").location
     committed = files_below(location)
-    proc, release = start_paused(STREAM_WRITER.replace("NAME", "'race.stream'"), "stream-paused", tmp_path)
+    proc, release = start_paused(stream_writer("race.stream"), "stream-paused", tmp_path)
     try:
         staged = {f for f in files_below(location) - committed if f.endswith(".parquet")}
         assert staged, "delta-rs wrote files before the stream ended"
@@ -95,6 +99,28 @@ def test_files_delta_rs_writes_mid_stream_are_kept(cat: Catalog, tmp_path: Path)
     finally:
         finish(proc, release)
     assert check(cat, "race.stream", [*before, *STREAMED]) == 0
+
+
+@pytest.mark.slow
+def test_files_delta_rs_writes_mid_stream_on_s3_are_kept(
+    sqlite_env: Catalog, s3: tuple[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The same on S3: the marker's time and the files' times are both the store's (whole seconds there)."""
+    bucket, options = s3
+    monkeypatch.setenv("DAL_WAREHOUSE", f"s3://{bucket}/wh")
+    before = history("s3race.stream", "delta", options)
+    loc = Location.of(sqlite_env.get_dataset("s3race.stream").location, options)
+    committed = {rel for rel, _s in loc.list()}
+    env = {"DAL_WAREHOUSE": f"s3://{bucket}/wh"}
+    proc, release = start_paused(stream_writer("s3race.stream", options), "stream-paused", tmp_path, env)
+    try:
+        staged = {rel for rel, _s in loc.list() if rel.endswith(".parquet")} - committed
+        assert staged, "delta-rs wrote files before the stream ended"
+        result = lifecycle.gc("s3race.stream", keep_last=1, safe_age=NOW, storage_options=options)
+        assert not staged & set(result.deleted)
+    finally:
+        finish(proc, release)
+    assert check(sqlite_env, "s3race.stream", [*before, *STREAMED], options) == 0
 
 
 def _gc_code(name: str) -> str:
@@ -127,7 +153,7 @@ def test_a_write_that_began_after_gcs_first_look(cat: Catalog, tmp_path: Path, f
     name = f"late.{fmt}"
     before = history(name, fmt)
     gc_proc, gc_release = start_paused(_gc_code(name), "gc-chosen", tmp_path)
-    code = STREAM_WRITER.replace("NAME", repr(name)) if fmt == "delta" else writer_code(name, fmt, NEW)
+    code = stream_writer(name) if fmt == "delta" else writer_code(name, fmt, NEW)
     writer, release = start_paused(code, point, tmp_path)
     try:
         finish(gc_proc, gc_release)

@@ -7,6 +7,7 @@ writable and collectable."""
 from __future__ import annotations
 
 import json
+import textwrap
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -109,3 +110,37 @@ def check(cat: Catalog, name: str, expected: list[int], options: dict[str, str] 
 
 def files_below(root: str | Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in Path(root).rglob("*") if p.is_file()}
+
+
+STREAM_WRITER = textwrap.dedent(
+    """
+    import functools
+    import deltalake, pyarrow as pa, dal
+    from dal._testhooks import pause
+
+    # a table whose writer rolls small files: delta-rs writes (and names) files while the data still streams
+    deltalake.write_deltalake = functools.partial(deltalake.write_deltalake, target_file_size=65536)
+    schema = pa.schema([("id", pa.int64())])
+
+    def batches():
+        for i in range(6):
+            yield pa.record_batch([pa.array(range(STREAM_START + 20000 * i, STREAM_START + 20000 * (i + 1)))], schema=schema)
+            if i == 3:
+                pause("stream-paused")  # a long write: its first files are on disk, the rest still to come
+
+    v = dal.write(pa.RecordBatchReader.from_batches(schema, batches()), NAME, storage_options=OPTIONS)
+    print(v.number)
+    """
+).replace("STREAM_START", "100_000")
+STREAMED = list(range(100_000, 220_000))  # the stream writer's rows
+
+
+def stream_writer(name: str, options: dict[str, str] | None = None) -> str:
+    return STREAM_WRITER.replace("NAME", repr(name)).replace("OPTIONS", repr(options))
+
+
+def gc_code(name: str) -> str:
+    return (
+        "from datetime import timedelta\nfrom dal.ops import lifecycle\n"
+        f"print(lifecycle.gc({name!r}, keep_last=1, safe_age=timedelta(0)).deleted)\n"
+    )

@@ -20,7 +20,6 @@ Deleting data is the dangerous part, so the rules are few and strict:
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -527,7 +526,8 @@ def gc(
         expiring, kept, tagged = _choose(versions, keep_last, older_than, force, now)
         unfinished = [_unexpired(v) for v in versions if _unfinished(v)]  # expired by a gc stopped before deleting
         pause("gc-chosen")
-        retention = Retention(safe_age.total_seconds() if settled else math.inf, writes.claims)
+        # settled: the writes in flight claim their files; else every unreferenced file counts as claimed
+        retention = Retention(safe_age.total_seconds(), writes.claims if settled else _everything)
         doomed = fmt.garbage(name, info.location, options, [*expiring, *unfinished], kept, retention)
         if not settled:  # writes kept landing: this gc deletes expired versions' files only
             notes.append("writes kept starting while gc looked: files no version references are left to a later gc")
@@ -566,6 +566,10 @@ def gc(
     if done:  # their files are gone: later gcs need not look at them again
         cat.annotate_versions(name, done, FILES_DELETED, datetime.now(UTC).isoformat())
     return result
+
+
+def _everything(rel: str, age: float) -> bool:
+    return True
 
 
 def _unfinished(v: VersionInfo) -> bool:

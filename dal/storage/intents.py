@@ -313,10 +313,11 @@ class Registration:
 
 @contextmanager
 def registered(loc: Location, write_id: str, dataset: str = "") -> Iterator[Registration]:
-    """Register a write in flight at ``loc`` for the duration of the block (see the module notes).
+    """Register a write in flight at ``loc`` for the duration of the block (see the module notes); a local
+    location the block created is removed again when the write left it empty.
 
     Raises:
-        OSError: the marker cannot be written (nothing was staged yet).
+        FormatError: the marker cannot be written (nothing was staged yet).
     """
     pid = os.getpid()
     intent = Intent(write_id, dataset, token_of(write_id), pid, _process_start(pid), _machine(), time.time(), None)

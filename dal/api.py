@@ -19,7 +19,7 @@ from catalog import (
     VersionRef,
     default_url,
 )
-from catalog.types import validate_name, validate_tag
+from catalog.types import DECLARED, Input, validate_name, validate_tag
 from dal import lineage, progress, validate
 from dal._testhooks import pause
 from dal.dataset import Dataset
@@ -120,6 +120,7 @@ def write(
     compression: str = DEFAULT_COMPRESSION,
     storage_options: Mapping[str, str] | None = None,
     catalog: CatalogLike = None,
+    inputs: Sequence[Any] | None = None,
 ) -> VersionInfo:
     """Write ``data`` as a new version of ``name`` and record it in the catalog.
 
@@ -130,6 +131,10 @@ def write(
     ``format='petastorm'`` takes a ``TensorSchema`` (``schema=``; an existing dataset keeps its own) and
     data as a pandas DataFrame, a dict of columns or a list of row dicts holding NumPy arrays.
     ``compression`` is the Parquet codec of the new files: snappy (default), gzip, zstd, lz4, brotli or none.
+    ``inputs``: what the data was made from, recorded as the version's lineage exactly (``declared``):
+    ``dal.Dataset`` handles, ``Scan``s (with their filters), ``VersionInfo``s, names (their latest version) or
+    ``(name, version)`` pairs; ``[]`` records none. Without it, the versions this process read since its
+    previous write are recorded (``inferred``; see ``dal.lineage``).
 
     Everything is validated — and the catalog asked whether this role may record versions — before
     any data is written; a write that fails before its storage commit leaves the table and the catalog
@@ -154,6 +159,8 @@ def write(
         raise DalError("schema_mode='overwrite' replaces the schema and needs mode='overwrite'")
     tags = tuple(validate_tag(t) for t in (tags or ()))
     cat = get_catalog(catalog)
+    declared = inputs if inputs is not None else lineage.declared()
+    declared_inputs = None if declared is None else _declared_inputs(declared, cat)
     fmt = get_format(format)
     options = dict(storage_options or {})
 
@@ -209,7 +216,9 @@ def write(
     )
     latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
     txn = fmt.begin(location, opts, latest)  # refuses options that do not fit, before anything is written
-    produced_by = lineage.collect(data, spark=is_spark_dataframe(data))  # the reads before this write
+    reads, window, mark = lineage.inferred()  # the reads since the previous write
+    upstream = declared_inputs if declared_inputs is not None else reads
+    produced_by = lineage.collect(data, spark=is_spark_dataframe(data), upstream=upstream)
     with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
         if is_spark_dataframe(data):
             from dal.spark.write import write_dataframe
@@ -233,8 +242,9 @@ def write(
             raise FormatError(f"storage version {storage_version} is not among the versions sync found")
     except (CatalogUnavailable, CatalogReadOnly, FormatError, OSError) as e:
         raise _not_recorded(name, format, location, storage_version, e, first=existing is None) from e
+    lineage.done(window, mark)  # committed: the next write's inferred inputs start after this one
     try:  # only the version this write committed (not others' commits that sync recorded with it)
-        version = cat.annotate_version(name, version.number, lineage.KEY, produced_by)
+        version = cat.record_lineage(name, version.number, lineage.KEY, produced_by, lineage.unique(upstream))
     except DalError as e:  # recorded already: a lineage the catalog refused must not fail the write
         _log.warning("%s version %d: lineage not recorded (%s)", name, version.number, e)
     try:
@@ -247,6 +257,41 @@ def write(
         ) from e
     _log.info("committed %s as version %d (storage version %s)", name, version.number, version.storage_version)
     return version
+
+
+def _declared_inputs(items: Any, cat: Catalog) -> list[Input]:
+    """``dal.write(inputs=...)`` as lineage inputs, each checked (names and versions resolved in ``cat``)
+    before anything is written.
+
+    Raises:
+        DalError: not a list of inputs, or an item of another kind; DatasetNotFound / VersionNotFound.
+    """
+    from dal.expr import to_sql
+    from dal.scan import Scan
+
+    if isinstance(items, str | bytes | Mapping | Scan | Dataset | VersionInfo) or not isinstance(
+        items, Sequence | set | frozenset
+    ):
+        raise DalError(f"inputs must be a list of datasets, scans, versions or names, not {type(items).__name__}")
+    out = []
+    for item in items:
+        if isinstance(item, Scan):
+            condition = item.condition
+            text = None if condition is None else to_sql(condition)
+            out.append(Input(item.dataset.name, item.dataset.number, text, DECLARED))
+        elif isinstance(item, Dataset):
+            out.append(Input(item.name, item.number, None, DECLARED))
+        elif isinstance(item, VersionInfo):
+            out.append(Input(item.dataset, item.number, None, DECLARED))
+        elif isinstance(item, str):
+            out.append(Input(item, cat.version(item).number, None, DECLARED))
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+            out.append(Input(item[0], cat.version(item[0], item[1]).number, None, DECLARED))
+        else:
+            raise DalError(
+                f"inputs: {type(item).__name__} is not a dataset, scan, version, name or (name, version) pair"
+            )
+    return out
 
 
 def _not_recorded(

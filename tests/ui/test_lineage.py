@@ -23,7 +23,7 @@ def test_api_equals_the_cli_json(lineage_server: Server) -> None:
     assert status == 200
     assert b == cli_json(lineage_server, "chain.b", "0")
     assert [(u["dataset"], u["version"]) for u in b["upstream"]] == [("chain.a", 0)]
-    assert b["downstream"] == [{"dataset": "chain.c", "version": 0}]
+    assert b["downstream"] == [{"dataset": "chain.c", "version": 0, "how": "inferred"}]
     assert b["user"] and b["host"] and b["time"] and b["dal_version"] and "git" in b and "program" in b
 
     status, a = lineage_server.json("/api/datasets/chain.a/versions/latest/lineage?depth=3")

@@ -121,6 +121,7 @@ def write(
     storage_options: Mapping[str, str] | None = None,
     catalog: CatalogLike = None,
     inputs: Sequence[Any] | None = None,
+    track: bool = True,
 ) -> VersionInfo:
     """Write ``data`` as a new version of ``name`` and record it in the catalog.
 
@@ -134,7 +135,9 @@ def write(
     ``inputs``: what the data was made from, recorded as the version's lineage exactly (``declared``):
     ``dal.Dataset`` handles, ``Scan``s (with their filters), ``VersionInfo``s, names (their latest version) or
     ``(name, version)`` pairs; ``[]`` records none. Without it, the versions this process read since its
-    previous write are recorded (``inferred``; see ``dal.lineage``).
+    previous write are recorded (``inferred``; see ``dal.lineage``). ``track=False`` (dal's own scratch
+    writes, e.g. ``dal.convert``'s cache): this write neither ends the process's window of reads nor emits an
+    OpenLineage event.
 
     Everything is validated — and the catalog asked whether this role may record versions — before
     any data is written; a write that fails before its storage commit leaves the table and the catalog
@@ -242,7 +245,8 @@ def write(
             raise FormatError(f"storage version {storage_version} is not among the versions sync found")
     except (CatalogUnavailable, CatalogReadOnly, FormatError, OSError) as e:
         raise _not_recorded(name, format, location, storage_version, e, first=existing is None) from e
-    lineage.done(window, mark)  # committed: the next write's inferred inputs start after this one
+    if track:
+        lineage.done(window, mark)  # committed: the next write's inferred inputs start after this one
     try:  # only the version this write committed (not others' commits that sync recorded with it)
         version = cat.record_lineage(name, version.number, lineage.KEY, produced_by, lineage.unique(upstream))
     except DalError as e:  # recorded already: a lineage the catalog refused must not fail the write

@@ -562,14 +562,23 @@ def lineage_cmd(ctx: click.Context, name: str, version: str | None, depth: int, 
         click.echo("  no lineage recorded (not written by dal.write)")
     click.echo("upstream:" + ("" if out["upstream"] else " none"))
     for u in out["upstream"]:
-        click.echo(f"  {u['dataset']} @ {u['version']}" + (f" where {u['filters']}" if u.get("filters") else ""))
+        where = f" where {u['filters']}" if u.get("filters") else ""
+        was = f" (read as {u['recorded_as']})" if u.get("recorded_as") else ""
+        click.echo(printable(f"  {u['dataset']} @ {u['version']}{where}{was}  [{u.get('how') or 'inferred'}]"))
     click.echo("downstream:" + ("" if out["downstream"] else " none"))
     _print_tree(out["downstream"], "  ")
+    if out["upstream"] or out["downstream"]:
+        click.echo(
+            "declared: named by the writer (dal.write inputs=); inferred: read by its process since its previous write"
+        )
 
 
 def _print_tree(nodes: Sequence[dict[str, Any]], indent: str) -> None:
     for d in nodes:
-        click.echo(f"{indent}{d['dataset']} @ {d['version']}")
+        if d.get("truncated"):
+            click.echo(f"{indent}... (only the first {d.get('shown')} are listed)")
+            continue
+        click.echo(printable(f"{indent}{d['dataset']} @ {d['version']}  [{d.get('how') or 'inferred'}]"))
         _print_tree(d.get("downstream") or [], indent + "  ")
 
 

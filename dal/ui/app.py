@@ -163,6 +163,11 @@ def _version_link(dataset: object, version: object) -> str:
     return f"/d/{quote(str(dataset), safe='')}?v={quote(str(version), safe='')}"
 
 
+def _how(edge: dict[str, Any]) -> str:
+    """How an edge is known, as the graph labels it: ``declared`` only when the record says so."""
+    return "declared" if edge.get("how") == "declared" else "inferred"
+
+
 def _lineage_view(out: dict[str, Any]) -> dict[str, Any]:
     """The dataset page's lineage section: producer facts and the graph (None when there is nothing to draw)."""
     git = out.get("git") if isinstance(out.get("git"), dict) else None
@@ -179,11 +184,12 @@ def _lineage_view(out: dict[str, Any]) -> dict[str, Any]:
         filters = [str(x.get("filters")) for x in out["upstream"] if isinstance(x, dict) and x.get("filters")
                    and (str(x.get("dataset")), str(x.get("version"))) == key]  # fmt: skip
         tip = f"{key[0]} @ version {key[1]}" + (" where " + " | ".join(filters) if filters else "")
-        upstream.append(Node(f"{key[0]} @ {key[1]}", tip, _version_link(*key)))
+        upstream.append(Node(f"{key[0]} @ {key[1]}", tip, _version_link(*key), _how(u)))
     downstream = [
         Node(f"{d['dataset']} @ {d['version']}", f"{d['dataset']} @ version {d['version']}",
-             _version_link(d["dataset"], d["version"]))
+             _version_link(d["dataset"], d["version"]), _how(d))
         for d in out.get("downstream") or []
+        if isinstance(d, dict) and not d.get("truncated")
     ]  # fmt: skip
     this = Node(f"{out['dataset']} @ {out['version']}", f"{out['dataset']} @ version {out['version']}")
     graph = (

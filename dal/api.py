@@ -20,7 +20,7 @@ from catalog import (
     default_url,
 )
 from catalog.types import DECLARED, Input, validate_name, validate_tag
-from dal import lineage, progress, validate
+from dal import lineage, openlineage, progress, validate
 from dal._testhooks import pause
 from dal.dataset import Dataset
 from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists, translating
@@ -96,6 +96,7 @@ def open(
             f"{name} version {pinned.number} (storage version {pinned.storage_version}) cannot be read: {unavailable}"
         )
     lineage.record_read(info.name, pinned.number)  # the process-wide read log: upstream of later writes
+    openlineage.emit_read(info.name, pinned.number)  # with DAL_OPENLINEAGE_READS=1 only
     if file_cache is not None:
         from dal.storage.rangecache import ReadOptions
 
@@ -222,43 +223,53 @@ def write(
     reads, window, mark = lineage.inferred()  # the reads since the previous write
     upstream = declared_inputs if declared_inputs is not None else reads
     produced_by = lineage.collect(data, spark=is_spark_dataframe(data), upstream=upstream)
-    with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
-        if is_spark_dataframe(data):
-            from dal.spark.write import write_dataframe
-
-            storage_version = write_dataframe(data, fmt, txn)
-        else:
-            storage_version = txn.write(data)
-    pause("after-storage-commit")
-
-    # storage committed: now record it (and anything other writers committed before it)
+    run = openlineage.WriteRun(name, lineage.unique(upstream)) if track else None
+    if run is not None:
+        run.start()  # queued for the sending thread: never waits for the consumer
     try:
-        if existing is None:
-            create()
-        elif description is not None or time_column is not None:
-            cat.update_dataset(name, description=description, time_column=time_column)
-        recorded = sync(name, storage_options=options, catalog=cat)
-        version = next((v for v in recorded if v.storage_version == storage_version), None)
-        if version is None:  # recorded meanwhile by a concurrent writer's sync
-            version = next((v for v in cat.versions(name) if v.storage_version == storage_version), None)
-        if version is None:
-            raise FormatError(f"storage version {storage_version} is not among the versions sync found")
-    except (CatalogUnavailable, CatalogReadOnly, FormatError, OSError) as e:
-        raise _not_recorded(name, format, location, storage_version, e, first=existing is None) from e
-    if track:
-        lineage.done(window, mark)  # committed: the next write's inferred inputs start after this one
-    try:  # only the version this write committed (not others' commits that sync recorded with it)
-        version = cat.record_lineage(name, version.number, lineage.KEY, produced_by, lineage.unique(upstream))
-    except DalError as e:  # recorded already: a lineage the catalog refused must not fail the write
-        _log.warning("%s version %d: lineage not recorded (%s)", name, version.number, e)
-    try:
-        for t in tags:
-            version = cat.tag(name, version.number, t)
-    except (TagExists, CatalogUnavailable, CatalogReadOnly) as e:  # recorded: a retry would duplicate the rows
-        raise type(e)(
-            f"{name}: the data was written and recorded as version {version.number}, but tagging it failed ({e}); "
-            f"do NOT retry the write: tag it with `dal tag {name} {version.number} TAG`"
-        ) from e
+        with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
+            if is_spark_dataframe(data):
+                from dal.spark.write import write_dataframe
+
+                storage_version = write_dataframe(data, fmt, txn)
+            else:
+                storage_version = txn.write(data)
+        pause("after-storage-commit")
+
+        # storage committed: now record it (and anything other writers committed before it)
+        try:
+            if existing is None:
+                create()
+            elif description is not None or time_column is not None:
+                cat.update_dataset(name, description=description, time_column=time_column)
+            recorded = sync(name, storage_options=options, catalog=cat)
+            version = next((v for v in recorded if v.storage_version == storage_version), None)
+            if version is None:  # recorded meanwhile by a concurrent writer's sync
+                version = next((v for v in cat.versions(name) if v.storage_version == storage_version), None)
+            if version is None:
+                raise FormatError(f"storage version {storage_version} is not among the versions sync found")
+        except (CatalogUnavailable, CatalogReadOnly, FormatError, OSError) as e:
+            raise _not_recorded(name, format, location, storage_version, e, first=existing is None) from e
+        if track:
+            lineage.done(window, mark)  # committed: the next write's inferred inputs start after this one
+        try:  # only the version this write committed (not others' commits that sync recorded with it)
+            version = cat.record_lineage(name, version.number, lineage.KEY, produced_by, lineage.unique(upstream))
+        except DalError as e:  # recorded already: a lineage the catalog refused must not fail the write
+            _log.warning("%s version %d: lineage not recorded (%s)", name, version.number, e)
+        try:
+            for t in tags:
+                version = cat.tag(name, version.number, t)
+        except (TagExists, CatalogUnavailable, CatalogReadOnly) as e:  # recorded: a retry would duplicate the rows
+            raise type(e)(
+                f"{name}: the data was written and recorded as version {version.number}, but tagging it failed ({e}); "
+                f"do NOT retry the write: tag it with `dal tag {name} {version.number} TAG`"
+            ) from e
+    except BaseException as e:
+        if run is not None:
+            run.fail(e)
+        raise
+    if run is not None:
+        run.complete(version)
     _log.info("committed %s as version %d (storage version %s)", name, version.number, version.storage_version)
     return version
 

@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, Engine, inspect, text
 
 from catalog.errors import CatalogOutOfDate
+from catalog.revision import HEAD as HEAD
+from catalog.revision import VERSION_TABLE as VERSION_TABLE
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
-VERSION_TABLE = "dal_alembic_version"
 UPGRADE_COMMAND = "dal db upgrade"
-# the newest script in alembic/versions (tests/catalog/test_migrations.py checks it against alembic's own head)
-HEAD = "0003"
 # arbitrary constant key for pg_advisory_xact_lock, so concurrent first uses migrate once
 _PG_LOCK_KEY = 0x0DA1CA7A
 

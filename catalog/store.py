@@ -226,11 +226,13 @@ class Catalog:
 
     # -- datasets -----------------------------------------------------------------------------
 
-    def list_datasets(self, pattern: str | None = None) -> list[DatasetInfo]:
+    def list_datasets(self, pattern: str | None = None, *, limit: int | None = None) -> list[DatasetInfo]:
         """Datasets sorted by name; ``pattern`` is a glob on the name (``weather.*``) or, without
-        wildcards, a case-insensitive substring of the name or description."""
+        wildcards, a case-insensitive substring of the name or description. ``limit``: the first ``limit``."""
         validate_text(pattern, "pattern", optional=True, max_length=1000)
         stmt = select(DatasetRow).order_by(DatasetRow.name)
+        if limit is not None:
+            stmt = stmt.limit(max(0, int(limit)))
         if pattern:
             if any(c in pattern for c in "*?"):
                 stmt = stmt.where(DatasetRow.name.like(_like_pattern(pattern), escape="\\"))
@@ -623,11 +625,15 @@ class Catalog:
             s.refresh(version, ["tags"])
             return self._version_info(name, version)
 
-    def versions(self, name: str) -> list[VersionInfo]:
-        """The history of ``name``, oldest first."""
+    def versions(self, name: str, *, limit: int | None = None) -> list[VersionInfo]:
+        """The history of ``name``, oldest first; ``limit``: only the newest ``limit`` versions."""
         with self._read() as s:
             ds = self._dataset_row(s, name)
-            rows = s.scalars(select(VersionRow).where(VersionRow.dataset_id == ds.id).order_by(VersionRow.number))
+            stmt = select(VersionRow).where(VersionRow.dataset_id == ds.id)
+            if limit is None:
+                rows = list(s.scalars(stmt.order_by(VersionRow.number)))
+            else:
+                rows = list(s.scalars(stmt.order_by(VersionRow.number.desc()).limit(max(0, int(limit)))))[::-1]
             return [self._version_info(name, r) for r in rows]
 
     def version(self, name: str, ref: VersionRef = None) -> VersionInfo:

@@ -42,6 +42,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 PER_PAGE = 50
 MAX_PER_PAGE = 200
 MAX_PARTITION_BARS = 60
+MAX_HISTORY = 500  # versions on a dataset's page (charts, pickers); all of them: /api/datasets/NAME/versions
 COOKIE = "dal_ui_token"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 SECURITY_HEADERS = {
@@ -292,7 +293,8 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
         return views.show(cat, request.path_params["name"])
 
     def api_versions(request: Request) -> Any:
-        return views.versions(cat, request.path_params["name"])
+        limit = _int_param(request, "limit", 0, 0, 10**9)  # the newest N; 0 (default): all
+        return views.versions(cat, request.path_params["name"], limit or None)
 
     def api_schema(request: Request) -> Any:
         return views.schema(cat, request.path_params["name"], _version_param(request, "version"))
@@ -335,7 +337,7 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
     def dataset_page(request: Request) -> HTMLResponse:
         name = request.path_params["name"]
         info = cat.get_dataset(name)
-        history = cat.versions(name)
+        history = cat.versions(name, limit=MAX_HISTORY)  # the newest: a dataset may have many thousands
         current = cat.version(name, _version_param(request, "v")) if history else None
         parts = cat.partitions(name, current.number) if current else ()
         base = f"/d/{name}?v="
@@ -366,6 +368,7 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
             info=info,
             location=mask_url(info.location),
             history=list(reversed(history)),
+            all_versions=0 if info.latest_version is None else info.latest_version + 1,
             current=current,
             partitions=parts,
             tags=cat.tags(name),

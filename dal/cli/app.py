@@ -219,8 +219,13 @@ def cli(ctx: click.Context, catalog_url: str | None, quiet: bool) -> None:
     ctx.call_on_close(ctx.obj.close)
 
 
+LS_LIMIT = 1000
 limit_option = click.option(
-    "--limit", type=click.IntRange(min=1), default=None, help="At most this many (a catalog can hold thousands)."
+    "--limit",
+    type=click.IntRange(min=0),
+    default=LS_LIMIT,
+    show_default=True,
+    help="At most this many, the first by name (0: all; a catalog can hold tens of thousands).",
 )
 
 
@@ -312,14 +317,15 @@ COMPLETION_LIMIT = 200
 @limit_option
 @json_option
 @click.pass_context
-def ls_cmd(ctx: click.Context, pattern: str | None, limit: int | None, as_json: bool) -> None:
+def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool) -> None:
     """List datasets; PATTERN is a glob on names (weather.*) or a substring of name or description."""
     reader = _reader(ctx)
-    datasets = reader.list_datasets(pattern) if limit is None else reader.list_datasets(pattern, limit=limit + 1)
-    more = limit is not None and len(datasets) > limit
-    datasets = datasets[:limit] if limit is not None else datasets
+    datasets = reader.list_datasets(pattern, limit=limit + 1) if limit else reader.list_datasets(pattern)
+    more = bool(limit) and len(datasets) > limit
+    datasets = datasets[:limit] if limit else datasets
     if more:
-        click.echo(f"dal: the first {limit:,} datasets (more match; raise --limit)", err=True)
+        click.echo(f"dal: listed the first {limit:,} datasets by name; more match (--limit N, or --limit 0: all)",
+                   err=True)  # fmt: skip
     if as_json:
         _emit_json([_dataset_dict(d) for d in datasets])
         return

@@ -308,7 +308,7 @@ def test_object_store_errors_are_one_line_with_a_hint(sqlite_env: Catalog) -> No
 
 
 def test_a_bug_is_one_line_asking_for_a_report(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(self: Catalog, pattern: str | None = None) -> list[object]:
+    def broken(self: Catalog, pattern: str | None = None, **limit: object) -> list[object]:
         raise ZeroDivisionError("a bug")
 
     from catalog.lite import LiteCatalog

@@ -76,6 +76,22 @@ def test_browsing_an_existing_catalog_loads_nothing_heavy(catalog_url: str) -> N
     assert heavy == [] and [d["name"] for d in json.loads(out)] == ["sensors.cam"]
 
 
+def test_ls_is_bounded_by_default_and_says_so(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from dal.cli import app
+
+    url = f"sqlite:///{tmp_path}/catalog.db"
+    populate(url)
+    r = CliRunner().invoke(app.cli, ["--catalog", url, "ls", "--json", "--limit", "2"])
+    assert [d["name"] for d in json.loads(r.stdout)] == ["sensors.cam", "weather.obs"]
+    assert "listed the first 2 datasets by name; more match" in r.stderr
+    r = CliRunner().invoke(app.cli, ["--catalog", url, "ls", "--json", "--limit", "0"])
+    assert len(json.loads(r.stdout)) == 3 and r.stderr == ""
+    r = CliRunner().invoke(app.cli, ["--catalog", url, "ls", "--help"])
+    assert "default: 1000" in r.stdout
+
+
 def complete(url: str, words: str) -> tuple[list[tuple[str, str]], list[str]]:
     cword = str(len(words.split()) - (0 if words.endswith(" ") else 1))
     out, heavy = run([], url, _DAL_COMPLETE="bash_complete", COMP_WORDS=words, COMP_CWORD=cword)

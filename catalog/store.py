@@ -626,15 +626,48 @@ class Catalog:
             return self._version_info(name, version)
 
     def versions(self, name: str, *, limit: int | None = None) -> list[VersionInfo]:
-        """The history of ``name``, oldest first; ``limit``: only the newest ``limit`` versions."""
+        """The history of ``name``, oldest first; ``limit``: only the newest ``limit`` versions.
+
+        Plain column queries (no ORM objects): the versions, their tags, and each distinct schema once — a
+        history of hundreds of versions usually shares a handful of schemas."""
+        v = VersionRow.__table__.c
+        columns = (v.id, v.number, v.created_at, v.operation, v.row_count, v.file_count, v.size_bytes,
+                   v.storage_version, v.schema_id, v.partition_columns, v.properties)  # fmt: skip
         with self._read() as s:
             ds = self._dataset_row(s, name)
-            stmt = select(VersionRow).where(VersionRow.dataset_id == ds.id)
+            stmt = select(*columns).where(v.dataset_id == ds.id)
             if limit is None:
-                rows = list(s.scalars(stmt.order_by(VersionRow.number)))
+                rows = s.execute(stmt.order_by(v.number)).all()
             else:
-                rows = list(s.scalars(stmt.order_by(VersionRow.number.desc()).limit(max(0, int(limit)))))[::-1]
-            return [self._version_info(name, r) for r in rows]
+                rows = s.execute(stmt.order_by(v.number.desc()).limit(max(0, int(limit)))).all()[::-1]
+            tags: dict[int, list[str]] = {}
+            if rows:
+                ids = [r.id for r in rows]
+                found = s.execute(
+                    select(TagRow.version_id, TagRow.name).where(TagRow.dataset_id == ds.id).order_by(TagRow.name)
+                )
+                wanted = set(ids)
+                for version_id, tag in found:
+                    if version_id in wanted:
+                        tags.setdefault(version_id, []).append(tag)
+            schemas = {sid: self._schema(s.get_one(SchemaRow, sid)) for sid in dict.fromkeys(r.schema_id for r in rows)}
+            return [
+                VersionInfo(
+                    dataset=name,
+                    number=r.number,
+                    created_at=r.created_at,
+                    operation=r.operation,
+                    row_count=r.row_count,
+                    file_count=r.file_count,
+                    size_bytes=r.size_bytes,
+                    storage_version=r.storage_version,
+                    schema=schemas[r.schema_id],
+                    partition_columns=tuple(r.partition_columns or ()),
+                    tags=tuple(tags.get(r.id, ())),
+                    properties=dict(r.properties or {}),
+                )
+                for r in rows
+            ]
 
     def version(self, name: str, ref: VersionRef = None) -> VersionInfo:
         """Resolve ``ref`` to one version of ``name``.

@@ -304,30 +304,42 @@ def _downstream_edges(cat: Catalog, name: str, number: int) -> tuple[list[Edge],
     return found[:MAX_DOWNSTREAM], len(edges) > MAX_DOWNSTREAM
 
 
-def lineage(cat: Catalog, name: str, version: VersionRef = None, *, depth: int = 1) -> dict[str, Any]:
-    """Upstream and downstream of one version of ``name`` (latest by default), ``depth`` levels down. Each
-    edge says ``how`` it is known (``declared`` / ``inferred``); upstream datasets renamed since are shown by
-    their current name (``recorded_as``: the name in the record)."""
-    v = cat.version(name, version)
+def lineage(cat: Catalog, name: str, version: VersionRef | VersionInfo = None, *, depth: int = 1) -> dict[str, Any]:
+    """Upstream and downstream of one version of ``name`` (latest by default; a ``VersionInfo`` of it is used as
+    is), ``depth`` levels down. Each edge says ``how`` it is known (``declared`` / ``inferred``); upstream
+    datasets renamed since are shown by their current name (``recorded_as``: the name in the record)."""
+    v = version if isinstance(version, VersionInfo) else cat.version(name, version)
     record = of(v)
     result: dict[str, Any] = {"dataset": name, "version": v.number, **{k: x for k, x in record.items()}}
-    upstream = []
-    for e in cat.upstream(name, v.number):
-        entry: dict[str, Any] = {"dataset": e.upstream, "version": e.upstream_version, "filters": e.filters,
-                                 "how": e.how}  # fmt: skip
-        if e.recorded_as is not None:
-            entry["recorded_as"] = e.recorded_as
-        upstream.append(entry)
-    if not upstream:  # a record stored by another tool (no edges): shown as it was written
-        recorded = record.get("upstream")
-        upstream = [
-            {**u, "how": u.get("how") if u.get("how") in (DECLARED, INFERRED) else INFERRED}
-            for u in (recorded if isinstance(recorded, list) else [])
-            if isinstance(u, Mapping)
-        ]
+    # the record's list, in its order, each entry resolved through its edge (current name, how); a record stored
+    # by other means than dal.write (no edges) is shown as written; edges the record lacks come last
+    edges = {(e.recorded_as or e.upstream, e.upstream_version, e.filters): e for e in cat.upstream(name, v.number)}
+    recorded = record.get("upstream")
+    upstream: list[dict[str, Any]] = []
+    seen: set[tuple[Any, Any, Any]] = set()
+    for u in recorded if isinstance(recorded, list) else []:
+        if not isinstance(u, Mapping):
+            continue
+        key = (u.get("dataset"), u.get("version"), u.get("filters"))
+        if key in seen:
+            continue
+        seen.add(key)
+        e = edges.pop(key, None)  # type: ignore[arg-type]
+        if e is not None:
+            upstream.append(_edge_entry(e))
+        else:
+            upstream.append({**u, "how": u.get("how") if u.get("how") in (DECLARED, INFERRED) else INFERRED})
+    upstream += [_edge_entry(e) for e in edges.values()]
     result["upstream"] = upstream
     result["downstream"] = _downstream_tree(cat, name, v.number, max(1, depth), set())
     return result
+
+
+def _edge_entry(e: Edge) -> dict[str, Any]:
+    entry: dict[str, Any] = {"dataset": e.upstream, "version": e.upstream_version, "filters": e.filters, "how": e.how}
+    if e.recorded_as is not None:
+        entry["recorded_as"] = e.recorded_as
+    return entry
 
 
 def _downstream_tree(cat: Catalog, name: str, number: int, depth: int, seen: set[tuple[str, int]]) -> list[Any]:

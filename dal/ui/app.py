@@ -148,7 +148,7 @@ def _human_size(n: object) -> str:
     return "-" if n is None else views.size_text(int(n))  # type: ignore[call-overload]
 
 
-def _lineage(cat: Catalog, name: str, version: str | int | None, depth: int) -> dict[str, Any]:
+def _lineage(cat: Catalog, name: str, version: str | int | VersionInfo | None, depth: int) -> dict[str, Any]:
     """What ``dal lineage NAME V --json`` prints (the same builder), with the program path and Spark master masked
     once more: a record written by another tool (or an older dal) must not show a credential here either."""
     out = lineage.lineage(cat, name, version, depth=depth)
@@ -158,6 +158,22 @@ def _lineage(cat: Catalog, name: str, version: str | int | None, depth: int) -> 
     if isinstance(spark, dict) and spark.get("master"):
         out["spark"] = {**spark, "master": mask_url(spark["master"])}
     return out
+
+
+def _pick(history: list[VersionInfo], asked: str | None) -> VersionInfo | None:
+    """The version ``?v=`` names when it is the latest or a number among ``history`` (no query needed)."""
+    if asked in (None, "latest"):
+        return history[-1]
+    if asked is not None and asked.isascii() and asked.isdigit():
+        first = history[0].number
+        i = int(asked) - first
+        return history[i] if 0 <= i < len(history) and history[i].number == int(asked) else None
+    return None
+
+
+def _tags(history: list[VersionInfo]) -> dict[str, int]:
+    """Every tag and the version it names, from a complete history (as ``Catalog.tags``: sorted by tag)."""
+    return dict(sorted((t, v.number) for v in history for t in v.tags))
 
 
 def _version_link(dataset: object, version: object) -> str:
@@ -338,7 +354,10 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
         name = request.path_params["name"]
         info = cat.get_dataset(name)
         history = cat.versions(name, limit=MAX_HISTORY)  # the newest: a dataset may have many thousands
-        current = cat.version(name, _version_param(request, "v")) if history else None
+        asked = _version_param(request, "v")
+        current = _pick(history, asked) if history else None
+        if history and current is None:  # a tag, a time, or a version older than the page lists
+            current = cat.version(name, asked)
         parts = cat.partitions(name, current.number) if current else ()
         base = f"/d/{name}?v="
         rows_chart = bytes_chart = parts_chart = None
@@ -371,8 +390,8 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
             all_versions=0 if info.latest_version is None else info.latest_version + 1,
             current=current,
             partitions=parts,
-            tags=cat.tags(name),
-            lineage=_lineage_view(_lineage(cat, name, current.number, 1)) if current else None,
+            tags=_tags(history) if len(history) == (info.latest_version or 0) + 1 else cat.tags(name),
+            lineage=_lineage_view(_lineage(cat, name, current, 1)) if current else None,
             rows_chart=Markup(rows_chart) if rows_chart else None,
             bytes_chart=Markup(bytes_chart) if bytes_chart else None,
             parts_chart=Markup(parts_chart) if parts_chart else None,

@@ -181,7 +181,8 @@ def run(backend: str, datasets: int, versions: int, n: int) -> None:
             cmds = [
                 ("dal --help", ["--help"], {}),
                 ("dal ls --limit 50", ["ls", "--limit", "50"], {}),
-                ("dal ls --json (all datasets)", ["ls", "--json"], {}),
+                ("dal ls --json (the default: first 1,000 by name)", ["ls", "--json"], {}),
+                ("dal ls --json --limit 0 (all datasets)", ["ls", "--json", "--limit", "0"], {}),
                 ("dal show NAME", ["show", name], {}),
                 ("dal versions NAME", ["versions", name], {}),
                 ("dal lineage NAME V", ["lineage", name, str(mid_v)], {}),

@@ -684,6 +684,10 @@ def gc_cmd(
     tagged = f" (kept tagged: {', '.join(str(n) for n in r.skipped_tagged)})" if r.skipped_tagged else ""
     click.echo(f"{name}: {verb} version(s) {expired}{tagged}")
     click.echo(f"{name}: {'would delete' if dry_run else 'deleted'} {len(r.deleted)} file(s), {_size(r.bytes)}")
+    for rel in r.not_followed:
+        click.echo(
+            f"{name}: {printable(rel)}/ is a symbolic link to a directory: not followed, nothing behind it deleted"
+        )
     if dry_run:
         for rel in r.deleted:
             click.echo(f"  {printable(rel)}")

@@ -9,10 +9,9 @@ from dataclasses import dataclass
 import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft
-from dal.location import Location
-from dal.partitions import parse_partition_dir, partition_totals
 from dal.storage import ownership
-from dal.storage.ownership import remove_empty_dirs as remove_empty_dirs  # re-exported for the formats
+from dal.storage.location import Location
+from dal.storage.partitions import parse_partition_dir, partition_totals
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,9 @@ from urllib.parse import unquote, urlsplit
 
 import pyarrow.fs as pafs
 
-from dal import io
 from dal.errors import FormatError, NotOwned
-from dal.location import Location
+from dal.storage import uris
+from dal.storage.location import Location
 
 _log = logging.getLogger("dal.ownership")
 
@@ -131,7 +131,7 @@ def check_cache_root(root: Location, layout: CacheLayout) -> bool:
     kind = _sentinel(root)
     if kind == layout.kind:
         return True
-    where = io.mask_url(root.uri)
+    where = uris.mask_url(root.uri)
     if kind is not None:
         other = next((c.title for c in (CONVERSIONS, RANGES) if c.kind == kind), None)
         what = f"it is dal's {other}, not its {layout.title}" if other else f"its {SENTINEL} is not dal's"
@@ -170,7 +170,7 @@ def claim_cache_root(root: Location, layout: CacheLayout) -> None:
     body = {"dal_cache": layout.kind, "created": datetime.now(UTC).isoformat(timespec="seconds")}
     if not root.create_exclusive(SENTINEL, json.dumps(body).encode()) and _sentinel(root) != layout.kind:
         raise NotOwned(
-            f"{io.mask_url(root.uri)}: another {SENTINEL} appeared while dal marked it as its {layout.title}"
+            f"{uris.mask_url(root.uri)}: another {SENTINEL} appeared while dal marked it as its {layout.title}"
         )
 
 
@@ -345,7 +345,7 @@ def _below(root: str, path: str, encoded: bool) -> tuple[str | None, str]:
     reference, as Delta logs hold) can be a URL; an unencoded one is a file path."""
     if not isinstance(path, str) or not path or "\x00" in path:
         return None, "is not a path"
-    local = io.is_local(root)
+    local = uris.is_local(root)
     if encoded and _SCHEME.match(path):  # an absolute URL: the same store, inside the root's path
         parts = urlsplit(path)
         scheme = _SAME_STORE.get(parts.scheme.lower(), parts.scheme.lower())
@@ -392,7 +392,7 @@ def below(root: str, path: str, *, table: str, entry: str, encoded: bool = True)
         shown = path if isinstance(path, str) and len(path) <= 200 else f"{str(path)[:200]}…"
         raise FormatError(
             f"{table}: {entry} names {shown!r}, which {why}; dal reads nothing outside a table's root "
-            f"({io.mask_url(root)})"
+            f"({uris.mask_url(root)})"
         )
     return rel
 
@@ -403,7 +403,7 @@ def resolve(root: str, path: str, *, table: str, entry: str, encoded: bool = Tru
     Raises:
         FormatError: the path leaves the root (naming the table and the entry).
     """
-    return io.join(root, *below(root, path, table=table, entry=entry, encoded=encoded).split("/"))
+    return uris.join(root, *below(root, path, table=table, entry=entry, encoded=encoded).split("/"))
 
 
 __all__ = ["CONVERSIONS", "RANGES", "SENTINEL", "CacheLayout", "Listed", "Listing", "below", "check_cache_root",

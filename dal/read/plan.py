@@ -2,7 +2,7 @@
 
 Pure arithmetic over footers: files whose partitions the filter or window rule out are dropped, then row
 groups whose statistics rule them out; shuffling permutes the tasks per (seed, epoch) and sharding cuts
-the result into row ranges (``dal.sharding``). A version is immutable, so everything here is cached per
+the result into row ranges (``dal.read.sharding``). A version is immutable, so everything here is cached per
 opened version in a bounded ``PlanCache``.
 """
 
@@ -33,8 +33,8 @@ from dal import expr as E
 from dal.errors import FilterError, FormatError
 from dal.formats.base import DataFile
 from dal.formats.fragments import dataset_from_files, partition_expression, read_exact, row_group_starts
-from dal.sharding import Remainder, assign, share
-from dal.tasks import ReadTask
+from dal.read.sharding import Remainder, assign, share
+from dal.read.tasks import ReadTask
 
 _log = logging.getLogger("dal")
 
@@ -259,9 +259,9 @@ class Query:
         return held[1]
 
     def local_path(self, uri: str) -> str:
-        from dal import io
+        from dal.storage import uris
 
-        return io.filesystem(uri, self.source.storage_options)[1]
+        return uris.filesystem(uri, self.source.storage_options)[1]
 
     def filter_columns(self) -> list[str]:
         """The columns the filters and window name."""
@@ -397,7 +397,7 @@ class Query:
         return tasks
 
     def shard(self, tasks: list[ReadTask], rank: int, world: int, remainder: Remainder) -> list[ReadTask]:
-        """``rank``'s share of ``tasks`` by rows (see ``dal.sharding``)."""
+        """``rank``'s share of ``tasks`` by rows (see ``dal.read.sharding``)."""
         with translate_missing(self.source):
             counts = self.task_rows(tasks)
         return cut(tasks, counts, share(sum(counts), rank, world, remainder))

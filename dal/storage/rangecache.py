@@ -186,13 +186,13 @@ class _Store:
         symbolic link (dal writes and deletes nothing through a link: the range is then not stored)."""
         if folder in self.real:
             return True
-        folder.mkdir(parents=True, exist_ok=True)
-        way = [self.root / LAYOUT, folder.parent, folder]
-        if any(p.is_symlink() or not p.is_dir() for p in way):
-            _log.warning(
-                "file cache %s: %s is reached through a symbolic link; nothing is stored there", self.root, folder
-            )
-            return False
+        for p in (self.root / LAYOUT, folder.parent, folder):  # one level at a time: never created through a link
+            if not p.is_symlink() and not p.is_dir():
+                with contextlib.suppress(FileExistsError):
+                    p.mkdir()
+            if p.is_symlink() or not p.is_dir():
+                _log.warning("file cache %s: %s is a symbolic link; nothing is stored through it", self.root, p)
+                return False
         with self.lock:
             self.real.add(folder)
         return True

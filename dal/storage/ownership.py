@@ -340,6 +340,11 @@ def _segments(path: str) -> list[str] | None:
     return out
 
 
+def _local_path(root: str) -> str:
+    """A local root as a path (``file:///x`` as ``/x``: table libraries name roots by URL)."""
+    return unquote(urlsplit(root).path) if root[:5].lower() == "file:" else root
+
+
 def _below(root: str, path: str, encoded: bool) -> tuple[str | None, str]:
     """(``path`` relative to ``root``, "") or (None, why it is not inside). Only an encoded path (a URI
     reference, as Delta logs hold) can be a URL; an unencoded one is a file path."""
@@ -351,7 +356,7 @@ def _below(root: str, path: str, encoded: bool) -> tuple[str | None, str]:
         scheme = _SAME_STORE.get(parts.scheme.lower(), parts.scheme.lower())
         if local:
             same = scheme == "file" and parts.netloc in ("", "localhost")
-            base = root
+            base = _local_path(root)
         else:
             r = urlsplit(root)
             same = scheme == _SAME_STORE.get(r.scheme.lower(), r.scheme.lower()) and parts.netloc == r.netloc
@@ -362,7 +367,7 @@ def _below(root: str, path: str, encoded: bool) -> tuple[str | None, str]:
     elif path.startswith("/"):  # an absolute path: the root's own store only when that is local disk
         if not local:
             return None, "is an absolute path, not one in the table's store"
-        base, target = root, unquote(path) if encoded else path
+        base, target = _local_path(root), unquote(path) if encoded else path
     else:
         rel = _segments(unquote(path) if encoded else path)
         if rel is None:
@@ -390,10 +395,7 @@ def below(root: str, path: str, *, table: str, entry: str, encoded: bool = True)
     rel, why = _below(root, path, encoded)
     if rel is None:
         shown = path if isinstance(path, str) and len(path) <= 200 else f"{str(path)[:200]}…"
-        raise FormatError(
-            f"{table}: {entry} names {shown!r}, which {why}; dal reads nothing outside a table's root "
-            f"({uris.mask_url(root)})"
-        )
+        raise FormatError(f"{table}: {entry} names {shown!r}, which {why}; dal reads nothing outside a table's root")
     return rel
 
 

@@ -974,12 +974,13 @@ def _check_paths(location: str, version: int, actions: Iterable[Mapping[str, Any
             a = action.get(kind)
             if not isinstance(a, dict):
                 continue
+            article = "an" if kind == "add" else "a"
             if "path" in a:
-                ownership.below(location, str(a["path"]), table=table, entry=f"a {kind} action's path")
+                ownership.below(location, str(a["path"]), table=table, entry=f"{article} {kind} action's path")
             dv = a.get("deletionVector")
             path = deletion_vector_path(dv) if isinstance(dv, dict) else None
             if path is not None:
-                ownership.below(location, path, table=table, entry=f"a {kind} action's deletion vector")
+                ownership.below(location, path, table=table, entry=f"{article} {kind} action's deletion vector")
 
 
 def commit_info(location: str, version: int, storage_options: Mapping[str, str]) -> dict[str, Any] | None:

@@ -128,10 +128,12 @@ def check_cache_root(root: Location, layout: CacheLayout) -> bool:
     Raises:
         NotOwned: anything else (a folder dal did not make, the other kind of cache); nothing was deleted.
     """
+    where = uris.mask_url(root.uri)
+    if root.local and os.path.exists(root.path()) and not os.path.isdir(root.path()):
+        raise NotOwned(f"{where} is not a folder, so not a dal {layout.title}; nothing was deleted")
     kind = _sentinel(root)
     if kind == layout.kind:
         return True
-    where = uris.mask_url(root.uri)
     if kind is not None:
         other = next((c.title for c in (CONVERSIONS, RANGES) if c.kind == kind), None)
         what = f"it is dal's {other}, not its {layout.title}" if other else f"its {SENTINEL} is not dal's"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import stat
 import time
 import uuid
@@ -20,11 +21,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import dal
+from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.spark import convert_cache
+from dal.storage import rangecache
+
 OLD = time.time() - 3 * 86400  # canaries look abandoned: older than any grace period or safe age
 SECRET_ROWS = pa.table({"secret": ["do-not-read"] * 3})
+SCHEMA = TensorSchema(
+    "S", [TensorField("id", np.int64, (), ScalarCodec()), TensorField("x", np.float32, (2,), NdarrayCodec())]
+)
+KEY = "0123456789abcdef" * 2 + "01234567"  # plan keys, as dal.convert makes them (40 hex digits)
+DEAD_KEY = "89abcdef01234567" * 2 + "89abcdef"
+DEAD = f"{socket.gethostname()}-{2**22 + 4321}"  # a pid no process has (above pid_max's default)
 
 
 def _age(path: Path) -> None:
@@ -172,3 +185,73 @@ class S3Sandbox:
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
         pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
         return sorted(o["Key"] for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/"))
+
+
+# -- worlds: datasets and caches with canaries around and inside them -----------------------------------------
+
+
+def petastorm_rows(start: int) -> list[dict[str, object]]:
+    return [{"id": i, "x": np.full(2, i, np.float32)} for i in range(start, start + 3)]
+
+
+def write_history(base: str, options: dict[str, str] | None = None) -> None:
+    """``c.delta`` and ``c.pet`` with old versions (overwrites: their files are garbage once expired) and a
+    neighbour, ``c.other``, sharing the parent folder (in the default catalog)."""
+    for i in range(3):
+        mode = "overwrite" if i else "append"
+        dal.write(pa.table({"id": [i, i + 1]}), "c.delta", path=f"{base}/ds.delta", mode=mode, storage_options=options)
+    for i in range(2):
+        dal.write(petastorm_rows(i), "c.pet", format="petastorm", schema=SCHEMA, path=f"{base}/ds.petastorm",
+                  mode="overwrite" if i else "append", storage_options=options)  # fmt: skip
+    dal.write(pa.table({"id": [7]}), "c.other", path=f"{base}/other.delta", storage_options=options)
+
+
+def local_world(sb: Sandbox) -> Sandbox:
+    """Datasets (``ds.delta``, ``ds.petastorm``, the neighbour ``other.delta``), a converter cache (``cache``: a
+    published entry, an abandoned one) and a file cache (``filecache``: one old range) in the sandbox, with
+    canaries and links to canaries inside each."""
+    write_history(str(sb.base))
+    sb.watch(sb.base / "other.delta")
+    for ds in ("ds.delta", "ds.petastorm"):
+        sb.plant_inside(sb.base / ds)
+    sb.link(sb.base / "ds.delta" / "date=2099-01-01", sb.outside)
+    v0 = next(p for p in (sb.base / "ds.petastorm").iterdir() if p.name.startswith("v0-"))
+    sb.link(v0 / "shared", sb.base / "projectA")
+    cache = convert_cache.cache_root(str(sb.base / "cache"))
+    folder = convert_cache.begin(cache, KEY)
+    (folder / "catalog.db").write_text("complete")
+    convert_cache.publish(cache, KEY, folder, rows=1)
+    dead = cache / f"{DEAD_KEY}-deadbeef0000"
+    (dead / "table").mkdir(parents=True)
+    (dead / "users").mkdir()
+    (dead / "users" / DEAD).touch()
+    os.utime(dead, (OLD, OLD))
+    sb.plant_inside(cache)
+    sb.link(cache / f"{DEAD_KEY}-0123456789ab", sb.outside)
+    files = sb.base / "filecache"
+    rangecache.FileCache.create(str(files), "1MB")
+    rng = files / "v1" / "0f" / ("0" * 64) / "0-100"
+    rng.parent.mkdir(parents=True)
+    rng.write_bytes(b"r" * 100)
+    os.utime(rng, (OLD, OLD))
+    sb.plant_inside(files)
+    sb.link(files / "v1" / "1f", sb.outside)
+    return sb
+
+
+def s3_world(sb: S3Sandbox, prefix: str) -> str:
+    """As ``local_world`` under ``s3://<bucket>/<prefix>`` (no links on object stores); returns that URL."""
+    base = f"s3://{sb.bucket}/{prefix}"
+    write_history(base, sb.options)
+    for key in sb.keys(sb.bucket, f"{prefix}/other.delta/"):
+        sb.watch(sb.bucket, key)
+    for ds in ("ds.delta", "ds.petastorm"):
+        sb.plant_inside(f"{prefix}/{ds}")
+    root = convert_cache.remote_root(f"{base}/cache", sb.options)
+    folder = convert_cache.remote_begin(root, KEY)
+    root.write(f"{folder}/table/part-0.parquet", b"x")
+    convert_cache.remote_publish(root, KEY, folder, rows=1)
+    root.write(f"{DEAD_KEY}-deadbeef0000/table/_delta_log/00000000000000000000.json", b"{}")
+    root.write(f"{DEAD_KEY}-deadbeef0000/users/{DEAD}", b"")
+    sb.plant_inside(f"{prefix}/cache")
+    return base

@@ -198,8 +198,8 @@ def write_history(base: str, options: dict[str, str] | None = None) -> None:
     """``c.delta`` and ``c.pet`` with old versions (overwrites: their files are garbage once expired) and a
     neighbour, ``c.other``, sharing the parent folder (in the default catalog)."""
     for i in range(3):
-        mode = "overwrite" if i else "append"
-        dal.write(pa.table({"id": [i, i + 1]}), "c.delta", path=f"{base}/ds.delta", mode=mode, storage_options=options)
+        dal.write(pa.table({"id": [i, i + 1]}), "c.delta", path=f"{base}/ds.delta",
+                  mode="overwrite" if i else "append", storage_options=options)  # fmt: skip
     for i in range(2):
         dal.write(petastorm_rows(i), "c.pet", format="petastorm", schema=SCHEMA, path=f"{base}/ds.petastorm",
                   mode="overwrite" if i else "append", storage_options=options)  # fmt: skip

@@ -231,25 +231,33 @@ def s3_fuzz(
     crashes: list[str] = []
     ops = 0
     for _ in range(S3_OPS):
-        uri = rng.choice(prefixes)
-        which = rng.choice(["clear", "sweep", "begin", "root", "gc", "purge"])
-        name = rng.choice(DATASETS)
-        calls: dict[str, Callable[[], Any]] = {  # called at once, in this iteration
-            "clear": lambda: convert_cache.remote_clear(Location.of(uri, options), force=rng.random() < 0.5),
-            "sweep": lambda: convert_cache.remote_sweep(Location.of(uri, options)),
-            "begin": lambda: convert_cache.remote_discard(
-                Location.of(uri, options), convert_cache.remote_begin(Location.of(uri, options), KEY)
-            ),
-            "root": lambda: convert_cache.remote_root(uri, options),
-            "gc": lambda: lifecycle.gc(name, keep_last=1, safe_age=timedelta(0), storage_options=options),
-            "purge": lambda: lifecycle.drop(name, purge=True, force=rng.random() < 0.7, storage_options=options),
-        }  # noqa: B023
+        uri, which, name = rng.choice(prefixes), rng.choice(S3_CALLS), rng.choice(DATASETS)
         ops += 1
         try:
-            calls[which]()
+            s3_call(which, Location.of(uri, options), name, rng.random() < 0.6)
         except DalError:
             pass
         except Exception as e:  # a crash is what the fuzz reports
             crashes.append(f"s3 {which} {uri}: {e!r}")
     convert_cache.release_all()
     return ops, sb.touched(), crashes
+
+
+S3_CALLS = ("clear", "sweep", "begin", "root", "gc", "purge")
+
+
+def s3_call(which: str, root: Location, name: str, force: bool) -> None:
+    """One destructive call at ``root`` (a cache's prefix, as it may be) or on the dataset ``name``."""
+    options = dict(root.storage_options)
+    if which == "clear":
+        convert_cache.remote_clear(root, force=force)
+    elif which == "sweep":
+        convert_cache.remote_sweep(root)
+    elif which == "begin":
+        convert_cache.remote_discard(root, convert_cache.remote_begin(root, KEY))
+    elif which == "root":
+        convert_cache.remote_root(root.uri, options)
+    elif which == "gc":
+        lifecycle.gc(name, keep_last=1, safe_age=timedelta(0), storage_options=options)
+    else:
+        lifecycle.drop(name, purge=True, force=force, storage_options=options)

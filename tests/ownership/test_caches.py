@@ -189,3 +189,25 @@ def test_inside_an_s3_cache_only_conversions_go(s3: tuple[str, dict[str, str]]) 
     assert not any(k.startswith((f"cache/{folder}", f"cache/{dead}")) for k in sb.keys(bucket))
     assert sb.touched() == []
     convert_cache.release_all()
+
+
+def test_dal_cache_clear_on_s3(s3: tuple[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    bucket, options = s3
+    sb = S3Sandbox(bucket, options)
+    for k, v in options.items():  # the CLI reaches object storage with the environment's credentials
+        monkeypatch.setenv(k, v)
+    code, out = clear("--dir", f"s3://{bucket}/", "--force")
+    assert code != 0 and "is not a dal converter cache" in out and "nothing was deleted" in out
+    root = convert_cache.remote_root(f"s3://{bucket}/cache", options)
+    folder = convert_cache.remote_begin(root, KEY)
+    root.write(f"{folder}/table/part-0.parquet", b"x")
+    convert_cache.remote_publish(root, KEY, folder, rows=1)
+    sb.plant_inside("cache")
+    listed = CliRunner().invoke(cli, ["cache", "ls", "--dir", f"s3://{bucket}/cache", "--json"])
+    assert listed.exit_code == 0 and [e["key"] for e in json.loads(listed.output)] == [KEY]
+    code, out = clear("--dir", f"s3://{bucket}/cache")
+    assert code == 0 and "removed 0" in out and "kept 1 in use" in out  # this process uses it
+    code, out = clear("--dir", f"s3://{bucket}/cache", "--force")
+    assert code == 0 and "removed 1 cached conversion(s) from s3://" in out
+    assert sb.touched() == [] and not any(k.startswith(f"cache/{folder}") for k in sb.keys(bucket))
+    convert_cache.release_all()

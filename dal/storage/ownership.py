@@ -352,6 +352,15 @@ def _below(root: str, path: str, encoded: bool) -> tuple[str | None, str]:
     reference, as Delta logs hold) can be a URL; an unencoded one is a file path."""
     if not isinstance(path, str) or not path or "\x00" in path:
         return None, "is not a path"
+    if (
+        path[0] not in "./"
+        and path[-1] != "/"
+        and "%" not in path
+        and ":" not in path
+        and "//" not in path
+        and "/." not in path
+    ):
+        return path, ""  # the common case, a plain relative path: nothing to decode or resolve
     local = uris.is_local(root)
     if encoded and _SCHEME.match(path):  # an absolute URL: the same store, inside the root's path
         parts = urlsplit(path)

@@ -24,6 +24,8 @@ S3 = "s3://bucket/tables/t"
         (LOCAL, "date=2024-01-01/part-0.parquet", "date=2024-01-01/part-0.parquet"),
         (LOCAL, "p=a%2520b/x.parquet", "p=a%20b/x.parquet"),  # decoded once: the folder is named p=a%20b
         (LOCAL, "a/./b/../x.parquet", "a/x.parquet"),  # '..' that stays inside is fine
+        (LOCAL, "..x/y.parquet", "..x/y.parquet"),  # a name starting with dots is no '..'
+        (LOCAL, "d/", "d"),
         (LOCAL, "/data/tables/t/x.parquet", "x.parquet"),  # absolute, inside
         (LOCAL, "file:///data/tables/t/d/x.parquet", "d/x.parquet"),
         (LOCAL, "file:/data/tables/t/x.parquet", "x.parquet"),  # Spark's spelling

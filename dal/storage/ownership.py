@@ -120,6 +120,29 @@ def _children(root: Location) -> list[tuple[str, bool]]:
     return [(i.base_name, i.type == pafs.FileType.Directory) for i in root.fs.get_file_info(selector)]
 
 
+def _judge(root: Location, layout: CacheLayout) -> tuple[str, str]:
+    """("marked" | "legacy" | "empty", "") for a root dal may use as ``layout``'s cache, else ("", why not)."""
+    where = uris.mask_url(root.uri)
+    if root.local and os.path.exists(root.path()) and not os.path.isdir(root.path()):
+        return "", f"{where} is not a folder, so not a dal {layout.title}"
+    kind = _sentinel(root)
+    if kind == layout.kind:
+        return "marked", ""
+    if kind is not None:
+        other = next((c.title for c in (CONVERSIONS, RANGES) if c.kind == kind), None)
+        what = f"it is dal's {other}, not its {layout.title}" if other else f"its {SENTINEL} is not dal's"
+        return "", f"{where} is not a dal {layout.title}: {what}"
+    children = _children(root)
+    foreign = sorted(n + ("/" if d else "") for n, d in children if not layout.follows(n, d))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        return "", (
+            f"{where} is not a dal {layout.title}: it has no {SENTINEL} marker and holds entries dal did not "
+            f"write ({shown})"
+        )
+    return ("legacy" if children else "empty"), ""
+
+
 def check_cache_root(root: Location, layout: CacheLayout) -> bool:
     """Whether ``root`` holds a cache of ``layout``'s kind that dal may clear: True when marked by its sentinel,
     or unmarked with every entry in the layout (a cache a release before sentinels made); False when absent
@@ -128,25 +151,10 @@ def check_cache_root(root: Location, layout: CacheLayout) -> bool:
     Raises:
         NotOwned: anything else (a folder dal did not make, the other kind of cache); nothing was deleted.
     """
-    where = uris.mask_url(root.uri)
-    if root.local and os.path.exists(root.path()) and not os.path.isdir(root.path()):
-        raise NotOwned(f"{where} is not a folder, so not a dal {layout.title}; nothing was deleted")
-    kind = _sentinel(root)
-    if kind == layout.kind:
-        return True
-    if kind is not None:
-        other = next((c.title for c in (CONVERSIONS, RANGES) if c.kind == kind), None)
-        what = f"it is dal's {other}, not its {layout.title}" if other else f"its {SENTINEL} is not dal's"
-        raise NotOwned(f"{where} is not a dal {layout.title}: {what}; nothing was deleted")
-    children = _children(root)
-    foreign = sorted(n + ("/" if d else "") for n, d in children if not layout.follows(n, d))
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise NotOwned(
-            f"{where} is not a dal {layout.title}: it has no {SENTINEL} marker and holds entries dal did not write "
-            f"({shown}); nothing was deleted. Point dal at the folder it made for the cache"
-        )
-    return bool(children)
+    state, why = _judge(root, layout)
+    if why:
+        raise NotOwned(f"{why}; nothing was deleted")
+    return state != "empty"
 
 
 def claim_cache_root(root: Location, layout: CacheLayout) -> None:
@@ -157,16 +165,10 @@ def claim_cache_root(root: Location, layout: CacheLayout) -> None:
         NotOwned: the folder holds what dal did not write, or is the other kind of cache (name a new folder).
         OSError: the folder or the sentinel cannot be written.
     """
-    try:
-        check_cache_root(root, layout)
-    except NotOwned as e:
-        raise NotOwned(
-            str(e)
-            .replace("; nothing was deleted. Point dal at the folder it made for the cache", "")
-            .replace("; nothing was deleted", "")
-            + f": dal keeps its {layout.title} only in a folder it made; name a new or empty folder"
-        ) from None
-    if _sentinel(root) == layout.kind:
+    state, why = _judge(root, layout)
+    if why:
+        raise NotOwned(f"{why}: dal keeps its {layout.title} only in a folder it made; name a new or empty folder")
+    if state == "marked":
         return
     root.makedirs("")
     body = {"dal_cache": layout.kind, "created": datetime.now(UTC).isoformat(timespec="seconds")}

@@ -13,6 +13,12 @@ transforms): workers ship whole chunks and the main process slices batches, in t
 without workers. A plain ``DataLoader(data, batch_size=None, num_workers=k)`` works too (each worker
 reads a disjoint share of the rank's rows).
 
+Ranks: ``.shard(rank, world_size)`` names them; without it the rank is the process's (``implicit_rank``):
+torch.distributed's when its process group is initialised, else torchrun's ``RANK`` / ``WORLD_SIZE``
+environment. It is taken when the data is read, not when ``to_torch`` is called (so ``to_torch`` may come
+before ``init_process_group``), and DataLoader workers of every start method (fork, spawn, forkserver) read
+as the process that started them: a dataset pickled to spawn/forkserver workers carries that rank along.
+
 Every rank reads the same number of rows (``Scan.shard``'s default ``remainder="pad"``) and yields the
 same number of batches, so collective steps never wait on a rank that ran out. Rows never repeat.
 
@@ -48,6 +54,33 @@ _data = require("torch.utils.data", "torch")
 Transform = Callable[[pa.RecordBatch], "pa.RecordBatch | Any"]
 UNITS_PER_MESSAGE = 2  # chunks a Loader worker converts and ships together
 Columns = dict[str, Any]
+
+
+def implicit_rank() -> tuple[int, int] | None:
+    """(rank, world size) of this process when a scan names no ``.shard``: torch.distributed's, when its
+    process group is initialised; else torchrun's ``RANK`` and ``WORLD_SIZE`` environment variables, when
+    both are set (a launch whose process group is not initialised yet, or a DataLoader worker of one); None
+    (every row) otherwise.
+
+    Raises:
+        DalError: ``RANK`` / ``WORLD_SIZE`` set but not a rank of a world size."""
+    dist = _torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        rank, world = int(dist.get_rank()), int(dist.get_world_size())
+    else:
+        env = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+        if env[0] is None or env[1] is None:
+            return None
+        try:
+            rank, world = int(env[0]), int(env[1])
+        except ValueError:
+            rank, world = -1, -1
+        if world < 1 or not 0 <= rank < world:
+            raise DalError(
+                f"RANK={env[0]!r} and WORLD_SIZE={env[1]!r} in the environment are not a rank of a world size; "
+                "fix them, or name the shard: scan.shard(rank, world_size)"
+            )
+    return rank, world
 
 
 class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
@@ -109,12 +142,28 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         self.epoch = epoch
 
     def rank_scan(self) -> Scan:
-        """The scan for this process: its shard from ``.shard`` or from torch.distributed, at this epoch."""
+        """The scan for this process: its shard from ``.shard``, else this process's rank (``implicit_rank``;
+        inside a DataLoader worker: the rank of the process that started it), at this epoch."""
         scan = self.scan
-        dist = _torch.distributed
-        if scan.shard_ is None and dist.is_available() and dist.is_initialized():
-            scan = scan.shard(dist.get_rank(), dist.get_world_size())
+        if scan.shard_ is None:
+            rank = self._implicit()
+            if rank is not None:
+                scan = scan.shard(*rank)
         return scan.set_epoch(self.epoch)
+
+    def _implicit(self) -> tuple[int, int] | None:
+        sent = self.__dict__.get("_sent")
+        if sent is not None and _data.get_worker_info() is not None:
+            # a spawn/forkserver DataLoader worker: a fresh interpreter without the process group; the
+            # rank is the one the main process had when it sent this copy (__getstate__)
+            return sent[0]  # type: ignore[no-any-return]
+        return implicit_rank()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for a worker process (spawn / forkserver DataLoader workers): the rank travels along."""
+        state = dict(self.__dict__)
+        state["_sent"] = (implicit_rank() if self.scan.shard_ is None else None,)
+        return state
 
     def _rank(self) -> tuple[int, int]:
         scan = self.rank_scan()
@@ -311,6 +360,7 @@ class Loader:
         self.data, self.num_workers, self.kwargs = data, num_workers, kwargs
         self._units: _Units | None = None
         self._loader: Any = None
+        self._rank: tuple[int, int] | None = None  # the implicit rank its workers were started with
 
     def state_dict(self) -> dict[str, Any]:
         return self.data.state_dict()
@@ -330,6 +380,10 @@ class Loader:
             yield from data
             return
         skip, data._consumed = data._resume, 0
+        rank = data._implicit() if data.scan.shard_ is None else None
+        if self._loader is not None and rank != self._rank:
+            self._loader = None  # persistent workers started as another rank (before init_process_group)
+        self._rank = rank
         if self._loader is None:
             options = {"persistent_workers": True, **self.kwargs}
             slots = int(options.get("prefetch_factor") or 2) + 2  # DataLoader's chunks in flight per worker, +2

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 _torch = require("torch", "torch")
 _data = require("torch.utils.data", "torch")
+_collate = require("torch.utils.data._utils.collate", "torch")
 
 Transform = Callable[[pa.RecordBatch], "pa.RecordBatch | Any"]
 UNITS_PER_MESSAGE = 2  # chunks a Loader worker converts and ships together
@@ -132,6 +133,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         self.num_canonical_shards = num_canonical_shards
         self.epoch = scan.epoch
         self._consumed = 0  # rows of this epoch handed out by iterating this object in this process
+        self._token = os.urandom(8).hex()  # names this dataset's batches coming out of DataLoader workers
         self._resume = 0  # rows (elastic: of each canonical shard) to skip on the next iteration
 
     def set_epoch(self, epoch: int) -> None:
@@ -172,14 +174,27 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
     # -- resumption ------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Where this rank is: the pinned version, seed, epoch and rows consumed (a plain dict)."""
+        """Where this rank is: the pinned version, what decides its rows (seed, filters and window, columns,
+        shard), the epoch and the rows consumed (a plain dict).
+
+        Raises:
+            DalError: in the main process of a plain ``DataLoader(data, num_workers=k)``, whose workers
+                read the rows: this process cannot know how far they got (use ``data.loader(num_workers=k)``
+                or torchdata's ``StatefulDataLoader``, whose state holds each worker's)."""
+        info = _data.get_worker_info()
+        if info is None and self._token in _READ_BY_WORKERS:
+            raise DalError(
+                f"state_dict() of {self.scan.dataset.name} cannot say where its epoch is: the last pass was read by "
+                "plain DataLoader worker processes, which this process cannot see (it would say 0 rows, and a "
+                "resume would repeat them); use data.loader(num_workers=k), or torchdata's "
+                "StatefulDataLoader(data, batch_size=None, num_workers=k) and its state_dict()"
+            )
         rows = self._resume + self._consumed
         if self.num_canonical_shards is not None:
             _rank, world = self._rank()
             owned = self.num_canonical_shards // world
             rows = self._resume + self._consumed // owned  # rows of each canonical shard
         state = feed.make_state(self.rank_scan(), self.num_canonical_shards, feed.Position(self.epoch, rows))
-        info = _data.get_worker_info()
         if info is not None and info.num_workers > 1:  # rows of this worker's share (a plain DataLoader's)
             state["worker"] = [info.id, info.num_workers]
         return state
@@ -261,6 +276,8 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         if info is not None and info.num_workers > 1:
             yield from self._worker_batches(info.id, info.num_workers)
             return
+        if info is None:
+            _READ_BY_WORKERS.pop(self._token, None)  # read here: state_dict() knows where it is
         skip, self._consumed = self._resume, 0
         if self.num_canonical_shards is None:  # one pyarrow scanner streams the rank's chunks
             chunks = self.rank_scan().iter_chunks(skip_rows=skip, convert=self.convert)
@@ -269,7 +286,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         batches = feed.split_batches(chunks, self.batch_size, _take, _join)
         for n, batch in _to_device(batches, self.device):
             self._consumed += n
-            yield batch
+            yield batch if info is None else _Shipped(batch, self._token)  # the one worker of a DataLoader
         self._resume, self._consumed = 0, 0  # the epoch is over: a state saved now starts the next one
 
     def _worker_batches(self, worker: int, workers: int) -> Iterator[dict[str, Any]]:
@@ -284,7 +301,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         chunks = feed.worker_chunks(scan, worker, workers, self.convert, skip)
         for n, batch in feed.split_batches(chunks, self.batch_size, _take, _join):
             self._consumed += n
-            yield _Shipped(_batch(batch))  # through the worker's pipe as one bytes object
+            yield _Shipped(_batch(batch), self._token)  # through the worker's pipe as one bytes object
         self._resume, self._consumed = 0, 0
 
     def loader(self, num_workers: int = 0, **kwargs: Any) -> Loader:
@@ -379,6 +396,7 @@ class Loader:
         if self.num_workers == 0:
             yield from data
             return
+        _READ_BY_WORKERS.pop(data._token, None)
         skip, data._consumed = data._resume, 0
         rank = data._implicit() if data.scan.shard_ is None else None
         if self._loader is not None and rank != self._rank:
@@ -447,13 +465,41 @@ def _pack_into(columns: Columns, ring: list[Any], slot: int) -> tuple[dict[str, 
     return layout, {k: v for k, v in columns.items() if layout[k] is None}
 
 
-class _Shipped(dict):  # type: ignore[type-arg]
+class Batch(dict):  # type: ignore[type-arg]
+    """A batch as ``TorchDataset`` hands it out: a dict of column name -> tensor (or list of str). Its own
+    type so that torch's default collate can refuse to stack batches (``DataLoader(data, batch_size=32)``)."""
+
+
+def _refuse_collate(batch: Any, *, collate_fn_map: Any = None) -> Any:
+    raise DalError(
+        f"a DataLoader with a batch_size stacks dal's batches into one (here {len(batch)}: a ({len(batch)}, "
+        "batch_size) tensor per column), but to_torch(batch_size=...) yields whole batches already: pass "
+        "DataLoader(data, batch_size=None)"
+    )
+
+
+# torch's default collate (DataLoader with a batch_size, also in its workers) looks its element's type up here
+_COLLATE_FNS = getattr(_collate, "default_collate_fn_map", None)
+if isinstance(_COLLATE_FNS, dict):
+    _COLLATE_FNS[Batch] = _refuse_collate
+
+# main process: tokens of the datasets whose last pass came out of plain DataLoader workers (their state is
+# in the workers, so the dataset's state_dict() here would be wrong)
+_READ_BY_WORKERS: dict[str, bool] = {}
+
+
+class _Shipped(Batch):
     """A batch leaving a plain DataLoader worker. torch sends each tensor through a new shared-memory
     segment and a file-descriptor hand-over (~1 ms); a batch of a few tens of kB travels faster through the
-    worker's pipe: pickled as ONE bytes object holding every tensor column, unpickled as a plain dict."""
+    worker's pipe: pickled as ONE bytes object holding every tensor column, unpickled as a plain dict. It
+    names its dataset (``token``), so that the main process knows that dataset was read by workers."""
+
+    def __init__(self, columns: dict[str, Any], token: str) -> None:
+        super().__init__(columns)
+        self.token = token
 
     def __copy__(self) -> _Shipped:  # DataLoader's default_convert copies the batch: stay shippable
-        return _Shipped(self)
+        return _Shipped(self, self.token)
 
     def __reduce__(self) -> tuple[Any, ...]:
         layout: dict[str, Any] = dict.fromkeys(self)
@@ -467,10 +513,12 @@ class _Shipped(dict):  # type: ignore[type-arg]
             if place is not None and place[1]:
                 flat = self[k].contiguous().view(-1).view(_torch.uint8).numpy()
                 data[place[0] : place[0] + place[1]] = memoryview(flat)
-        return (_unship, (layout, data, {k: v for k, v in self.items() if layout[k] is None}))
+        return (_unship, (layout, data, {k: v for k, v in self.items() if layout[k] is None}, self.token))
 
 
-def _unship(layout: dict[str, Any], data: bytearray, rest: dict[str, Any]) -> dict[str, Any]:
+def _unship(layout: dict[str, Any], data: bytearray, rest: dict[str, Any], token: str) -> dict[str, Any]:
+    """A shipped batch as a plain dict (collating, if any, happened in the worker)."""
+    _READ_BY_WORKERS[token] = True
     whole = _torch.frombuffer(data, dtype=_torch.uint8) if len(data) else _torch.empty(0, dtype=_torch.uint8)
     return {k: rest[k] if p is None else whole[p[0] : p[0] + p[1]].view(p[2]).view(p[3]) for k, p in layout.items()}
 
@@ -492,9 +540,9 @@ def _join(x: Columns, y: Columns) -> Columns:
     return out
 
 
-def _batch(columns: Columns) -> dict[str, Any]:
+def _batch(columns: Columns) -> Batch:
     """A batch as handed out: object columns (strings) as lists."""
-    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in columns.items()}
+    return Batch({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in columns.items()})
 
 
 def _device(device: str | None) -> Any:
@@ -507,7 +555,7 @@ def _device(device: str | None) -> Any:
     return _torch.device(device)
 
 
-def _to_device(batches: Iterator[tuple[int, Columns]], device: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+def _to_device(batches: Iterator[tuple[int, Columns]], device: Any) -> Iterator[tuple[int, Batch]]:
     """Batches as handed out; on a CUDA device each is copied through pinned memory on a side stream,
     one batch ahead, so the copy overlaps the step using the previous batch."""
     if device is None:
@@ -515,13 +563,15 @@ def _to_device(batches: Iterator[tuple[int, Columns]], device: Any) -> Iterator[
             yield n, _batch(columns)
         return
     stream = _torch.cuda.Stream(device=device)
-    pending: tuple[int, dict[str, Any]] | None = None
+    pending: tuple[int, Batch] | None = None
     for n, columns in batches:
         with _torch.cuda.stream(stream):
-            moved = {
-                k: v.pin_memory().to(device, non_blocking=True) if isinstance(v, _torch.Tensor) else v
-                for k, v in _batch(columns).items()
-            }
+            moved = Batch(
+                {
+                    k: v.pin_memory().to(device, non_blocking=True) if isinstance(v, _torch.Tensor) else v
+                    for k, v in _batch(columns).items()
+                }
+            )
         if pending is not None:
             yield pending
         _torch.cuda.current_stream(device).wait_stream(stream)

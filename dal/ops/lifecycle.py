@@ -1,0 +1,513 @@
+"""Day-2 operations on catalog datasets: drop (and purge), rename, set, head, stats and gc (retention).
+
+Deleting data is the dangerous part, so the rules are few and strict:
+
+* only files dal writes are ever deleted (``Format.owns``: e.g. a Delta table's log and Parquet data files,
+  a Petastorm dataset's version directories and records), and only inside the dataset's location;
+* ``drop --purge`` refuses a location that holds anything else (or another dataset) unless ``force``
+  (then only dal's files are deleted, the others are left and listed);
+* ``gc`` deletes only files that no kept version references: the files of the versions it expires, and
+  files no version references (abandoned by killed writers) once they are older than ``safe_age``, so a
+  write in progress is never touched. Versions are marked expired in the catalog *before* their files go,
+  so a crash leaves files behind (the next gc removes them), never a readable-looking version without data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from catalog import VersionInfo, VersionRef
+from catalog.types import DatasetInfo
+from dal import progress, validate
+from dal.api import CatalogLike, get_catalog, sync
+from dal.errors import DalError, FilterError, FormatError, translating
+from dal.formats.base import DataFile, Format
+from dal.formats.directory import remove_empty_dirs
+from dal.formats.registry import get_format
+from dal.storage import uris
+from dal.storage.location import Location
+from dal.tensors.schema import decode_table
+
+SAFE_AGE = timedelta(hours=1)
+_DURATION = re.compile(r"\s*(\d+)\s*(s|m|h|d|w)\s*")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+HEAD_MAX_ROWS = 10_000
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30d``, ``12h``, ``15m``, ``45s``, ``2w`` as a timedelta; anything else is a ``DalError``."""
+    m = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    if m is None or len(m.group(1)) > 9:
+        raise DalError(f"{text!r} is not a duration: write a number and a unit, e.g. 30d, 12h, 15m, 45s or 2w")
+    return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+
+
+# -- helpers ---------------------------------------------------------------------------------------------
+
+
+def _written_by_dal(info: DatasetInfo) -> Format | None:
+    """The dataset's format when dal writes it (and so knows which files are its own); None otherwise."""
+    fmt = get_format(info.format)
+    return fmt if fmt.writable else None
+
+
+def _nested(info: DatasetInfo, others: Sequence[DatasetInfo]) -> list[str]:
+    """Other datasets whose location is this one's or inside it."""
+    root = info.location.rstrip("/")
+    return [o.name for o in others if o.name != info.name and (o.location == root or o.location.startswith(root + "/"))]
+
+
+# -- drop, rename, set ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """What ``drop`` did: the dataset's location, the files it deleted and the foreign ones it left."""
+
+    name: str
+    location: str
+    purged: bool
+    deleted: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.name,
+            "location": self.location,
+            "purged": self.purged,
+            "deleted_files": len(self.deleted),
+            "left": list(self.left),
+        }
+
+
+def purge_plan(
+    name: str, *, storage_options: Mapping[str, str] | None = None, catalog: CatalogLike = None
+) -> tuple[list[str], list[str]]:
+    """The files ``drop(name, purge=True)`` would delete and the foreign ones it would leave (paths relative
+    to the dataset's location). Raises ``DalError`` when another dataset lives at or inside the location."""
+    cat = get_catalog(catalog)
+    info = cat.get_dataset(name)
+    nested = _nested(info, cat.list_datasets())
+    if nested:
+        raise DalError(
+            f"{name}: cannot purge {info.location}: dataset(s) {', '.join(nested)} live there too; "
+            "nothing was deleted (drop without --purge, or drop those first)"
+        )
+    fmt = _written_by_dal(info)
+    if fmt is None:
+        raise DalError(
+            f"{name} is a {info.format} dataset dal registered read-only: dal did not write its files and will not "
+            "delete them; drop it without --purge"
+        )
+    loc = Location.of(info.location, storage_options)
+    ours: list[str] = []
+    foreign: list[str] = []
+    for rel, _size in loc.list():
+        (ours if fmt.owns(rel) else foreign).append(rel)
+    return sorted(ours), sorted(foreign)
+
+
+@translating("dropping {name}")
+def drop(
+    name: str,
+    *,
+    purge: bool = False,
+    force: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+    catalog: CatalogLike = None,
+) -> Dropped:
+    """Remove a dataset, its versions and tags from the catalog; with ``purge`` also delete its data.
+
+    Purging deletes only the files dal writes inside the dataset's location (see the module notes) and
+    refuses a location that holds other files unless ``force`` (which still deletes only dal's files). The
+    data goes first, the catalog entry last: a purge that fails half-way can be run again.
+
+    Raises:
+        DatasetNotFound; DalError: foreign files without ``force``, another dataset inside the location,
+        or a read-only (plain Parquet) dataset.
+    """
+    validate.check(storage_options=storage_options, catalog=catalog)
+    cat = get_catalog(catalog)
+    info = cat.get_dataset(name)
+    if not purge:
+        cat.delete_dataset(name)
+        return Dropped(name, info.location, False)
+    ours, foreign = purge_plan(name, storage_options=storage_options, catalog=cat)
+    if foreign and not force:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise DalError(
+            f"{name}: {info.location} holds {len(foreign)} file(s) dal did not write ({shown}); nothing was deleted. "
+            "Use --force to delete dal's files and leave those"
+        )
+    loc = Location.of(info.location, storage_options)
+    fmt = get_format(info.format)
+    # data first, the commit records last: an interrupted purge leaves a dataset dal still recognises
+    order = sorted(ours, key=lambda r: (fmt.is_record(r), r))
+    for rel in order:
+        try:
+            loc.delete(rel)
+        except FileNotFoundError:
+            pass
+    remove_empty_dirs(loc)
+    cat.delete_dataset(name)
+    return Dropped(name, info.location, True, tuple(ours), tuple(foreign))
+
+
+@translating("renaming {name}")
+def rename(name: str, new_name: str, *, catalog: CatalogLike = None) -> DatasetInfo:
+    """Rename a dataset in the catalog; its data, versions and tags stay (the location is not moved)."""
+    return get_catalog(catalog).rename_dataset(name, new_name)
+
+
+@translating("updating {name}")
+def set_info(
+    name: str,
+    *,
+    description: str | None = None,
+    owner: str | None = None,
+    time_column: str | None = None,
+    properties: Mapping[str, Any] | None = None,
+    catalog: CatalogLike = None,
+) -> DatasetInfo:
+    """Change a dataset's description, owner, time column or properties (``None`` removes a property)."""
+    cat = get_catalog(catalog)
+    if time_column is not None:
+        info = cat.get_dataset(name)
+        if info.latest_version is not None and time_column not in cat.version(name).schema.names:
+            raise DalError(f"{name}: time column {time_column!r} is not a column of its latest version")
+    return cat.update_dataset(name, description=description, owner=owner, time_column=time_column,
+                              properties=properties)  # fmt: skip
+
+
+# -- head and stats ---------------------------------------------------------------------------------------
+
+
+@translating("reading the first rows of {name}")
+def head(
+    name: str,
+    version: VersionRef = None,
+    *,
+    n: int = 10,
+    columns: Sequence[str] | None = None,
+    where: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    catalog: CatalogLike = None,
+) -> tuple[VersionInfo, list[dict[str, Any]]]:
+    """The first ``n`` rows (of ``where``'s matches) of a version as dicts; tensor fields are summarised as
+    ``dtype[shape]`` strings, binary values by their length."""
+    from dal import api
+
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= HEAD_MAX_ROWS:
+        raise FilterError(f"-n must be an integer in [0, {HEAD_MAX_ROWS}], not {n!r}")
+    ds = api.open(name, version, storage_options=storage_options, catalog=catalog)
+    scan = ds.scan()
+    if columns:
+        scan = scan.select(*columns)
+    if where:
+        scan = scan.filter(where)
+    batches: list[pa.RecordBatch] = []
+    got = 0
+    if n:
+        for batch in scan.iter_batches(batch_size=n):
+            batches.append(batch)
+            got += batch.num_rows
+            if got >= n:
+                break
+    table = pa.Table.from_batches(batches, schema=scan.arrow_schema if not batches else None) if batches else None
+    if table is None:
+        return ds.version, []
+    table = table.slice(0, n)
+    tensors = [c for c in table.column_names if (f := ds.schema.get(c)) is not None and f.codec not in (None, "scalar")]
+    rows = table.drop_columns(tensors).to_pylist() if tensors else table.to_pylist()
+    if tensors:
+        decoded = decode_table(table.select(tensors), ds.schema)
+        for c in tensors:
+            for i, value in enumerate(decoded[c]):
+                rows[i][c] = _summary(value)
+        rows = [{c: r[c] for c in table.column_names} for r in rows]
+    return ds.version, [{k: _cell(v) for k, v in r.items()} for r in rows]
+
+
+def _summary(value: Any) -> str:
+    if value is None:
+        return "null"
+    dtype = getattr(value, "dtype", None)
+    shape = getattr(value, "shape", None)
+    if dtype is not None and shape is not None:
+        return f"{dtype}[{', '.join(str(d) for d in shape)}]"
+    return type(value).__name__
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, list) and len(value) > 8:
+        return f"list[{len(value)}]"
+    return value
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """Statistics of one column from Parquet footers (None: not known without reading the data)."""
+
+    name: str
+    type: str
+    nulls: int | None
+    min: Any
+    max: Any
+    distinct: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"column": self.name, "type": self.type, "nulls": self.nulls, "min": _jsonable(self.min),
+                "max": _jsonable(self.max), "distinct": self.distinct}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Per-column statistics of one version, from its files' footers and partition values (no data read)."""
+
+    dataset: str
+    version: int
+    rows: int
+    files: int
+    size_bytes: int
+    columns: tuple[ColumnStats, ...]
+    exact: bool = True  # False when deletion vectors make footer counts upper bounds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "version": self.version,
+            "rows": self.rows,
+            "files": self.files,
+            "size_bytes": self.size_bytes,
+            "exact": self.exact,
+            "columns": [c.to_dict() for c in self.columns],
+        }
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    return str(v)
+
+
+@translating("computing statistics of {name}")
+def stats(
+    name: str,
+    version: VersionRef = None,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+    catalog: CatalogLike = None,
+) -> Stats:
+    """Rows, nulls, min and max per column from Parquet footers (one footer read per file); for partition
+    columns from the partition values, with an exact distinct count."""
+    from dal import api
+
+    ds = api.open(name, version, storage_options=storage_options, catalog=catalog)
+    schema = ds.arrow_schema()
+    files = ds.files()
+    physical = get_format(ds.info.format).physical_schema(schema)
+    to_physical = {f.name: p.name for f, p in zip(schema, physical, strict=True)} if physical is not None else {}
+    parts = {c for f in files for c, _v in f.partition_values}
+    acc: dict[str, dict[str, Any]] = {f.name: {"nulls": 0, "min": None, "max": None, "known": True} for f in schema}
+    for f in files:
+        for c, v in f.partition_values:
+            if c not in acc:
+                continue
+            rows = f.row_count
+            a = acc[c]
+            if v is None:
+                if rows is None:
+                    a["known"] = False
+                else:
+                    a["nulls"] += rows
+            else:
+                a["min"] = v if a["min"] is None else min(a["min"], v)
+                a["max"] = v if a["max"] is None else max(a["max"], v)
+        _footer_stats(f, schema, parts, to_physical, acc, storage_options or {})
+    distinct = {c: len({v for f in files for k, v in f.partition_values if k == c and v is not None}) for c in parts}
+    columns = []
+    for fld in schema:
+        a = acc[fld.name]
+        tensor = (cf := ds.schema.get(fld.name)) is not None and cf.codec not in (None, "scalar")
+        binary = pa.types.is_binary(fld.type) or pa.types.is_large_binary(fld.type) or tensor
+        columns.append(
+            ColumnStats(
+                fld.name,
+                (cf.describe() if tensor and cf is not None else str(fld.type)),
+                a["nulls"] if a["known"] else None,
+                None if binary else a["min"],
+                None if binary else a["max"],
+                distinct.get(fld.name),
+            )
+        )
+    pinned = ds.version
+    return Stats(name, pinned.number, pinned.row_count, len(files), sum(f.size_bytes for f in files), tuple(columns),
+                 exact=not any(f.deleted_rows for f in files))  # fmt: skip
+
+
+def _footer_stats(
+    f: DataFile,
+    schema: pa.Schema,
+    parts: set[str],
+    to_physical: Mapping[str, str],
+    acc: dict[str, dict[str, Any]],
+    storage_options: Mapping[str, str],
+) -> None:
+    fs, path = uris.filesystem(f.uri, storage_options)
+    try:
+        with fs.open_input_file(path) as handle:
+            meta = pq.ParquetFile(handle).metadata
+    except Exception as e:
+        raise FormatError(f"cannot read the Parquet footer of {f.uri}: {e}") from e
+    index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    for fld in schema:
+        if fld.name in parts:
+            continue
+        a = acc[fld.name]
+        col = index.get(to_physical.get(fld.name, fld.name))
+        if col is None:  # not in this file (added later): all null here
+            if f.row_count is None:
+                a["known"] = False
+            else:
+                a["nulls"] += f.row_count
+            continue
+        for g in range(meta.num_row_groups):
+            st = meta.row_group(g).column(col).statistics
+            if st is None or not st.has_null_count:
+                a["known"] = False
+            else:
+                a["nulls"] += st.null_count
+            if st is not None and st.has_min_max:
+                try:
+                    lo, hi = st.min, st.max
+                    a["min"] = lo if a["min"] is None else min(a["min"], lo)
+                    a["max"] = hi if a["max"] is None else max(a["max"], hi)
+                except TypeError:
+                    pass  # incomparable logical values (mixed types): leave as is
+
+
+# -- gc -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GcResult:
+    """What ``gc`` expired and deleted (or, with ``dry_run``, would)."""
+
+    dataset: str
+    dry_run: bool
+    expired: tuple[int, ...]
+    kept: tuple[int, ...]
+    deleted: tuple[str, ...]
+    bytes: int
+    skipped_tagged: tuple[int, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "dry_run": self.dry_run,
+            "expired_versions": list(self.expired),
+            "kept_versions": list(self.kept),
+            "kept_because_tagged": list(self.skipped_tagged),
+            "deleted_files": list(self.deleted),
+            "deleted_bytes": self.bytes,
+        }
+
+
+def _choose(
+    versions: Sequence[VersionInfo], keep_last: int | None, older_than: timedelta | None, force: bool, now: datetime
+) -> tuple[list[VersionInfo], list[VersionInfo], list[int]]:
+    """(expiring, kept, kept only because tagged) among the available versions; the newest is always kept."""
+    live = [v for v in versions if v.unavailable is None]
+    if keep_last is None and older_than is None:
+        return [], live, []
+    newest = live[-keep_last:] if keep_last else live[-1:]
+    protected = {v.number for v in newest} | ({live[-1].number} if live else set())
+    expiring, kept, tagged = [], [], []
+    for v in live:
+        old = older_than is None or v.created_at <= now - older_than
+        if v.number in protected or not old:
+            kept.append(v)
+        elif v.tags and not force:
+            kept.append(v)
+            tagged.append(v.number)
+        else:
+            expiring.append(v)
+    return expiring, kept, tagged
+
+
+@translating("collecting garbage of {name}")
+def gc(
+    name: str,
+    *,
+    keep_last: int | None = None,
+    older_than: timedelta | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+    safe_age: timedelta = SAFE_AGE,
+    storage_options: Mapping[str, str] | None = None,
+    catalog: CatalogLike = None,
+) -> GcResult:
+    """Expire old versions and delete the files no kept version needs.
+
+    A version expires when it is not among the ``keep_last`` newest and (with ``older_than``) is older
+    than that; the newest version is always kept, tagged ones unless ``force``. Expired versions stay in
+    the history, marked expired; opening one says so. Deleted: the files of expired versions no kept version
+    references, and files no version references at all (abandoned by killed writers) older than
+    ``safe_age``. Without ``keep_last`` and ``older_than`` nothing expires (only abandoned files go).
+    A second gc with the same arguments finds nothing to do.
+    """
+    validate.check(storage_options=storage_options, catalog=catalog)
+    if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1):
+        raise DalError(f"keep_last must be an integer >= 1 (the newest version is always kept), not {keep_last!r}")
+    if older_than is not None and (not isinstance(older_than, timedelta) or older_than < timedelta(0)):
+        raise DalError(f"older_than must be a non-negative timedelta, not {older_than!r}")
+    if not isinstance(safe_age, timedelta) or safe_age < timedelta(0):
+        raise DalError(f"safe_age must be a non-negative timedelta, not {safe_age!r}")
+    cat = get_catalog(catalog)
+    info = cat.get_dataset(name)
+    fmt = _written_by_dal(info)
+    if fmt is None:
+        raise DalError(f"{name} is a {info.format} dataset dal registered read-only: gc does not delete its files")
+    options = dict(storage_options or {})
+    if info.latest_version is not None:
+        sync(name, storage_options=options, catalog=cat)  # know every committed version before judging files
+    now = datetime.now(UTC)
+    expiring, kept, tagged = _choose(cat.versions(name), keep_last, older_than, force, now)
+    loc = Location.of(info.location, options)
+    doomed = fmt.garbage(name, info.location, options, expiring, kept, safe_age.total_seconds())
+    size = sum(s for _r, s in doomed)
+    deleted = tuple(r for r, _s in doomed)
+    result = GcResult(name, dry_run, tuple(v.number for v in expiring), tuple(v.number for v in kept), deleted, size,
+                      tuple(tagged))  # fmt: skip
+    if dry_run:
+        return result
+    fmt.prepare_gc(info.location, options, kept, deleted)  # e.g. a Delta checkpoint, before anything is deleted
+    if expiring:
+        reason = f"expired by dal gc on {now.strftime('%Y-%m-%d %H:%M')} UTC; its files were deleted"
+        cat.expire_versions(name, [v.number for v in expiring], reason)
+    ordered = sorted(deleted, key=lambda r: not fmt.is_record(r))  # records first (a stable sort)
+    for rel in progress.each(ordered, f"gc {name}: deleting", unit="files", bytes_of=dict(doomed).get):
+        try:
+            loc.delete(rel)
+        except FileNotFoundError:
+            pass
+    fmt.tidy(info.location, options, deleted)
+    return result
+
+
+__all__ = ["ColumnStats", "Dropped", "GcResult", "Stats", "drop", "gc", "head", "parse_duration", "purge_plan",
+           "rename", "set_info", "stats"]  # fmt: skip

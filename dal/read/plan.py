@@ -1,0 +1,551 @@
+"""Planning: the ReadTasks of one pinned version under a filter and window — pruning, counting, ordering.
+
+Pure arithmetic over footers: files whose partitions the filter or window rule out are dropped, then row
+groups whose statistics rule them out; shuffling permutes the tasks per (seed, epoch) and sharding cuts
+the result into row ranges (``dal.read.sharding``). A version is immutable, so everything here is cached per
+opened version in a bounded ``PlanCache``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import itertools
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from functools import cached_property
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from catalog.types import DatasetInfo, Schema, VersionInfo
+from dal import expr as E
+from dal.errors import FilterError, FormatError
+from dal.formats.base import DataFile
+from dal.formats.fragments import dataset_from_files, partition_expression, read_exact, row_group_starts
+from dal.read.sharding import Remainder, assign, share
+from dal.read.tasks import ReadTask
+
+_log = logging.getLogger("dal")
+
+DATE_PARTITION_NAMES = ("date", "day", "dt", "ds")
+TableOrBatch = TypeVar("TableOrBatch", pa.Table, pa.RecordBatch)
+PLAN_CACHE = 32  # plans (per filter and window) kept per opened version
+
+
+class Pinned(Protocol):
+    """What planning and reading need of a pinned version (``dal.Dataset`` is one)."""
+
+    @property
+    def info(self) -> DatasetInfo: ...
+    @property
+    def version(self) -> VersionInfo: ...
+    @property
+    def storage_options(self) -> Mapping[str, str]: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def number(self) -> int: ...
+    @property
+    def schema(self) -> Schema: ...
+    @property
+    def location(self) -> str: ...
+    @property
+    def plan_cache(self) -> PlanCache: ...
+    def files(self) -> list[DataFile]: ...
+    def arrow_schema(self) -> pa.Schema: ...
+    def physical_schema(self) -> pa.Schema | None: ...
+    def decode(self, table: pa.Table) -> dict[str, Any]: ...
+
+
+@contextmanager
+def translate_missing(ds: Pinned) -> Iterator[None]:
+    """A data file the version pins that is gone (vacuumed) becomes a FormatError naming the version."""
+    try:
+        yield
+    except FileNotFoundError as e:
+        raise FormatError(
+            f"{ds.name} version {ds.number} (storage version {ds.version.storage_version}) is no longer readable: "
+            f"a file it pins is gone ({e}); was it removed by a VACUUM?"
+        ) from e
+
+
+@dataclass
+class QueryPlan:
+    """What one (filters, window) costs to find out once: its tasks, their footers, matching-row counts."""
+
+    tasks: list[ReadTask] | None = None
+    fragments: dict[str, pads.ParquetFileFragment] = field(default_factory=dict)
+    matching: dict[tuple[str, int], int] = field(default_factory=dict)
+    row_group_bytes: tuple[int, int] | None = None  # (largest decoded row group of the projection, its rows)
+    pid: int = field(default_factory=os.getpid)  # the process whose filesystem clients ``fragments`` hold
+
+
+class PlanCache:
+    """Per opened version: its file list, schemas, and the last ``PLAN_CACHE`` query plans (LRU).
+
+    Thread-safe: the read-ahead thread and DataLoader/tf.data threads plan too."""
+
+    def __init__(self, size: int = PLAN_CACHE) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._values: dict[str, Any] = {}
+        self._queries: OrderedDict[str, QueryPlan] = OrderedDict()
+
+    def __getstate__(self) -> dict[str, Any]:  # DataLoader workers get a copy: locks do not pickle
+        return {"size": self.size, "_values": dict(self._values), "_queries": OrderedDict(self._queries)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def value(self, key: str, compute: Any) -> Any:
+        """The cached value of ``key`` (files, schema, …), computed once by ``compute()``."""
+        if key not in self._values:
+            value = compute()  # outside the lock: it may do I/O; a race computes it twice, harmlessly
+            with self._lock:
+                self._values.setdefault(key, value)
+        return self._values[key]
+
+    def query(self, filters: tuple[E.Expr, ...], window: Window | None) -> QueryPlan:
+        """The plan of these filters and window (bound expressions have no hash: keyed by their repr)."""
+        key = repr((filters, window))
+        with self._lock:
+            plan = self._queries.get(key)
+            if plan is None:
+                plan = self._queries[key] = QueryPlan()
+                while len(self._queries) > self.size:
+                    self._queries.popitem(last=False)  # least recently used
+            else:
+                self._queries.move_to_end(key)
+            return plan
+
+    def __len__(self) -> int:
+        return len(self._queries)
+
+
+@dataclass(frozen=True)
+class Window:
+    start: datetime
+    end: datetime
+    column: str
+
+
+def as_datetime(value: datetime | date | str, what: str) -> datetime:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise FilterError(f"{what} {value!r} is not an ISO date or timestamp") from None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if not isinstance(value, datetime):
+        raise FilterError(f"{what} must be a datetime, date or ISO string, not {type(value).__name__}")
+    return value if value.tzinfo else value.replace(tzinfo=UTC)  # naive = UTC, as everywhere in dal
+
+
+def _epoch_seconds(moment: datetime) -> Decimal:
+    """Seconds since the epoch, exactly (a float would round microseconds away)."""
+    return Decimal((moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)).scaleb(-6)
+
+
+class Query:
+    """The rows of a pinned version a filter and window keep, and the columns read: planning's input.
+
+    Built by ``Scan`` (cheap; the expensive parts are cached in the version's ``PlanCache``)."""
+
+    def __init__(
+        self,
+        source: Pinned,
+        columns: tuple[str, ...] | None,
+        filters: tuple[E.Expr, ...],
+        window: Window | None,
+    ) -> None:
+        self.source = source
+        self.columns = columns
+        self.filters = filters
+        self.window = window
+        self.schema = source.arrow_schema()
+
+    @cached_property
+    def store(self) -> QueryPlan:
+        return self.source.plan_cache.query(self.filters, self.window)
+
+    @cached_property
+    def condition(self) -> E.Expr | None:
+        """Filters and window as one bound dal expression (None: every row)."""
+        exprs = list(self.filters)
+        if self.window is not None:
+            exprs.append(window_expr(self.window, self.schema))
+        if not exprs:
+            return None
+        out = exprs[0]
+        for e in exprs[1:]:
+            out = E.And(out, e)
+        return out
+
+    @cached_property
+    def row_filter(self) -> pc.Expression | None:
+        """The exact filter (what in-memory tables are filtered with)."""
+        return E.to_arrow(self.condition, self.schema) if self.condition is not None else None
+
+    @cached_property
+    def _pushdown(self) -> tuple[pc.Expression | None, pc.Expression | None]:
+        if self.condition is None:
+            return None, None
+        widened, inexact = E.pushdown(self.condition, self.schema)
+        return (widened, self.row_filter) if inexact else (self.row_filter, None)
+
+    @property
+    def scan_filter(self) -> pc.Expression | None:
+        """The filter handed to pyarrow's scans and row-group pruning: the exact filter, widened where
+        Parquet statistics (which leave NaN out) could drop matching NaN rows (``dal.expr.pushdown``)."""
+        return self._pushdown[0]
+
+    @property
+    def exact_filter(self) -> pc.Expression | None:
+        """The exact filter still to apply to what a scan with ``scan_filter`` returns (None: nothing to do,
+        the common case: no float comparison could lose a NaN row)."""
+        return self._pushdown[1]
+
+    def scan_columns(self) -> list[str] | None:
+        """The columns a pyarrow scan reads: the projection, plus the filter's columns when the exact
+        filter is applied after the scan (``refine``)."""
+        if self.columns is None:
+            return None
+        if self.exact_filter is None:
+            return list(self.columns)
+        return list(dict.fromkeys([*self.columns, *self.filter_columns()]))
+
+    def refine(self, data: TableOrBatch) -> TableOrBatch:
+        """What a scan with ``scan_filter`` and ``scan_columns`` returned, exactly filtered and projected
+        (in memory: no statistics are consulted there)."""
+        if self.exact_filter is None:
+            return data
+        data = data.filter(self.exact_filter)
+        return data.select(list(self.columns)) if self.columns is not None else data
+
+    @cached_property
+    def physical(self) -> pa.Schema | None:
+        return self.source.physical_schema()
+
+    @cached_property
+    def files(self) -> list[DataFile]:
+        files = self.source.files()
+        if self.window is not None:
+            files = prune_time_partitions(files, self.window)
+        return files
+
+    @property
+    def pa_dataset(self) -> pads.FileSystemDataset:
+        """The version's files as a pyarrow dataset, made afresh in a forked process (a DataLoader worker):
+        pyarrow's S3 client is not fork-safe, and a child using the parent's pooled connections reads
+        another request's bytes ("Couldn't deserialize thrift")."""
+        held = self.__dict__.get("_pa_dataset")
+        if held is None or held[0] != os.getpid():
+            src = self.source
+            held = (os.getpid(), dataset_from_files(self.files, self.schema, src.location, src.storage_options))
+            self.__dict__["_pa_dataset"] = held
+        return held[1]
+
+    def local_path(self, uri: str) -> str:
+        from dal.storage import uris
+
+        return uris.filesystem(uri, self.source.storage_options)[1]
+
+    def filter_columns(self) -> list[str]:
+        """The columns the filters and window name."""
+        names: list[str] = [self.window.column] if self.window is not None else []
+        for e in self.filters:
+            names += columns_in(e, ordered=True)
+        return list(dict.fromkeys(names))
+
+    # -- tasks ------------------------------------------------------------------------------------
+
+    def all_tasks(self) -> list[ReadTask]:
+        """Every row group that partitions and statistics do not rule out, in a deterministic order.
+
+        Cached per (filters, window): the pinned version never changes, so the footers are read once
+        however many scans and epochs follow."""
+        store = self.store
+        if store.tasks is None:
+            with translate_missing(self.source):  # planning reads footers: a vacuumed file fails here
+                store.tasks = self._plan_tasks(store)
+        return list(store.tasks)
+
+    def _plan_tasks(self, store: QueryPlan) -> list[ReadTask]:
+        flt = self.scan_filter  # pruning only: sound (widened where statistics would lose NaN rows)
+        mapped = self.physical is not None
+        pruning = self.mapped_pruning() if mapped and flt is not None else None
+        tasks = []
+        kept_files = groups = 0
+        uri_of = {f.uri: f for f in self.files}
+        paths = {self.local_path(u): u for u in uri_of}
+        for fragment in self.pa_dataset.get_fragments(filter=flt if flt is not None else pc.scalar(True)):
+            uri = paths.get(fragment.path, fragment.path)
+            store.fragments[uri] = fragment  # keeps its footer once split_by_row_group has read it
+            values = uri_of[uri].partition_values if uri in uri_of else ()
+            deleted = uri_of[uri].deleted_rows if uri in uri_of else ()
+            if flt is not None and not mapped:
+                pieces = fragment.split_by_row_group(filter=flt, schema=self.schema)
+            elif pruning is not None and pruning[2] <= set(fragment.physical_schema.names):
+                # column mapping: statistics carry the physical names, so prune by the data-column
+                # terms of the filter renamed to them (only where the file has every one of them)
+                pieces = fragment.split_by_row_group(filter=pruning[0], schema=pruning[1])
+            else:
+                pieces = fragment.split_by_row_group(schema=self.schema)
+            kept_files, groups = kept_files + 1, groups + fragment.num_row_groups
+            starts = row_group_starts(fragment.path, fragment.filesystem) if deleted else []
+            for piece in pieces:
+                for rg in piece.row_groups:
+                    gone = deleted_in(deleted, starts[rg.id], rg.num_rows) if deleted else ()
+                    exact = mapped or bool(deleted)
+                    tasks.append(ReadTask(uri, rg.id, values, rg.num_rows, deleted=gone, exact=exact))
+        tasks.sort(key=lambda t: (t.uri, t.row_group))
+        _log.debug(
+            "%s version %d: pruned %d of %d files, then %d of %d row groups",
+            self.source.name,
+            self.source.number,
+            len(self.files) - kept_files,
+            len(self.files),
+            groups - len(tasks),
+            groups,
+        )
+        return tasks
+
+    def fragment(self, task: ReadTask, row_groups: Sequence[int] | None = None) -> pads.ParquetFileFragment:
+        """The row groups of one file as a fragment, reusing the footer planning read when it can."""
+        from dal.formats.fragments import parquet_format
+
+        groups = list(row_groups) if row_groups is not None else [task.row_group]
+        store = self.store
+        if store.pid != os.getpid():  # a forked worker: its own fragments (no parent's client), footers read once
+            store.fragments, store.pid = {}, os.getpid()
+        planned = store.fragments.get(task.uri)
+        if planned is None:
+            planned = parquet_format().make_fragment(
+                self.local_path(task.uri),
+                filesystem=self.pa_dataset.filesystem,
+                partition_expression=partition_expression(task.partition_values, self.schema),
+            )
+            store.fragments[task.uri] = planned
+        # pyarrow 26's make_fragment(row_groups=[7, 8, 9]) reads 8, 9, 7: subset keeps the order
+        return planned.subset(row_group_ids=groups)
+
+    def read_exact(self, task: ReadTask, columns: Sequence[str] | None = None) -> pa.Table:
+        """One row group with deletion vectors applied and logical column names, before the row filter
+        (the given columns, else those selected and filtered on)."""
+        if columns is None and self.columns is not None:
+            columns = [*self.columns, *self.filter_columns()]
+        return read_exact(
+            self.local_path(task.uri),
+            self.pa_dataset.filesystem,
+            task.row_group,
+            self.schema,
+            self.physical,
+            task.partition_values,
+            task.deleted,
+            columns=columns,
+        )
+
+    def matching_rows(self, tasks: Sequence[ReadTask]) -> list[int]:
+        """Rows per task that pass the filter (a read of the filter columns only when there is a filter)."""
+        flt = self.row_filter
+        if flt is None:
+            return [t.live_rows for t in tasks]
+        counted = self.store.matching
+        for t in tasks:
+            if (t.uri, t.row_group) not in counted and t.exact:  # deletion vectors, column mapping
+                counted[(t.uri, t.row_group)] = self.read_exact(t, self.filter_columns()).filter(flt).num_rows
+            if (t.uri, t.row_group) not in counted:
+                # a scan over the dataset's schema: the filter may name partition columns, which the file
+                # lacks and the fragment's partition expression supplies. Not count_rows(): when the filter
+                # holds for the whole partition, pyarrow 26 counts every row group of the file, not this one.
+                exact = self.exact_filter
+                scanner = pads.Scanner.from_fragment(
+                    self.fragment(t),
+                    schema=self.schema,
+                    filter=self.scan_filter,
+                    columns=[] if exact is None else self.filter_columns(),
+                )
+                if exact is None:
+                    counted[(t.uri, t.row_group)] = sum(b.num_rows for b in scanner.to_batches())
+                else:  # the scan's filter is widened: count what the exact one keeps of its rows
+                    counted[(t.uri, t.row_group)] = sum(b.filter(exact).num_rows for b in scanner.to_batches())
+        return [counted[(t.uri, t.row_group)] for t in tasks]
+
+    def task_rows(self, tasks: Sequence[ReadTask]) -> list[int]:
+        """Rows each task yields (its slice's length, else its matching rows), counted, not read."""
+        return [t.length if t.length is not None else n for t, n in zip(tasks, self.matching_rows(tasks), strict=True)]
+
+    def ordered(self, shuffle: tuple[int, int] | None, epoch: int) -> list[ReadTask]:
+        """Every task in this epoch's order: a seeded permutation of row groups when shuffling."""
+        tasks = self.all_tasks()
+        if shuffle is not None:
+            rng = np.random.default_rng([shuffle[0], epoch])
+            tasks = [tasks[i] for i in rng.permutation(len(tasks))]
+        return tasks
+
+    def shard(self, tasks: list[ReadTask], rank: int, world: int, remainder: Remainder) -> list[ReadTask]:
+        """``rank``'s share of ``tasks`` by rows (see ``dal.read.sharding``)."""
+        with translate_missing(self.source):
+            counts = self.task_rows(tasks)
+        return cut(tasks, counts, share(sum(counts), rank, world, remainder))
+
+    def row_group_bytes(self) -> tuple[int, int]:
+        """(decoded bytes of the projection in the largest row group, rows of the largest row group), from
+        the footers of the first files planned: sizes read-ahead and chunks."""
+        store = self.store
+        if store.row_group_bytes is None:
+            wanted = set(self.columns) if self.columns is not None else None
+            sizes, rows = [], []
+            for fragment in list(store.fragments.values())[:8]:
+                md = fragment.metadata
+                for i in range(md.num_row_groups):
+                    rg = md.row_group(i)
+                    cols = [rg.column(c) for c in range(rg.num_columns)]
+                    sizes.append(
+                        sum(
+                            c.total_uncompressed_size
+                            for c in cols
+                            if wanted is None or c.path_in_schema.split(".")[0] in wanted
+                        )
+                    )
+                    rows.append(rg.num_rows)
+            store.row_group_bytes = (max(sizes) if sizes else 0, max(rows) if rows else 1)
+        return store.row_group_bytes
+
+    def mapped_pruning(self) -> tuple[pc.Expression, pa.Schema, set[str]] | None:
+        """For column mapping: the filter's AND-terms on data columns with physical names, a schema naming
+        data columns physically (partition columns logically, as the fragments' partition expressions
+        do), and the physical names the terms need; None when no term can prune."""
+        physical = self.physical
+        if physical is None:
+            return None
+        parts = set(self.source.version.partition_columns)
+        rename = {f.name: p.name for f, p in zip(self.schema, physical, strict=True) if f.name not in parts}
+        terms = list(self.filters) + ([window_expr(self.window, self.schema)] if self.window is not None else [])
+        flat: list[E.Expr] = []
+        while terms:
+            t = terms.pop()
+            if isinstance(t, E.And):
+                terms += [t.left, t.right]
+            else:
+                flat.append(t)
+        keep = [t for t in flat if (cols := set(columns_in(t))) and cols <= rename.keys()]
+        if not keep:
+            return None
+        schema = pa.schema([f if f.name in parts else p for f, p in zip(self.schema, physical, strict=True)])
+        try:
+            out = renamed(keep[0], rename)
+            for t in keep[1:]:
+                out = E.And(out, renamed(t, rename))
+            expr = E.pushdown(out, schema)[0]  # pruning only: widened where statistics would lose NaN rows
+        except Exception:  # pruning is an optimisation: never let it fail a read
+            return None
+        return expr, schema, {rename[c] for t in keep for c in columns_in(t)}
+
+
+def cut(tasks: Sequence[ReadTask], counts: Sequence[int], ranges: Sequence[tuple[int, int]]) -> list[ReadTask]:
+    """The tasks (whole or sliced) that hold the global row ``ranges`` of ``tasks`` (``counts`` rows each)."""
+    return [
+        tasks[i] if offset == 0 and length == counts[i] else tasks[i].slice(offset, length)
+        for i, offset, length in assign(counts, ranges)
+    ]
+
+
+def window_expr(w: Window, schema: pa.Schema) -> E.Expr:
+    """``start <= column < end`` bound to ``schema`` (epoch-second integers compared exactly)."""
+    typ = schema.field(w.column).type
+    lo: Any
+    hi: Any
+    if pa.types.is_integer(typ):  # epoch seconds, compared exactly (bind rounds to whole seconds)
+        lo, hi = _epoch_seconds(w.start), _epoch_seconds(w.end)
+    else:
+        lo, hi = w.start, w.end
+    return E.bind(E.And(E.Col(w.column) >= lo, E.Col(w.column) < hi), schema)
+
+
+def columns_in(node: Any, *, ordered: bool = False) -> list[str]:
+    """The columns an expression names (in order of appearance, with repeats when ``ordered``)."""
+    out: list[str] = []
+
+    def walk(n: Any) -> None:
+        if isinstance(n, E.Col):
+            out.append(n.name)
+        elif dataclasses.is_dataclass(n) and not isinstance(n, type):
+            for f in dataclasses.fields(n):
+                walk(getattr(n, f.name))
+        elif isinstance(n, tuple | list):
+            for item in n:
+                walk(item)
+
+    walk(node)
+    return out if ordered else list(dict.fromkeys(out))
+
+
+def renamed(node: Any, names: dict[str, str]) -> Any:
+    """``node`` with its column references renamed."""
+    if isinstance(node, E.Col):
+        return E.Col(names[node.name])
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return dataclasses.replace(
+            node, **{f.name: renamed(getattr(node, f.name), names) for f in dataclasses.fields(node) if f.init}
+        )
+    if isinstance(node, tuple):
+        return tuple(renamed(item, names) for item in node)
+    if isinstance(node, list):
+        return [renamed(item, names) for item in node]
+    return node
+
+
+def deleted_in(deleted: Sequence[int], start: int, rows: int) -> tuple[int, ...]:
+    """The positions of ``deleted`` (sorted file positions) inside rows [start, start+rows), row-group relative."""
+    lo, hi = bisect.bisect_left(deleted, start), bisect.bisect_left(deleted, start + rows)
+    return tuple(d - start for d in deleted[lo:hi])
+
+
+def prune_time_partitions(files: list[DataFile], w: Window) -> list[DataFile]:
+    """Drop files whose time partition (date=…, date=…/hour=…, or epoch seconds of the window column)
+    lies wholly outside the window; files with no recognisable time partition are kept."""
+    epoch_values = sorted(
+        {int(v) for f in files for k, v in f.partition_values if k == w.column and v and v.lstrip("-").isdigit()}
+    )
+    step = min((b - a for a, b in itertools.pairwise(epoch_values)), default=None)
+
+    def interval(f: DataFile) -> tuple[datetime, datetime] | None:
+        values = dict(f.partition_values)
+        for name in DATE_PARTITION_NAMES:
+            v = values.get(name)
+            if v:
+                try:
+                    day = datetime.fromisoformat(v[:10]).replace(tzinfo=UTC)
+                except ValueError:
+                    continue
+                hour = values.get("hour")
+                if hour is not None and hour.isdigit():
+                    lo = day + timedelta(hours=int(hour))
+                    return lo, lo + timedelta(hours=1)
+                return day, day + timedelta(days=1)
+        v = values.get(w.column)
+        if v and v.lstrip("-").isdigit() and step:
+            lo = datetime.fromtimestamp(int(v), UTC)
+            return lo, lo + timedelta(seconds=step)
+        return None
+
+    kept = []
+    for f in files:
+        span = interval(f)
+        if span is None or (span[0] < w.end and span[1] > w.start):
+            kept.append(f)
+    return kept

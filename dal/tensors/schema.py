@@ -1,0 +1,130 @@
+"""A schema described as data for tensor datasets, compatible with Petastorm's ``Unischema``.
+
+Schema = TensorSchema("Scans", [
+    TensorField("id", np.int64, (), ScalarCodec()),
+    TensorField("image", np.uint8, (64, 64, 3), ImageCodec("png")),
+    TensorField("points", np.float32, (None, 3), NdarrayCodec(), nullable=True),
+])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from catalog.types import Field, Schema
+from dal.errors import DalError, FormatError, SchemaMismatch
+from dal.tensors.codecs import Codec, ScalarCodec, codec_from_spec, default_storage, dtype_name
+
+
+@dataclass(frozen=True)
+class TensorField:
+    """One field: name, numpy dtype, shape (``None`` for a variable dimension, ``()`` for scalars), codec."""
+
+    name: str
+    dtype: Any
+    shape: tuple[int | None, ...] = ()
+    codec: Codec | None = None
+    nullable: bool = False
+    dtype_name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype_name", dtype_name(self.dtype))
+        object.__setattr__(self, "shape", tuple(self.shape))
+        if self.codec is None:
+            if self.shape != ():
+                raise SchemaMismatch(f"field {self.name!r}: a non-scalar field needs a codec (e.g. NdarrayCodec())")
+            object.__setattr__(self, "codec", ScalarCodec())
+        elif isinstance(self.codec, ScalarCodec) and self.codec.storage is not None:
+            default = default_storage(self.dtype_name)
+            if default is not None and str(default) == self.codec.storage:  # one spelling of each codec
+                object.__setattr__(self, "codec", ScalarCodec())
+
+    @property
+    def the_codec(self) -> Codec:
+        assert self.codec is not None
+        return self.codec
+
+    def storage_type(self) -> pa.DataType:
+        return self.the_codec.storage_type(self.dtype_name)
+
+    def to_catalog(self) -> Field:
+        return Field(
+            name=self.name,
+            type=str(self.storage_type()),
+            nullable=self.nullable,
+            dtype=self.dtype_name,
+            shape=self.shape,
+            codec=self.the_codec.describe(),
+        )
+
+    @classmethod
+    def from_catalog(cls, f: Field) -> TensorField:
+        return cls(f.name, f.dtype or "float64", f.shape or (), codec_from_spec(f.codec, f.type), f.nullable)
+
+
+@dataclass(frozen=True)
+class TensorSchema:
+    """An ordered set of tensor fields with a name (Petastorm's Unischema, as a plain value)."""
+
+    name: str
+    fields: tuple[TensorField, ...]
+
+    def __init__(self, name: str, fields: Iterable[TensorField]) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "fields", tuple(fields))
+        names = [f.name for f in self.fields]
+        # petastorm turns the schema and its fields into namedtuples: all must be identifiers
+        bad = [n for n in [name, *names] if not n.isidentifier()]
+        if bad:
+            raise SchemaMismatch(
+                f"schema {name!r}: names must be Python identifiers (readers make namedtuples of rows): {bad}"
+            )
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SchemaMismatch(f"schema {name!r} has duplicate fields: {', '.join(dupes)}")
+
+    def __iter__(self) -> Iterator[TensorField]:
+        return iter(self.fields)
+
+    def __getitem__(self, name: str) -> TensorField:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    def arrow_schema(self) -> pa.Schema:
+        """The Arrow (storage) schema: encoded fields are binary, scalars keep their type."""
+        return pa.schema([pa.field(f.name, f.storage_type(), nullable=f.nullable) for f in self.fields])
+
+    def to_catalog(self) -> Schema:
+        return Schema(tuple(f.to_catalog() for f in self.fields))
+
+    @classmethod
+    def from_catalog(cls, name: str, schema: Schema) -> TensorSchema:
+        return cls(name, [TensorField.from_catalog(f) for f in schema])
+
+
+def decode_table(table: pa.Table, schema: Schema) -> dict[str, Any]:
+    """Decode every field of ``table`` as petastorm's ``make_reader`` does (see ``dal.tensors.codecs``), one NumPy
+    column each (tensors stacked when shapes agree); columns without tensor metadata as plain NumPy."""
+    out: dict[str, Any] = {}
+    for name in table.column_names:
+        field = schema.get(name)
+        column = table.column(name).combine_chunks()
+        if field is None or field.dtype is None:
+            out[name] = column.to_numpy(zero_copy_only=False)
+            continue
+        tf = TensorField.from_catalog(field)
+        try:
+            out[name] = tf.the_codec.decode(tf.dtype_name, tf.shape, column)
+        except (DalError, ValueError, TypeError, pa.ArrowException) as e:
+            raise FormatError(f"field {name!r}: cannot decode its {field.codec or 'scalar'} values: {e}") from e
+    return out

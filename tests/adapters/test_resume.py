@@ -29,8 +29,8 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of ~100 rows (whole 50-row row groups) so that a small dataset has many of them."""
     import dal.read.reader
 
-    monkeypatch.setattr(dal.read, "MIN_CHUNK_ROWS", 100)
-    monkeypatch.setattr(dal.read, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(dal.read.reader, "MIN_CHUNK_ROWS", 100)
+    monkeypatch.setattr(dal.read.reader, "CHUNK_BYTES", 1)
 
 
 @pytest.fixture

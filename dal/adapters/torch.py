@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from dal.adapters.arrays import matrix, no_null_value, nulls_error, numeric_list, rows
+from dal.adapters.arrays import check_nulls, matrix, no_null_value, nulls_error, numeric_list, rows
 from dal.errors import DalError, check_int, require, translating
 from dal.read import feed, reader
 
@@ -126,6 +126,22 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         # resolve the version's files, schema and row groups here, in the main process: delta-rs (tokio)
         # panics in forked DataLoader workers (tokio-rs/tokio#4301); workers then only touch pyarrow
         scan.plan()
+        # a null an int/bool/timestamp tensor cannot hold: refused now, not mid-epoch (footer statistics).
+        # Through a transform only the columns a function-less TransformSpec passes on as stored (a function
+        # may replace nulls: what it returns is checked chunk by chunk)
+        names = scan.output_names
+        if self._bound is not None:
+            from dal.read.transform import TransformSpec
+
+            spec, given = self._bound.transform, {f.name: f for f in self._bound.inputs}
+            plain_spec = isinstance(spec, TransformSpec) and spec.func is None
+            names = [f.name for f in self._bound.fields if plain_spec and given.get(f.name) == f]
+        schema = scan.dataset.schema
+        check_nulls(scan, {
+            n: str(typ) for n in names
+            if no_null_value(typ := scan.arrow_schema.field(n).type)
+            and getattr(schema.get(n), "codec", None) in (None, "scalar")
+        })  # fmt: skip
         self.scan = scan
         self.batch_size = batch_size
         self.transform = transform

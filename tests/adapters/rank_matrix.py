@@ -11,8 +11,8 @@ Each rank reads dataset ``matrix.rows`` (DAL_CATALOG_URL) through every path —
 ``DataLoader(data, batch_size=None, num_workers=2)``, ``data.loader(num_workers=2)``, torchdata's
 ``StatefulDataLoader`` — with fork / spawn / forkserver workers, the rank implicit (from
 torch.distributed) or explicit (``.shard(rank, world)``), and writes the row ids it got per combination
-to OUT/rank<r>.json. In the env launch the implicit datasets are made BEFORE ``init_process_group``
-(their rank is taken when they are read); in the mp.spawn launch after it.
+to OUT/rank<r>.json. In the mp.spawn launch the implicit dataset is made BEFORE ``init_process_group`` (no
+rank is known then: it is taken when the data is read); in the env launch after it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import multiprocessing
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -66,26 +67,30 @@ def run(rank: int, launcher: str, out: str, world: int = 2) -> None:
 
     import dal
 
+    # this rank's forkserver children start from a server that imported these once (as a user may preload)
+    multiprocessing.set_forkserver_preload(["torch", "pyarrow.dataset", "dal.adapters.torch"])
     ds = dal.open("matrix.rows")
     made: dict[str, Callable[[], Any]] = {
         "implicit": lambda: ds.scan().to_torch(batch_size=BATCH),
         "explicit": lambda: ds.shard(rank, world).to_torch(batch_size=BATCH),
     }
     early = {}
-    if launcher == "env":  # made before the process group exists: the rank is taken when read
-        early = {"implicit": made["implicit"]()}
+    if launcher == "env":
         dist.init_process_group("gloo")
-    else:
+    else:  # made before the process group exists, with no RANK in the environment: the rank is taken when read
+        early = {"implicit": made["implicit"]()}
         dist.init_process_group("gloo", rank=rank, world_size=world)
     assert (dist.get_rank(), dist.get_world_size()) == (rank, world)
     results: dict[str, Any] = {}
     for combination in combinations():
         mode, path, *method = combination.split("/")
+        start = time.monotonic()
         try:
             data = early[mode] if mode in early else made[mode]()
             results[combination] = _read(data, path, method[0] if method else None)
         except Exception as e:  # recorded: the test reports every failing combination at once
             results[combination] = f"error: {type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"
+        print(f"{launcher} rank {rank}: {combination} read in {time.monotonic() - start:.1f} s", flush=True)
     Path(out, f"rank{rank}.json").write_text(json.dumps(results))
     dist.barrier()
     dist.destroy_process_group()
@@ -93,8 +98,6 @@ def run(rank: int, launcher: str, out: str, world: int = 2) -> None:
 
 def main() -> None:
     launcher, out = sys.argv[1], sys.argv[2]
-    # forkserver children start from a server that imported these once (as a user would preload them)
-    multiprocessing.set_forkserver_preload(["torch", "pyarrow.dataset", "dal.adapters.torch"])
     if launcher == "mp.spawn":
         import torch.multiprocessing as mp
 

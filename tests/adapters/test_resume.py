@@ -250,3 +250,18 @@ def test_a_state_from_before_these_records_loads_where_they_change_nothing(rows_
     whole = rows_ds.scan().to_torch(16)  # unsharded: no rank, no remainder
     older = {k: v for k, v in whole.state_dict().items() if k not in ("where", "columns", "buffer", "remainder")}
     rows_ds.scan().to_torch(16).load_state_dict(older)
+
+
+def test_a_mix_state_records_its_members_rows(rows_ds: dal.Dataset) -> None:
+    def mixed(where: str) -> object:
+        return dal.mix([rows_ds.filter("id < 500"), rows_ds.filter(where)], seed=3).shard(0, 2).to_torch(16)
+
+    data = mixed("id >= 500")
+    it = iter(data)  # type: ignore[call-overload]
+    head = [next(it) for _ in range(4)]
+    state = data.state_dict()  # type: ignore[attr-defined]
+    again = mixed("id >= 500")
+    again.load_state_dict(state)  # type: ignore[attr-defined]
+    assert ids_of(head) + ids_of(list(again)) == ids_of(list(mixed("id >= 500")))  # type: ignore[call-overload]
+    with pytest.raises(DalError, match="saved with members="):
+        mixed("id >= 600").load_state_dict(state)  # type: ignore[attr-defined]

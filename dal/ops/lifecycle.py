@@ -4,6 +4,8 @@ Deleting data is the dangerous part, so the rules are few and strict:
 
 * only files dal writes are ever deleted (``Format.owns``: e.g. a Delta table's log and Parquet data files,
   a Petastorm dataset's version directories and records), and only inside the dataset's location;
+* listings for deletion never follow symbolic links (``dal.storage.ownership``): a linked directory inside a
+  location is reported and never descended into, a linked file is deleted as the link, never its target;
 * ``drop --purge`` refuses a location that holds anything else (or another dataset) unless ``force``
   (then only dal's files are deleted, the others are left and listed);
 * ``gc`` deletes only files that no kept version references: the files of the versions it expires, and
@@ -37,9 +39,8 @@ from dal._testhooks import pause
 from dal.api import CatalogLike, get_catalog, sync
 from dal.errors import DalError, FilterError, FormatError, translating
 from dal.formats.base import DataFile, Format, Retention
-from dal.formats.directory import remove_empty_dirs
 from dal.formats.registry import get_format
-from dal.storage import intents, uris
+from dal.storage import intents, ownership, uris
 from dal.storage.location import Location
 from dal.tensors.schema import decode_table
 
@@ -100,7 +101,8 @@ def purge_plan(
     name: str, *, storage_options: Mapping[str, str] | None = None, catalog: CatalogLike = None
 ) -> tuple[list[str], list[str]]:
     """The files ``drop(name, purge=True)`` would delete and the foreign ones it would leave (paths relative
-    to the dataset's location). Raises ``DalError`` when another dataset lives at or inside the location."""
+    to the dataset's location; a linked directory, never followed, as ``<path>/``). Raises ``DalError`` when
+    another dataset lives at or inside the location."""
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
     nested = _nested(info, cat.list_datasets())
@@ -125,8 +127,10 @@ def purge_plan(
         )
     ours: list[str] = []
     foreign: list[str] = []
-    for rel, _size in loc.list():
-        (ours if fmt.owns(rel) or intents.is_marker(rel) else foreign).append(rel)
+    listed = ownership.listing(loc)
+    for f in listed.files:
+        (ours if fmt.owns(f.rel) or intents.is_marker(f.rel) else foreign).append(f.rel)
+    foreign += [f"{rel}/" for rel in listed.linked_dirs]  # dal never follows a link, nor deletes one it did not make
     return sorted(ours), sorted(foreign)
 
 
@@ -171,11 +175,8 @@ def drop(
         if not paused and fmt.is_record(rel):
             pause("purge-data-deleted")
             paused = True
-        try:
-            loc.delete(rel)
-        except FileNotFoundError:
-            pass
-    remove_empty_dirs(loc)
+        ownership.remove_file(loc, rel)
+    ownership.remove_empty_dirs(loc)
     cat.delete_dataset(name)
     return Dropped(name, info.location, True, tuple(ours), tuple(foreign))
 
@@ -435,6 +436,7 @@ class GcResult:
     skipped_tagged: tuple[int, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     finished: tuple[int, ...] = ()  # versions an earlier, interrupted gc expired, whose files this one deleted
+    not_followed: tuple[str, ...] = ()  # linked directories inside the location: never descended into
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -446,6 +448,7 @@ class GcResult:
             "finished_versions": list(self.finished),
             "deleted_files": list(self.deleted),
             "deleted_bytes": self.bytes,
+            "links_not_followed": list(self.not_followed),
         }
 
 
@@ -544,8 +547,9 @@ def gc(
     doomed.sort()
     size = sum(s for _r, s in doomed)
     deleted = tuple(r for r, _s in doomed)
+    linked = ownership.listing(loc).linked_dirs if loc.local else ()  # object stores have no links
     result = GcResult(name, dry_run, tuple(v.number for v in expiring), tuple(v.number for v in kept), deleted, size,
-                      tuple(tagged), tuple(notes), tuple(v.number for v in unfinished))  # fmt: skip
+                      tuple(tagged), tuple(notes), tuple(v.number for v in unfinished), not_followed=linked)  # fmt: skip
     if dry_run:
         return result
     fmt.prepare_gc(info.location, options, kept, deleted)  # e.g. a Delta checkpoint, before anything is deleted
@@ -557,10 +561,7 @@ def gc(
     for i, rel in enumerate(progress.each(ordered, f"gc {name}: deleting", unit="files", bytes_of=dict(doomed).get)):
         if i == 1:
             pause("gc-deleting")
-        try:
-            loc.delete(rel)
-        except FileNotFoundError:
-            pass
+        ownership.remove_file(loc, rel)
     fmt.tidy(info.location, options, deleted)
     done = [v.number for v in [*expiring, *unfinished]]
     if done:  # their files are gone: later gcs need not look at them again

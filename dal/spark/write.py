@@ -33,6 +33,8 @@ def _stage(txn: WriteTransaction, schema: pa.Schema, counters: tuple[Any, Any, A
 
         def cast(b: pa.RecordBatch) -> pa.RecordBatch:
             seen[0] += b.num_rows
+            if b.schema.names != schema.names:  # the columns reach the workers by position (see write_dataframe)
+                b = b.rename_columns(schema.names)
             return (
                 b
                 if b.schema.equals(schema)
@@ -148,14 +150,15 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
         with _watched(df.sparkSession):  # Spark's own writer: the progress line shows its tasks
             writer.options(**native).save(uris.to_uri(location, opts.storage_options))
         return txn.native_commit()
+    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
     group = _JobGroup(df.sparkSession)
     try:
         with _watched(df.sparkSession) as counters, group:  # a progress line on a terminal, per staged file
-            frame = df.select(*(quoted(n) for n in schema.names)).mapInArrow(
-                _stage(txn, schema, counters), from_arrow_schema(txn.record_schema)
-            )
+            # by position: mapInArrow resolves each column by its name, which fails for names with dots or backquotes
+            positional = df.select(*(F.col(quoted(n)).alias(f"_{i}") for i, n in enumerate(schema.names)))
+            frame = positional.mapInArrow(_stage(txn, schema, counters), from_arrow_schema(txn.record_schema))
             rows = [r.asDict() for r in frame.collect()]
     except Exception as e:
         group.settle()  # the failed job's other tasks may still be staging files: let them stop first

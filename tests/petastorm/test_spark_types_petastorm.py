@@ -84,7 +84,11 @@ def plain(v: Any) -> Any:
     if isinstance(v, bytearray | bytes):
         return bytes(v)
     if isinstance(v, np.datetime64):
-        return v.astype("datetime64[us]").astype(dt.datetime) if v.dtype != np.dtype("datetime64[D]") else v.astype(dt.date)
+        return (
+            v.astype("datetime64[us]").astype(dt.datetime)
+            if v.dtype != np.dtype("datetime64[D]")
+            else v.astype(dt.date)
+        )
     if isinstance(v, dt.datetime) and v.tzinfo is not None:
         return v.astimezone(dt.UTC).replace(tzinfo=None)
     if isinstance(v, np.generic):
@@ -133,7 +137,9 @@ def test_every_spark_type_round_trips_into_petastorm_and_delta(cat: Catalog, spa
     decoded = {int(i): {k: got[k][row] for k in got} for row, i in enumerate(got["id"])}
     # decoded as petastorm's make_reader does (checked below): a null float scalar is NaN in a float column (the
     # file holds a null: checked below too)
-    as_decoded = {i: {k: NAN if k in ("f", "d") and v is None else v for k, v in r.items()} for i, r in expected.items()}
+    as_decoded = {
+        i: {k: NAN if k in ("f", "d") and v is None else v for k, v in r.items()} for i, r in expected.items()
+    }
     assert not differences(decoded, as_decoded), "\n".join(differences(decoded, as_decoded))
     delta = {r["id"]: r for r in dal.open("types.delta").to_arrow().to_pylist()}
     assert not differences(delta, expected), "\n".join(differences(delta, expected))
@@ -176,7 +182,9 @@ def test_schema_changes_and_partitioning_of_a_spark_petastorm_dataset(cat: Catal
     )
     dal.write(base, "evo.pt", format="petastorm", partition_by=["p"])
     # a new column needs schema_mode='merge' (the hint says so); the merge adds it as a nullable field
-    more = spark.range(6, 9).select("id", F.lit("1").alias("p"), F.lit(0.5).alias("x"), F.col("id").cast("int").alias("n"))
+    more = spark.range(6, 9).select(
+        "id", F.lit("1").alias("p"), F.lit(0.5).alias("x"), F.col("id").cast("int").alias("n")
+    )
     with pytest.raises(SchemaMismatch, match="schema_mode='merge'"):
         dal.write(more, "evo.pt", format="petastorm")
     v1 = dal.write(more, "evo.pt", format="petastorm", schema_mode="merge")

@@ -107,7 +107,11 @@ class HiveSyncError(DalError):
         self.synced = list(synced)
         self.failures = dict(failures)
         done = f"synced {len(self.synced)} of {len(self.synced) + len(self.failures)} datasets"
-        super().__init__(f"hive sync: {done}; " + "; ".join(f"{n}: {e}" for n, e in self.failures.items()))
+        named = (
+            str(e) if str(e).startswith(f"{n} ") or str(e).startswith(f"{n}:") else f"{n}: {e}"
+            for n, e in failures.items()
+        )
+        super().__init__(f"hive sync: {done}; " + "; ".join(named))
 
 
 def _address(uri: str) -> tuple[str, int]:
@@ -280,8 +284,8 @@ def _publish(
                     f"Hive table {db}.{table} exists with another schema ({theirs}) and was not made by dal"
                 )
             client.alter_table(db, table, new)
-            for values in client.get_partition_names(db, table, -1):
-                client.drop_partition(db, table, [kv.split("=", 1)[1] for kv in values.split("/")], False)
+            for old in client.get_partitions(db, table, -1):  # by their values: the names are escaped
+                client.drop_partition(db, table, list(old.values), False)
         built = [
             b.PartitionBuilder(
                 values=list(values), db_name=db, table_name=table, sd=_descriptor(b, columns, where)
@@ -289,7 +293,9 @@ def _publish(
             for values, where in partitions.items()
         ]
         if built:
-            client.add_partitions_if_not_exists(db, table, built)
+            # the thrift call itself: the client library's add_partitions_if_not_exists replaces each location with
+            # the table's plus "col=value" (the raw value: wrong for a value that is encoded, and for '')
+            client.add_partitions(built)
     except DalError:
         raise
     except Exception as e:  # thrift's MetaException & co.

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import dal
-import dal.read.reader.reader
+import dal.read.reader
 from dal.errors import DalError
-from dal.read.reader.sampling import apportion
+from dal.read.sampling import apportion
 from tests.sampling.conftest import ROWS, ids, within
 
 CLASS_ROWS = {0: 2800, 1: 800, 2: 400}  # LABELS over 4000 ids
@@ -72,7 +72,7 @@ def test_the_counting_pass_reads_only_the_class_column_once(data: dal.Dataset, m
         columns_read.append(query.columns)
         return real(query, task)
 
-    monkeypatch.setattr(dal.read, "read_task", spy)
+    monkeypatch.setattr(dal.read.reader, "read_task", spy)
     scan = data.scan().select("x").balance("label", seed=1)
     assert scan.count() == 1200
     assert columns_read and set(columns_read) == {("label",)}  # counting: the class column only

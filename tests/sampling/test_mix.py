@@ -13,7 +13,7 @@ import pytest
 
 import dal
 from dal.errors import DalError
-from dal.read.reader.sampling import apportion
+from dal.read.sampling import apportion
 from tests.sampling.conftest import ids, within
 
 
@@ -118,13 +118,13 @@ def test_bad_mix_members(data: dal.Dataset, other: dal.Dataset) -> None:
 def test_argument_errors_come_before_any_read(
     data: dal.Dataset, other: dal.Dataset, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dal.read.reader.reader
+    import dal.read.reader
 
     def no_read(*_args: Any, **_kwargs: Any) -> Any:
         raise AssertionError("read data")
 
     for name in ("read_task", "read_span", "read_chunks"):
-        monkeypatch.setattr(dal.read, name, no_read)
+        monkeypatch.setattr(dal.read.reader, name, no_read)
     for bad in (
         lambda: data.scan().sample(2.0),
         lambda: data.scan().balance("nope"),

@@ -1,18 +1,23 @@
-"""Create and upgrade the catalog schema with the alembic scripts shipped beside this package."""
+"""Create and upgrade the catalog schema with the alembic scripts shipped beside this package.
+
+Alembic (with mako and its other imports, a third of a second) is imported only to create or upgrade a
+catalog: an up-to-date one is recognised by a plain query of its revision against ``HEAD``.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
 
 from catalog.errors import CatalogOutOfDate
+from catalog.revision import HEAD as HEAD
+from catalog.revision import VERSION_TABLE as VERSION_TABLE
 
-VERSION_TABLE = "dal_alembic_version"
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 UPGRADE_COMMAND = "dal db upgrade"
 # arbitrary constant key for pg_advisory_xact_lock, so concurrent first uses migrate once
 _PG_LOCK_KEY = 0x0DA1CA7A
@@ -28,6 +33,8 @@ def script_location() -> str:
 
 
 def _config(connection: Connection | None = None) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", script_location())
     if connection is not None:
@@ -36,13 +43,25 @@ def _config(connection: Connection | None = None) -> Config:
 
 
 def head_revision() -> str:
+    """The revision this dal's catalog schema is at (``HEAD``)."""
+    return HEAD
+
+
+def script_head() -> str:
+    """The head of the shipped alembic scripts (imports alembic; ``HEAD`` must equal it)."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(_config()).get_current_head()
     assert head is not None, "no migrations shipped"
     return head
 
 
 def current_revision(connection: Connection) -> str | None:
-    return MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE}).get_current_revision()
+    """The revision recorded in the catalog (None when it was never migrated): a plain query, no alembic."""
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return None
+    rows = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()  # noqa: S608
+    return str(rows[0]) if len(rows) == 1 else None
 
 
 def _lock(connection: Connection) -> None:
@@ -54,6 +73,8 @@ def _lock(connection: Connection) -> None:
 def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
     """Upgrade the catalog to ``revision``; return (revision before, revision after)."""
     # dal_write: SQLite begins with BEGIN IMMEDIATE (a deferred reader that later writes fails at once in WAL mode)
+    from alembic import command
+
     with engine.execution_options(dal_write=True).begin() as conn:
         _lock(conn)
         before = current_revision(conn)
@@ -82,8 +103,12 @@ def ensure_current(engine: Engine) -> None:
             return
         tables = {t for t in inspect(conn).get_table_names() if t.startswith("dal_")} - {VERSION_TABLE}
         if current is None and not tables:
+            from alembic import command
+
             command.upgrade(_config(conn), "head")
             return
+    from alembic.script import ScriptDirectory
+
     known = {s.revision for s in ScriptDirectory.from_config(_config()).walk_revisions()}
     if current is not None and current not in known:
         raise CatalogOutOfDate(

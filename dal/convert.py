@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dal import progress
@@ -42,6 +42,7 @@ def convert(
     compression: str = "snappy",
     catalog: Any = None,
     storage_options: Mapping[str, str] | None = None,
+    inputs: Sequence[Any] | None = None,
 ) -> Dataset:
     """Materialise the Spark DataFrame ``df`` once and return it as a pinned Dataset.
 
@@ -57,7 +58,9 @@ def convert(
       reached with ``storage_options``), which machines that reach it share. Converting the same DataFrame (same plan, same options) again reuses the
       entry, also from another process when the plan reads files or ranges (not in-memory data).
     - ``name=``: write a new version of the dataset ``name`` in the (default or given) catalog instead —
-      permanent and versioned like any ``dal.write``; ``storage_options`` apply to that write.
+      permanent and versioned like any ``dal.write``; ``storage_options`` apply to that write, and ``inputs``
+      (as ``dal.write``'s) are its declared lineage. A cached conversion records no lineage and does not
+      count as the process's previous write.
       ``mode='overwrite'`` (the default) makes that version hold exactly ``df``'s rows, so running the same
       job twice gives the same data (the version before stays readable by its number); ``mode='append'`` adds
       ``df``'s rows to the latest version's (running it twice stores them twice).
@@ -90,10 +93,11 @@ def convert(
     prepared = sc.prepare(df, dtype)  # type: ignore[arg-type]  # checked above
     if name is not None:
         with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
-            version = api.write(
-                prepared, name, mode=mode, compression=codec, storage_options=storage_options, catalog=catalog
-            )
+            version = api.write(prepared, name, mode=mode, compression=codec, storage_options=storage_options,
+                                catalog=catalog, inputs=inputs)  # fmt: skip
         return api.open(name, version.number, storage_options=storage_options, catalog=catalog)
+    if inputs is not None:
+        raise DalError("inputs= records the lineage of a dataset in the catalog: pass name= too")
     spec = convert_cache.cache_spec(cache_dir, sc.cache_dir_conf(df))
     remote = convert_cache.is_remote(spec)
     if storage_options and not remote:
@@ -118,7 +122,8 @@ def convert(
                 sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)),
                 progress.task("converting the DataFrame", absorb=True),  # dal.write's progress line, renamed
             ):
-                version = api.write(prepared, CACHE_DATASET, path=str(folder / "table"), compression=codec, catalog=cat)
+                version = api.write(prepared, CACHE_DATASET, path=str(folder / "table"), compression=codec, catalog=cat,
+                                    inputs=[], track=False)  # fmt: skip
             cat.close()
             entry = convert_cache.publish(root, key, folder, version.row_count)
         except BaseException:
@@ -155,7 +160,8 @@ def _convert_remote(
                 try:
                     with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
                         version = api.write(prepared, CACHE_DATASET, path=root.child(f"{folder}/table"),
-                                            compression=codec, storage_options=options, catalog=cat)  # fmt: skip
+                                            compression=codec, storage_options=options, catalog=cat, inputs=[],
+                                            track=False)  # fmt: skip
                     entry = convert_cache.remote_publish(root, key, folder, version.row_count)
                 except BaseException:
                     convert_cache.remote_discard(root, folder)

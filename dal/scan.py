@@ -203,16 +203,20 @@ class Scan:
         return self.physical_schema
 
     def _log_read(self) -> None:
-        """Record a filtered (or windowed) read in the process's read log (``dal.read_log``), once per
-        dataset, version and filter text: ``dal.open`` already recorded the unfiltered one."""
-        condition = self.query.condition
-        if condition is None:
-            return
+        """Record a read of this scan: in the process's read log (``dal.read_log``) when filtered (or windowed),
+        once per dataset, version and filter text (``dal.open`` recorded the unfiltered one), and as a read the
+        next write infers as its input (``dal.lineage``)."""
         from dal import lineage
 
-        name, number, text = self.dataset.name, self.dataset.number, E.to_sql(condition)
-        if not any((r.dataset, r.version, r.filters) == (name, number, text) for r in lineage.read_log()):
+        condition = self.query.condition
+        name, number = self.dataset.name, self.dataset.number
+        text = None if condition is None else E.to_sql(condition)
+        if text is not None and not any(
+            (r.dataset, r.version, r.filters) == (name, number, text) for r in lineage.read_log()
+        ):
             lineage.record_read(name, number, text)
+        else:
+            lineage.record_use(name, number, text)
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def plan(self) -> list[ReadTask]:
@@ -328,12 +332,14 @@ class Scan:
 
     def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
         """A ``torch.utils.data.IterableDataset`` of dicts of tensors (see ``dal.adapters.torch``)."""
+        self._log_read()  # here, in the calling process (DataLoader workers plan in theirs)
         from dal.adapters.torch import TorchDataset
 
         return TorchDataset(self, batch_size, **kwargs)
 
     def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
         """A prefetching ``tf.data.Dataset`` of dicts with a full element_spec (see ``dal.adapters.tf``)."""
+        self._log_read()
         from dal.adapters.tf import to_tf
 
         return to_tf(self, batch_size, **kwargs)
@@ -349,12 +355,14 @@ class Scan:
 
     def to_polars(self, lazy: bool = True) -> Any:
         """A polars LazyFrame (or DataFrame) reading this scan (see ``dal.adapters.polars``)."""
+        self._log_read()
         from dal.adapters.polars import to_polars
 
         return to_polars(self, lazy)
 
     def to_duckdb(self, connection: Any = None, name: str | None = None) -> Any:
         """A DuckDB relation over this scan, also view ``name`` when given (see ``dal.adapters.duckdb``)."""
+        self._log_read()
         from dal.adapters.duckdb import to_duckdb
 
         return to_duckdb(self, connection, name)
@@ -363,6 +371,7 @@ class Scan:
         """A Ray Data ``Dataset`` read by dal's reader on the Ray workers (see ``dal.adapters.ray``)."""
         if self.sample_ is not None:  # Ray's read tasks cut the plan by chunks: they cannot draw dal's rows
             raise FilterError("to_ray does not draw dal samples: use Dataset.random_sample / groupby in Ray Data")
+        self._log_read()
         from dal.adapters.ray import to_ray
 
         return to_ray(self, **read_args)

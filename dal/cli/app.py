@@ -16,23 +16,30 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from click.shell_completion import CompletionItem
 
-from catalog import Catalog, VersionInfo
-from catalog.engine import default_url, display_url
+from catalog.home import default_url
+from catalog.urls import mask_url
 from dal import progress
 from dal._version import __version__
 from dal.errors import DalError, is_foreign, one_line, printable, translate
-from dal.formats.base import DEFAULT_FORMAT
+from dal.formats.names import DEFAULT_FORMAT
 from dal.ops import views
 from dal.ops.views import dataset_dict as _dataset_dict
 from dal.ops.views import size_text as _size
-from dal.storage.uris import mask_url
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from catalog import Catalog, VersionInfo
+    from catalog.lite import CatalogReader, LiteCatalog
+
+# Start-up: ``dal --help``, ``dal ls``, ``dal show``, ``dal versions`` and shell completion import neither
+# SQLAlchemy, alembic, pyarrow, pandas nor rich's tables until a command needs them (tests/cli/test_startup.py);
+# the browsing commands read an up-to-date catalog through catalog.lite (the DB-API driver only).
 
 EXIT_USER_ERROR = 1
 EXIT_BUG = 70  # EX_SOFTWARE: dal itself failed
@@ -108,18 +115,41 @@ class _State:
     def __init__(self, url: str | None) -> None:
         self.url = url or default_url()
         self._catalog: Catalog | None = None
+        self._lite: LiteCatalog | None = None
+        self._lite_tried = False
 
     def catalog(self, *, create: bool = True) -> Catalog:
         if self._catalog is None:
+            from catalog import Catalog
+
             self._catalog = Catalog(self.url, create=create)
         return self._catalog
+
+    def reader(self) -> CatalogReader:
+        """The quick read-only reader when it can serve this catalog (catalog.lite), else the full Catalog."""
+        if not self._lite_tried:
+            self._lite_tried = True
+            from catalog import lite
+
+            self._lite = lite.connect(self.url)
+        return self._lite if self._lite is not None else self.catalog()
+
+    def close(self) -> None:
+        if self._lite is not None:
+            self._lite.close()
 
 
 def _catalog(ctx: click.Context) -> Catalog:
     return ctx.ensure_object(_State).catalog()
 
 
+def _reader(ctx: click.Context) -> CatalogReader:
+    return ctx.ensure_object(_State).reader()
+
+
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(soft_wrap=False, width=max(Console().width, 100))
 
 
@@ -128,6 +158,8 @@ def _emit_json(obj: Any) -> None:
 
 
 def _table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    from rich.table import Table
+
     table = Table(title=_text(title) if title else None, show_lines=False, header_style="bold")
     for c in columns:
         table.add_column(c, justify="right" if c in {"version", "rows", "files", "size", "#"} else "left")
@@ -139,6 +171,8 @@ def _table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[ob
 def _text(value: object) -> str:
     """User text for a Rich table: control characters (ESC sequences, newlines) shown as escapes, and
     Rich markup escaped (type names like timestamp[us, tz=UTC] and descriptions like "[bold]x")."""
+    from rich.markup import escape
+
     return escape(printable(value))
 
 
@@ -152,7 +186,12 @@ json_option = click.option(
     "--json", "as_json", is_flag=True, callback=_remember_json, help="Print JSON (errors: a JSON object on stderr)."
 )
 version_option = click.option(
-    "--version", "-v", "version", default=None, help="Version number, tag, or ISO timestamp (default: latest)."
+    "--version",
+    "-v",
+    "version",
+    default=None,
+    help="Version number, tag, or ISO timestamp (default: latest).",
+    shell_complete=lambda ctx, param, incomplete: _complete_versions(ctx, param, incomplete),
 )
 
 
@@ -177,15 +216,116 @@ def cli(ctx: click.Context, catalog_url: str | None, quiet: bool) -> None:
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.CRITICAL)
     ctx.obj = _State(catalog_url)
+    ctx.call_on_close(ctx.obj.close)
+
+
+LS_LIMIT = 1000
+limit_option = click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=LS_LIMIT,
+    show_default=True,
+    help="At most this many, the first by name (0: all; a catalog can hold tens of thousands).",
+)
+
+
+def _complete_names(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Dataset names starting with what was typed (``dal show weather.<TAB>``), from the catalog. With many
+    matches, one candidate per next dotted part (``team07.``) so the shell does not list thousands."""
+    try:
+        reader = _completion_reader(ctx)
+        if reader is None:
+            return []
+        try:
+            names = reader.dataset_names(incomplete, limit=COMPLETION_LIMIT + 1)
+        finally:
+            reader.close()
+    except Exception:  # completion must never print a traceback into the shell
+        return []
+    if len(names) > COMPLETION_LIMIT:
+        parts = dict.fromkeys(_next_part(n, incomplete) for n in names)
+        return [CompletionItem(p) for p in parts]
+    return [CompletionItem(n) for n in names]
+
+
+def _next_part(name: str, typed: str) -> str:
+    dot = name.find(".", len(typed))
+    return name if dot < 0 else name[: dot + 1]
+
+
+def _complete_versions(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """The dataset's tags (with the version each names) and ``latest``; version numbers once a digit is typed."""
+    name = ctx.params.get("name") or _typed_name(ctx)
+    if not isinstance(name, str):
+        return []
+    try:
+        reader = _completion_reader(ctx)
+        if reader is None:
+            return []
+        try:
+            tags = reader.tag_names(name)
+            latest = None
+            if incomplete[:1].isdigit():
+                found = reader.dataset_names(name, limit=1)
+                latest = reader.get_dataset(name).latest_version if found == [name] else None
+        finally:
+            reader.close()
+    except Exception:  # completion must never print a traceback into the shell
+        return []
+    items = [CompletionItem(t, help=f"version {n}") for t, n in tags.items() if t.startswith(incomplete)]
+    if "latest".startswith(incomplete):
+        items.append(CompletionItem("latest", help="the newest version"))
+    if latest is not None:
+        numbers = [str(n) for n in range(latest, -1, -1) if str(n).startswith(incomplete)]
+        items += [CompletionItem(n) for n in numbers[:COMPLETION_LIMIT]]
+    return items
+
+
+def _typed_name(ctx: click.Context) -> str | None:
+    """The NAME typed after the command, from the shell's words (click leaves it unparsed while it completes an
+    option's value: ``dal schema weather.obs -v <TAB>``)."""
+    import shlex
+
+    try:
+        words = shlex.split(os.environ.get("COMP_WORDS", ""))
+    except ValueError:
+        return None
+    if ctx.info_name not in words:
+        return None
+    rest = words[words.index(ctx.info_name) + 1 :]
+    return next((w for w in rest if not w.startswith("-")), None)
+
+
+def _complete_tags(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    return [c for c in _complete_versions(ctx, _param, incomplete) if c.help and c.help.startswith("version ")]
+
+
+def _completion_reader(ctx: click.Context) -> LiteCatalog | None:
+    """The quick reader of the catalog the command line names (``--catalog`` or the default), or None: completion
+    never creates, migrates or waits for a catalog."""
+    from catalog import lite
+
+    url = ctx.find_root().params.get("catalog_url") or default_url()
+    return lite.connect(url)
+
+
+COMPLETION_LIMIT = 200
 
 
 @cli.command("ls")
-@click.argument("pattern", required=False)
+@click.argument("pattern", required=False, shell_complete=_complete_names)
+@limit_option
 @json_option
 @click.pass_context
-def ls_cmd(ctx: click.Context, pattern: str | None, as_json: bool) -> None:
+def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool) -> None:
     """List datasets; PATTERN is a glob on names (weather.*) or a substring of name or description."""
-    datasets = _catalog(ctx).list_datasets(pattern)
+    reader = _reader(ctx)
+    datasets = reader.list_datasets(pattern, limit=limit + 1) if limit else reader.list_datasets(pattern)
+    more = bool(limit) and len(datasets) > limit
+    datasets = datasets[:limit] if limit else datasets
+    if more:
+        click.echo(f"dal: listed the first {limit:,} datasets by name; more match (--limit N, or --limit 0: all)",
+                   err=True)  # fmt: skip
     if as_json:
         _emit_json([_dataset_dict(d) for d in datasets])
         return
@@ -209,12 +349,12 @@ def ls_cmd(ctx: click.Context, pattern: str | None, as_json: bool) -> None:
 
 
 @cli.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @json_option
 @click.pass_context
 def show_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show a dataset: location, owner, time column and its newest version."""
-    cat = _catalog(ctx)
+    cat = _reader(ctx)
     if as_json:
         _emit_json(views.show(cat, name))
         return
@@ -263,15 +403,17 @@ def _version_rows(versions: Sequence[VersionInfo]) -> list[tuple[object, ...]]:
 
 
 @cli.command("versions")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the newest N versions.")
 @json_option
 @click.pass_context
-def versions_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
+def versions_cmd(ctx: click.Context, name: str, limit: int | None, as_json: bool) -> None:
     """List the versions of a dataset, oldest first."""
     if as_json:
-        _emit_json(views.versions(_catalog(ctx), name))
+        _emit_json(views.versions(_reader(ctx), name, limit))
         return
-    versions = _catalog(ctx).versions(name)
+    reader = _reader(ctx)
+    versions = reader.versions(name) if limit is None else reader.versions(name, limit=limit)
     if not versions:
         click.echo(f"{name} has no versions yet")
         return
@@ -283,7 +425,7 @@ def versions_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
 
 
 @cli.command("schema")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @version_option
 @json_option
 @click.pass_context
@@ -310,9 +452,9 @@ def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool
 
 
 @cli.command("diff")
-@click.argument("name")
-@click.argument("old")
-@click.argument("new")
+@click.argument("name", shell_complete=_complete_names)
+@click.argument("old", shell_complete=_complete_versions)
+@click.argument("new", shell_complete=_complete_versions)
 @json_option
 @click.pass_context
 def diff_cmd(ctx: click.Context, name: str, old: str, new: str, as_json: bool) -> None:
@@ -338,7 +480,7 @@ def _field_text(f: Any) -> str:
 
 
 @cli.command("partitions")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @version_option
 @json_option
 @click.pass_context
@@ -361,8 +503,8 @@ def partitions_cmd(ctx: click.Context, name: str, version: str | None, as_json: 
 
 
 @cli.command("tag")
-@click.argument("name")
-@click.argument("version")
+@click.argument("name", shell_complete=_complete_names)
+@click.argument("version", shell_complete=_complete_versions)
 @click.argument("tag")
 @click.option("--force", is_flag=True, help="Move the tag if it is on another version.")
 @json_option
@@ -377,8 +519,8 @@ def tag_cmd(ctx: click.Context, name: str, version: str, tag: str, force: bool, 
 
 
 @cli.command("untag")
-@click.argument("name")
-@click.argument("tag")
+@click.argument("name", shell_complete=_complete_names)
+@click.argument("tag", shell_complete=_complete_tags)
 @json_option
 @click.pass_context
 def untag_cmd(ctx: click.Context, name: str, tag: str, as_json: bool) -> None:
@@ -412,7 +554,7 @@ def register_cmd(
 
 
 @cli.command("sync")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @json_option
 @click.pass_context
 def sync_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
@@ -443,7 +585,7 @@ def _properties(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 @cli.command("drop")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @click.option("--purge", is_flag=True, help="Also delete the data dal wrote at the dataset's location.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--force", is_flag=True, help="With --purge: delete dal's files even if other files are there (kept).")
@@ -485,7 +627,7 @@ def drop_cmd(ctx: click.Context, name: str, purge: bool, yes: bool, force: bool,
 
 
 @cli.command("rename")
-@click.argument("old")
+@click.argument("old", shell_complete=_complete_names)
 @click.argument("new")
 @json_option
 @click.pass_context
@@ -501,7 +643,7 @@ def rename_cmd(ctx: click.Context, old: str, new: str, as_json: bool) -> None:
 
 
 @cli.command("set")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @click.option("--description", default=None, help="What the dataset holds.")
 @click.option("--owner", default=None, help="Who answers for it (a user or team).")
 @click.option("--time-column", default=None, help="The column that orders rows in time.")
@@ -532,8 +674,8 @@ def set_cmd(
 
 
 @cli.command("lineage")
-@click.argument("name")
-@click.argument("version", required=False)
+@click.argument("name", shell_complete=_complete_names)
+@click.argument("version", required=False, shell_complete=_complete_versions)
 @click.option("--depth", default=1, show_default=True, type=click.IntRange(1, 20), help="Downstream levels.")
 @json_option
 @click.pass_context
@@ -562,19 +704,28 @@ def lineage_cmd(ctx: click.Context, name: str, version: str | None, depth: int, 
         click.echo("  no lineage recorded (not written by dal.write)")
     click.echo("upstream:" + ("" if out["upstream"] else " none"))
     for u in out["upstream"]:
-        click.echo(f"  {u['dataset']} @ {u['version']}" + (f" where {u['filters']}" if u.get("filters") else ""))
+        where = f" where {u['filters']}" if u.get("filters") else ""
+        was = f" (read as {u['recorded_as']})" if u.get("recorded_as") else ""
+        click.echo(printable(f"  {u['dataset']} @ {u['version']}{where}{was}  [{u.get('how') or 'inferred'}]"))
     click.echo("downstream:" + ("" if out["downstream"] else " none"))
     _print_tree(out["downstream"], "  ")
+    if out["upstream"] or out["downstream"]:
+        click.echo(
+            "declared: named by the writer (dal.write inputs=); inferred: read by its process since its previous write"
+        )
 
 
 def _print_tree(nodes: Sequence[dict[str, Any]], indent: str) -> None:
     for d in nodes:
-        click.echo(f"{indent}{d['dataset']} @ {d['version']}")
+        if d.get("truncated"):
+            click.echo(f"{indent}... (only the first {d.get('shown')} are listed)")
+            continue
+        click.echo(printable(f"{indent}{d['dataset']} @ {d['version']}  [{d.get('how') or 'inferred'}]"))
         _print_tree(d.get("downstream") or [], indent + "  ")
 
 
 @cli.command("head")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @version_option
 @click.option("-n", "rows", default=10, show_default=True, type=click.IntRange(0, 10_000), help="Rows to print.")
 @click.option("--columns", default=None, help="Comma-separated columns (default: all).")
@@ -600,7 +751,7 @@ def head_cmd(
 
 
 @cli.command("stats")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @version_option
 @json_option
 @click.pass_context
@@ -649,7 +800,7 @@ def _duration(_ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 @cli.command("gc")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @click.option("--keep-last", type=click.IntRange(min=1), default=None, help="Keep the N newest versions.")
 @click.option("--older-than", callback=_duration, default=None, help="Expire only versions older than this (30d, 12h).")
 @click.option("--dry-run", is_flag=True, help="Show what would be expired and deleted; change nothing.")
@@ -697,7 +848,7 @@ def hive_group() -> None:
 
 
 @hive_group.command("sync")
-@click.argument("names", nargs=-1)
+@click.argument("names", nargs=-1, shell_complete=_complete_names)
 @click.option("--uri", required=True, envvar="DAL_HIVE_URI", help="thrift://host:9083")
 @click.option("--version", "-v", "version", default=None, help="Version to publish (default: latest).")
 @json_option
@@ -751,6 +902,8 @@ def db_group() -> None:
 @click.pass_context
 def db_upgrade_cmd(ctx: click.Context, as_json: bool) -> None:
     """Create the catalog or upgrade it to this dal's schema revision."""
+    from catalog.engine import display_url
+
     state = ctx.ensure_object(_State)
     before, after = state.catalog(create=False).upgrade()
     where = display_url(state.url)
@@ -768,6 +921,7 @@ def db_upgrade_cmd(ctx: click.Context, as_json: bool) -> None:
 def db_status_cmd(ctx: click.Context, as_json: bool) -> None:
     """Show the catalog URL (password hidden) and its schema revision."""
     from catalog import migrate
+    from catalog.engine import display_url
 
     state = ctx.ensure_object(_State)
     cat = state.catalog(create=False)

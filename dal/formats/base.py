@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from catalog.types import Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError, SchemaMismatch
+from dal.formats.names import DEFAULT_FORMAT as DEFAULT_FORMAT  # re-exported: what dal.write/register use
 from dal.tensors.schema import TensorSchema
 
 WriteMode = Literal["append", "overwrite"]
@@ -19,7 +20,6 @@ SchemaMode = Literal["merge", "overwrite"] | None
 # adopted by the next write (or sync) of that name
 DATASET_KEY = "dal.dataset"
 WRITE_ID_KEY = "dal.write_id"
-DEFAULT_FORMAT = "delta"  # what dal.write and dal.register use unless told
 # Parquet codecs a write may ask for (pyarrow's names; "uncompressed" is an alias of "none")
 COMPRESSIONS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none")
 DEFAULT_COMPRESSION = "snappy"

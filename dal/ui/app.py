@@ -42,6 +42,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 PER_PAGE = 50
 MAX_PER_PAGE = 200
 MAX_PARTITION_BARS = 60
+MAX_HISTORY = 500  # versions on a dataset's page (charts, pickers); all of them: /api/datasets/NAME/versions
 COOKIE = "dal_ui_token"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 SECURITY_HEADERS = {
@@ -147,7 +148,7 @@ def _human_size(n: object) -> str:
     return "-" if n is None else views.size_text(int(n))  # type: ignore[call-overload]
 
 
-def _lineage(cat: Catalog, name: str, version: str | int | None, depth: int) -> dict[str, Any]:
+def _lineage(cat: Catalog, name: str, version: str | int | VersionInfo | None, depth: int) -> dict[str, Any]:
     """What ``dal lineage NAME V --json`` prints (the same builder), with the program path and Spark master masked
     once more: a record written by another tool (or an older dal) must not show a credential here either."""
     out = lineage.lineage(cat, name, version, depth=depth)
@@ -159,8 +160,29 @@ def _lineage(cat: Catalog, name: str, version: str | int | None, depth: int) -> 
     return out
 
 
+def _pick(history: list[VersionInfo], asked: str | None) -> VersionInfo | None:
+    """The version ``?v=`` names when it is the latest or a number among ``history`` (no query needed)."""
+    if asked in (None, "latest"):
+        return history[-1]
+    if asked is not None and asked.isascii() and asked.isdigit():
+        first = history[0].number
+        i = int(asked) - first
+        return history[i] if 0 <= i < len(history) and history[i].number == int(asked) else None
+    return None
+
+
+def _tags(history: list[VersionInfo]) -> dict[str, int]:
+    """Every tag and the version it names, from a complete history (as ``Catalog.tags``: sorted by tag)."""
+    return dict(sorted((t, v.number) for v in history for t in v.tags))
+
+
 def _version_link(dataset: object, version: object) -> str:
     return f"/d/{quote(str(dataset), safe='')}?v={quote(str(version), safe='')}"
+
+
+def _how(edge: dict[str, Any]) -> str:
+    """How an edge is known, as the graph labels it: ``declared`` only when the record says so."""
+    return "declared" if edge.get("how") == "declared" else "inferred"
 
 
 def _lineage_view(out: dict[str, Any]) -> dict[str, Any]:
@@ -179,11 +201,12 @@ def _lineage_view(out: dict[str, Any]) -> dict[str, Any]:
         filters = [str(x.get("filters")) for x in out["upstream"] if isinstance(x, dict) and x.get("filters")
                    and (str(x.get("dataset")), str(x.get("version"))) == key]  # fmt: skip
         tip = f"{key[0]} @ version {key[1]}" + (" where " + " | ".join(filters) if filters else "")
-        upstream.append(Node(f"{key[0]} @ {key[1]}", tip, _version_link(*key)))
+        upstream.append(Node(f"{key[0]} @ {key[1]}", tip, _version_link(*key), _how(u)))
     downstream = [
         Node(f"{d['dataset']} @ {d['version']}", f"{d['dataset']} @ version {d['version']}",
-             _version_link(d["dataset"], d["version"]))
+             _version_link(d["dataset"], d["version"]), _how(d))
         for d in out.get("downstream") or []
+        if isinstance(d, dict) and not d.get("truncated")
     ]  # fmt: skip
     this = Node(f"{out['dataset']} @ {out['version']}", f"{out['dataset']} @ version {out['version']}")
     graph = (
@@ -286,7 +309,8 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
         return views.show(cat, request.path_params["name"])
 
     def api_versions(request: Request) -> Any:
-        return views.versions(cat, request.path_params["name"])
+        limit = _int_param(request, "limit", 0, 0, 10**9)  # the newest N; 0 (default): all
+        return views.versions(cat, request.path_params["name"], limit or None)
 
     def api_schema(request: Request) -> Any:
         return views.schema(cat, request.path_params["name"], _version_param(request, "version"))
@@ -329,8 +353,11 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
     def dataset_page(request: Request) -> HTMLResponse:
         name = request.path_params["name"]
         info = cat.get_dataset(name)
-        history = cat.versions(name)
-        current = cat.version(name, _version_param(request, "v")) if history else None
+        history = cat.versions(name, limit=MAX_HISTORY)  # the newest: a dataset may have many thousands
+        asked = _version_param(request, "v")
+        current = _pick(history, asked) if history else None
+        if history and current is None:  # a tag, a time, or a version older than the page lists
+            current = cat.version(name, asked)
         parts = cat.partitions(name, current.number) if current else ()
         base = f"/d/{name}?v="
         rows_chart = bytes_chart = parts_chart = None
@@ -360,10 +387,11 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
             info=info,
             location=mask_url(info.location),
             history=list(reversed(history)),
+            all_versions=0 if info.latest_version is None else info.latest_version + 1,
             current=current,
             partitions=parts,
-            tags=cat.tags(name),
-            lineage=_lineage_view(_lineage(cat, name, current.number, 1)) if current else None,
+            tags=_tags(history) if len(history) == (info.latest_version or 0) + 1 else cat.tags(name),
+            lineage=_lineage_view(_lineage(cat, name, current, 1)) if current else None,
             rows_chart=Markup(rows_chart) if rows_chart else None,
             bytes_chart=Markup(bytes_chart) if bytes_chart else None,
             parts_chart=Markup(parts_chart) if parts_chart else None,

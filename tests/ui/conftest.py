@@ -213,6 +213,7 @@ FORGED_PROGRAM = "/jobs/run.py?token=lineagesecret"  # a credential in a record 
 def populate_lineage(url: str, warehouse: Path) -> None:
     """A chain ``chain.a → chain.b → chain.c`` written through ``dal.open``/``dal.write`` (lineage recorded by dal
     itself), and a version whose lineage record (as a foreign writer might have stored it) is hostile text."""
+    from catalog.types import Input
     from dal import lineage
 
     cat = Catalog(url)
@@ -227,11 +228,12 @@ def populate_lineage(url: str, warehouse: Path) -> None:
         dal.write(table, "chain.c", path=str(warehouse / "c"), catalog=cat)
         lineage.clear_read_log()
         dal.write(table, "chain.forged", path=str(warehouse / "forged"), catalog=cat)
-        cat.annotate_version(
+        cat.record_lineage(  # the record as a foreign writer might have stored it; the one edge a write would
             "chain.forged", 0, lineage.KEY,
             {"user": HOSTILE, "host": HOSTILE, "time": "2026-01-01T00:00:00+00:00", "program": FORGED_PROGRAM,
              "git": {"commit": HOSTILE, "dirty": True}, "spark": {"application_id": HOSTILE, "master": SECRET_LOCATION},
              "upstream": [{"dataset": HOSTILE, "version": 1, "filters": HOSTILE}, {"dataset": "chain.c", "version": 0}]},
+            [Input("chain.c", 0)],
         )  # fmt: skip
     finally:
         lineage.clear_read_log()

@@ -6,7 +6,8 @@ DalError
 │                  CommittedNotRecorded
 ├── FormatError ⊃ SchemaMismatch, UnsupportedFeature
 ├── FilterError
-└── MissingDependency
+├── MissingDependency
+└── NotOwned
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ class FilterError(DalError, ValueError):
 
 class MissingDependency(DalError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class NotOwned(DalError):
+    """A destructive operation was pointed at something dal cannot prove it made (a folder without dal's cache
+    sentinel, an entry dal did not write); nothing was deleted."""
 
 
 def require(module: str, extra: str) -> Any:
@@ -244,6 +250,7 @@ __all__ = [
     "InvalidName",
     "MissingDependency",
     "NotFound",
+    "NotOwned",
     "SchemaMismatch",
     "TagExists",
     "UnsupportedFeature",

@@ -34,8 +34,8 @@ from dal.formats.base import (
 from dal.formats.catalog_schema import from_arrow
 from dal.formats.delta.staging import FILE_SCHEMA, write_files
 from dal.formats.delta.types import ConformedReader, check_writable, describe_mismatch
-from dal.formats.directory import aged_files, remove_empty_dirs
-from dal.storage import uris
+from dal.formats.directory import aged_files
+from dal.storage import ownership, uris
 from dal.storage.location import Location
 from dal.storage.partitions import PartitionValues, blank_partitions_as_null, partition_totals
 
@@ -236,10 +236,13 @@ class DeltaFormat(Format):
                 expired.append((v, _short(e) if present else None))
                 continue
             readable_seen = True
+            actions = _commit_actions(location, v, storage_options)
+            _check_paths(location, v, actions)  # every path the commit names lies under the table's root
+            entry: dict[str, Any] = next(
+                (a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)), {}
+            )
             try:
-                draft = self._describe(
-                    table, v, commit_info(location, v, storage_options) or {}, previous, storage_options
-                )
+                draft = self._describe(table, v, entry, previous, storage_options)
             except DalError:
                 raise
             except Exception as e:
@@ -267,6 +270,9 @@ class DeltaFormat(Format):
         schema = from_arrow(arrow)
         parts = tuple(table.metadata().partition_columns)
         actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+        where = f"{uris.mask_url(str(table.table_uri))} (Delta version {v})"
+        for a in actions:  # checkpointed ones too, whose commits may be gone
+            ownership.below(table.table_uri, a["path"], table=where, entry="an add action's path")
         rows = sum(a["num_records"] or 0 for a in actions)
         missing = None
         if any(a["num_records"] is None for a in actions):
@@ -311,7 +317,8 @@ class DeltaFormat(Format):
             if a["num_records"] is not None:
                 total += a["num_records"]
                 continue
-            with fs.open_input_file(uris.join(root, unquote(a["path"]))) as fh:
+            rel = ownership.below(table.table_uri, a["path"], table=str(table.table_uri), entry="an add action's path")
+            with fs.open_input_file(uris.join(root, rel)) as fh:
                 total += pq.ParquetFile(fh).metadata.num_rows
         return total
 
@@ -351,9 +358,10 @@ class DeltaFormat(Format):
                 raise FormatError(f"{where}: cannot read its deletion vectors: {_short(e)}") from e
         out = []
         for a in actions:
-            path = unquote(a["path"])
-            uri = path if "://" in path or path.startswith("/") else uris.join(location, path)
-            out.append(DataFile(uri, a["size_bytes"], a["num_records"], _values(a, parts), deleted.get(path, ())))
+            rel = ownership.below(location, a["path"], table=where, entry="an add action's path")
+            uri = uris.join(location, *rel.split("/"))
+            dv = deleted.get(rel, deleted.get(unquote(a["path"]), ()))
+            out.append(DataFile(uri, a["size_bytes"], a["num_records"], _values(a, parts), dv))
         out.sort(key=lambda f: f.uri)  # deterministic order for planning and sharding
         return out
 
@@ -514,7 +522,7 @@ class DeltaFormat(Format):
 
     def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:
         """Local disk: the partition directories left empty (never the log's)."""
-        remove_empty_dirs(Location.of(location, storage_options), lambda rel: not rel or "_delta_log" in rel)
+        ownership.remove_empty_dirs(Location.of(location, storage_options), lambda rel: not rel or "_delta_log" in rel)
 
 
 # -- gc of the log and of deletion vectors -----------------------------------------------------------------
@@ -674,15 +682,13 @@ def _change_feed(
     has_cdc = any(rel.startswith("_change_data/") for rel, _s, _a in listed)
     if not kept or not (has_cdc or cdf_on):
         return feed
-    loc = Location.of(location, storage_options)
     fs, root = uris.filesystem(location, storage_options)
     commits = {int(rel[11:31]): rel for rel, _s, _a in listed if rel.count("/") == 1 and _COMMIT.fullmatch(rel[11:])}
     oldest, gone = min(kept), set(expiring)
     feed.complete = all(v in commits for v in range(oldest, max([*commits, oldest]) + 1))
 
     def rel_of(path: str) -> str | None:
-        path = unquote(path)
-        return _below(loc, path) if "://" in path or path.startswith("/") else path
+        return ownership.inside(location, path)  # outside the root: never the table's
 
     for v, rel in sorted(commits.items()):
         if v < oldest and not has_cdc and v not in gone:
@@ -725,10 +731,11 @@ def _z85(text: str) -> bytes:
 
 def deletion_vector_path(descriptor: Mapping[str, Any]) -> str | None:
     """The file of a deletion vector descriptor (``add.deletionVector``): relative to the table for storage
-    type ``u`` (``[prefix/]deletion_vector_<uuid>.bin``), the absolute path for ``p``, None when inline."""
+    type ``u`` (``[prefix/]deletion_vector_<uuid>.bin``), the absolute URI (percent-encoded) for ``p``, None
+    when inline. ``dal.storage.ownership`` resolves either under the table's root."""
     kind, where = descriptor.get("storageType"), str(descriptor.get("pathOrInlineDv") or "")
     if kind == "p":
-        return unquote(where)
+        return where  # a URI, percent-encoded
     if kind != "u" or len(where) < 20:
         return None
     raw = _z85(where[-20:])
@@ -775,7 +782,6 @@ def _deletion_vector_files(
             f"{dataset}: cannot tell which deletion vector files kept versions need (no checkpoint at or before "
             f"version {oldest}, and commit {missing[0]} is not in the log); nothing was deleted"
         )
-    loc = Location.of(location, storage_options)
     fs, root = uris.filesystem(location, storage_options)
     log = uris.join(root, "_delta_log")
     state: dict[str, str | None] = {}
@@ -784,9 +790,7 @@ def _deletion_vector_files(
 
     def rel_of(dv: Mapping[str, Any] | None) -> str | None:
         path = deletion_vector_path(dv) if dv else None
-        if path is None or ("://" not in path and not path.startswith("/")):
-            return path
-        return _below(loc, path)
+        return None if path is None else ownership.inside(location, path)  # outside the root: never the table's
 
     if first is not None:
         import pyarrow.parquet as pq
@@ -795,8 +799,8 @@ def _deletion_vector_files(
         for n in parts:
             adds = pq.read_table(uris.join(log, n), filesystem=fs, columns=["add"]).column("add").to_pylist()
             for a in adds:
-                if a is not None:
-                    state[unquote(a["path"])] = dv = rel_of(a.get("deletionVector"))
+                if a is not None and (rel := ownership.inside(location, a["path"])) is not None:
+                    state[rel] = dv = rel_of(a.get("deletionVector"))
                     if dv:
                         named.add(dv)
         if first in kept:
@@ -808,12 +812,14 @@ def _deletion_vector_files(
                 a = act.get(kind)
                 if a is None:
                     continue
-                path, dv = unquote(a["path"]), rel_of(a.get("deletionVector"))
+                path, dv = ownership.inside(location, a["path"]), rel_of(a.get("deletionVector"))
                 if dv:
                     named.add(dv)
+                if path is None:
+                    continue  # outside the root: reads refuse such a version, gc never counts it as the table's
                 if kind == "add":
                     state[path] = dv
-                elif state.get(path) == dv:
+                elif path in state and state[path] == dv:
                     del state[path]
         if v in kept:
             needed |= {dv for dv in state.values() if dv}
@@ -947,6 +953,47 @@ def _physical_type(t: pa.DataType) -> pa.DataType:
     if pa.types.is_list(t):
         return pa.list_(_physical_field(t.value_field))
     return t
+
+
+def _commit_actions(location: str, version: int, storage_options: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The actions of one commit file ([] when it is gone: a version rebuilt from a checkpoint)."""
+    fs, root = uris.filesystem(location, storage_options)
+    try:
+        with fs.open_input_stream(uris.join(root, "_delta_log", f"{version:020d}.json")) as fh:
+            text = fh.read().decode()
+    except (FileNotFoundError, OSError):
+        return []
+    out = []
+    for line in text.splitlines():
+        if line.strip():
+            try:
+                action = json.loads(line)
+            except ValueError as e:
+                raise FormatError(f"{location}: Delta commit {version} is not valid JSON ({e})") from e
+            if isinstance(action, dict):
+                out.append(action)
+    return out
+
+
+def _check_paths(location: str, version: int, actions: Iterable[Mapping[str, Any]]) -> None:
+    """Refuse a commit naming a file outside the table's root: the paths of add, remove and cdc actions and of
+    deletion vectors (``dal.storage.ownership``: relative paths decoded and joined, absolute ones inside).
+
+    Raises:
+        FormatError: naming the table, the version and the entry."""
+    table = f"{uris.mask_url(location)} (Delta version {version})"
+    for action in actions:
+        for kind in ("add", "remove", "cdc"):
+            a = action.get(kind)
+            if not isinstance(a, dict):
+                continue
+            article = "an" if kind == "add" else "a"
+            if "path" in a:
+                ownership.below(location, str(a["path"]), table=table, entry=f"{article} {kind} action's path")
+            dv = a.get("deletionVector")
+            path = deletion_vector_path(dv) if isinstance(dv, dict) else None
+            if path is not None:
+                ownership.below(location, path, table=table, entry=f"{article} {kind} action's deletion vector")
 
 
 def commit_info(location: str, version: int, storage_options: Mapping[str, str]) -> dict[str, Any] | None:

@@ -53,7 +53,7 @@ from dal.formats.base import (
 )
 from dal.formats.directory import FileEntry, aged_files, data_files, describe_files, partition_values, scan_directory
 from dal.formats.petastorm.unischema import ROW_GROUPS_PER_FILE_KEY, UNISCHEMA_KEY, dumps_unischema, loads_unischema
-from dal.storage import uris
+from dal.storage import ownership, uris
 from dal.storage.location import Location
 from dal.storage.partitions import partition_dir, split_by_partition
 from dal.tensors.schema import TensorSchema, decode_table
@@ -143,7 +143,8 @@ def load_commit(loc: Location, n: int) -> Commit | None:
     """Version ``n``'s record, or None when it is an abandoned commit (see the module's notes).
 
     Raises:
-        FormatError: missing, or damaged in a way that skipping it could lose data (naming the file and the way out).
+        FormatError: missing, or damaged in a way that skipping it could lose data (naming the file and the way out),
+            or naming a directory or file outside the dataset's root.
     """
     rel = record_name(n)
     try:
@@ -151,9 +152,11 @@ def load_commit(loc: Location, n: int) -> Commit | None:
     except FileNotFoundError:
         raise FormatError(f"Petastorm version {n} of {loc.uri} is missing ({loc.child(rel)})") from None
     try:
-        return Commit.from_json(data)
+        commit = Commit.from_json(data)
     except FormatError as e:
         problem = str(e).removeprefix("malformed dal version record: ") or "no content"
+    else:
+        return _confined(loc, rel, commit)  # FormatError for a directory or file outside the root
     where = loc.child(rel)
     what = "empty" if not data.strip() else f"damaged ({problem})"
     stamp = loc.fs.get_file_info(loc.path(rel)).mtime
@@ -174,6 +177,18 @@ def load_commit(loc: Location, n: int) -> Commit | None:
         f"so dal will not guess which files version {n} holds. Restore the record from a backup; or, to give "
         f"version {n} up, delete that directory: dal then skips the record as an abandoned commit"
     )
+
+
+def _confined(loc: Location, rel: str, commit: Commit) -> Commit:
+    """``commit`` when its directory and every file it lists lie under the dataset's root.
+
+    Raises:
+        FormatError: naming the dataset and the record (``dal.storage.ownership``: dal reads nothing outside)."""
+    table = f"{loc.uri}: the version record {rel}"
+    ownership.below(loc.uri, commit.directory, table=table, entry='its "directory"', encoded=False)
+    for f in commit.files:
+        ownership.below(loc.uri, f"{commit.directory}/{f.path}", table=table, entry="a file it lists", encoded=False)
+    return commit
 
 
 def _directories_with_data(loc: Location, n: int) -> list[str]:
@@ -620,10 +635,17 @@ class PetastormFormat(Format):
         return sorted(out)
 
     def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:
-        """The version directories gc emptied."""
+        """The version directories gc emptied (locally only while empty: nothing behind a link, nothing written
+        since, is removed)."""
         loc = Location.of(location, storage_options)
         for d in {r.split("/", 1)[0] for r in deleted if VERSION_DIR.fullmatch(r.split("/", 1)[0])}:
-            loc.delete_dir(d)
+            if loc.local:
+                ownership.remove_empty_dirs(Location.of(loc.child(d)))
+            else:
+                ownership.remove_tree(loc, d)
+
+
+_TEMPORARY_RECORD = re.compile(r"\.\d{20}\.json\.[0-9a-f]{12}\.tmp")  # Location.create_exclusive's, of a record
 
 
 def _added_fields(loc: Location, directory: str, schema: TensorSchema) -> list[str]:
@@ -665,14 +687,14 @@ def _widened(
 def _sweep_temporary_records(loc: Location) -> None:
     """Remove the hidden temporary records (``.<record>.<token>.tmp``, local disk only) that writers killed
     before publishing left, once no writer can still be using them."""
-    if not loc.local:
-        return
+    if not loc.local or os.path.islink(loc.path(RECORDS)):
+        return  # never through a link
     now = time.time()
     for rel, _size in loc.list(RECORDS, recursive=False):
-        if rel.startswith(".") and rel.endswith(".tmp"):
+        if _TEMPORARY_RECORD.fullmatch(rel):
             path = loc.path(f"{RECORDS}/{rel}")
             try:
-                if now - os.stat(path).st_mtime >= ABANDONED_AFTER_S:
+                if now - os.lstat(path).st_mtime >= ABANDONED_AFTER_S:
                     os.unlink(path)
             except OSError:
                 pass  # gone meanwhile, or not ours to remove

@@ -866,16 +866,25 @@ def hive_group() -> None:
 @json_option
 @click.pass_context
 def hive_sync_cmd(ctx: click.Context, names: tuple[str, ...], uri: str, version: str | None, as_json: bool) -> None:
-    """Create or update an external Hive table per dataset (all datasets when no NAME is given)."""
+    """Create or update an external Hive table per dataset (all datasets when no NAME is given).
+
+    A dataset that cannot be published does not stop the others: those published are listed, then one error
+    line names each that failed (exit 1)."""
     from dal.ops import hive
 
-    tables = hive.sync(list(names) or None, uri=uri, version=version, catalog=_catalog(ctx))
+    failed: hive.HiveSyncError | None = None
+    try:
+        tables = hive.sync(list(names) or None, uri=uri, version=version, catalog=_catalog(ctx))
+    except hive.HiveSyncError as e:
+        tables, failed = e.synced, e
     if as_json:
         _emit_json([t.__dict__ for t in tables])
-        return
-    for t in tables:
-        line = f"{t.dataset} v{t.version} -> {t.database}.{t.table} ({t.partitions} partitions) at {t.location}"
-        click.echo(printable(mask_url(line)))
+    else:
+        for t in tables:
+            line = f"{t.dataset} v{t.version} -> {t.database}.{t.table} ({t.partitions} partitions) at {t.location}"
+            click.echo(printable(mask_url(line)))
+    if failed is not None:
+        raise failed
 
 
 @hive_group.command("import")

@@ -29,6 +29,8 @@ from dal.formats.base import (
     WriteOptions,
     WriteTransaction,
     check_time_column,
+    plan_partitioning,
+    replaces_schema,
 )
 from dal.formats.catalog_schema import from_arrow
 from dal.formats.delta.staging import FILE_SCHEMA, write_files
@@ -36,7 +38,7 @@ from dal.formats.delta.types import ConformedReader, check_writable, describe_mi
 from dal.formats.directory import aged_files, missing_files, vanished
 from dal.storage import ownership, uris
 from dal.storage.location import Location
-from dal.storage.partitions import PartitionValues, partition_totals
+from dal.storage.partitions import PartitionValues, blank_partitions_as_null, partition_totals
 
 # version property: why a recorded Delta version cannot be read (expired from the log, data files gone)
 UNAVAILABLE_KEY = "unavailable"
@@ -80,6 +82,8 @@ def _arrow_schema(table: Any) -> pa.Schema:
 def _operation(entry: Mapping[str, Any], version: int, schema_changed: bool) -> str:
     op = str(entry.get("operation", "unknown"))
     mode = str(entry.get("operationParameters", {}).get("mode", "")).lower()
+    if version > 0 and "REPLACE TABLE" in op:  # a schema overwrite that changed the partitioning (DeltaWrite.commit)
+        return "overwrite"
     if version == 0 or op in ("CREATE TABLE", "CREATE OR REPLACE TABLE") or mode == "errorifexists":
         return "create"
     if op == "WRITE" and mode == "overwrite":
@@ -121,24 +125,29 @@ class DeltaFormat(Format):
                 ) from e
             raise FormatError(f"cannot open Delta table {location}{at}: {_short(e)}") from e
 
-    def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> None:
+    def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> tuple[str, ...]:
+        """Refuse (``SchemaMismatch``) a write that does not fit the table, before anything is written: types
+        Delta cannot hold, the partitioning (``dal.formats.base.plan_partitioning``) and the schema against
+        the table's. Returns the partition columns the new version is laid out by."""
+        if not schema.names:
+            raise SchemaMismatch(f"cannot write to the Delta table {location}: the data has no columns")
         check_writable(schema, location)  # types Delta cannot hold are refused before anything is written
-        absent = [c for c in opts.partition_by if c not in schema.names]
-        if absent:
-            raise SchemaMismatch(f"partition_by names columns not in the data: {', '.join(absent)}")
-        if not self.exists(location, opts.storage_options):
-            return
-        table = self._table(location, opts.storage_options)
-        current = _arrow_schema(table)
-        parts = tuple(table.metadata().partition_columns)
-        replacing = opts.mode == "overwrite" and opts.schema_mode == "overwrite"
-        if opts.partition_by and tuple(opts.partition_by) != parts and not replacing:
+        table = self._table(location, opts.storage_options) if self.exists(location, opts.storage_options) else None
+        current_parts = tuple(table.metadata().partition_columns) if table is not None else None
+        parts = plan_partitioning(current_parts, opts, schema.names, f"the Delta table {location}")
+        nested = [
+            f"{c} ({schema.field(c).type})"
+            for c in parts
+            if c in schema.names and pa.types.is_nested(schema.field(c).type)
+        ]
+        if nested:
             raise SchemaMismatch(
-                f"the table is partitioned by {list(parts)}, not {list(opts.partition_by)}; "
-                "to change that, write with mode='overwrite', schema_mode='overwrite'"
+                f"cannot partition the Delta table {location} by {', '.join(nested)}: a partition column holds "
+                "one plain value per directory, not a struct, list or map"
             )
-        if replacing:
-            return
+        if table is None or replaces_schema(opts):
+            return parts
+        current = _arrow_schema(table)
         missing, new, changed = describe_mismatch(current, schema)
         problems = []
         if changed:
@@ -153,21 +162,24 @@ class DeltaFormat(Format):
             verb = "append to" if opts.mode == "append" else "overwrite"
             hint = " (or schema_mode='overwrite' to replace the schema)" if opts.mode == "overwrite" else ""
             raise SchemaMismatch(f"cannot {verb} {location}: " + "; ".join(problems) + hint)
+        return parts
 
-    def write(self, location: str, data: pa.RecordBatchReader, opts: WriteOptions) -> int:
+    def write(self, location: str, data: pa.RecordBatchReader, opts: WriteOptions, parts: Sequence[str]) -> int:
+        """Write local ``data`` with delta-rs as one version laid out by ``parts`` (from ``check_write``)."""
         dl = _dl()
         props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
-        if not (opts.mode == "overwrite" and opts.schema_mode == "overwrite") and self.exists(
-            location, opts.storage_options
-        ):
+        if not replaces_schema(opts) and self.exists(location, opts.storage_options):
             data = _with_missing_columns(data, _arrow_schema(self._table(location, opts.storage_options)))
+        # an empty partition value is null to every reader (delta-rs, Spark, dal) and Hive: written where nulls go
+        data = blank_partitions_as_null(data, parts)
         conformed = ConformedReader(data)  # unsigned -> signed, ns -> us, … refusing values that do not fit
         try:
             dl.write_deltalake(
                 location,
                 progress.counted(conformed.reader),  # rows handed to delta-rs, on a terminal's progress line
                 mode=opts.mode,
-                partition_by=list(opts.partition_by) or None,
+                # a schema overwrite may change the partitioning ([]: none); otherwise the table's, as checked
+                partition_by=list(parts) if replaces_schema(opts) else (list(parts) or None),
                 schema_mode=opts.schema_mode,
                 storage_options=_opts(opts.storage_options),
                 commit_properties=props,
@@ -180,7 +192,8 @@ class DeltaFormat(Format):
         except Exception as e:
             if conformed.error is not None:
                 raise conformed.error from None
-            raise translate(e, f"writing Delta table {location}") from e  # one line, masked, with a hint
+            # one line, masked, with a hint for an object store's error
+            raise translate(e, f"writing Delta table {location}", local=uris.is_local(location)) from e
         return self.find_commit(location, opts)
 
     def find_commit(self, location: str, opts: WriteOptions) -> int:
@@ -1033,20 +1046,21 @@ class DeltaWrite(WriteTransaction):
 
     def __init__(self, location: str, opts: WriteOptions) -> None:
         super().__init__(location, opts)
-        self.parts: list[str] = list(opts.partition_by)
+        self.parts: list[str] = list(opts.partition_by or ())
 
     def check(self, schema: pa.Schema) -> pa.Schema:
-        DeltaFormat().check_write(self.location, schema, self.opts)
-        storage = _opts(self.opts.storage_options)
-        if DeltaFormat().exists(self.location, self.opts.storage_options) and not self._replacing:
-            # appends keep the table's partitioning even when the caller does not repeat partition_by
-            self.parts = list(_dl().DeltaTable(self.location, storage_options=storage).metadata().partition_columns)
+        # the partitioning the new version is laid out by: the table's unless a schema overwrite changes it
+        self.parts = list(DeltaFormat().check_write(self.location, schema, self.opts))
         self._schema = schema
         return schema
 
     @property
     def _replacing(self) -> bool:
-        return self.opts.mode == "overwrite" and self.opts.schema_mode == "overwrite"
+        return replaces_schema(self.opts)
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        return tuple(self.parts)
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
         return write_files(
@@ -1088,6 +1102,18 @@ class DeltaWrite(WriteTransaction):
             )  # fmt: skip
             return DeltaFormat().find_commit(location, opts)
         table = dl.DeltaTable(location, storage_options=storage)
+        meta = table.metadata()
+        if self._replacing and tuple(meta.partition_columns) != tuple(self.parts):
+            # delta-rs's write transaction keeps the old partitionColumns beside the new schema (a table no
+            # reader can open): a new partitioning is committed as one CREATE OR REPLACE version instead, which
+            # removes every file of the table and keeps its history, configuration (table features), name
+            # and description
+            dl.transaction.create_table_with_add_actions(
+                location, dl.Schema.from_arrow(schema), actions, mode="overwrite", partition_by=parts,
+                name=meta.name, description=meta.description, configuration=dict(meta.configuration),
+                storage_options=storage, commit_properties=props,
+            )  # fmt: skip
+            return DeltaFormat().find_commit(location, opts)
         if opts.schema_mode == "merge":
             # create_write_transaction writes no metaData action for appends, so new columns are added first
             # in their own commit (a schema-change version), then the files are appended against that schema
@@ -1108,9 +1134,9 @@ class DeltaWrite(WriteTransaction):
         reader = to_reader(data)
         check_time_column(self.opts.time_column, reader.schema.names, "a column of the data")
         fmt = DeltaFormat()
-        fmt.check_write(self.location, reader.schema, self.opts)
+        parts = fmt.check_write(self.location, reader.schema, self.opts)
         try:
-            return fmt.write(self.location, reader, self.opts)
+            return fmt.write(self.location, reader, self.opts, parts)
         except DalError as e:
             # an error on the way back (a lost response after the store took the commit) may hide a commit
             landed = None if isinstance(e, SchemaMismatch) else self.landed()

@@ -195,6 +195,27 @@ version_option = click.option(
 )
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+_LOG_FORMAT = "dal: %(levelname)s: %(name)s: %(message)s"
+
+
+def _log_to_stderr(level: str) -> Any:
+    """dal's loggers (``dal``, ``dal.catalog``, …) at ``level`` onto stderr for this command; returns the undo
+    (in-process callers such as tests get the logger back as it was)."""
+    logger = logging.getLogger("dal")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+    before = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
+
+    def undo() -> None:
+        logger.removeHandler(handler)
+        logger.setLevel(before)
+
+    return undo
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--catalog",
@@ -204,10 +225,21 @@ version_option = click.option(
     help="Catalog URL (SQLAlchemy); default $DAL_CATALOG_URL or the embedded SQLite catalog.",
 )
 @click.option("--quiet", "-q", is_flag=True, help=_QUIET)
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    envvar="DAL_LOG_LEVEL",
+    default=None,
+    help="Print dal's log messages of this level and above on stderr ($DAL_LOG_LEVEL; default: warnings only).",
+)
+@click.option("--verbose", "-v", count=True, help="Log more on stderr: -v is --log-level info, -vv debug.")
 @click.version_option(version=__version__, prog_name="dal", message="%(prog)s, version %(version)s")
 @click.pass_context
-def cli(ctx: click.Context, catalog_url: str | None, quiet: bool) -> None:
+def cli(ctx: click.Context, catalog_url: str | None, quiet: bool, log_level: str | None, verbose: int) -> None:
     """Browse and manage the dal dataset catalog."""
+    level = log_level or ("debug" if verbose >= 2 else "info" if verbose else None)
+    if level is not None:
+        ctx.call_on_close(_log_to_stderr(level))
     before = progress.get_enabled()
     progress.set_enabled(False if quiet else None)  # a command's own --quiet may still turn it off
     ctx.call_on_close(lambda: progress.set_enabled(before))  # in-process callers (tests) get theirs back

@@ -247,6 +247,26 @@ class Catalog:
         with self._read() as s:
             return [self._dataset_info(r) for r in s.scalars(stmt)]
 
+    def latest_sizes(self, pattern: str | None = None, *, limit: int | None = None) -> dict[str, tuple[int, int]]:
+        """Row count and size in bytes of the latest version of each dataset ``list_datasets`` lists (those with a
+        version), in one query (``dal ls --json``)."""
+        validate_text(pattern, "pattern", optional=True, max_length=1000)
+        ids = select(DatasetRow.id).order_by(DatasetRow.name)
+        clause = self._search_clause(pattern)
+        if clause is not None:
+            ids = ids.where(clause)
+        if limit is not None:
+            ids = ids.limit(max(0, int(limit)))
+        page = ids.subquery()
+        latest = (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)
+        stmt = (
+            select(DatasetRow.name, VersionRow.row_count, VersionRow.size_bytes)
+            .join(page, page.c.id == DatasetRow.id)
+            .join(VersionRow, latest)
+        )
+        with self._read() as s:
+            return {str(n): (int(r), int(b)) for n, r, b in s.execute(stmt)}
+
     def get_dataset(self, name: str) -> DatasetInfo:
         """The dataset called ``name``. Raises ``DatasetNotFound`` (with close names) or ``InvalidName``."""
         with self._read() as s:

@@ -100,10 +100,15 @@ def __getattr__(name: str) -> Any:
         module, attr = _PUBLIC[name]
     except KeyError:
         raise AttributeError(f"module 'dal' has no attribute {name!r}") from None
-    value = importlib.import_module(module)
-    if attr is not None:
-        value = getattr(value, attr)
+    loaded = importlib.import_module(module)
+    value = getattr(loaded, attr) if attr is not None else loaded
     globals()[name] = value
+    # importing a submodule binds it on the package under its own name: where a public function has that name
+    # (dal.convert), put the function back, or dal.infer_schema before dal.convert would leave a module there
+    short = module.rpartition(".")[2]
+    target = _PUBLIC.get(short)
+    if globals().get(short) is loaded and target is not None and target[0] == module and target[1] is not None:
+        globals()[short] = getattr(loaded, target[1])
     return value
 
 

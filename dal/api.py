@@ -156,6 +156,10 @@ def write(
     validate_name(name)
     if mode not in ("append", "overwrite"):
         raise DalError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    if is_spark_dataframe(data):
+        from dal.spark.write import check_frame
+
+        check_frame(data)  # a streaming DataFrame is refused before anything runs
     codec = check_compression(compression)
     if schema_mode not in (None, "merge", "overwrite"):
         raise DalError(f"schema_mode must be None, 'merge' or 'overwrite', not {schema_mode!r}")
@@ -204,17 +208,20 @@ def write(
     cat.check_writable()  # before anything reaches storage: a commit nobody may record helps no one
 
     new = existing is None or existing.latest_version is None
-    if schema is None and new and fmt.needs_tensor_schema and is_spark_dataframe(data):
-        from dal.spark.frames import infer_tensor_schema  # a new dataset: codecs/shapes from the data
+    inferred = schema is None and fmt.needs_tensor_schema and is_spark_dataframe(data)
+    inferred = inferred and (new or schema_mode is not None)
+    if inferred:
+        from dal.spark.frames import infer_tensor_schema  # a new dataset or schema: codecs/shapes from the data
 
         schema = infer_tensor_schema(data)
     opts = WriteOptions(
         mode=mode,
-        partition_by=tuple(partition_by or ()),
+        partition_by=None if partition_by is None else tuple(partition_by),  # None: as the table is
         schema_mode=schema_mode,
         storage_options=options,
         commit_metadata=commit_metadata(uuid.uuid4().hex, name),
         tensor_schema=schema,
+        tensor_schema_inferred=inferred,
         time_column=time_column,
         compression=codec,
     )

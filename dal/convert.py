@@ -21,6 +21,7 @@ from typing import Any
 from dal import progress
 from dal.dataset import Dataset
 from dal.errors import DalError
+from dal.formats.base import WriteMode
 from dal.formats.inputs import is_spark_dataframe
 from dal.spark import convert_cache
 from dal.tensors.schema import TensorSchema
@@ -34,6 +35,7 @@ def convert(
     df: Any,
     *,
     name: str | None = None,
+    mode: WriteMode = "overwrite",
     cache_dir: str | None = None,
     dtype: str | None = "float32",
     row_group_size_bytes: int | None = DEFAULT_ROW_GROUP_BYTES,
@@ -59,6 +61,9 @@ def convert(
       permanent and versioned like any ``dal.write``; ``storage_options`` apply to that write, and ``inputs``
       (as ``dal.write``'s) are its declared lineage. A cached conversion records no lineage and does not
       count as the process's previous write.
+      ``mode='overwrite'`` (the default) makes that version hold exactly ``df``'s rows, so running the same
+      job twice gives the same data (the version before stays readable by its number); ``mode='append'`` adds
+      ``df``'s rows to the latest version's (running it twice stores them twice).
 
     Raises:
         DalError: not a Spark DataFrame, a bad option, or a cache folder that cannot be used; anything
@@ -66,6 +71,13 @@ def convert(
     """
     if not is_spark_dataframe(df):
         raise DalError(f"dal.convert takes a Spark DataFrame, not {type(df).__name__}")
+    if mode not in ("append", "overwrite"):
+        raise DalError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    if mode != "overwrite" and name is None:
+        raise DalError("mode= applies to name= writes; a cached conversion always holds exactly the DataFrame")
+    from dal.spark.write import check_frame
+
+    check_frame(df, "dal.convert")
     if dtype not in (None, "float32", "float64"):
         raise DalError(f"dtype must be 'float32', 'float64' or None, not {dtype!r}")
     if row_group_size_bytes is not None and (
@@ -81,8 +93,8 @@ def convert(
     prepared = sc.prepare(df, dtype)  # type: ignore[arg-type]  # checked above
     if name is not None:
         with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
-            version = api.write(prepared, name, compression=codec, storage_options=storage_options, catalog=catalog,
-                                inputs=inputs)  # fmt: skip
+            version = api.write(prepared, name, mode=mode, compression=codec, storage_options=storage_options,
+                                catalog=catalog, inputs=inputs)  # fmt: skip
         return api.open(name, version.number, storage_options=storage_options, catalog=catalog)
     if inputs is not None:
         raise DalError("inputs= records the lineage of a dataset in the catalog: pass name= too")

@@ -995,6 +995,10 @@ def gc_cmd(
     tagged = f" (kept tagged: {', '.join(str(n) for n in r.skipped_tagged)})" if r.skipped_tagged else ""
     click.echo(f"{name}: {verb} version(s) {expired}{tagged}")
     click.echo(f"{name}: {'would delete' if dry_run else 'deleted'} {len(r.deleted)} file(s), {_size(r.bytes)}")
+    for rel in r.not_followed:
+        click.echo(
+            f"{name}: {printable(rel)}/ is a symbolic link to a directory: not followed, nothing behind it deleted"
+        )
     if dry_run:
         for rel in r.deleted:
             click.echo(f"  {printable(rel)}")
@@ -1012,16 +1016,25 @@ def hive_group() -> None:
 @json_option
 @click.pass_context
 def hive_sync_cmd(ctx: click.Context, names: tuple[str, ...], uri: str, version: str | None, as_json: bool) -> None:
-    """Create or update an external Hive table per dataset (all datasets when no NAME is given)."""
+    """Create or update an external Hive table per dataset (all datasets when no NAME is given).
+
+    A dataset that cannot be published does not stop the others: those published are listed, then one error
+    line names each that failed (exit 1)."""
     from dal.ops import hive
 
-    tables = hive.sync(list(names) or None, uri=uri, version=version, catalog=_catalog(ctx))
+    failed: hive.HiveSyncError | None = None
+    try:
+        tables = hive.sync(list(names) or None, uri=uri, version=version, catalog=_catalog(ctx))
+    except hive.HiveSyncError as e:
+        tables, failed = e.synced, e
     if as_json:
         _emit_json([t.__dict__ for t in tables])
-        return
-    for t in tables:
-        line = f"{t.dataset} v{t.version} -> {t.database}.{t.table} ({t.partitions} partitions) at {t.location}"
-        click.echo(printable(mask_url(line)))
+    else:
+        for t in tables:
+            line = f"{t.dataset} v{t.version} -> {t.database}.{t.table} ({t.partitions} partitions) at {t.location}"
+            click.echo(printable(mask_url(line)))
+    if failed is not None:
+        raise failed
 
 
 @hive_group.command("import")
@@ -1093,7 +1106,11 @@ def cache_group() -> None:
 
 
 cache_dir_option = click.option(
-    "--dir", "cache_dir", default=None, help="Cache folder (default $DAL_CACHE_DIR or <DAL_HOME>/cache)."
+    "--dir",
+    "cache_dir",
+    default=None,
+    help="Cache folder, or an object-store URL such as s3://bucket/cache reached with the environment's "
+    "credentials (default $DAL_CACHE_DIR or <DAL_HOME>/cache). Only a folder dal made for its cache is cleared.",
 )
 
 
@@ -1122,6 +1139,17 @@ def cache_ls_cmd(cache_dir: str | None, files: bool, as_json: bool) -> None:
             _emit_json({"path": str(folder), "bytes": used})
             return
         click.echo(f"file cache {printable(str(folder))}: {used:,} bytes")
+        return
+    spec = convert_cache.cache_spec(cache_dir)
+    if convert_cache.is_remote(spec):
+        loc = convert_cache.remote_root(spec, None, create=False)
+        listed = [(e, None, e.users()) for e in convert_cache.remote_entries(loc)]
+        if as_json:
+            _emit_json([{"key": e.key, "path": e.table, "created": e.created, "rows": e.rows, "bytes": None,
+                         "users": users} for e, _, users in listed])  # fmt: skip
+            return
+        _table(f"cache {mask_url(loc.uri)}", ["key", "created", "rows", "users"],
+               [(e.key[:16], e.created, e.rows, len(users)) for e, _, users in listed])  # fmt: skip
         return
     root = convert_cache.cache_root(cache_dir, create=False)
     found = [(e, e.size_bytes(), e.users()) for e in convert_cache.entries(root)]
@@ -1153,13 +1181,24 @@ def cache_clear_cmd(cache_dir: str | None, force: bool, files: bool, as_json: bo
             return
         click.echo(f"removed {freed:,} bytes from the file cache {printable(str(folder))}")
         return
-    root = convert_cache.cache_root(cache_dir, create=False)
-    removed, kept = convert_cache.clear(root, force=force)
+    spec = convert_cache.cache_spec(cache_dir)
+    if convert_cache.is_remote(spec):
+        loc = convert_cache.remote_root(spec, None, create=False)
+        removed_remote, kept_remote = convert_cache.remote_clear(loc, force=force)
+        where, removed_keys, kept_keys = (
+            mask_url(loc.uri),
+            [e.key for e in removed_remote],
+            [e.key for e in kept_remote],
+        )
+    else:
+        root = convert_cache.cache_root(cache_dir, create=False)
+        removed, kept = convert_cache.clear(root, force=force)
+        where, removed_keys, kept_keys = str(root), [e.key for e in removed], [e.key for e in kept]
     if as_json:
-        _emit_json({"removed": [e.key for e in removed], "kept": [e.key for e in kept]})
+        _emit_json({"removed": removed_keys, "kept": kept_keys})
         return
-    click.echo(f"removed {len(removed)} cached conversion(s) from {printable(str(root))}" +
-               (f"; kept {len(kept)} in use (--force removes them)" if kept else ""))  # fmt: skip
+    click.echo(f"removed {len(removed_keys)} cached conversion(s) from {printable(where)}" +
+               (f"; kept {len(kept_keys)} in use (--force removes them)" if kept_keys else ""))  # fmt: skip
 
 
 @cli.command("ui")

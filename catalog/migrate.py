@@ -2,10 +2,18 @@
 
 Alembic (with mako and its other imports, a third of a second) is imported only to create or upgrade a
 catalog: an up-to-date one is recognised by a plain query of its revision against ``HEAD``.
+
+Alembic's own INFO lines (plugin set-up, "Context impl SQLiteImpl", one per script) are held back while dal
+migrates, unless the ``alembic`` logger was given a level: an application that calls
+``logging.basicConfig(level=logging.INFO)`` sees one line from the ``dal.catalog`` logger when a catalog is
+created or upgraded, and nothing otherwise.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +29,29 @@ if TYPE_CHECKING:
 UPGRADE_COMMAND = "dal db upgrade"
 # arbitrary constant key for pg_advisory_xact_lock, so concurrent first uses migrate once
 _PG_LOCK_KEY = 0x0DA1CA7A
+# a child of dal's logger: ``logging.getLogger("dal")`` settings apply (the catalog never imports dal itself)
+_log = logging.getLogger("dal.catalog")
+
+
+@contextmanager
+def _quiet_alembic() -> Iterator[None]:
+    """Alembic's INFO lines held back while dal migrates (warnings still pass), unless the application set the
+    ``alembic`` logger's level itself: then it asked for them."""
+    logger = logging.getLogger("alembic")
+    if logger.level != logging.NOTSET:
+        yield
+        return
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(logging.NOTSET)
+
+
+def _where(connection: Connection) -> str:
+    from catalog.engine import display_url
+
+    return display_url(connection.engine.url)
 
 
 def script_location() -> str:
@@ -78,9 +109,12 @@ def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
     with engine.execution_options(dal_write=True).begin() as conn:
         _lock(conn)
         before = current_revision(conn)
-        command.upgrade(_config(conn), revision)
+        with _quiet_alembic():
+            command.upgrade(_config(conn), revision)
         after = current_revision(conn)
     assert after is not None
+    if before != after:
+        _log.info("upgraded the catalog %s from revision %s to %s", _where(conn), before or "none", after)
     return before, after
 
 
@@ -105,7 +139,9 @@ def ensure_current(engine: Engine) -> None:
         if current is None and not tables:
             from alembic import command
 
-            command.upgrade(_config(conn), "head")
+            with _quiet_alembic():
+                command.upgrade(_config(conn), "head")
+            _log.info("created the catalog %s (schema revision %s)", _where(conn), head)
             return
     from alembic.script import ScriptDirectory
 

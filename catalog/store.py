@@ -248,6 +248,26 @@ class Catalog:
         with self._read() as s:
             return [self._dataset_info(r) for r in s.scalars(stmt)]
 
+    def latest_sizes(self, pattern: str | None = None, *, limit: int | None = None) -> dict[str, tuple[int, int]]:
+        """Row count and size in bytes of the latest version of each dataset ``list_datasets`` lists (those with a
+        version), in one query (``dal ls --json``)."""
+        validate_text(pattern, "pattern", optional=True, max_length=1000)
+        ids = select(DatasetRow.id).order_by(DatasetRow.name)
+        clause = self._search_clause(pattern)
+        if clause is not None:
+            ids = ids.where(clause)
+        if limit is not None:
+            ids = ids.limit(max(0, int(limit)))
+        page = ids.subquery()
+        latest = (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)
+        stmt = (
+            select(DatasetRow.name, VersionRow.row_count, VersionRow.size_bytes)
+            .join(page, page.c.id == DatasetRow.id)
+            .join(VersionRow, latest)
+        )
+        with self._read() as s:
+            return {str(n): (int(r), int(b)) for n, r, b in s.execute(stmt)}
+
     def get_dataset(self, name: str) -> DatasetInfo:
         """The dataset called ``name``. Raises ``DatasetNotFound`` (with close names) or ``InvalidName``."""
         with self._read() as s:
@@ -911,35 +931,133 @@ class Catalog:
             func.lower(DatasetRow.description).like(needle, escape="\\"),
         )
 
-    def count_datasets(self, query: str | None = None) -> int:
-        """How many datasets match ``query`` (as ``search_datasets``)."""
+    @staticmethod
+    def _find_clause(query: str | None, filters: Mapping[str, str] | None, skip: str | None = None) -> list[Any]:
+        """The WHERE clauses of the web UI's search: ``query`` as ``_search_clause`` and, without wildcards, also
+        the owner, the format, a tag or a column name of the latest version containing it; ``filters`` (facets)
+        match exactly: ``format``, ``owner``, ``tag`` (a tag of any version), ``column`` (a column of the latest
+        version, case-insensitive). ``skip``: a facet left out (to count that facet's values)."""
+        from sqlalchemy.orm import aliased
+
+        clauses: list[Any] = []
+        # aliases: the subqueries correlate with the outer dal_datasets only (a query that also joins versions or
+        # tags, as sorting by size and the tag facet do, must not make them correlate with those too)
+        tag, field, version = aliased(TagRow), aliased(SchemaFieldRow), aliased(VersionRow)
+        latest_fields = (
+            select(field.id)
+            .join(version, version.schema_id == field.schema_id)
+            .where(version.dataset_id == DatasetRow.id, version.number == DatasetRow.current_version)
+        )
+        if query and not any(c in query for c in "*?"):
+            needle = f"%{_like_pattern(query.lower())}%"
+            clauses.append(
+                or_(
+                    func.lower(DatasetRow.name).like(needle, escape="\\"),
+                    func.lower(DatasetRow.description).like(needle, escape="\\"),
+                    func.lower(DatasetRow.owner).like(needle, escape="\\"),
+                    func.lower(DatasetRow.format).like(needle, escape="\\"),
+                    select(tag.id)
+                    .where(tag.dataset_id == DatasetRow.id, func.lower(tag.name).like(needle, escape="\\"))
+                    .exists(),
+                    latest_fields.where(func.lower(field.name).like(needle, escape="\\")).exists(),
+                )
+            )
+        elif query:
+            clauses.append(DatasetRow.name.like(_like_pattern(query), escape="\\"))
+        for key, value in (filters or {}).items():
+            if not value or key == skip:
+                continue
+            if key == "format":
+                clauses.append(DatasetRow.format == value)
+            elif key == "owner":
+                clauses.append(DatasetRow.owner == value)
+            elif key == "tag":
+                clauses.append(select(tag.id).where(tag.dataset_id == DatasetRow.id, tag.name == value).exists())
+            elif key == "column":
+                clauses.append(latest_fields.where(func.lower(field.name) == value.lower()).exists())
+            else:
+                raise CatalogError(f"unknown search facet {key!r} (format, owner, tag, column)")
+        return clauses
+
+    def count_datasets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> int:
+        """How many datasets match ``query`` and ``filters`` (as ``search_datasets``)."""
         validate_text(query, "query", optional=True, max_length=1000)
-        stmt = select(func.count()).select_from(DatasetRow)
-        clause = self._search_clause(query)
-        if clause is not None:
-            stmt = stmt.where(clause)
+        stmt = select(func.count()).select_from(DatasetRow).where(*self._find_clause(query, filters))
         with self._read() as s:
             return int(s.scalar(stmt) or 0)
 
+    def facets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
+        """For the datasets a search finds, how many have each format, owner and tag (the 50 commonest of each),
+        each facet counted under the other filters only (so choosing one still shows the alternatives)."""
+        validate_text(query, "query", optional=True, max_length=1000)
+        out: dict[str, dict[str, int]] = {}
+        with self._read() as s:
+            for facet, column in (("format", DatasetRow.format), ("owner", DatasetRow.owner)):
+                n = func.count()
+                stmt = (
+                    select(column, n)
+                    .where(*self._find_clause(query, filters, skip=facet), column != "")
+                    .group_by(column)
+                    .order_by(n.desc(), column)
+                    .limit(50)
+                )
+                out[facet] = {str(k): int(v) for k, v in s.execute(stmt)}
+            n = func.count(func.distinct(TagRow.dataset_id))
+            stmt = (
+                select(TagRow.name, n)
+                .join(DatasetRow, DatasetRow.id == TagRow.dataset_id)
+                .where(*self._find_clause(query, filters, skip="tag"))
+                .group_by(TagRow.name)
+                .order_by(n.desc(), TagRow.name)
+                .limit(50)
+            )
+            out["tag"] = {str(k): int(v) for k, v in s.execute(stmt)}
+        return out
+
     def search_datasets(
-        self, query: str | None = None, *, limit: int = 50, offset: int = 0
+        self,
+        query: str | None = None,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        filters: Mapping[str, str] | None = None,
+        sort: str = "name",
     ) -> list[tuple[DatasetInfo, int | None, int | None]]:
-        """One page of datasets sorted by name, with the row count and size in bytes of each one's latest
-        version (``None`` before its first); LIMIT/OFFSET run in the database. ``query`` as ``list_datasets``."""
+        """One page of datasets, with the row count and size in bytes of each one's latest version (``None``
+        before its first); LIMIT/OFFSET run in the database. ``query``: a glob on the name, else a substring of
+        the name, description, owner, format, a tag or a column; ``filters``: exact facets (``_find_clause``);
+        ``sort``: ``name``, ``updated``, ``rows`` or ``size``, descending with a leading ``-`` (ties by name)."""
         validate_text(query, "query", optional=True, max_length=1000)
         limit, offset = max(0, min(int(limit), 1000)), max(0, int(offset))
-        # the page of ids first (the name index walks to the offset), then the latest versions of those rows only
-        page = select(DatasetRow.id).order_by(DatasetRow.name).limit(limit).offset(offset)
-        clause = self._search_clause(query)
-        if clause is not None:
-            page = page.where(clause)
-        ids = page.subquery()
+        descending = sort.startswith("-")
+        key = sort.lstrip("-")
         latest = (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)
+        orders = {
+            "name": DatasetRow.name,
+            "updated": DatasetRow.updated_at,
+            "rows": VersionRow.row_count,
+            "size": VersionRow.size_bytes,
+        }
+        if key not in orders:
+            raise CatalogError(f"sort must be one of {', '.join(orders)} (a leading - for descending), not {sort!r}")
+        order = orders[key].desc() if descending else orders[key].asc()
+        # the page of ids first (the name index walks to the offset), then the latest versions of those rows only
+        page = select(DatasetRow.id, orders[key].label("k"), DatasetRow.name.label("n"))
+        if key in ("rows", "size"):
+            page = page.outerjoin(VersionRow, latest)
+            order = order.nulls_last()
+        page = (
+            page.where(*self._find_clause(query, filters)).order_by(order, DatasetRow.name).limit(limit).offset(offset)
+        )
+        ids = page.subquery()
+        outer = ids.c.k.desc() if descending else ids.c.k.asc()
+        if key in ("rows", "size"):
+            outer = outer.nulls_last()
         stmt = (
             select(DatasetRow, VersionRow.row_count, VersionRow.size_bytes)
             .join(ids, ids.c.id == DatasetRow.id)
             .outerjoin(VersionRow, latest)
-            .order_by(DatasetRow.name)
+            .order_by(outer, ids.c.n)
         )
         with self._read() as s:
             return [(self._dataset_info(d), rows, size) for d, rows, size in s.execute(stmt)]

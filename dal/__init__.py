@@ -6,6 +6,7 @@ ds = dal.open("weather.radar", version="prod")             # pinned: same rows f
 table = ds.to_arrow()
 dal.lifecycle.gc("weather.radar", keep_last=5)                # retention; also drop, rename, set_info, head, stats
 dal.read_log()                                                # every (dataset, version, filters) read here
+scan.stats()                                                  # rows, bytes, files, pruning, time, cache hits
 
 The public names below load on first use, so ``import dal`` (and the ``dal`` command) costs almost nothing
 until something is opened or written.
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from dal.lineage import read_log
     from dal.mixing import mix
     from dal.ops import hive, lifecycle
+    from dal.read.stats import ReadStats
     from dal.read.transform import TransformSpec
     from dal.scan import Scan
     from dal.tensors.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec
@@ -40,6 +42,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "Dataset": ("dal.dataset", "Dataset"),
     "ImageCodec": ("dal.tensors.codecs", "ImageCodec"),
     "NdarrayCodec": ("dal.tensors.codecs", "NdarrayCodec"),
+    "ReadStats": ("dal.read.stats", "ReadStats"),
     "ScalarCodec": ("dal.tensors.codecs", "ScalarCodec"),
     "Scan": ("dal.scan", "Scan"),
     "TensorField": ("dal.tensors.schema", "TensorField"),
@@ -67,6 +70,7 @@ __all__ = [
     "Dataset",
     "ImageCodec",
     "NdarrayCodec",
+    "ReadStats",
     "ScalarCodec",
     "Scan",
     "TensorField",

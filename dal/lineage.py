@@ -73,9 +73,18 @@ class Read:
     version: int
     filters: str | None = None
     at: str = ""
+    # what the reads made under this entry did (rows, bytes, files, time, cache: ``Scan.stats()``), summed;
+    # None until a scan of it is read
+    stats: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "version": self.version, "filters": self.filters, "at": self.at}
+        return {
+            "dataset": self.dataset,
+            "version": self.version,
+            "filters": self.filters,
+            "at": self.at,
+            "stats": self.stats,
+        }
 
 
 _Key = tuple[str, int, str | None]
@@ -144,8 +153,28 @@ def record_use(dataset: str, version: int, filters: str | None = None) -> None:
     _window().add((dataset, int(version), filters), datetime.now(UTC).isoformat())
 
 
+def add_stats(dataset: str, version: int, filters: str | None, stats: Any) -> None:
+    """Add a finished read's statistics (a ``ReadStats``) to the newest read-log entry of (dataset, version,
+    filters): ``dal.open`` made the unfiltered one, a filtered scan its own. Nothing when the log has none."""
+    import dataclasses
+
+    values = stats.to_dict()
+    with _reads_lock:
+        for i in range(len(_reads) - 1, -1, -1):
+            r = _reads[i]
+            if (r.dataset, r.version, r.filters) == (dataset, int(version), filters):
+                if r.stats is not None:
+                    values = {
+                        k: (r.stats.get(k, 0) + v if isinstance(v, int | float) and k != "version" else v)
+                        for k, v in values.items()
+                    }
+                _reads[i] = dataclasses.replace(r, stats=values)
+                return
+
+
 def read_log() -> list[Read]:
-    """Every (dataset, version, filters) this process read through dal, oldest first — to log with a model."""
+    """Every (dataset, version, filters) this process read through dal, oldest first — to log with a model; each
+    with ``stats``: what the reads under it did (rows, bytes, files, seconds, cache; see ``Scan.stats()``)."""
     with _reads_lock:
         return list(_reads)
 

@@ -17,7 +17,7 @@ arithmetic), ``dal.read`` reads them in large chunks on threads, and batches are
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from dataclasses import replace as _with  # sample()/balance() take an argument named replace
 from datetime import date, datetime, timedelta
 from functools import cached_property
@@ -32,6 +32,7 @@ from dal.errors import FilterError, check_int, translating
 from dal.read import reader, sampling
 from dal.read.plan import PLAN_CACHE, Pinned, Query, Window, as_datetime, cut, translate_missing, window_expr
 from dal.read.sharding import Remainder, share
+from dal.read.stats import ReadStats, Recorder, StatsBox
 from dal.read.tasks import ReadTask
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ class Scan:
     shuffle_: tuple[int, int] | None = None  # (seed, rows a shuffled chunk holds at least)
     epoch: int = 0
     sample_: sampling.Selection | None = None  # sample / balance: a per-epoch selection (dal.read.sampling)
+    # the reads made through this scan (``stats()``): shared with its set_epoch copies, new for a narrowed scan
+    stats_: StatsBox = field(default_factory=StatsBox, compare=False, repr=False)
 
     # -- schema ---------------------------------------------------------------------------------
 
@@ -90,13 +93,13 @@ class Scan:
         twice = sorted({c for c in columns if columns.count(c) > 1})
         if twice:
             raise FilterError(f"select names {', '.join(map(repr, twice))} more than once")
-        return replace(self, columns=tuple(columns))
+        return replace(self, columns=tuple(columns), stats_=StatsBox())
 
     def filter(self, condition: E.Expr | str) -> Scan:
         """Keep rows matching ``condition`` (``dal.col`` expressions or a SQL WHERE string); several
         filters combine with AND."""
         bound = E.bind(E.as_expr(condition), self.arrow_schema)
-        return replace(self, filters=(*self.filters, bound))
+        return replace(self, filters=(*self.filters, bound), stats_=StatsBox())
 
     def window(self, start: datetime | date | str, end: datetime | date | str, column: str | None = None) -> Scan:
         """Rows with ``start <= column < end`` on the time column (the dataset's, unless named).
@@ -113,7 +116,7 @@ class Scan:
         typ = self.arrow_schema.field(column).type
         if not (pa.types.is_timestamp(typ) or pa.types.is_date(typ) or pa.types.is_integer(typ)):
             raise FilterError(f"window column {column!r} is {typ}; it must be a timestamp, date or epoch seconds")
-        return replace(self, window_=Window(lo, hi, column))
+        return replace(self, window_=Window(lo, hi, column), stats_=StatsBox())
 
     def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> Scan:
         """This rank's share of the rows: disjoint from other ranks', deterministic, and by default the
@@ -124,7 +127,7 @@ class Scan:
             raise FilterError(f"rank must be in [0, {world_size}), got {rank!r}")
         if remainder not in ("pad", "drop", "keep"):
             raise FilterError(f"remainder must be 'pad', 'drop' or 'keep', not {remainder!r}")
-        return replace(self, shard_=(rank, world_size, remainder))
+        return replace(self, shard_=(rank, world_size, remainder), stats_=StatsBox())
 
     def shuffle(self, seed: int, buffer_size: int = 10_000) -> Scan:
         """Permute row groups per epoch, and rows inside each chunk read (chunks hold whole row groups and
@@ -133,7 +136,7 @@ class Scan:
         The order is a pure function of (seed, epoch, version, shard): the same on every run."""
         seed = check_int(seed, "shuffle seed", minimum=0)
         buffer_size = check_int(buffer_size, "shuffle buffer_size", minimum=1, maximum=2**31 - 1)
-        return replace(self, shuffle_=(seed, buffer_size))
+        return replace(self, shuffle_=(seed, buffer_size), stats_=StatsBox())
 
     def sample(
         self,
@@ -151,7 +154,7 @@ class Scan:
         of the bytes (``spread=math.inf``: every row group, rows drawn one by one). ``replace=True``: with replacement. See ``dal.read.sampling``."""
         if self.sample_ is not None:
             raise FilterError("this scan is already sampled or balanced: sample or balance once")
-        return _with(self, sample_=sampling.check_sample(fraction, rows, seed, replace, spread))
+        return _with(self, sample_=sampling.check_sample(fraction, rows, seed, replace, spread), stats_=StatsBox())
 
     def balance(
         self,
@@ -172,7 +175,7 @@ class Scan:
         self._check_columns([by], "balance")
         checked = sampling.check_balance(by, weights, rows, seed, replace)
         sampling.check_balance_column(self, checked)  # a class column, weights of its type
-        return _with(self, sample_=checked)
+        return _with(self, sample_=checked, stats_=StatsBox())
 
     def set_epoch(self, epoch: int) -> Scan:
         """The scan for another epoch (a new order when shuffling)."""
@@ -286,9 +289,16 @@ class Scan:
             if tasks is not None:
                 raise FilterError("a sampled or balanced scan is read whole (its rank's share), not by tasks")
             self._log_read()
+            recorder = Recorder(self)
             units, _rows = sampling.rank_units(sampling.PickRows(self), self.shard_, skip_rows)
-            yield from sampling.read_units(units, convert)
+            try:
+                for rows, chunk in sampling.read_units(units, recorder.counting(convert)):
+                    recorder.handed(rows)
+                    yield chunk
+            finally:
+                self._record(recorder)
             return
+        recorder = Recorder(self)  # from here: planning's footer reads count too
         tasks = list(tasks) if tasks is not None else self.plan()
         spans = self.chunk_spans(tasks)
         if skip_rows:
@@ -296,9 +306,33 @@ class Scan:
             while spans and skip_rows >= (rows := sum(counts[spans[0][0] : spans[0][1]])):
                 skip_rows -= rows
                 spans = spans[1:]
-        yield from reader.read_chunks(
-            self.query, tasks, spans, permute=self._permute(), skip=skip_rows, convert=convert
-        )
+        try:
+            chunks = reader.read_chunks(
+                self.query, tasks, spans, permute=self._permute(), skip=skip_rows, convert=recorder.counting(convert)
+            )
+            for k, (rows, chunk) in enumerate(chunks):
+                recorder.handed(rows, tasks[spans[k][0] : spans[k][1]])
+                yield chunk
+        finally:
+            self._record(recorder)
+
+    def _record(self, recorder: Recorder) -> None:
+        """One pass done (or abandoned): its statistics added to this scan's, the Dataset's and the read log's."""
+        from dal import lineage
+
+        stats = recorder.finish()
+        self.stats_.add(stats)
+        box = getattr(self.dataset, "stats_", None)
+        if isinstance(box, StatsBox):
+            box.add(stats)
+        condition = self.query.condition
+        lineage.add_stats(stats.dataset, stats.version, None if condition is None else E.to_sql(condition), stats)
+
+    def stats(self) -> ReadStats:
+        """What the reads made through this scan did: rows, chunks, bytes read, files and row groups read and pruned,
+        seconds, file-cache hits and misses (see ``dal.read.stats.ReadStats``), summed over its passes (epochs).
+        All zero before the first read; a narrowed scan (``select``, ``filter``, …) counts its own."""
+        return self.stats_.get(self.dataset.name, self.dataset.number)
 
     def _permute(self) -> tuple[int, int] | None:
         return (self.shuffle_[0], self.epoch) if self.shuffle_ is not None else None

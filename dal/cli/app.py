@@ -113,7 +113,7 @@ def _json_error(ctx: click.Context, message: str, kind: str, code: int) -> None:
 
 class _State:
     def __init__(self, url: str | None) -> None:
-        self.url = url or default_url()
+        self.url = url or default_url()  # the --profile option has resolved a profile's URL already
         self._catalog: Catalog | None = None
         self._lite: LiteCatalog | None = None
         self._lite_tried = False
@@ -148,9 +148,10 @@ def _reader(ctx: click.Context) -> CatalogReader:
 
 
 def _console() -> Console:
+    """Tables as wide as the terminal (80 columns off a terminal, or $COLUMNS): long values fold onto more lines."""
     from rich.console import Console
 
-    return Console(soft_wrap=False, width=max(Console().width, 100))
+    return Console(soft_wrap=False)
 
 
 def _emit_json(obj: Any) -> None:
@@ -162,10 +163,16 @@ def _table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[ob
 
     table = Table(title=_text(title) if title else None, show_lines=False, header_style="bold")
     for c in columns:
-        table.add_column(c, justify="right" if c in {"version", "rows", "files", "size", "#"} else "left")
+        # fold, never cut: a name or path is still all there (on more lines) in a narrow terminal; short values
+        # (numbers, times) stay whole on one line and the wider text columns give way
+        table.add_column(c, justify="right" if c in _NUMERIC else "left", overflow="fold", no_wrap=c in _WHOLE)
     for r in rows:
         table.add_row(*("" if v is None else _text(v) for v in r))
     _console().print(table)
+
+
+_NUMERIC = {"version", "latest", "rows", "files", "size", "#"}
+_WHOLE = _NUMERIC | {"created (UTC)", "updated", "format", "operation", "status", "nullable"}
 
 
 def _text(value: object) -> str:
@@ -195,6 +202,27 @@ version_option = click.option(
 )
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+_LOG_FORMAT = "dal: %(levelname)s: %(name)s: %(message)s"
+
+
+def _log_to_stderr(level: str) -> Any:
+    """dal's loggers (``dal``, ``dal.catalog``, …) at ``level`` onto stderr for this command; returns the undo
+    (in-process callers such as tests get the logger back as it was)."""
+    logger = logging.getLogger("dal")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+    before = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
+
+    def undo() -> None:
+        logger.removeHandler(handler)
+        logger.setLevel(before)
+
+    return undo
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--catalog",
@@ -203,11 +231,35 @@ version_option = click.option(
     default=None,
     help="Catalog URL (SQLAlchemy); default $DAL_CATALOG_URL or the embedded SQLite catalog.",
 )
+@click.option(
+    "--profile",
+    envvar="DAL_PROFILE",
+    default=None,
+    help="A named catalog from the config file ($DAL_CONFIG or ~/.config/dal/config.toml; $DAL_PROFILE).",
+)
 @click.option("--quiet", "-q", is_flag=True, help=_QUIET)
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    envvar="DAL_LOG_LEVEL",
+    default=None,
+    help="Print dal's log messages of this level and above on stderr ($DAL_LOG_LEVEL; default: warnings only).",
+)
+@click.option("--verbose", "-v", count=True, help="Log more on stderr: -v is --log-level info, -vv debug.")
 @click.version_option(version=__version__, prog_name="dal", message="%(prog)s, version %(version)s")
 @click.pass_context
-def cli(ctx: click.Context, catalog_url: str | None, quiet: bool) -> None:
+def cli(
+    ctx: click.Context,
+    catalog_url: str | None,
+    profile: str | None,
+    quiet: bool,
+    log_level: str | None,
+    verbose: int,
+) -> None:
     """Browse and manage the dal dataset catalog."""
+    level = log_level or ("debug" if verbose >= 2 else "info" if verbose else None)
+    if level is not None:
+        ctx.call_on_close(_log_to_stderr(level))
     before = progress.get_enabled()
     progress.set_enabled(False if quiet else None)  # a command's own --quiet may still turn it off
     ctx.call_on_close(lambda: progress.set_enabled(before))  # in-process callers (tests) get theirs back
@@ -215,8 +267,25 @@ def cli(ctx: click.Context, catalog_url: str | None, quiet: bool) -> None:
     # line to the one dal prints for it
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.CRITICAL)
-    ctx.obj = _State(catalog_url)
+    ctx.obj = _State(_catalog_choice(ctx, catalog_url, profile))
     ctx.call_on_close(ctx.obj.close)
+
+
+def _catalog_choice(ctx: click.Context, url: str | None, profile: str | None) -> str | None:
+    """The catalog URL: --catalog, else --profile, else $DAL_CATALOG_URL, else $DAL_PROFILE, else the config
+    file's default profile, else the embedded catalog (``catalog.home.default_url``)."""
+    from click.core import ParameterSource
+
+    def typed(name: str) -> bool:
+        return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
+    if url and typed("catalog_url"):
+        return url
+    if profile and typed("profile"):
+        from catalog.home import profile_url
+
+        return profile_url(profile)
+    return url or None  # $DAL_CATALOG_URL; else default_url() reads $DAL_PROFILE and the config file
 
 
 LS_LIMIT = 1000
@@ -327,7 +396,14 @@ def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool) -
         click.echo(f"dal: listed the first {limit:,} datasets by name; more match (--limit N, or --limit 0: all)",
                    err=True)  # fmt: skip
     if as_json:
-        _emit_json([_dataset_dict(d) for d in datasets])
+        # the row count and size of each one's latest version, as /api/datasets has them (one more query)
+        sizes = reader.latest_sizes(pattern, limit=limit or None) if datasets else {}
+        out = []
+        for d in datasets:
+            item = _dataset_dict(d)
+            item["latest_row_count"], item["latest_size_bytes"] = sizes.get(d.name, (None, None))
+            out.append(item)
+        _emit_json(out)
         return
     if not datasets:
         click.echo("no datasets" + (f" match {pattern!r}" if pattern else " yet"))
@@ -350,11 +426,19 @@ def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool) -
 
 @cli.command("show")
 @click.argument("name", shell_complete=_complete_names)
+@click.option("--property", "prop", default=None, metavar="KEY", help="Print only this property's value.")
 @json_option
 @click.pass_context
-def show_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
-    """Show a dataset: location, owner, time column and its newest version."""
+def show_cmd(ctx: click.Context, name: str, prop: str | None, as_json: bool) -> None:
+    """Show a dataset: location, owner, time column and its newest version (--property KEY: one property)."""
     cat = _reader(ctx)
+    if prop is not None:
+        value = _property(cat.get_dataset(name), prop)
+        if as_json:
+            _emit_json({"dataset": name, "property": prop, "value": value})
+        else:
+            click.echo(printable(value if isinstance(value, str) else json.dumps(value)))
+        return
     if as_json:
         _emit_json(views.show(cat, name))
         return
@@ -385,16 +469,24 @@ def show_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
     _table(None, ["field", "value"], rows)
 
 
+def _property(info: Any, key: str) -> Any:
+    """One property of a dataset (``dal set --property`` sets them); a missing key names the ones there are."""
+    from catalog.errors import NotFound, suggest
+
+    if key not in info.properties:
+        known = ", ".join(sorted(info.properties)) or "none"
+        raise NotFound(f"{info.name} has no property {key!r}{suggest(key, info.properties)} (properties: {known})")
+    return info.properties[key]
+
+
 def _version_rows(versions: Sequence[VersionInfo]) -> list[tuple[object, ...]]:
     return [
         (
             v.number,
-            v.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            v.created_at.strftime("%Y-%m-%d %H:%M"),
             v.operation,
             f"{v.row_count:,}",
-            v.file_count,
             _size(v.size_bytes),
-            "-" if v.storage_version is None else v.storage_version,
             ", ".join(v.tags),
             "expired" if v.unavailable else "",
         )
@@ -419,7 +511,8 @@ def versions_cmd(ctx: click.Context, name: str, limit: int | None, as_json: bool
         return
     _table(
         name,
-        ["version", "created (UTC)", "operation", "rows", "files", "size", "storage v.", "tags", "status"],
+        # files, storage versions and seconds: --json (80 columns hold these)
+        ["version", "created (UTC)", "operation", "rows", "size", "tags", "status"],
         _version_rows(versions),
     )
 
@@ -499,6 +592,71 @@ def partitions_cmd(ctx: click.Context, name: str, version: str | None, as_json: 
         f"{name} @ version {v.number} by {', '.join(v.partition_columns)}",
         ["partition", "rows", "files", "size"],
         [(p.key, f"{p.row_count:,}", p.file_count, _size(p.size_bytes)) for p in parts],
+    )
+
+
+@cli.command("files")
+@click.argument("name", shell_complete=_complete_names)
+@click.argument("version", required=False, shell_complete=_complete_versions)
+@json_option
+@click.pass_context
+def files_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
+    """List the data files of a version (default: the latest): path, partition, rows, size."""
+    from dal import api
+
+    ds = api.open(name, version, catalog=_catalog(ctx))
+    files = ds.files()
+    root = mask_url(ds.location).rstrip("/") + "/"
+    entries: list[dict[str, Any]] = [
+        {
+            "path": mask_url(f.uri),
+            "partition": "/".join(f"{k}={'' if v is None else v}" for k, v in f.partition_values),
+            "rows": f.row_count,
+            "size_bytes": f.size_bytes,
+            "deleted_rows": len(f.deleted_rows),
+        }
+        for f in files
+    ]
+    if as_json:
+        _emit_json({"dataset": name, "version": ds.number, "location": mask_url(ds.location), "files": entries})
+        return
+    if not entries:
+        click.echo(f"{name} @ version {ds.number}: no data files")
+        return
+
+    def short(path: str) -> str:
+        plain = path.split("://", 1)[-1]
+        base = root.split("://", 1)[-1]
+        return plain[len(base) :] if plain.startswith(base) else path
+
+    total = sum(f.size_bytes for f in files)
+    _table(
+        f"{name} @ version {ds.number}: {len(entries):,} files, {_size(total)} under {printable(mask_url(ds.location))}",
+        ["file", "rows", "size"],
+        [(short(e["path"]), "?" if e["rows"] is None else f"{e['rows']:,}", _size(e["size_bytes"])) for e in entries],
+    )
+
+
+@cli.command("profiles")
+@json_option
+def profiles_cmd(as_json: bool) -> None:
+    """List the named catalogs of the config file (passwords masked; ${VAR} left as written)."""
+    from catalog.home import config_path, default_profile, load_config, profiles
+
+    config = load_config()
+    found = profiles(config)
+    default = default_profile(config)
+    if as_json:
+        _emit_json({"config": str(config_path()), "default": default,
+                    "profiles": {n: mask_url(u) for n, u in found.items()}})  # fmt: skip
+        return
+    if not found:
+        click.echo(f"no catalog profiles in {printable(str(config_path()))}")
+        return
+    _table(
+        f"profiles in {config_path()}",
+        ["profile", "catalog", ""],
+        [(n, mask_url(u), "default" if n == default else "") for n, u in sorted(found.items())],
     )
 
 

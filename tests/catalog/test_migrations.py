@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 import sqlalchemy as sa
@@ -28,6 +29,46 @@ def test_first_use_creates_the_catalog(catalog_url: str) -> None:
     cat = Catalog(catalog_url)
     assert cat.revision() == migrate.head_revision()
     assert cat.list_datasets() == []
+
+
+def test_alembic_is_quiet_unless_migrating(catalog_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """``logging.basicConfig(level=logging.INFO)`` in an application: creating a catalog is one line from dal (not
+    alembic's 12: plugin set-up, context, one per script), opening it again is none, and an upgrade is one line."""
+    caplog.set_level(logging.INFO)
+    Catalog(catalog_url).close()
+    assert [r.name for r in caplog.records if r.name.startswith("alembic")] == []
+    mine = [r.getMessage() for r in caplog.records if r.name == "dal.catalog"]
+    assert len(mine) == 1 and mine[0].startswith("created the catalog ") and f"revision {migrate.HEAD}" in mine[0]
+    assert logging.getLogger("alembic").level == logging.NOTSET  # put back as it was
+    caplog.clear()
+    cat = Catalog(catalog_url)
+    cat.list_datasets()
+    cat.close()
+    assert [r for r in caplog.records if r.name.startswith(("alembic", "dal"))] == []
+
+
+def test_an_upgrade_logs_one_line_and_alembic_only_when_asked(
+    catalog_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _upgrade_to(catalog_url, "0001")
+    caplog.set_level(logging.INFO)
+    caplog.clear()
+    Catalog(catalog_url, create=False).upgrade()
+    assert [r.name for r in caplog.records if r.name.startswith("alembic")] == []
+    mine = [r.getMessage() for r in caplog.records if r.name == "dal.catalog"]
+    assert len(mine) == 1 and mine[0].startswith("upgraded the catalog ")
+    assert mine[0].endswith(f" from revision 0001 to {migrate.HEAD}")
+    engine = make_engine(catalog_url)
+    with engine.begin() as conn:
+        command.downgrade(migrate._config(conn), "0001")
+    engine.dispose()
+    caplog.clear()
+    logging.getLogger("alembic").setLevel(logging.INFO)  # the application asked for alembic's lines
+    try:
+        Catalog(catalog_url, create=False).upgrade()
+    finally:
+        logging.getLogger("alembic").setLevel(logging.NOTSET)
+    assert any(r.name.startswith("alembic") and "Running upgrade" in r.getMessage() for r in caplog.records)
 
 
 def test_models_match_migrations(catalog_url: str) -> None:

@@ -52,3 +52,22 @@ def test_the_versions_api_takes_a_limit(many: Server) -> None:
     assert status == 200 and [v["version"] for v in body] == [total - 3, total - 2, total - 1]
     status, body = many.json("/api/datasets/big.hist/versions")
     assert status == 200 and len(body) == total
+
+
+def test_a_long_history_is_a_paged_table_and_not_a_tab_stop_per_bar(many: Server) -> None:
+    import re
+
+    from dal.ui.app import VERSIONS_PER_PAGE
+
+    total = MAX_HISTORY + EXTRA
+    page = many.get("/d/big.hist")[2].decode()
+    charts = re.findall(r'<svg id="(?:rows|bytes)-chart".*?</svg>', page, re.S)
+    assert len(charts) == 2 and all("<a " not in c for c in charts)  # a link per bar was 2 x 500 tab stops
+    assert page.count("<a ") < 60
+    listed = [int(n) for n in re.findall(r'<tr[^>]*><td class="n"><a href="/d/big.hist\?v=(\d+)"', page)]
+    assert listed == list(range(total - 1, total - 1 - VERSIONS_PER_PAGE, -1))  # newest first
+    assert "versions page 1 of 20" in page and 'id="versions-older"' in page
+    older = many.get("/d/big.hist?vpage=2")[2].decode()
+    listed = [int(n) for n in re.findall(r'<tr[^>]*><td class="n"><a href="/d/big.hist\?v=(\d+)"', older)]
+    assert listed == list(range(total - 1 - VERSIONS_PER_PAGE, total - 1 - 2 * VERSIONS_PER_PAGE, -1))
+    assert many.get("/d/big.hist?vpage=999")[0] == 200  # past the end: the last page

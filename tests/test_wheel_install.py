@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from catalog.revision import HEAD
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -43,7 +45,7 @@ def test_wheel_creates_and_upgrades_its_catalog(tmp_path: Path) -> None:
     version = _run([dal, "--version"], work, env)
     assert version.returncode == 0 and version.stdout.startswith("dal, version "), version.stdout + version.stderr
     up = _run([dal, "db", "upgrade"], work, env)
-    assert up.returncode == 0 and "from revision none to 0002" in up.stdout, up.stdout + up.stderr
+    assert up.returncode == 0 and f"from revision none to {HEAD}" in up.stdout, up.stdout + up.stderr
     ls = _run([dal, "ls"], work, env)
     assert ls.returncode == 0 and "no datasets yet" in ls.stdout, ls.stdout + ls.stderr
 

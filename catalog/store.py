@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import Text, cast, delete, func, or_, select, text
@@ -49,7 +49,7 @@ from catalog.types import (
     version_ref,
 )
 
-VersionRef = int | str | datetime | None
+VersionRef = int | str | datetime | date | None  # a date: its midnight UTC
 _TAG_TEXT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 # a format is dal's business (dal.formats): the catalog stores its name, a short lower-case word
 _FORMAT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
@@ -494,8 +494,11 @@ class Catalog:
     def version(self, name: str, ref: VersionRef = None) -> VersionInfo:
         """Resolve ``ref`` to one version of ``name``.
 
-        ``ref`` is ``None``/``"latest"`` (the newest), a version number (int or digits), a tag, or a
-        datetime / ISO-8601 string (the version current at that time; naive times are UTC).
+        ``ref`` is ``None``/``"latest"`` (the newest), a version number (an int, NumPy's too, or digits), a tag,
+        or a datetime / date / ISO-8601 string (the version current at that time; naive times and dates are
+        UTC, a date its midnight). A string is a tag when a tag of exactly that text exists, else read as a
+        time: a tag named ``2026-04-01`` wins over the as-of reading of that string; pass a ``date`` or
+        ``datetime`` to mean the time.
 
         Raises:
             VersionNotFound: no such number or tag, or the time is before the first version.

@@ -104,22 +104,40 @@ class Scan:
         bound = E.bind(E.as_expr(condition), self.arrow_schema)
         return replace(self, filters=(*self.filters, bound))
 
-    def window(self, start: datetime | date | str, end: datetime | date | str, column: str | None = None) -> Scan:
-        """Rows with ``start <= column < end`` on the time column (the dataset's, unless named).
+    def window(
+        self, start: datetime | date | str | None, end: datetime | date | str | None, column: str | None = None
+    ) -> Scan:
+        """Rows with ``start <= column < end`` on the time column (the dataset's, unless named); ``None`` for
+        either bound leaves that side open. Windows chain like filters: each one narrows the rows (the
+        intersection of all the windows).
 
-        Prunes time-partitioned directories (``date=…``, ``date=…/hour=…``, epoch seconds) and row groups.
+        Time-partitioned directories (``date=…``, ``date=…/hour=…``) are pruned only when dal knows how they
+        derive from the time column (``dal.timeparts``); otherwise the window is a filter, still pushed down to
+        partition values and row-group statistics.
         """
         column = column or self.dataset.info.time_column
         if column is None:
             raise FilterError(f"{self.dataset.name} has no time column; pass window(..., column='ts')")
         self._check_columns([column], "window")
-        lo, hi = as_datetime(start, "window start"), as_datetime(end, "window end")
-        if lo >= hi:
+        if start is None and end is None:
+            raise FilterError("window needs a start or an end (None leaves one side open)")
+        lo = as_datetime(start, "window start") if start is not None else None
+        hi = as_datetime(end, "window end") if end is not None else None
+        if lo is not None and hi is not None and lo >= hi:
             raise FilterError(f"empty window: start {lo.isoformat()} is not before end {hi.isoformat()}")
         typ = self.arrow_schema.field(column).type
         if not (pa.types.is_timestamp(typ) or pa.types.is_date(typ) or pa.types.is_integer(typ)):
             raise FilterError(f"window column {column!r} is {typ}; it must be a timestamp, date or epoch seconds")
-        return replace(self, window_=Window(lo, hi, column))
+        new = Window(lo, hi, column)
+        old = self.window_
+        if old is None:
+            return replace(self, window_=new)
+        if old.column == column:  # the intersection (it may be empty: no rows, as two disjoint filters give)
+            return replace(self, window_=old.intersect(new))
+        # windows on two columns: the one on the dataset's time column stays the window (time partitions
+        # prune by it), the other becomes a filter
+        keep, other = (old, new) if old.column == self.dataset.info.time_column else (new, old)
+        return replace(self, window_=keep, filters=(*self.filters, window_expr(other, self.arrow_schema)))
 
     def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> Scan:
         """This rank's share of the rows: disjoint from other ranks', deterministic, and by default the

@@ -19,6 +19,7 @@ from dal.lineage import read_log
 from dal.mixing import mix as mix  # dal.mix([...], weights=[...])
 from dal.scan import Scan
 from dal.tensors import TensorField, TensorSchema
+from dal.timeparts import TimePartitions
 from dal.transform import TransformSpec
 
 __version__ = "0.1.0"
@@ -32,6 +33,7 @@ __all__ = [
     "Scan",
     "TensorField",
     "TensorSchema",
+    "TimePartitions",
     "TransformSpec",
     "__version__",
     "col",

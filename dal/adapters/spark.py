@@ -12,7 +12,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -162,14 +162,20 @@ def _stage(txn: WriteTransaction, schema: pa.Schema, counters: tuple[Any, Any, A
                 else pa.Table.from_batches([b]).cast(schema).combine_chunks().to_batches()[0]
             )
 
-        records = txn.stage(cast(b) for b in batches)
+        records = txn.stage(txn.observed(cast(b) for b in batches))
         if counters is not None:
             counters[0].add(seen[0])
             counters[1].add(len(records))
             counters[2].add(sum(int(r.get("size") or 0) for r in records))
-        yield pa.RecordBatch.from_pylist(records, schema=txn.record_schema)
+        out = pa.RecordBatch.from_pylist(records, schema=txn.record_schema)
+        # what this task's rows proved of the time partitions, on each of its file records (see write_dataframe)
+        found = txn.observer.encode() if txn.observer is not None else 0
+        yield out.append_column(_FOUND, pa.array([found] * out.num_rows, pa.int64()))
 
     return run
+
+
+_FOUND = "dal_time_partitions_kept"  # a column _stage adds to the records: the rules its task's rows kept
 
 
 @contextmanager
@@ -252,15 +258,16 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
             writer = writer.partitionBy(*opts.partition_by)
         with _watched(df.sparkSession):  # Spark's own writer: the progress line shows its tasks
             writer.options(**native).save(io.to_uri(location, opts.storage_options))
+        if txn.observer is not None and not txn.observer.declared:
+            txn.observer.merge([False] * len(txn.observer.rules))  # no row was seen: nothing proven
         return txn.native_commit()
     from pyspark.sql.pandas.types import from_arrow_schema
 
     group = _JobGroup(df.sparkSession)
     try:
         with _watched(df.sparkSession) as counters, group:  # a progress line on a terminal, per staged file
-            frame = df.select(*schema.names).mapInArrow(
-                _stage(txn, schema, counters), from_arrow_schema(txn.record_schema)
-            )
+            records = txn.record_schema.append(pa.field(_FOUND, pa.int64()))
+            frame = df.select(*schema.names).mapInArrow(_stage(txn, schema, counters), from_arrow_schema(records))
             rows = [r.asDict() for r in frame.collect()]
     except Exception as e:
         group.settle()  # the failed job's other tasks may still be staging files: let them stop first
@@ -274,6 +281,10 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
         group.settle()
         txn.abort()
         raise
+    for r in rows:
+        found = r.pop(_FOUND)
+        if txn.observer is not None:
+            txn.observer.merge(txn.observer.decode(int(found)))
     return txn.commit(rows)
 
 
@@ -345,21 +356,24 @@ def scan_to_spark(scan: Scan, spark: Any = None) -> Any:
     if scan.window_ is not None:
         conditions.append(scan._window_expr(scan.window_))
     floating = {f.name for f in scan.arrow_schema if pa.types.is_floating(f.type)}
+    ntz = {f.name for f in df.schema.fields if f.dataType.typeName() == "timestamp_ntz"}
     for c in conditions:
-        df = df.where(spark_condition(c, floating))
+        df = df.where(spark_condition(c, floating, ntz))
     if scan.columns is not None:
         df = df.select(*scan.columns)
     return df
 
 
-def spark_condition(e: Any, floating: set[str]) -> Any:
+def spark_condition(e: Any, floating: set[str], ntz: Collection[str] = ()) -> Any:
     """A bound filter (``dal.expr.bind``) as a Spark Column with the semantics ``to_arrow`` gives it.
 
     Spark orders NaN above every number and makes NaN = NaN true; dal compares NaN as IEEE 754 does (only
-    ``<>`` is true), so comparisons on ``floating`` columns are guarded. Naive datetimes are UTC. A NULL
-    ``isin`` argument is kept out of ``isin`` (NULL unless the value matches, as in SQL).
+    ``<>`` is true), so comparisons on ``floating`` columns are guarded. Naive datetimes are UTC; compared with a
+    ``timestamp_ntz`` column (``ntz``) they are wall-clock literals of that type (a zoned literal would make
+    Spark read the column in the session's time zone). A NULL ``isin`` argument is kept out of ``isin`` (NULL
+    unless the value matches, as in SQL).
     """
-    from datetime import datetime
+    from datetime import UTC, datetime
 
     from pyspark.sql import functions as F
 
@@ -368,7 +382,10 @@ def spark_condition(e: Any, floating: set[str]) -> Any:
 
     null = F.lit(None).cast("boolean")
 
-    def lit(v: Any) -> Any:
+    def lit(v: Any, column: str | None = None) -> Any:
+        if isinstance(v, datetime) and column in ntz:
+            wall = v if v.tzinfo is None else v.astimezone(UTC).replace(tzinfo=None)
+            return F.lit(wall.isoformat(sep=" ")).cast("timestamp_ntz")
         return F.lit(as_datetime(v, "a filter value") if isinstance(v, datetime) else v)  # naive = UTC
 
     def go(e: E.Expr) -> Any:
@@ -384,7 +401,7 @@ def spark_condition(e: Any, floating: set[str]) -> Any:
             return F.when(F.col(e.column.name).isNull(), null).otherwise(F.lit(e.result))
         if isinstance(e, E.IsIn):
             c = F.col(e.column.name)
-            present = [lit(v.value) for v in e.values if v.value is not None]
+            present = [lit(v.value, e.column.name) for v in e.values if v.value is not None]
             term = c.isin(present) if present else F.lit(False)
             if e.column.name in floating:
                 term = term & ~F.isnan(c)
@@ -400,7 +417,7 @@ def spark_condition(e: Any, floating: set[str]) -> Any:
             return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
         if isinstance(e, E.Compare) and isinstance(e.left, E.Col):
             a = F.col(e.left.name)
-            b = F.col(e.right.name) if isinstance(e.right, E.Col) else lit(e.right.value)
+            b = F.col(e.right.name) if isinstance(e.right, E.Col) else lit(e.right.value, e.left.name)
             term = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
             if isinstance(e.right, E.Col):
                 if e.left.name not in floating and e.right.name not in floating:
@@ -434,11 +451,35 @@ def read_version(dataset: Pinned, spark: Any = None) -> Any:
     return _read_files(dataset, spark)
 
 
-def _spark_schema(fields: list[pa.Field]) -> Any:
-    """Spark StructType of Arrow fields; tz-aware timestamps stay TimestampType (not NTZ)."""
+def _spark_schema(fields: list[pa.Field], zoned: Collection[str] = ()) -> Any:
+    """Spark StructType of Arrow fields: tz-aware timestamps are TimestampType, naive ones (Delta's
+    timestamp_ntz, dal's naive = wall-clock UTC) TimestampNTZType, so a session in another time zone shows the
+    same wall-clock values; except the ``zoned`` columns (stored as INT96: Spark's instants)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=False)
+    fields = [
+        f.with_type(pa.timestamp(f.type.unit, "UTC"))
+        if f.name in zoned and pa.types.is_timestamp(f.type) and f.type.tz is None
+        else f
+        for f in fields
+    ]
+    return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=True)
+
+
+def _zoned(dataset: Pinned) -> set[str]:
+    """The naive-timestamp columns whose Parquet files store INT96 (Spark's legacy encoding of instants: Spark
+    reads them as TimestampType only), from the footer of one data file."""
+    naive = {f.name for f in dataset.arrow_schema() if pa.types.is_timestamp(f.type) and f.type.tz is None}
+    files = dataset.files() if naive else []
+    if not files:
+        return set()
+    import pyarrow.parquet as pq
+
+    fs, path = io.filesystem(files[0].uri, dataset.storage_options)
+    schema = pq.ParquetFile(path, filesystem=fs).schema
+    return {
+        c.path.split(".")[0] for c in (schema.column(i) for i in range(len(schema))) if c.physical_type == "INT96"
+    } & naive
 
 
 def read_tasks(scan: Scan, spark: Any) -> Any:
@@ -446,7 +487,6 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
     read of exactly the pinned version that needs no Hadoop filesystem for the storage (e.g. S3 without
     hadoop-aws). The scan's projection and filter are applied as each task is read, and a sliced task
     (a shard's cut of a row group) yields exactly its rows."""
-    from pyspark.sql.pandas.types import from_arrow_schema
 
     tasks = scan.plan()
     columns = list(scan.columns) if scan.columns is not None else scan.arrow_schema.names
@@ -514,10 +554,11 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
     task_schema = (
         "uri string, row_group int, partition_values string, offset long, length long, deleted string, exact boolean"
     )
+    spark_schema = _spark_schema(list(out_schema), _zoned(scan.dataset))
     if not rows:
-        return spark.createDataFrame([], _spark_schema(list(out_schema)))
+        return spark.createDataFrame([], spark_schema)
     frame = spark.createDataFrame(rows, task_schema).repartition(min(len(rows), spark.sparkContext.defaultParallelism))
-    return frame.mapInArrow(run, from_arrow_schema(out_schema, prefer_timestamp_ntz=False))
+    return frame.mapInArrow(run, spark_schema)
 
 
 def _read_files(dataset: Pinned, spark: Any) -> Any:
@@ -531,12 +572,13 @@ def _read_files(dataset: Pinned, spark: Any) -> Any:
         return read_tasks(Scan(dataset), spark)
     arrow = dataset.arrow_schema()
     parts = list(dataset.version.partition_columns)
-    data_schema = _spark_schema([f for f in arrow if f.name not in parts])
+    zoned = _zoned(dataset)
+    data_schema = _spark_schema([f for f in arrow if f.name not in parts], zoned)
     if not files:
         return spark.createDataFrame([], _spark_schema(list(arrow)))
     if parts and all(_hive_path(dataset.location, f.uri, f.partition_values) for f in files):
         # Spark's own partition discovery restores the columns; the full schema fixes their types
-        full = _spark_schema([f for f in arrow if f.name not in parts] + [arrow.field(c) for c in parts])
+        full = _spark_schema([f for f in arrow if f.name not in parts] + [arrow.field(c) for c in parts], zoned)
         so = dataset.storage_options
         frame = spark.read.schema(full).option("basePath", io.to_uri(dataset.location, so))
         return frame.parquet(*(io.to_uri(f.uri, so) for f in files)).select(*arrow.names)

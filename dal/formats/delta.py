@@ -196,7 +196,13 @@ class DeltaFormat(Format):
         raise FormatError(f"committed to {location} but cannot find commit {write_id} in the last 500 versions")
 
     def snapshots(
-        self, location: str, storage_options: Mapping[str, str], *, after: int | None, previous: Schema | None
+        self,
+        location: str,
+        storage_options: Mapping[str, str],
+        *,
+        after: int | None,
+        previous: Schema | None,
+        partition_types: Mapping[str, pa.DataType] | None = None,
     ) -> list[VersionDraft]:
         """Every version after ``after``; versions the log no longer holds (expired, before the first one it
         can rebuild) are described as unavailable, a version missing or corrupt between readable ones is an
@@ -1048,6 +1054,8 @@ class DeltaWrite(WriteTransaction):
         check_time_column(self.opts.time_column, reader.schema.names, "a column of the data")
         fmt = DeltaFormat()
         fmt.check_write(self.location, reader.schema, self.opts)
+        if self.observer is not None:
+            reader = pa.RecordBatchReader.from_batches(reader.schema, self.observed(reader))
         try:
             return fmt.write(self.location, reader, self.opts)
         except DalError as e:

@@ -446,7 +446,13 @@ class PetastormFormat(Format):
     # -- describing versions ----------------------------------------------------------------------
 
     def snapshots(
-        self, location: str, storage_options: Mapping[str, str], *, after: int | None, previous: Schema | None
+        self,
+        location: str,
+        storage_options: Mapping[str, str],
+        *,
+        after: int | None,
+        previous: Schema | None,
+        partition_types: Mapping[str, pa.DataType] | None = None,
     ) -> list[VersionDraft]:
         loc = Location.of(location, storage_options)
         numbers = committed_numbers(loc)
@@ -735,6 +741,8 @@ class PetastormWrite(WriteTransaction):
     def write(self, data: Any) -> int:
         fmt, parts = PetastormFormat(), self.opts.partition_by
         table = fmt.encode(self.schema, _as_tensors(self.schema, _columns(data)), parts)  # validates every value first
+        if self.observer is not None:
+            self.observer.see(table)
         return fmt.write_tensors(
             self.location, self.schema, table, mode=self.opts.mode, partition_by=parts,
             storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,

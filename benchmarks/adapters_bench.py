@@ -68,9 +68,9 @@ def rows_per_s(fn: Callable[[], int], repeat: int = 2) -> float:
 
 
 def paths(ds: dal.Dataset) -> list[str]:
-    from dal import io
+    from dal.storage import uris
 
-    return [io.filesystem(f.uri, {})[1] for f in ds.files()]
+    return [uris.filesystem(f.uri, {})[1] for f in ds.files()]
 
 
 def hand_torch(files: list[str]) -> int:
@@ -133,8 +133,8 @@ def dal_tf(ds: dal.Dataset) -> int:
 
 def python_per_batch(ds: dal.Dataset) -> float:
     """Microseconds of Python per 1024 x 5 batch: slicing already converted chunks (no I/O, no decoding)."""
-    from dal import feed
     from dal.adapters import torch as adapter
+    from dal.read import feed
 
     data = ds.select(*COLUMNS).to_torch(BATCH)
     chunks = list(ds.select(*COLUMNS).iter_chunks(convert=data.convert))

@@ -88,7 +88,7 @@ def main() -> None:
     import torch
 
     import dal
-    from dal.adapters.spark import get_spark
+    from dal.spark.session import get_spark
 
     spark = get_spark(master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")

@@ -4,7 +4,7 @@
     python benchmarks/transform_bench.py            # 20,000 rows, ~1 min; --rows N; --rounds R
 
 Data: a Petastorm dataset written by dal (id int64, img uint8 (32, 32, 3) PNG, vec float32 (64,) ndarray),
-one chunk. Per chunk: ``dal.transform.Bound.apply`` on the whole table (decode + function + output checks),
+one chunk. Per chunk: ``dal.read.transform.Bound.apply`` on the whole table (decode + function + output checks),
 best of ``--rounds``; "decode only" is ``Dataset.decode`` of the same columns. The functions do the same
 work in both formats: numpy on stacked (rows, *shape) arrays, pandas cell by cell (Series.map), as a
 Petastorm ``make_batch_reader`` TransformSpec is written.
@@ -47,7 +47,7 @@ def main() -> None:
     import dal
     from catalog import Catalog
     from dal import ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema, TransformSpec
-    from dal.transform import bind
+    from dal.read.transform import bind
 
     catalog = Catalog(f"sqlite:///{home}/catalog.db")
     schema = TensorSchema("Bench", [

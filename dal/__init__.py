@@ -6,23 +6,63 @@ ds = dal.open("weather.radar", version="prod")             # pinned: same rows f
 table = ds.to_arrow()
 dal.lifecycle.gc("weather.radar", keep_last=5)                # retention; also drop, rename, set_info, head, stats
 dal.read_log()                                                # every (dataset, version, filters) read here
+
+The public names below load on first use, so ``import dal`` (and the ``dal`` command) costs almost nothing
+until something is opened or written.
 """
 
-from dal import errors, hive, lifecycle, lineage
-from dal.api import get_catalog, open, register, sync, write
-from dal.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec
-from dal.convert import convert, infer_schema
-from dal.dataset import Dataset
-from dal.errors import DalError
-from dal.expr import col
-from dal.lineage import read_log
-from dal.mixing import mix as mix  # dal.mix([...], weights=[...])
-from dal.scan import Scan
-from dal.tensors import TensorField, TensorSchema
-from dal.timeparts import TimePartitions
-from dal.transform import TransformSpec
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from dal._version import __version__
+
+if TYPE_CHECKING:
+    from dal import errors, lineage
+    from dal.api import get_catalog, open, register, sync, write
+    from dal.convert import convert, infer_schema
+    from dal.dataset import Dataset
+    from dal.errors import DalError
+    from dal.expr import col
+    from dal.lineage import read_log
+    from dal.mixing import mix
+    from dal.ops import hive, lifecycle
+    from dal.read.transform import TransformSpec
+    from dal.scan import Scan
+    from dal.storage.timeparts import TimePartitions
+    from dal.tensors.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec
+    from dal.tensors.schema import TensorField, TensorSchema
+
+# public name -> (module, attribute or None for the module itself)
+_PUBLIC: dict[str, tuple[str, str | None]] = {
+    "CompressedNdarrayCodec": ("dal.tensors.codecs", "CompressedNdarrayCodec"),
+    "DalError": ("dal.errors", "DalError"),
+    "Dataset": ("dal.dataset", "Dataset"),
+    "ImageCodec": ("dal.tensors.codecs", "ImageCodec"),
+    "NdarrayCodec": ("dal.tensors.codecs", "NdarrayCodec"),
+    "ScalarCodec": ("dal.tensors.codecs", "ScalarCodec"),
+    "Scan": ("dal.scan", "Scan"),
+    "TensorField": ("dal.tensors.schema", "TensorField"),
+    "TensorSchema": ("dal.tensors.schema", "TensorSchema"),
+    "TimePartitions": ("dal.storage.timeparts", "TimePartitions"),
+    "TransformSpec": ("dal.read.transform", "TransformSpec"),
+    "col": ("dal.expr", "col"),
+    "convert": ("dal.convert", "convert"),
+    "errors": ("dal.errors", None),
+    "get_catalog": ("dal.api", "get_catalog"),
+    "hive": ("dal.ops.hive", None),
+    "infer_schema": ("dal.convert", "infer_schema"),
+    "lifecycle": ("dal.ops.lifecycle", None),
+    "lineage": ("dal.lineage", None),
+    "mix": ("dal.mixing", "mix"),
+    "open": ("dal.api", "open"),
+    "read_log": ("dal.lineage", "read_log"),
+    "register": ("dal.api", "register"),
+    "sync": ("dal.api", "sync"),
+    "write": ("dal.api", "write"),
+}
+
 __all__ = [
     "CompressedNdarrayCodec",
     "DalError",
@@ -44,9 +84,27 @@ __all__ = [
     "infer_schema",
     "lifecycle",
     "lineage",
+    "mix",
     "open",
     "read_log",
     "register",
     "sync",
     "write",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name on first use (PEP 562) and keep it as a module attribute."""
+    try:
+        module, attr = _PUBLIC[name]
+    except KeyError:
+        raise AttributeError(f"module 'dal' has no attribute {name!r}") from None
+    value = importlib.import_module(module)
+    if attr is not None:
+        value = getattr(value, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

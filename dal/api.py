@@ -23,10 +23,10 @@ from catalog import (
     default_url,
 )
 from catalog.types import validate_name, validate_tag
-from dal import args, io, lineage, progress, timeparts
+from dal import lineage, progress, validate
+from dal._testhooks import pause
 from dal.dataset import Dataset
 from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists, translating
-from dal.faults import pause
 from dal.formats.base import (
     DEFAULT_COMPRESSION,
     DEFAULT_FORMAT,
@@ -35,13 +35,13 @@ from dal.formats.base import (
     WriteOptions,
     check_compression,
     commit_metadata,
-    detect,
-    get_format,
 )
-from dal.partitions import PARTITION_TYPES_KEY, check_partition_types, declared_types
-from dal.sources import is_spark_dataframe
-from dal.tensors import TensorSchema
-from dal.timeparts import TimePartitions
+from dal.formats.inputs import is_spark_dataframe
+from dal.formats.registry import detect, get_format
+from dal.storage import timeparts, uris
+from dal.storage.partitions import PARTITION_TYPES_KEY, check_partition_types, declared_types
+from dal.storage.timeparts import TimePartitions
+from dal.tensors.schema import TensorSchema
 
 _catalogs: dict[str, Catalog] = {}
 _lock = threading.Lock()
@@ -79,21 +79,21 @@ def open(
     wins over reading that string as a date. A ``date`` / ``datetime`` object is always a time.
 
     ``cache="local"`` keeps the byte ranges reads fetch from object storage (footers, column chunks) on local
-    disk, so later epochs read them from there (``dal.filecache``): at most ``cache_size`` bytes (an int or
+    disk, so later epochs read them from there (``dal.storage.rangecache``): at most ``cache_size`` bytes (an int or
     '20GB'; default ``$DAL_CACHE_SIZE``, else 10 GiB) under ``cache_dir`` (default ``$DAL_FILE_CACHE_DIR``,
     else ``<DAL_HOME>/filecache``). Local datasets are read in place.
 
     Raises:
         DatasetNotFound / VersionNotFound (with close names), InvalidName; DalError for a bad cache option.
     """
-    args.check(storage_options=storage_options, catalog=catalog)
+    validate.check(storage_options=storage_options, catalog=catalog)
     file_cache = None
     if cache is not None:
-        from dal import filecache
+        from dal.storage import rangecache
 
-        if cache not in filecache.MODES:
+        if cache not in rangecache.MODES:
             raise DalError(f"cache must be None or 'local', not {cache!r}")
-        file_cache = filecache.FileCache.create(cache_dir, cache_size)
+        file_cache = rangecache.FileCache.create(cache_dir, cache_size)
     elif cache_size is not None or cache_dir is not None:
         raise DalError("cache_size and cache_dir apply to a cached read: pass cache='local' too")
     cat = get_catalog(catalog)
@@ -106,7 +106,7 @@ def open(
         )
     lineage.record_read(info.name, pinned.number)  # the process-wide read log: upstream of later writes
     if file_cache is not None:
-        from dal.filecache import ReadOptions
+        from dal.storage.rangecache import ReadOptions
 
         return Dataset(info, pinned, ReadOptions.of(storage_options, file_cache))
     return Dataset(info, pinned, dict(storage_options or {}))
@@ -141,7 +141,7 @@ def write(
     data as a pandas DataFrame, a dict of columns or a list of row dicts holding NumPy arrays.
     ``compression`` is the Parquet codec of the new files: snappy (default), gzip, zstd, lz4, brotli or none.
 
-    Time partitions (``dal.timeparts``): when ``partition_by`` has a ``date``/``day``/``dt``/``ds`` column (and
+    Time partitions (``dal.storage.timeparts``): when ``partition_by`` has a ``date``/``day``/``dt``/``ds`` column (and
     an ``hour`` one) and every row written has the day (hour) of ``time_column`` there, in UTC, the data's own
     time zone or the Spark session's, dal records that rule on the version and windows prune those partitions
     (appends keep it while every write keeps it). ``time_partitions=TimePartitions(day=…, hour=…, zone=…)``
@@ -158,8 +158,9 @@ def write(
         CommittedNotRecorded (the data is committed in storage but the catalog could not record it:
         do not retry; ``dal sync`` records it).
     """
-    args.check(partition_by=partition_by, tags=tags, format=format, description=description, time_column=time_column,
-               time_partitions=time_partitions, path=path, storage_options=storage_options, catalog=catalog)  # fmt: skip
+    validate.check(partition_by=partition_by, tags=tags, format=format, description=description,
+                   time_column=time_column, path=path, storage_options=storage_options, catalog=catalog)  # fmt: skip
+    timeparts.check(time_partitions)
     validate_name(name)
     if mode not in ("append", "overwrite"):
         raise DalError(f"mode must be 'append' or 'overwrite', not {mode!r}")
@@ -179,7 +180,7 @@ def write(
         existing = None
     declared = _declared(time_partitions, time_column, existing)
     if existing is None:
-        location = io.normalize(path) if path else io.default_location(name)
+        location = uris.normalize(path) if path else uris.default_location(name)
 
         def create() -> None:
             cat.create_dataset(name, format=format, location=location, description=description or "",
@@ -202,8 +203,8 @@ def write(
     if existing is not None:
         if existing.format != format:
             raise DalError(f"{name} is a {existing.format} dataset; cannot write format={format!r} to it")
-        if path is not None and io.normalize(path) != existing.location:
-            raise DalError(f"{name} lives at {existing.location}, not {io.normalize(path)}")
+        if path is not None and uris.normalize(path) != existing.location:
+            raise DalError(f"{name} lives at {existing.location}, not {uris.normalize(path)}")
         location = existing.location
         taken = sorted(set(cat.tags(name)) & set(tags))
         if taken:
@@ -213,7 +214,7 @@ def write(
 
     new = existing is None or existing.latest_version is None
     if schema is None and new and fmt.needs_tensor_schema and is_spark_dataframe(data):
-        from dal.adapters.spark_convert import infer_tensor_schema  # a new dataset: codecs/shapes from the data
+        from dal.spark.frames import infer_tensor_schema  # a new dataset: codecs/shapes from the data
 
         schema = infer_tensor_schema(data)
     opts = WriteOptions(
@@ -232,7 +233,7 @@ def write(
     produced_by = lineage.collect(data, spark=is_spark_dataframe(data))  # the reads before this write
     with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
         if is_spark_dataframe(data):
-            from dal.adapters.spark import write_dataframe
+            from dal.spark.write import write_dataframe
 
             storage_version = write_dataframe(data, fmt, txn)
         else:
@@ -297,7 +298,7 @@ def _rule_check(
     existing: DatasetInfo | None,
 ) -> timeparts.RuleCheck | None:
     """What the write checks of its rows while writing them: the declared time-partition rule (a row that breaks
-    it fails the write), else the rules it might prove (``dal.timeparts.candidates``)."""
+    it fails the write), else the rules it might prove (``dal.storage.timeparts.candidates``)."""
     column = opts.time_column or (existing.time_column if existing is not None else None)
     parts = opts.partition_by or (latest.partition_columns if latest is not None and opts.mode == "append" else ())
     if declared is not None:
@@ -349,7 +350,7 @@ def _not_recorded(
     name: str, format: str, location: str, storage_version: int, e: BaseException, *, first: bool
 ) -> CommittedNotRecorded:
     reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    if first and location != io.default_location(name):
+    if first and location != uris.default_location(name):
         fix = f"`dal register {name} {location}` (or the next dal.write to {name} with this path) records it"
     else:
         fix = f"`dal sync {name}` (or the next write to {name}) records it"
@@ -388,8 +389,9 @@ def register(
         FormatError: no table of that format at ``uri``. DatasetExists: the name is taken.
         SchemaMismatch: the time column or a time partition is not a column (partition) of the table.
     """
-    args.check(uri=uri, format=format, description=description, time_column=time_column,
-               time_partitions=time_partitions, storage_options=storage_options, catalog=catalog)  # fmt: skip
+    validate.check(uri=uri, format=format, description=description, time_column=time_column,
+                   storage_options=storage_options, catalog=catalog)  # fmt: skip
+    timeparts.check(time_partitions)
     validate_name(name)
     if time_partitions is not None and time_column is None:
         raise DalError("time_partitions derive from the time column: pass time_column= too")
@@ -400,7 +402,7 @@ def register(
         properties[PARTITION_TYPES_KEY] = check_partition_types(partition_types)
     cat = get_catalog(catalog)
     fmt = get_format(format)
-    location = io.normalize(uri)
+    location = uris.normalize(uri)
     options = dict(storage_options or {})
     if not fmt.exists(location, options):
         raise FormatError(f"no {format} table at {location}")
@@ -434,7 +436,7 @@ def sync(
     default location whose first commit names it) is recorded now.
     Returns the versions this call recorded, oldest first.
     """
-    args.check(storage_options=storage_options, catalog=catalog)
+    validate.check(storage_options=storage_options, catalog=catalog)
     cat = get_catalog(catalog)
     try:
         info = cat.get_dataset(name)
@@ -467,7 +469,7 @@ def sync(
 def _adopt_unrecorded(cat: Catalog, name: str, options: Mapping[str, str]) -> Any:
     """The catalog entry for ``name`` when its default location holds a table dal wrote for it (a first
     write that committed to storage but was stopped before the catalog heard of it); None otherwise."""
-    location = io.default_location(name)
+    location = uris.default_location(name)
     fmt = detect(location, options, writable=True)
     try:
         found = fmt is not None and fmt.written_for(location, options) == name

@@ -18,11 +18,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dal import cache, progress
+from dal import progress
 from dal.dataset import Dataset
 from dal.errors import DalError
-from dal.sources import is_spark_dataframe
-from dal.tensors import TensorSchema
+from dal.formats.inputs import is_spark_dataframe
+from dal.spark import convert_cache
+from dal.tensors.schema import TensorSchema
 
 DEFAULT_ROW_GROUP_BYTES = 32 * 1024 * 1024  # as petastorm's converter
 CACHE_DATASET = "dal_cache.converted"
@@ -72,19 +73,19 @@ def convert(
 
     codec = check_compression(compression)
     from dal import api
-    from dal.adapters import spark_convert as sc
+    from dal.spark import frames as sc
 
     prepared = sc.prepare(df, dtype)  # type: ignore[arg-type]  # checked above
     if name is not None:
         with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
             version = api.write(prepared, name, compression=codec, storage_options=storage_options, catalog=catalog)
         return api.open(name, version.number, storage_options=storage_options, catalog=catalog)
-    spec = cache.cache_spec(cache_dir, sc.cache_dir_conf(df))
-    remote = cache.is_remote(spec)
+    spec = convert_cache.cache_spec(cache_dir, sc.cache_dir_conf(df))
+    remote = convert_cache.is_remote(spec)
     if storage_options and not remote:
         raise DalError("storage_options apply to name= writes and to a cache on object storage; this cache is local")
-    location = cache.remote_root(spec, storage_options) if remote else None
-    root = cache.cache_root(spec) if location is None else None
+    location = convert_cache.remote_root(spec, storage_options) if remote else None
+    root = convert_cache.cache_root(spec) if location is None else None
     options = json.dumps(
         {"dtype": dtype, "row_group_size_bytes": row_group_size_bytes, "compression": codec, "v": _FORMAT_VERSION}
     )
@@ -92,9 +93,9 @@ def convert(
     if location is not None:
         return _convert_remote(sc, prepared, df, location, key, codec, row_group_size_bytes)
     assert root is not None
-    entry = cache.lookup(root, key)
+    entry = convert_cache.lookup(root, key)
     if entry is None:
-        folder = cache.begin(root, key)
+        folder = convert_cache.begin(root, key)
         try:
             from catalog import Catalog
 
@@ -105,9 +106,9 @@ def convert(
             ):
                 version = api.write(prepared, CACHE_DATASET, path=str(folder / "table"), compression=codec, catalog=cat)
             cat.close()
-            entry = cache.publish(root, key, folder, version.row_count)
+            entry = convert_cache.publish(root, key, folder, version.row_count)
         except BaseException:
-            cache.discard(folder)
+            convert_cache.discard(folder)
             raise
     from catalog import Catalog
 
@@ -121,7 +122,7 @@ def convert(
 def _convert_remote(
     sc: Any, prepared: Any, df: Any, root: Any, key: str, codec: str, row_group_size_bytes: int | None
 ) -> Dataset:
-    """The conversion cached on object storage (``dal.cache.remote_*``): the table is written there by
+    """The conversion cached on object storage (``dal.spark.convert_cache.remote_*``): the table is written there by
     Spark's executors; a private temporary catalog records it (written, or registered when reused)."""
     import shutil
     import tempfile
@@ -134,16 +135,16 @@ def _convert_remote(
     try:
         cat = Catalog(f"sqlite:///{scratch}/catalog.db")
         try:
-            entry = cache.remote_lookup(root, key)
+            entry = convert_cache.remote_lookup(root, key)
             if entry is None:
-                folder = cache.remote_begin(root, key)
+                folder = convert_cache.remote_begin(root, key)
                 try:
                     with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
                         version = api.write(prepared, CACHE_DATASET, path=root.child(f"{folder}/table"),
                                             compression=codec, storage_options=options, catalog=cat)  # fmt: skip
-                    entry = cache.remote_publish(root, key, folder, version.row_count)
+                    entry = convert_cache.remote_publish(root, key, folder, version.row_count)
                 except BaseException:
-                    cache.remote_discard(root, folder)
+                    convert_cache.remote_discard(root, folder)
                     raise
                 if entry.folder != folder:  # another process published first: read theirs
                     cat.delete_dataset(CACHE_DATASET)
@@ -173,6 +174,6 @@ def infer_schema(
     """
     if not is_spark_dataframe(df):
         raise DalError(f"infer_schema takes a Spark DataFrame, not {type(df).__name__}")
-    from dal.adapters.spark_convert import infer_tensor_schema
+    from dal.spark.frames import infer_tensor_schema
 
     return infer_tensor_schema(df, name, shapes)

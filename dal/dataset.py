@@ -11,14 +11,15 @@ import pyarrow as pa
 
 from catalog.types import DatasetInfo, Schema, VersionInfo
 from dal.errors import FilterError, translating
-from dal.formats.base import DataFile, Format, get_format
-from dal.plan import PlanCache
+from dal.formats.base import DataFile, Format
+from dal.formats.registry import get_format
+from dal.read.plan import PlanCache
 from dal.scan import Scan
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dal.sharding import Remainder
+    from dal.read.sharding import Remainder
 
 
 def _is_1d(values: Any) -> bool:
@@ -126,7 +127,7 @@ class Dataset:
 
         Raises:
             FormatError: a value its codec cannot decode."""
-        from dal.tensors import decode_table
+        from dal.tensors.schema import decode_table
 
         return decode_table(table, self.schema)
 

@@ -104,7 +104,7 @@ def _spark(data: Any) -> dict[str, Any] | None:
 
 def collect(data: Any = None, *, spark: bool = False) -> dict[str, Any]:
     """The lineage record of a write happening now in this process (``data``: a Spark DataFrame when ``spark``)."""
-    from dal import __version__
+    from dal._version import __version__
 
     try:
         user = getpass.getuser()

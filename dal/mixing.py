@@ -14,7 +14,7 @@ block), so any position is found without materialising the epoch. The epoch's le
 - ``stop="longest"``: until the last one does, the others starting over (their same epoch order);
 - ``rows=N``: exactly N rows, scans starting over as needed.
 
-A mix is a virtual row source (``dal.sampling.Rows``) like a scan, so ``shard`` (equal rows per rank),
+A mix is a virtual row source (``dal.read.sampling.Rows``) like a scan, so ``shard`` (equal rows per rank),
 DataLoader workers, ``state_dict`` resumption and ``num_canonical_shards`` work on it as on a scan.
 """
 
@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dal import read, sampling
 from dal.errors import DalError, FilterError, check_int
+from dal.read import reader, sampling
+from dal.read.sharding import Remainder, wrapped
+from dal.read.tasks import ReadTask
 from dal.scan import Scan
-from dal.sharding import Remainder, wrapped
-from dal.tasks import ReadTask
 
 MIX_TAG = 0x31
 
@@ -209,7 +209,7 @@ class Mix:
         batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=2**31 - 1)
         num_epochs = check_int(num_epochs, "num_epochs", minimum=0)
         for e in range(num_epochs):
-            yield from read.rebatch(self.set_epoch(self.epoch + e).iter_chunks(), batch_size)
+            yield from reader.rebatch(self.set_epoch(self.epoch + e).iter_chunks(), batch_size)
 
     def to_arrow(self) -> pa.Table:
         chunks = list(self.iter_chunks())
@@ -232,14 +232,14 @@ class Mix:
         )
 
     def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
-        from dal.scan import _adapter
+        from dal.adapters.torch import TorchDataset
 
-        return _adapter("torch").TorchDataset(self, batch_size, **kwargs)
+        return TorchDataset(self, batch_size, **kwargs)  # type: ignore[arg-type]  # Mix offers the Scan API the adapters use
 
     def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
-        from dal.scan import _adapter
+        from dal.adapters.tf import to_tf
 
-        return _adapter("tf").to_tf(self, batch_size, **kwargs)
+        return to_tf(self, batch_size, **kwargs)  # type: ignore[arg-type]  # likewise
 
 
 class MixRows(sampling.Rows):
@@ -278,7 +278,7 @@ class MixRows(sampling.Rows):
                 f"{sampling.MAX_DRAW:,} rows: pass rows=N or stop='shortest'"
             )
         self.counts = n
-        block = read.chunk_rows(mix.scans[0].query)
+        block = reader.chunk_rows(mix.scans[0].query)
         total = sum(n)
         rng = np.random.default_rng([mix.seed, mix.epoch, MIX_TAG])
         left = np.asarray(n, dtype=np.int64)

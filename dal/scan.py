@@ -10,13 +10,12 @@
 
 Every builder call returns a new Scan and validates its arguments (unknown columns, type mismatches,
 malformed SQL, a bad rank, an empty window) before any data is read. Terminals delegate along the data
-flow: ``dal.plan`` turns the scan into ReadTasks (pruning, shuffling row groups, sharding: list
+flow: ``dal.read.plan`` turns the scan into ReadTasks (pruning, shuffling row groups, sharding: list
 arithmetic), ``dal.read`` reads them in large chunks on threads, and batches are slices of the chunks.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from dataclasses import replace as _with  # sample()/balance() take an argument named replace
@@ -29,22 +28,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dal import expr as E
-from dal import read, sampling
 from dal.errors import FilterError, check_int, translating
-from dal.plan import PLAN_CACHE, Pinned, Query, Window, as_datetime, cut, translate_missing, window_expr
-from dal.sharding import Remainder, share
-from dal.tasks import ReadTask
+from dal.read import reader, sampling
+from dal.read.plan import PLAN_CACHE, Pinned, Query, Window, as_datetime, cut, translate_missing, window_expr
+from dal.read.sharding import Remainder, share
+from dal.read.tasks import ReadTask
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["PLAN_CACHE", "Scan", "Window"]
 T = TypeVar("T")
-
-
-def _adapter(module: str) -> Any:
-    """An adapter module, loaded by name: adapters sit above the scan and import it, never the reverse."""
-    return importlib.import_module(f"dal.adapters.{module}")
 
 
 @dataclass(frozen=True)
@@ -58,7 +52,7 @@ class Scan:
     shard_: tuple[int, int, Remainder] | None = None
     shuffle_: tuple[int, int] | None = None  # (seed, rows a shuffled chunk holds at least)
     epoch: int = 0
-    sample_: sampling.Selection | None = None  # sample / balance: a per-epoch selection (dal.sampling)
+    sample_: sampling.Selection | None = None  # sample / balance: a per-epoch selection (dal.read.sampling)
 
     # -- schema ---------------------------------------------------------------------------------
 
@@ -112,7 +106,7 @@ class Scan:
         intersection of all the windows).
 
         Time-partitioned directories (``date=…``, ``date=…/hour=…``) are pruned only when dal knows how they
-        derive from the time column (``dal.timeparts``); otherwise the window is a filter, still pushed down to
+        derive from the time column (``dal.storage.timeparts``); otherwise the window is a filter, still pushed down to
         partition values and row-group statistics.
         """
         column = column or self.dataset.info.time_column
@@ -141,7 +135,7 @@ class Scan:
 
     def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> Scan:
         """This rank's share of the rows: disjoint from other ranks', deterministic, and by default the
-        same number of rows on every rank (``remainder``: "pad" | "drop" | "keep", see dal.sharding)."""
+        same number of rows on every rank (``remainder``: "pad" | "drop" | "keep", see dal.read.sharding)."""
         if not isinstance(world_size, int) or world_size < 1:
             raise FilterError(f"world_size must be a positive int, got {world_size!r}")
         if not isinstance(rank, int) or not 0 <= rank < world_size:
@@ -172,7 +166,7 @@ class Scan:
         (the count varies around fraction·N), or exactly ``rows`` rows; a pure function of (seed, epoch,
         version). Row groups are picked with probability min(1, max(spread·fraction, 16 / row groups)) and
         rows inside the picked ones with the rest, so a 1% sample of many row groups reads about ``spread`` %
-        of the bytes (``spread=math.inf``: every row group, rows drawn one by one). ``replace=True``: with replacement. See ``dal.sampling``."""
+        of the bytes (``spread=math.inf``: every row group, rows drawn one by one). ``replace=True``: with replacement. See ``dal.read.sampling``."""
         if self.sample_ is not None:
             raise FilterError("this scan is already sampled or balanced: sample or balance once")
         return _with(self, sample_=sampling.check_sample(fraction, rows, seed, replace, spread))
@@ -190,7 +184,7 @@ class Scan:
         of the epoch's rows (``"uniform"``: every class alike; classes left out of ``weights`` are left
         out). ``rows``: rows per epoch (default: as many as the scarcest class allows without
         replacement, the scan's row count with). Per-class counts come from one pass over ``by`` per
-        pinned version (cached). See ``dal.sampling``."""
+        pinned version (cached). See ``dal.read.sampling``."""
         if self.sample_ is not None:
             raise FilterError("this scan is already sampled or balanced: sample or balance once")
         self._check_columns([by], "balance")
@@ -202,7 +196,7 @@ class Scan:
         """The scan for another epoch (a new order when shuffling)."""
         return replace(self, epoch=check_int(epoch, "epoch", minimum=0, maximum=2**63 - 1))
 
-    # -- planning (dal.plan) -----------------------------------------------------------------------
+    # -- planning (dal.read.plan) -----------------------------------------------------------------------
 
     @cached_property
     def query(self) -> Query:
@@ -219,11 +213,11 @@ class Scan:
         """The filters and window as a pyarrow expression (None: every row)."""
         return self.query.row_filter
 
-    def _window_expr(self, w: Window) -> E.Expr:  # kept for dal.adapters.spark until it uses ``condition``
+    def _window_expr(self, w: Window) -> E.Expr:  # kept for dal.spark until it uses ``condition``
         return window_expr(w, self.arrow_schema)
 
     @property
-    def _physical(self) -> pa.Schema | None:  # kept for dal.adapters.spark until it uses ``physical_schema``
+    def _physical(self) -> pa.Schema | None:  # kept for dal.spark until it uses ``physical_schema``
         return self.physical_schema
 
     def _log_read(self) -> None:
@@ -258,7 +252,7 @@ class Scan:
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < parts:
             raise FilterError(f"index must be in [0, {parts}), got {index!r}")
         if self.sample_ is not None:
-            raise FilterError("a sampled or balanced scan splits by rows: use dal.feed.worker_chunks")
+            raise FilterError("a sampled or balanced scan splits by rows: use dal.read.feed.worker_chunks")
         tasks = self.plan()
         counts = self.task_rows(tasks)
         return cut(tasks, counts, share(sum(counts), index, parts, "keep"))
@@ -285,7 +279,7 @@ class Scan:
             raise FilterError("a sampled or balanced scan is read by rows (iter_chunks / to_torch), not by tasks")
         floor = self.shuffle_[1] if self.shuffle_ is not None else 0
         estimate = [t.length if t.length is not None else t.live_rows for t in tasks]
-        return read.groups(tasks, estimate, read.chunk_rows(self.query, floor))
+        return reader.groups(tasks, estimate, reader.chunk_rows(self.query, floor))
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def iter_chunks(
@@ -316,7 +310,9 @@ class Scan:
             while spans and skip_rows >= (rows := sum(counts[spans[0][0] : spans[0][1]])):
                 skip_rows -= rows
                 spans = spans[1:]
-        yield from read.read_chunks(self.query, tasks, spans, permute=self._permute(), skip=skip_rows, convert=convert)
+        yield from reader.read_chunks(
+            self.query, tasks, spans, permute=self._permute(), skip=skip_rows, convert=convert
+        )
 
     def _permute(self) -> tuple[int, int] | None:
         return (self.shuffle_[0], self.epoch) if self.shuffle_ is not None else None
@@ -336,7 +332,7 @@ class Scan:
         num_epochs = check_int(num_epochs, "num_epochs", minimum=0)
         for e in range(num_epochs):
             scan = self.set_epoch(self.epoch + e) if e else self
-            yield from read.rebatch(scan.iter_chunks(tasks if e == 0 else None), batch_size)
+            yield from reader.rebatch(scan.iter_chunks(tasks if e == 0 else None), batch_size)
 
     def to_arrow(self) -> pa.Table:
         chunks = list(self.iter_chunks())
@@ -350,32 +346,44 @@ class Scan:
 
     def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
         """A ``torch.utils.data.IterableDataset`` of dicts of tensors (see ``dal.adapters.torch``)."""
-        return _adapter("torch").TorchDataset(self, batch_size, **kwargs)
+        from dal.adapters.torch import TorchDataset
+
+        return TorchDataset(self, batch_size, **kwargs)
 
     def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
         """A prefetching ``tf.data.Dataset`` of dicts with a full element_spec (see ``dal.adapters.tf``)."""
-        return _adapter("tf").to_tf(self, batch_size, **kwargs)
+        from dal.adapters.tf import to_tf
+
+        return to_tf(self, batch_size, **kwargs)
 
     def to_spark(self, spark: Any = None) -> Any:
         """This scan as a Spark DataFrame of the pinned version, projection and filters pushed into Spark."""
         if self.sample_ is not None:
             raise FilterError("to_spark does not draw dal samples: use DataFrame.sample / sampleBy in Spark")
         self._log_read()
-        return _adapter("spark").scan_to_spark(self, spark)
+        from dal.spark.read import scan_to_spark
+
+        return scan_to_spark(self, spark)
 
     def to_polars(self, lazy: bool = True) -> Any:
         """A polars LazyFrame (or DataFrame) reading this scan (see ``dal.adapters.polars``)."""
-        return _adapter("polars").to_polars(self, lazy)
+        from dal.adapters.polars import to_polars
+
+        return to_polars(self, lazy)
 
     def to_duckdb(self, connection: Any = None, name: str | None = None) -> Any:
         """A DuckDB relation over this scan, also view ``name`` when given (see ``dal.adapters.duckdb``)."""
-        return _adapter("duckdb").to_duckdb(self, connection, name)
+        from dal.adapters.duckdb import to_duckdb
+
+        return to_duckdb(self, connection, name)
 
     def to_ray(self, **read_args: Any) -> Any:
         """A Ray Data ``Dataset`` read by dal's reader on the Ray workers (see ``dal.adapters.ray``)."""
         if self.sample_ is not None:  # Ray's read tasks cut the plan by chunks: they cannot draw dal's rows
             raise FilterError("to_ray does not draw dal samples: use Dataset.random_sample / groupby in Ray Data")
-        return _adapter("ray").to_ray(self, **read_args)
+        from dal.adapters.ray import to_ray
+
+        return to_ray(self, **read_args)
 
     def to_numpy(self) -> dict[str, Any]:
         """Columns as NumPy, tensor fields decoded (see ``Dataset.to_numpy``)."""

@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=50)
     args = parser.parse_args()
 
-    from dal.adapters.spark import get_spark
+    from dal.spark.session import get_spark
 
     spark = get_spark(master=f"local[{args.world}]")  # a barrier stage needs a slot per rank
     spark.sparkContext.setLogLevel("ERROR")

@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 import dal
-from dal.adapters.spark import get_spark
+from dal.spark.session import get_spark
 
 DATASET = "weather.sensor_features"
 

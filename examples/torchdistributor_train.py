@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
 
-    from dal.adapters.spark import get_spark
+    from dal.spark.session import get_spark
 
     spark = get_spark(master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")

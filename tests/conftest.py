@@ -94,7 +94,7 @@ def sqlite_env(sqlite_url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """One local Spark session for the whole run (starting one costs ~8 s)."""
-    from dal.adapters.spark import get_spark
+    from dal.spark.session import get_spark
 
     session = get_spark(master="local[2]")
     session.sparkContext.setLogLevel("ERROR")

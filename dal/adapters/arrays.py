@@ -77,8 +77,8 @@ def widths(scan: Scan, names: list[str]) -> dict[str, int | None]:
     """For each numeric array column of ``names``: the length of its arrays, when its first non-empty row
     group of the scan holds arrays of one length (FixedSizeList columns: their size); None when they vary.
     Reads only those columns of at most ``PEEK_TASKS`` row groups (nothing when the types decide)."""
-    from dal import read
-    from dal.plan import Query
+    from dal.read import reader
+    from dal.read.plan import Query
 
     out: dict[str, int | None] = {}
     unknown = []
@@ -92,7 +92,7 @@ def widths(scan: Scan, names: list[str]) -> dict[str, int | None]:
         return out
     query = Query(scan.dataset, tuple(unknown), (), None)  # whole row groups: lengths as stored
     for task in scan.plan()[:PEEK_TASKS]:
-        table = read.read_task(query, dataclasses.replace(task, offset=0, length=None))
+        table = reader.read_task(query, dataclasses.replace(task, offset=0, length=None))
         if table.num_rows:
             for name in unknown:
                 m = matrix(table.column(name))

@@ -27,8 +27,8 @@ import pyarrow as pa
 from dal.errors import FilterError, check_int, require
 
 if TYPE_CHECKING:
+    from dal.read.tasks import ReadTask
     from dal.scan import Scan
-    from dal.tasks import ReadTask
 
 __all__ = ["to_ray"]
 

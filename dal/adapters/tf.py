@@ -12,7 +12,7 @@ scan's next epoch, so shuffled scans reshuffle. Ranks come from ``Scan.shard`` (
 shape; variable-shape ones (a ``None`` in their shape) become ``tf.RaggedTensor``s.
 
 ``to_tf(64, transform=dal.TransformSpec(fn, edit_fields=...))`` runs ``fn`` on each decoded chunk (see
-``dal.transform``, the same as ``to_torch``); the element_spec is built from the declared fields, and the
+``dal.read.transform``, the same as ``to_torch``); the element_spec is built from the declared fields, and the
 transform is tried on the first rows when the dataset is made, so a wrong output is a DalError there.
 """
 
@@ -144,7 +144,7 @@ def to_tf(
     """The scan as a prefetching ``tf.data.Dataset`` of dicts (see the module docstring).
 
     ``transform``: a ``dal.TransformSpec`` (or a function over Arrow chunks with its ``output_schema``), as
-    for ``to_torch`` (see ``dal.transform``); the element_spec comes from the fields it declares, and the
+    for ``to_torch`` (see ``dal.read.transform``); the element_spec comes from the fields it declares, and the
     transform is tried on the first rows here, so a wrong shape or dtype is a DalError before training.
 
     Raises:
@@ -197,9 +197,9 @@ def _dataset(
 
 
 def _transformed(scan: Scan, batch_size: int, prefetch: int | None, transform: Any, output_schema: Any) -> Any:
-    """``to_tf`` through a transform (``dal.transform``): its declared fields make the element_spec."""
-    from dal import read
-    from dal import transform as transforms
+    """``to_tf`` through a transform (``dal.read.transform``): its declared fields make the element_spec."""
+    from dal.read import reader
+    from dal.read import transform as transforms
 
     tf = _tf()
     if transform is None:
@@ -260,7 +260,7 @@ def _transformed(scan: Scan, batch_size: int, prefetch: int | None, transform: A
         return out
 
     for task in scan.plan()[:8]:  # the first rows through the transform now: its errors as DalErrors, here
-        table = read.read_task(scan.query, task)
+        table = reader.read_task(scan.query, task)
         if table.num_rows:
             convert(table.slice(0, 64))
             break

@@ -20,7 +20,7 @@ Resumption: ``state_dict()`` / ``load_state_dict()`` (the pinned version, seed, 
 the next iteration yields exactly the rows not yet seen in that epoch, re-reading only the chunk it
 stopped in. torchdata's ``StatefulDataLoader(data, batch_size=None, num_workers=k)`` works too (inside
 its workers each worker's state counts the rows of that worker's share). With ``num_canonical_shards``
-the order is elastic (see ``dal.feed``): the same global order at any world size and worker count, and
+the order is elastic (see ``dal.read.feed``): the same global order at any world size and worker count, and
 a checkpoint resumes at another world size.
 """
 
@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from dal import feed, read
 from dal.adapters.arrays import matrix, no_null_value, nulls_error, numeric_list, rows
 from dal.errors import DalError, check_int, require, translating
+from dal.read import feed, reader
 
 if TYPE_CHECKING:
     from dal.scan import Scan
@@ -57,11 +57,11 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         scan: what to read (projection, filters, window, shuffle; a ``shard`` if ranks are not taken
             from torch.distributed).
         batch_size: rows per batch (the last batch of an epoch may be shorter).
-        transform: a ``dal.TransformSpec`` (its function sees each chunk decoded; see ``dal.transform``),
+        transform: a ``dal.TransformSpec`` (its function sees each chunk decoded; see ``dal.read.transform``),
             or a function over each chunk as stored (an Arrow batch of whole row groups) returning an
             Arrow batch or a pandas DataFrame, declared in ``output_schema``.
         output_schema: the columns and Arrow types a plain-function ``transform`` returns (checked on every chunk).
-        num_canonical_shards: elastic order (see ``dal.feed``): a multiple of every world size to run at.
+        num_canonical_shards: elastic order (see ``dal.read.feed``): a multiple of every world size to run at.
         device: ``"cuda"`` (or ``"cuda:1"``) copies each batch through pinned memory on a side stream;
             ``"cpu"``/None leaves tensors in host memory.
 
@@ -81,9 +81,9 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
     ) -> None:
         super().__init__()
         batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=2**31 - 1)
-        self._bound: Any = None  # dal.transform: the transform checked against the scan, before any read
+        self._bound: Any = None  # dal.read.transform: the transform checked against the scan, before any read
         if transform is not None or output_schema is not None:
-            from dal import transform as transforms
+            from dal.read import transform as transforms
 
             self._bound = transforms.bind(transform, output_schema, scan)
         if num_canonical_shards is not None:
@@ -178,7 +178,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
     def convert(self, table: pa.Table) -> tuple[int, Columns]:
         """One chunk as (rows, columns): tensor fields decoded, each column converted once (zero-copy
         where Arrow allows); strings as NumPy object arrays (lists per batch)."""
-        if self._bound is not None:  # dal.transform: the declared fields, checked, tensor fields decoded
+        if self._bound is not None:  # dal.read.transform: the declared fields, checked, tensor fields decoded
             n, decoded = self._bound.apply(table)
             return n, {name: _tensor(values) for name, values in decoded.items()}
         else:
@@ -204,7 +204,9 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
 
     def _chunks(self, units: list[feed.Unit]) -> Iterator[tuple[int, Columns]]:
         """Units read, decoded and converted on reader threads, in order, a few ahead."""
-        return read.prefetch(read.ordered_map(lambda i: self.convert(units[i]()), len(units), 3), read.PREFETCH_CHUNKS)
+        return reader.prefetch(
+            reader.ordered_map(lambda i: self.convert(units[i]()), len(units), 3), reader.PREFETCH_CHUNKS
+        )
 
     @translating("reading {self.scan.dataset.name} version {self.scan.dataset.number}")
     def __iter__(self) -> Iterator[dict[str, Any]]:

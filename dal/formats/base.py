@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,8 +11,8 @@ import pyarrow as pa
 
 from catalog.types import Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError, SchemaMismatch
-from dal.tensors import TensorSchema
-from dal.timeparts import RuleCheck
+from dal.storage.timeparts import RuleCheck
+from dal.tensors.schema import TensorSchema
 
 WriteMode = Literal["append", "overwrite"]
 SchemaMode = Literal["merge", "overwrite"] | None
@@ -105,7 +104,7 @@ class WriteTransaction(ABC):
     def __init__(self, location: str, opts: WriteOptions) -> None:
         self.location = location
         self.opts = opts
-        # set by dal.api: sees every batch written (``dal.timeparts.RuleCheck``: proves or enforces how time
+        # set by dal.api: sees every batch written (``dal.storage.timeparts.RuleCheck``: proves or enforces how time
         # partitions derive from the time column); a Spark write's executors hand back their copy's findings
         self.observer: RuleCheck | None = None
 
@@ -132,8 +131,8 @@ class WriteTransaction(ABC):
         """Forget an uncommitted write (remove what ``stage`` wrote where that is safe)."""
 
     def write(self, data: Any) -> int:
-        """Write local ``data`` (Arrow table / batches / reader, pandas; see ``dal.sources``) and commit it."""
-        from dal.sources import to_reader
+        """Write local ``data`` (Arrow table / batches / reader, pandas; see ``dal.formats.inputs``) and commit it."""
+        from dal.formats.inputs import to_reader
 
         reader = to_reader(data)
         check_time_column(self.opts.time_column, reader.schema.names, "a column of the data")
@@ -257,42 +256,3 @@ class Format(ABC):
 
     def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:  # noqa: B027
         """After gc deleted ``deleted``: remove the directories it left behind."""
-
-
-_FORMATS: dict[str, tuple[str, str]] = {
-    # name: (module, class); detection tries them in this order
-    "delta": ("dal.formats.delta", "DeltaFormat"),
-    "petastorm": ("dal.formats.petastorm", "PetastormFormat"),
-    "parquet": ("dal.formats.parquet", "ParquetFormat"),
-}
-
-
-def format_names() -> list[str]:
-    """The registered formats, in detection order."""
-    return list(_FORMATS)
-
-
-def get_format(name: str) -> Format:
-    """The format called ``name``.
-
-    Raises:
-        DalError: unknown format. MissingDependency: its extra is not installed (with the pip command).
-    """
-    if name not in _FORMATS:
-        raise DalError(f"unknown format {name!r}; dal supports: {', '.join(sorted(_FORMATS))}")
-    module, cls = _FORMATS[name]
-    fmt: Format = getattr(importlib.import_module(module), cls)()
-    return fmt
-
-
-def detect(location: str, storage_options: Mapping[str, str], *, writable: bool = False) -> Format | None:
-    """The first registered format (only those dal writes, when ``writable``) with a table at ``location``;
-    a format that cannot look there (its extra missing, storage refusing) counts as absent."""
-    for name in _FORMATS:
-        try:
-            fmt = get_format(name)
-            if (fmt.writable or not writable) and fmt.exists(location, storage_options):
-                return fmt
-        except DalError:
-            continue
-    return None

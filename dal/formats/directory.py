@@ -12,8 +12,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft
-from dal.location import Location
-from dal.partitions import parse_partition_dir, partition_totals
+from dal.storage.location import Location
+from dal.storage.partitions import parse_partition_dir, partition_totals
 
 
 @dataclass(frozen=True)

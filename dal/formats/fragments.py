@@ -16,8 +16,8 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from dal import io
 from dal.formats.base import DataFile
+from dal.storage import uris
 
 
 def parquet_format() -> pads.ParquetFileFormat:
@@ -49,11 +49,11 @@ def dataset_from_files(
     files: Sequence[DataFile], schema: pa.Schema, location: str, storage_options: Mapping[str, str]
 ) -> pads.FileSystemDataset:
     """One fragment per file; columns missing from a file (partition columns) come from its expression."""
-    fs, _ = io.filesystem(location, storage_options)
+    fs, _ = uris.filesystem(location, storage_options)
     fmt = parquet_format()
     fragments = [
         fmt.make_fragment(
-            io.filesystem(f.uri, storage_options)[1],
+            uris.filesystem(f.uri, storage_options)[1],
             filesystem=fs,
             partition_expression=partition_expression(f.partition_values, schema),
             # sizes from the log/manifest spare a HEAD request per file on object stores

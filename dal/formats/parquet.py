@@ -12,13 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft, VersionInfo
-from dal.codecs import arrow_type
 from dal.errors import DalError, FormatError
 from dal.formats.base import DataFile, Format, WriteOptions, WriteTransaction
+from dal.formats.catalog_schema import from_arrow
 from dal.formats.directory import data_files, describe_files, partition_values, scan_directory
-from dal.location import Location
-from dal.partitions import infer_type
-from dal.schema import from_arrow
+from dal.storage.location import Location
+from dal.storage.partitions import arrow_type, infer_type
 
 
 class ParquetFormat(Format):

@@ -27,8 +27,9 @@ from starlette.routing import Route
 from catalog import Catalog, VersionInfo
 from catalog.errors import CatalogUnavailable, DalError, NotFound
 from catalog.urls import mask_text, mask_url
-from dal import lineage, views
+from dal import lineage
 from dal.errors import is_foreign, one_line, translate
+from dal.ops import views
 from dal.ui.charts import Bar, Node, bar_chart, hbar_chart, lineage_graph
 from dal.ui.preview import preview
 

@@ -34,10 +34,10 @@ def _cell(value: Any, field: Field | None) -> Any:
 def preview(cat: Catalog, name: str, version: int | str | None = None, rows: int = 10) -> dict[str, Any]:
     """The first ``rows`` rows of one version (at most ``MAX_ROWS``) as JSON-ready values: tensor fields
     as ``<dtype[shape] (codec), N bytes>``, other binary as its length, long text cut."""
-    import dal
+    from dal import api
 
     rows = max(1, min(int(rows), MAX_ROWS))
-    ds = dal.open(name, version, catalog=cat)
+    ds = api.open(name, version, catalog=cat)
     fields = {f.name: f for f in ds.version.schema}
     batches = ds.iter_batches(batch_size=rows)
     try:

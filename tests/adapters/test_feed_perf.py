@@ -24,7 +24,7 @@ ROWS = 1003
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of ~100 rows (whole 50-row row groups): many more chunks than a worker has buffers."""
-    import dal.read
+    import dal.read.reader
 
     monkeypatch.setattr(dal.read, "MIN_CHUNK_ROWS", 100)
     monkeypatch.setattr(dal.read, "CHUNK_BYTES", 1)
@@ -93,7 +93,7 @@ def test_an_abandoned_pass_frees_the_worker_buffers(rows_ds: dal.Dataset) -> Non
 def test_chunks_finished_on_threads_keep_the_one_thread_order(
     rows_ds: dal.Dataset, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dal.read
+    import dal.read.reader
 
     scan = rows_ds.shuffle(seed=9, buffer_size=1)
     orders = {}

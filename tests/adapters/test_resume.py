@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of ~100 rows (whole 50-row row groups) so that a small dataset has many of them."""
-    import dal.read
+    import dal.read.reader
 
     monkeypatch.setattr(dal.read, "MIN_CHUNK_ROWS", 100)
     monkeypatch.setattr(dal.read, "CHUNK_BYTES", 1)

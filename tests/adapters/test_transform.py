@@ -18,7 +18,7 @@ import dal
 from catalog import Catalog
 from dal import ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema, TransformSpec
 from dal.errors import DalError
-from dal.transform import OutField, TransformError
+from dal.read.transform import OutField, TransformError
 
 torch = pytest.importorskip("torch")
 tf = pytest.importorskip("tensorflow")  # CI installs both (dal[torch,tf]); skipping fails the run there

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from catalog import Catalog, CatalogOutOfDate, migrate
 from catalog.engine import make_engine
 from catalog.models import Base
-from dal.cli import cli
+from dal.cli.app import cli
 
 
 def _upgrade_to(url: str, revision: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from catalog import Catalog, Field, Partition, Schema, VersionDraft
-from dal.cli import cli
+from dal.cli.app import cli
 
 SCHEMA = Schema(
     (

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import dal
-from dal.cli import cli
+from dal.cli.app import cli
 
 # `dal ui` serves pages until stopped: there is no result to print as JSON
 NO_JSON = {"ui"}

@@ -20,7 +20,7 @@ import dal
 from catalog import Catalog
 from catalog.types import validate_name, validate_tag
 from catalog.urls import has_credentials, mask_text, mask_url
-from dal.cli import cli
+from dal.cli.app import cli
 from dal.errors import DalError, FormatError, InvalidName, VersionNotFound, one_line
 
 SECRET = "hunter2-s3cr3t"
@@ -235,8 +235,8 @@ def test_a_truncated_parquet_file_is_a_format_error(small: dal.Dataset, tmp_path
 def test_register_of_a_corrupt_common_metadata_is_a_format_error(
     sqlite_env: Catalog, tmp_path: Path, damage: str
 ) -> None:
-    from dal.codecs import ScalarCodec
-    from dal.tensors import TensorField, TensorSchema
+    from dal.tensors.codecs import ScalarCodec
+    from dal.tensors.schema import TensorField, TensorSchema
 
     schema = TensorSchema("S", [TensorField("id", np.int64, (), ScalarCodec())])
     src = tmp_path / "pt"
@@ -268,8 +268,8 @@ def test_s3_without_credentials_fails_fast_before_writing(
     endpoint. Now: refused before any byte is sent, with the hint."""
     import boto3
 
-    from dal.codecs import ScalarCodec
-    from dal.tensors import TensorField, TensorSchema
+    from dal.tensors.codecs import ScalarCodec
+    from dal.tensors.schema import TensorField, TensorSchema
 
     bucket, options = s3
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
@@ -323,7 +323,7 @@ def test_a_bug_is_one_line_asking_for_a_report(sqlite_url: str, monkeypatch: pyt
 
 def test_a_partition_value_ending_in_a_newline_is_not_plain() -> None:
     """Spark's partition discovery would not parse ``c=a\\n`` back: such a file must be read by its value."""
-    from dal.adapters.spark import _hive_path
+    from dal.spark.read import _hive_path
 
     assert _hive_path("/t", "/t/c=a/f.parquet", (("c", "a"),))
     assert not _hive_path("/t", "/t/c=a\n/f.parquet", (("c", "a\n"),))
@@ -358,8 +358,8 @@ def test_a_petastorm_write_with_profile_credentials_commits(
 ) -> None:
     """Credentials only in the shared credentials file: pyarrow read them and uploaded the files, then obstore
     (which reads no profile) asked the instance-metadata endpoint and the commit failed. Both clients get them."""
-    from dal.codecs import ScalarCodec
-    from dal.tensors import TensorField, TensorSchema
+    from dal.tensors.codecs import ScalarCodec
+    from dal.tensors.schema import TensorField, TensorSchema
     from tests.objectstores import SECRET as S3_SECRET
 
     bucket, options = s3

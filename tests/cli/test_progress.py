@@ -28,7 +28,7 @@ from deltalake import DeltaTable, write_deltalake
 
 import dal
 from dal import progress
-from dal.cli import cli
+from dal.cli.app import cli
 
 COLUMNS = 150
 VERSIONS = 25

@@ -24,7 +24,7 @@ import pytest
 
 import dal
 from catalog import Catalog
-from dal.formats.petastorm_pickle import ROWGROUPS_INDEX_KEY, loads_rowgroup_indexes
+from dal.formats.petastorm.unischema import ROWGROUPS_INDEX_KEY, loads_rowgroup_indexes
 from tests.conformance.conftest import corpus_tables, require_corpus
 
 VERSIONS = ("0.4.0", "0.4.3", "0.5.1", "0.6.0", "0.7.0", "0.7.6")

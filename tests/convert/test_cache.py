@@ -9,19 +9,19 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from dal import cache
+from dal.spark import convert_cache
 
 KEY = "k" * 40
 
 
 def _racer(root: str, barrier: Any, out: Any) -> None:
-    folder = cache.begin(Path(root), KEY)
+    folder = convert_cache.begin(Path(root), KEY)
     (folder / "catalog.db").write_text(folder.name)  # the "complete" conversion
     barrier.wait()
-    entry = cache.publish(Path(root), KEY, folder, rows=1)
+    entry = convert_cache.publish(Path(root), KEY, folder, rows=1)
     out.put(entry.folder.name)
     barrier.wait()  # all four converters are running when they have their answer
-    cache.release_all()  # what atexit does
+    convert_cache.release_all()  # what atexit does
 
 
 def test_racing_publishers_share_one_entry_and_the_last_user_removes_it(tmp_path: Path) -> None:
@@ -39,23 +39,23 @@ def test_racing_publishers_share_one_entry_and_the_last_user_removes_it(tmp_path
 
 
 def test_an_entry_in_use_survives_another_users_exit(tmp_path: Path) -> None:
-    folder = cache.begin(tmp_path, KEY)
+    folder = convert_cache.begin(tmp_path, KEY)
     (folder / "catalog.db").write_text("x")
-    cache.publish(tmp_path, KEY, folder, rows=1)
+    convert_cache.publish(tmp_path, KEY, folder, rows=1)
     ctx = mp.get_context("fork")
 
     def use_and_exit() -> None:
-        assert cache.lookup(tmp_path, KEY) is not None
-        cache.release_all()
+        assert convert_cache.lookup(tmp_path, KEY) is not None
+        convert_cache.release_all()
 
     p = ctx.Process(target=use_and_exit)
     p.start()
     p.join(60)
     assert p.exitcode == 0
-    entry = cache.lookup(tmp_path, KEY)  # still published: this process uses it
+    entry = convert_cache.lookup(tmp_path, KEY)  # still published: this process uses it
     assert entry is not None and entry.folder == folder
-    cache.release_all()
-    assert cache.lookup(tmp_path, KEY) is None and not folder.exists()
+    convert_cache.release_all()
+    assert convert_cache.lookup(tmp_path, KEY) is None and not folder.exists()
 
 
 def test_a_killed_writer_leaves_nothing_a_later_lookup_uses(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_a_killed_writer_leaves_nothing_a_later_lookup_uses(tmp_path: Path) -> N
     ready = ctx.Event()
 
     def write_then_hang() -> None:
-        folder = cache.begin(tmp_path, KEY)
+        folder = convert_cache.begin(tmp_path, KEY)
         (folder / "catalog.db").write_text("half")
         ready.set()
         signal.pause()
@@ -71,19 +71,19 @@ def test_a_killed_writer_leaves_nothing_a_later_lookup_uses(tmp_path: Path) -> N
     p = ctx.Process(target=write_then_hang)
     p.start()
     assert ready.wait(60)
-    assert cache.lookup(tmp_path, KEY) is None  # written, never published
-    assert cache.sweep(tmp_path) == []  # its writer is alive: not swept
+    assert convert_cache.lookup(tmp_path, KEY) is None  # written, never published
+    assert convert_cache.sweep(tmp_path) == []  # its writer is alive: not swept
     os.kill(p.pid, signal.SIGKILL)
     p.join(60)
-    assert cache.lookup(tmp_path, KEY) is None
-    assert len(cache.sweep(tmp_path)) == 1 and list(tmp_path.iterdir()) == []
+    assert convert_cache.lookup(tmp_path, KEY) is None
+    assert len(convert_cache.sweep(tmp_path)) == 1 and list(tmp_path.iterdir()) == []
 
 
 def test_a_marker_whose_folder_is_gone_is_stale(tmp_path: Path) -> None:
-    folder = cache.begin(tmp_path, KEY)
+    folder = convert_cache.begin(tmp_path, KEY)
     (folder / "catalog.db").write_text("x")
-    cache.publish(tmp_path, KEY, folder, rows=1)
+    convert_cache.publish(tmp_path, KEY, folder, rows=1)
     (folder / "catalog.db").unlink()  # someone deleted the data behind the cache's back
-    assert cache.lookup(tmp_path, KEY) is None
+    assert convert_cache.lookup(tmp_path, KEY) is None
     assert not (tmp_path / f"{KEY}.ready").exists()
-    cache.release_all()
+    convert_cache.release_all()

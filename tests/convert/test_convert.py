@@ -19,8 +19,8 @@ import pytest
 
 import dal
 from catalog import Catalog
-from dal import cache
 from dal.errors import DalError
+from dal.spark import convert_cache
 
 pytestmark = [pytest.mark.spark]
 REPO = Path(__file__).resolve().parents[2]
@@ -78,12 +78,12 @@ def test_convert_once_then_reuse_vectors_as_float_arrays(spark: Any, tmp_path: P
     # about 2 KiB of (uncompressed) rows per row group: 200 rows of ~80 bytes -> several per file
     assert sum(m.num_row_groups for m in groups) >= 4
     assert sum(m.num_row_groups for m in (pq.ParquetFile(f.uri).metadata for f in ds.files())) == len(ds.files())
-    assert len(cache.entries(root)) == 2
+    assert len(convert_cache.entries(root)) == 2
 
     # dal cache ls / clear: both are in use by this process, so clear keeps them unless --force
     from click.testing import CliRunner
 
-    from dal.cli import cli
+    from dal.cli.app import cli
 
     def run(*args: str) -> str:
         done = CliRunner().invoke(cli, ["cache", *args, "--dir", str(root)])
@@ -92,8 +92,8 @@ def test_convert_once_then_reuse_vectors_as_float_arrays(spark: Any, tmp_path: P
 
     listed = run("ls", "--json")
     assert '"rows": 200' in listed and listed.count('"key"') == 2
-    assert "removed 0" in run("clear") and len(cache.entries(root)) == 2
-    assert "removed 2" in run("clear", "--force") and cache.entries(root) == []
+    assert "removed 0" in run("clear") and len(convert_cache.entries(root)) == 2
+    assert "removed 2" in run("clear", "--force") and convert_cache.entries(root) == []
     assert not Path(ds.location).exists()
 
 
@@ -104,7 +104,7 @@ def test_convert_with_name_writes_a_permanent_catalog_version(spark: Any, sqlite
     assert sqlite_env.version("feats.converted").row_count == 50
     assert ds.arrow_schema().field("y").type == pa.float32()
     assert "warehouse" in ds.location  # the user's warehouse, not the cache
-    cache.release_all()  # what exit does: a named dataset is not the cache's to remove
+    convert_cache.release_all()  # what exit does: a named dataset is not the cache's to remove
     assert dal.open("feats.converted").count() == 50
 
 
@@ -129,7 +129,7 @@ def test_in_memory_frames_with_the_same_plan_text_do_not_share(spark: Any, tmp_p
 
 CHILD = """
 import os, sys
-from dal.adapters.spark import get_spark
+from dal.spark.session import get_spark
 import dal
 spark = get_spark(master="local[1]")
 spark.sparkContext.setLogLevel("ERROR")
@@ -159,7 +159,7 @@ def test_processes_share_an_entry_and_a_killed_conversion_is_never_used(spark: A
     assert f"SHARED {mine.location}" in out
     assert (Path(mine.location).parent / "users").is_dir()
     # the killed conversion committed its table but published nothing: no entry names it
-    assert [e.folder for e in cache.entries(root)] == [Path(mine.location).parent]
+    assert [e.folder for e in convert_cache.entries(root)] == [Path(mine.location).parent]
     abandoned = [p for p in root.iterdir() if p.is_dir() and p != Path(mine.location).parent]
     assert len(abandoned) == 1 and (abandoned[0] / "table" / "_delta_log").is_dir()
     # the same conversion here does not take it for complete: it converts afresh and sweeps it away

@@ -18,9 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from dal import cache
 from dal.errors import DalError
-from dal.location import Location
+from dal.spark import convert_cache
+from dal.storage.location import Location
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "r" * 40
@@ -65,7 +65,7 @@ def test_convert_into_an_s3_cache_reuses_it_and_the_last_exit_removes_it(
     assert again.to_arrow().num_rows == 500
 
     # the cached table is no user's dataset; the last user's exit removes it from the bucket
-    cache.release_all()
+    convert_cache.release_all()
     assert keys(options, bucket, "convert-cache/") == []
 
 
@@ -79,14 +79,14 @@ def test_a_remote_cache_is_checked_before_spark_runs(spark: Any, tmp_path: Path)
 
 RACER = """
 import json, os, sys, time
-from dal import cache
-from dal.location import Location
+from dal.spark import convert_cache
+from dal.storage.location import Location
 root = Location.of(sys.argv[1], json.loads(sys.argv[2]))
-folder = cache.remote_begin(root, sys.argv[3])
+folder = convert_cache.remote_begin(root, sys.argv[3])
 root.write(folder + "/table/part-0.parquet", folder.encode())  # the "complete" conversion
 while not os.path.exists(sys.argv[4]):
     time.sleep(0.02)
-entry = cache.remote_publish(root, sys.argv[3], folder, rows=1)
+entry = convert_cache.remote_publish(root, sys.argv[3], folder, rows=1)
 print(json.dumps({"mine": folder, "used": entry.folder, "data": root.read(entry.folder + "/table/part-0.parquet").decode()}), flush=True)
 while not os.path.exists(sys.argv[5]):
     time.sleep(0.02)
@@ -130,15 +130,15 @@ def test_a_killed_conversion_on_s3_is_never_used_and_is_swept(s3: tuple[str, dic
     abandoned = f"{KEY}-deadbeef0000"
     root.write(f"{abandoned}/table/_delta_log/00000000000000000000.json", b"{}")
     root.write(f"{abandoned}/users/{dead}", b"")
-    assert cache.remote_lookup(root, KEY) is None  # no marker: not complete, whatever the folder holds
-    folder = cache.remote_begin(root, KEY)  # the next conversion sweeps the dead writer's folder
+    assert convert_cache.remote_lookup(root, KEY) is None  # no marker: not complete, whatever the folder holds
+    folder = convert_cache.remote_begin(root, KEY)  # the next conversion sweeps the dead writer's folder
     assert not root.exists(abandoned)
     root.write(f"{folder}/table/part-0.parquet", b"x")
-    entry = cache.remote_publish(root, KEY, folder, rows=1)
-    assert cache.remote_lookup(root, KEY) == entry
+    entry = convert_cache.remote_publish(root, KEY, folder, rows=1)
+    assert convert_cache.remote_lookup(root, KEY) == entry
     # a marker whose folder is gone is stale: removed, not used
     root.delete_dir(folder)
-    assert cache.remote_lookup(root, KEY) is None and not root.exists(f"{KEY}.ready")
-    cache.release_all()
-    _, kept = cache.remote_clear(root)
+    assert convert_cache.remote_lookup(root, KEY) is None and not root.exists(f"{KEY}.ready")
+    convert_cache.release_all()
+    _, kept = convert_cache.remote_clear(root)
     assert kept == [] and keys(options, bucket, "killed/") == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from dal.formats.base import WriteOptions, commit_metadata
-from dal.formats.delta import DeltaWrite, _metadata
+from dal.formats.delta.format import DeltaWrite, _metadata
 
 
 def test_native_writes_stamp_write_id_and_dataset() -> None:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import dal
 from catalog import Catalog
-from dal.cli import cli
+from dal.cli.app import cli
 from dal.errors import DatasetExists, FormatError, SchemaMismatch
 
 

@@ -94,7 +94,7 @@ def test_read_only_sqlite_catalog_is_refused_before_anything_is_written(sqlite_e
 def test_cli_changes_through_a_read_only_catalog_are_one_clear_line(sqlite_env: Catalog) -> None:
     from click.testing import CliRunner
 
-    from dal.cli import cli
+    from dal.cli.app import cli
 
     dal.write(table(0, 3), "ro.ds")
     read_only = f"sqlite:///file:{sa.make_url(sqlite_env.url).database}?mode=ro&uri=true"

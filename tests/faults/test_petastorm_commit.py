@@ -15,7 +15,7 @@ import dal
 from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
 from dal.errors import DalError, FormatError
-from dal.formats.petastorm import ABANDONED_AFTER_S, RECORDS, record_name
+from dal.formats.petastorm.format import ABANDONED_AFTER_S, RECORDS, record_name
 from tests.faults.conftest import fill, run_until_paused
 
 SCHEMA = TensorSchema("Frames", [
@@ -169,7 +169,7 @@ def test_full_disk_when_publishing_the_record_leaves_no_record(
     where = str(small_disk / "frames")
     dal.write(rows(0, 5), NAME, format="petastorm", schema=SCHEMA, path=where)
     # room for the data files and _common_metadata, not for the record: fill right before publishing
-    from dal import location as location_module
+    from dal.storage import location as location_module
 
     real = location_module._link_exclusive
     fillers: list[Path] = []
@@ -194,7 +194,7 @@ def test_publish_that_fails_after_the_record_landed_keeps_the_commit(
 ) -> None:
     """An object store may take the PUT and then time out: the commit happened, its files must stay."""
     dal.write(rows(0, 3), NAME, format="petastorm", schema=SCHEMA)
-    from dal import location as location_module
+    from dal.storage import location as location_module
 
     real = location_module._link_exclusive
 

@@ -21,9 +21,9 @@ import pytest
 
 import dal
 from catalog import Catalog
-from dal.codecs import NdarrayCodec, ScalarCodec
 from dal.errors import DalError
-from dal.tensors import TensorField, TensorSchema
+from dal.tensors.codecs import NdarrayCodec, ScalarCodec
+from dal.tensors.schema import TensorField, TensorSchema
 from tests.conftest import use_catalog
 from tests.fuzz.hostile import SEED, budget, describe, hostile, hostile_str
 

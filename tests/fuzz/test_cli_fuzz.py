@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 import dal
 from catalog import Catalog
-from dal.cli import cli
+from dal.cli.app import cli
 from tests.fuzz.hostile import SEED, budget, hostile_str
 
 RAW_CONTROL = {chr(c) for c in range(32) if chr(c) not in "\n"} | {"\x7f", "\u202e", "\u200b"}

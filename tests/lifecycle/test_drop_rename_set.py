@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import dal
 from catalog import Catalog
 from dal import lifecycle
-from dal.cli import cli
+from dal.cli.app import cli
 from dal.errors import DalError
 
 

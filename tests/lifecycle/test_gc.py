@@ -18,7 +18,7 @@ from click.testing import CliRunner
 import dal
 from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema, lifecycle
-from dal.cli import cli
+from dal.cli.app import cli
 from dal.errors import DalError
 
 SCHEMA = TensorSchema(

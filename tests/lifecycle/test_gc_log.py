@@ -20,9 +20,9 @@ from deltalake import DeltaTable
 import dal
 from catalog import Catalog
 from dal import lifecycle
-from dal.cli import cli
+from dal.cli.app import cli
 from dal.errors import DalError
-from dal.formats.delta import deletion_vector_path, log_retention_s
+from dal.formats.delta.format import deletion_vector_path, log_retention_s
 from tests.conformance.conftest import require_corpus
 
 DAY = 86400

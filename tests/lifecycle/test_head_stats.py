@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import dal
 from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema, lifecycle
-from dal.cli import cli
+from dal.cli.app import cli
 
 
 def run(cat: Catalog, *args: str) -> tuple[int, str, str]:

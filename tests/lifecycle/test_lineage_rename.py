@@ -14,7 +14,7 @@ from click.testing import CliRunner
 import dal
 from catalog import Catalog
 from dal import lineage
-from dal.cli import cli
+from dal.cli.app import cli
 
 
 @pytest.fixture(autouse=True)

@@ -12,8 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dal.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec, arrow_type, codec_from_spec
 from dal.errors import FormatError, SchemaMismatch
+from dal.tensors.codecs import (
+    CompressedNdarrayCodec,
+    ImageCodec,
+    NdarrayCodec,
+    ScalarCodec,
+    arrow_type,
+    codec_from_spec,
+)
 
 DTYPES = ["int8", "uint8", "int16", "int32", "int64", "float32", "float64"]
 

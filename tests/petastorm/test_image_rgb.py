@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from dal.codecs import ImageCodec
+from dal.tensors.codecs import ImageCodec
 
 
 def _image(h: int, w: int) -> np.ndarray:

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 import dal
 from catalog import Catalog
 from dal import ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema
-from dal.cli import cli
+from dal.cli.app import cli
 from dal.errors import FormatError, SchemaMismatch
 
 SCHEMA = TensorSchema("Frames", [

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from dal import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema
 from dal.errors import DalError, FormatError, SchemaMismatch
-from dal.formats.petastorm_pickle import _load, dumps_unischema, loads_rowgroup_indexes, loads_unischema
+from dal.formats.petastorm.unischema import _load, dumps_unischema, loads_rowgroup_indexes, loads_unischema
 
 SCHEMA = TensorSchema("Example", [
     TensorField("id", np.int64, (), ScalarCodec()),

@@ -18,7 +18,7 @@ import pytest
 
 import dal
 from catalog import Catalog
-from dal.formats.petastorm_pickle import loads_unischema
+from dal.formats.petastorm.unischema import loads_unischema
 from tests.petastorm.legacy import run_legacy
 from tests.petastorm.petastorm_values import load, mismatch
 
@@ -136,7 +136,7 @@ def test_python3_rowgroup_indexes_read_without_unpickling(written: tuple[Path, d
     and int, sets as opcodes): dal reads every index and it agrees with the data."""
     import pyarrow.parquet as pq
 
-    from dal.formats.petastorm_pickle import ROWGROUPS_INDEX_KEY, loads_rowgroup_indexes
+    from dal.formats.petastorm.unischema import ROWGROUPS_INDEX_KEY, loads_rowgroup_indexes
 
     out, reference, _ = written
     indexes = loads_rowgroup_indexes(pq.read_schema(out / "_common_metadata").metadata[ROWGROUPS_INDEX_KEY])

@@ -21,7 +21,7 @@ from deltalake import DeltaTable, QueryBuilder
 import dal
 from catalog import Catalog
 from dal import lifecycle
-from dal.cli import cli
+from dal.cli.app import cli
 from tests.conformance.conftest import require_corpus
 
 

@@ -138,7 +138,7 @@ def test_ctrl_c_during_a_progress_line(tmp_path: Path) -> None:
 def test_ctrl_c_in_json_mode_is_one_json_error(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from dal import cli as cli_module
+    from dal.cli import main as cli_module
 
     def interrupted(*_a: object, **_k: object) -> None:
         raise KeyboardInterrupt
@@ -147,7 +147,7 @@ def test_ctrl_c_in_json_mode_is_one_json_error(tmp_path: Path) -> None:
     env = {"DAL_CATALOG_URL": f"sqlite:///{tmp_path}/c.db", "DAL_WAREHOUSE": str(tmp_path / "wh")}
     mp = pytest.MonkeyPatch()
     try:
-        import dal.lifecycle
+        import dal.ops.lifecycle
 
         mp.setattr(dal.lifecycle, "gc", interrupted)
         plain = runner.invoke(cli_module.cli, ["gc", "a.b"], env=env)

@@ -18,7 +18,7 @@ import dal
 from catalog import Catalog
 from dal import TransformSpec
 from dal.errors import DalError
-from dal.transform import TransformError
+from dal.read.transform import TransformError
 
 torch = pytest.importorskip("torch")
 tf = pytest.importorskip("tensorflow")  # CI installs both (dal[torch,tf])

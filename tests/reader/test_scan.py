@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import dal
 from catalog import Catalog
 from dal.errors import FilterError
-from dal.sharding import assign, share
+from dal.read.sharding import assign, share
 from tests.reader.conftest import START, STEP
 
 

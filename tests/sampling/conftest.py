@@ -20,7 +20,7 @@ LABELS = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 2])  # label = LABELS[id % 10]: 70
 
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dal.read
+    import dal.read.reader
 
     monkeypatch.setattr(dal.read, "MIN_CHUNK_ROWS", 100)
     monkeypatch.setattr(dal.read, "CHUNK_BYTES", 1)

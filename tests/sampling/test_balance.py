@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import dal
-import dal.read
+import dal.read.reader
 from dal.errors import DalError
-from dal.sampling import apportion
+from dal.read.sampling import apportion
 from tests.sampling.conftest import ROWS, ids, within
 
 CLASS_ROWS = {0: 2800, 1: 800, 2: 400}  # LABELS over 4000 ids
@@ -66,7 +66,7 @@ def test_filtered_balance_against_pandas(data: dal.Dataset) -> None:
 
 def test_the_counting_pass_reads_only_the_class_column_once(data: dal.Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
     columns_read: list[tuple[str, ...] | None] = []
-    real = dal.read.read_task
+    real = dal.read.reader.read_task
 
     def spy(query: Any, task: Any) -> Any:
         columns_read.append(query.columns)

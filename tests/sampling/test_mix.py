@@ -13,7 +13,7 @@ import pytest
 
 import dal
 from dal.errors import DalError
-from dal.sampling import apportion
+from dal.read.sampling import apportion
 from tests.sampling.conftest import ids, within
 
 
@@ -118,7 +118,7 @@ def test_bad_mix_members(data: dal.Dataset, other: dal.Dataset) -> None:
 def test_argument_errors_come_before_any_read(
     data: dal.Dataset, other: dal.Dataset, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dal.read
+    import dal.read.reader
 
     def no_read(*_args: Any, **_kwargs: Any) -> Any:
         raise AssertionError("read data")

@@ -15,13 +15,14 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema, read
+from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
 from dal.errors import DalError
+from dal.read import reader
 from tests.sampling.conftest import ids, within
 
 
 def _read_spans(query: Any, tasks: list[Any], spans: list[tuple[int, int]], out: Any) -> None:
-    out.put([ids(read.read_span(query, tasks[a:b])) for a, b in spans])
+    out.put([ids(reader.read_span(query, tasks[a:b])) for a, b in spans])
 
 
 def test_forked_reader_reads_runs_of_row_groups_in_order(data: dal.Dataset) -> None:
@@ -31,7 +32,7 @@ def test_forked_reader_reads_runs_of_row_groups_in_order(data: dal.Dataset) -> N
     every = query.all_tasks()
     tasks = [every[i] for i in (1, 2, 3, 7, 8, 9, 12, 13)]
     spans = [(0, 3), (3, 6), (6, 8)]
-    here = [ids(read.read_span(query, tasks[a:b])) for a, b in spans]  # the parent planned (and read) first
+    here = [ids(reader.read_span(query, tasks[a:b])) for a, b in spans]  # the parent planned (and read) first
     context = multiprocessing.get_context("fork")
     out = context.Queue()
     child = context.Process(target=_read_spans, args=(query, tasks, spans, out))
@@ -93,7 +94,7 @@ def test_fraction_is_f_for_every_row_group_size(sqlite_env: Any, tmp_path: Path,
 def test_rows_sample_is_uniform_over_uneven_row_groups(sqlite_env: Any, tmp_path: Path, small_chunks: None) -> None:
     """sample(rows=n): every row's chance is n/N whatever its row group's size. Picking row groups until
     they held spread·n rows favoured rows of small row groups by ~9% here (0.0270 vs 0.0248)."""
-    from dal import sampling
+    from dal.read import sampling
 
     sizes = [10, 1000] * 20
     data = uneven(tmp_path, "bias", sizes)
@@ -198,8 +199,8 @@ def test_balance_columns_and_weight_keys_are_checked_before_any_read(
     def no_read(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("read before the arguments were checked")
 
-    monkeypatch.setattr(read, "read_task", no_read)
-    monkeypatch.setattr(read, "read_span", no_read)
+    monkeypatch.setattr(reader, "read_task", no_read)
+    monkeypatch.setattr(reader, "read_span", no_read)
     with pytest.raises(DalError, match=re.escape(message)):
         classes.scan().balance(by, weights)
 
@@ -249,8 +250,8 @@ def test_huge_rows_are_dal_errors_before_any_read(
     def no_read(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("read before the arguments were checked")
 
-    monkeypatch.setattr(read, "read_task", no_read)
-    monkeypatch.setattr(read, "read_span", no_read)
+    monkeypatch.setattr(reader, "read_task", no_read)
+    monkeypatch.setattr(reader, "read_span", no_read)
     scan = data.scan()
     with pytest.raises(DalError, match="sample rows must be in"):
         scan.sample(rows=10**30, replace=True)
@@ -267,7 +268,7 @@ def test_draws_beyond_numpys_exact_limit_are_dal_errors(
 ) -> None:
     """numpy's multivariate hypergeometric takes fewer than 10**9 rows (a ValueError beyond): the limit
     lowered to 1500 rows here stands for a billion-row dataset."""
-    from dal import sampling
+    from dal.read import sampling
 
     monkeypatch.setattr(sampling, "MAX_DRAW", 1500)
     with pytest.raises(DalError, match="exact draw among 2,800 rows is not supported"):
@@ -364,7 +365,7 @@ def test_states_of_other_selections_are_refused(data: dal.Dataset, other: dal.Da
 def test_too_many_classes_over_all_row_groups(data: dal.Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each row group under the class limit but the scan over it (an id column) was drawn class by class
     (classes x row groups of work); a DalError now."""
-    from dal import sampling
+    from dal.read import sampling
 
     monkeypatch.setattr(sampling, "MAX_CLASSES", 150)  # row groups of 100 distinct ids, 4000 in all
     with pytest.raises(DalError, match="4000 distinct values"):

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 import dal
-import dal.plan
-import dal.read
+import dal.read.plan
+import dal.read.reader
 from dal.errors import DalError
 from tests.sampling.conftest import GROUP, ROWS, ids, within
 
@@ -98,13 +98,13 @@ def test_replace_with_a_fraction_draws_poisson_copies(data: dal.Dataset) -> None
 
 def test_pushdown_reads_only_the_picked_row_groups(data: dal.Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
     read_groups: set[tuple[str, int]] = set()
-    real = dal.plan.Query.fragment
+    real = dal.read.plan.Query.fragment
 
     def spy(query: Any, task: Any, row_groups: Any = None) -> Any:  # every read makes its fragments here
         read_groups.update((task.uri, g) for g in (row_groups if row_groups is not None else [task.row_group]))
         return real(query, task, row_groups)
 
-    monkeypatch.setattr(dal.plan.Query, "fragment", spy)
+    monkeypatch.setattr(dal.read.plan.Query, "fragment", spy)
     f, spread, groups = 0.02, 4.0, ROWS // GROUP
     scan = data.scan().sample(f, seed=2, spread=spread)
     table = scan.to_arrow()

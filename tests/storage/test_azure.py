@@ -13,7 +13,7 @@ import pytest
 
 import dal
 from catalog import Catalog
-from dal import io
+from dal.storage import uris
 from tests.objectstores import AZURE_ACCOUNT, AZURE_KEY, frame
 from tests.petastorm.test_petastorm_dataset import SCHEMA, frames
 
@@ -37,7 +37,7 @@ def test_delta_on_azure_end_to_end(
 
     # a table delta-rs wrote itself, registered through the abfs:// spelling of the same container
     uri = f"abfs://{container}@{AZURE_ACCOUNT}.dfs.core.windows.net/foreign"
-    deltalake.write_deltalake(uri, pa.table({"a": [1, 2]}), storage_options=io.object_store_options(options))
+    deltalake.write_deltalake(uri, pa.table({"a": [1, 2]}), storage_options=uris.object_store_options(options))
     (r,) = dal.register("az.foreign", uri, storage_options=options)
     assert r.row_count == 2
     assert sorted(dal.open("az.foreign", storage_options=options).to_arrow().column("a").to_pylist()) == [1, 2]

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 import dal
 from catalog import Catalog
-from dal import io
+from dal.storage import uris
 from tests.petastorm.test_petastorm_dataset import SCHEMA, frames
 
 
@@ -20,7 +20,7 @@ def test_parquet_and_petastorm_datasets_on_gcs_are_registered_and_read(
     sqlite_env: Catalog, gcs: tuple[str, dict[str, str]]
 ) -> None:
     bucket, options = gcs
-    fs, _ = io.filesystem(f"gs://{bucket}", options)
+    fs, _ = uris.filesystem(f"gs://{bucket}", options)
     for day, n in (("2026-01-01", 3), ("2026-01-02", 2)):
         pq.write_table(pa.table({"v": np.arange(n)}), f"{bucket}/plain/day={day}/part-0.parquet", filesystem=fs)
     (p,) = dal.register("gs.plain", f"gs://{bucket}/plain", format="parquet", storage_options=options)

@@ -25,8 +25,8 @@ import pytest
 
 import dal
 from catalog import Catalog
-from dal import filecache
 from dal.errors import DalError
+from dal.storage import rangecache
 from tests.objectstores import SECRET
 from tests.petastorm.test_petastorm_dataset import SCHEMA, frames
 from tests.storage.s3_counter import Counter, counting_proxy
@@ -176,9 +176,9 @@ def test_the_size_bound_keeps_the_epochs_working_set_and_evicts_least_recently_u
     dal.write(table(), "c.big", path=f"s3://{bucket}/b", partition_by=["part"], storage_options=options)
     whole = dal.open("c.big", storage_options=options, cache="local", cache_dir=str(root))
     first, reference = epoch(counter, whole.to_arrow)
-    need = filecache.usage(root)
+    need = rangecache.usage(root)
     assert need == first["data_bytes"] > 0
-    filecache.clear(root)
+    rangecache.clear(root)
     del whole
     gc.collect()
 
@@ -190,7 +190,7 @@ def test_the_size_bound_keeps_the_epochs_working_set_and_evicts_least_recently_u
     held = range_files(root)
     two, t2 = epoch(counter, ds.to_arrow)
     three, t3 = epoch(counter, ds.to_arrow)
-    assert 0 < filecache.usage(root) <= bound
+    assert 0 < rangecache.usage(root) <= bound
     assert range_files(root) == held
     assert 0 < two["data_gets"] < one["data_gets"] and two == three
     assert two["data_bytes"] == one["data_bytes"] - sum(held.values())
@@ -206,7 +206,7 @@ def test_the_size_bound_keeps_the_epochs_working_set_and_evicts_least_recently_u
     limit = int(need * 1.2)  # room for the new dataset, not for both
     other = dal.open("c.other", storage_options=options, cache="local", cache_dir=str(root), cache_size=limit)
     epoch(counter, other.to_arrow)
-    assert filecache.usage(root) <= limit
+    assert rangecache.usage(root) <= limit
     assert len(set(range_files(root)) & set(held)) < len(held)  # old ranges made room
     again, _ = epoch(counter, other.to_arrow)
     assert again["data_gets"] == 0
@@ -313,22 +313,22 @@ def test_cache_options_are_checked_before_any_read(sqlite_env: Catalog, tmp_path
         dal.open("c.local", cache="local", cache_dir="s3://bucket/cache")
     with pytest.raises(DalError, match="pass cache='local'"):
         dal.open("c.local", cache_size="1GB")
-    assert filecache.parse_size("1.5GB") == 1_500_000_000 and filecache.parse_size("2GiB") == 2 * 1024**3
+    assert rangecache.parse_size("1.5GB") == 1_500_000_000 and rangecache.parse_size("2GiB") == 2 * 1024**3
     # a local dataset is read in place: nothing is copied
     ds = dal.open("c.local", cache="local", cache_dir=str(tmp_path / "fc"))
-    assert ds.to_arrow().num_rows == 100 and filecache.usage(tmp_path / "fc") == 0
+    assert ds.to_arrow().num_rows == 100 and rangecache.usage(tmp_path / "fc") == 0
 
 
 def test_the_default_folder_and_size_come_from_the_environment(
     sqlite_env: Catalog, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("DAL_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv(filecache.ENV_DIR, raising=False)
-    monkeypatch.setenv(filecache.ENV_SIZE, "3MB")
+    monkeypatch.delenv(rangecache.ENV_DIR, raising=False)
+    monkeypatch.setenv(rangecache.ENV_SIZE, "3MB")
     dal.write(table(10), "c.env")
     cache = dal.open("c.env", cache="local").storage_options.file_cache  # type: ignore[attr-defined]
     assert cache.root == tmp_path / "home" / "filecache" and cache.max_bytes == 3_000_000
-    monkeypatch.setenv(filecache.ENV_DIR, str(tmp_path / "elsewhere"))
+    monkeypatch.setenv(rangecache.ENV_DIR, str(tmp_path / "elsewhere"))
     assert dal.open("c.env", cache="local").storage_options.file_cache.root == tmp_path / "elsewhere"  # type: ignore[attr-defined]
 
 
@@ -352,7 +352,7 @@ def test_cli_lists_and_clears_the_file_cache(
 ) -> None:
     from click.testing import CliRunner
 
-    from dal.cli import cli
+    from dal.cli.app import cli
 
     bucket, options, counter = store
     dal.write(table(5_000), "c.cli", path=f"s3://{bucket}/cli", storage_options=options)
@@ -362,10 +362,10 @@ def test_cli_lists_and_clears_the_file_cache(
     listed = CliRunner().invoke(cli, ["cache", "ls", "--files", "--dir", str(folder), "--json"])
     assert listed.exit_code == 0, listed.output
     held = json.loads(listed.stdout)["bytes"]
-    assert held == filecache.usage(folder) > 0
+    assert held == rangecache.usage(folder) > 0
     cleared = CliRunner().invoke(cli, ["cache", "clear", "--files", "--dir", str(folder), "--json"])
     assert cleared.exit_code == 0 and json.loads(cleared.stdout)["freed_bytes"] >= held
-    assert filecache.usage(folder) == 0
+    assert rangecache.usage(folder) == 0
     after, rows = epoch(counter, lambda: batches(cached.scan()))
     assert after["data_gets"] > 0 and rows.num_rows == 5_000  # read from storage again, correctly
     text = CliRunner().invoke(cli, ["cache", "ls", "--files", "--dir", str(tmp_path / "none")])

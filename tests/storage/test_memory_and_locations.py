@@ -14,7 +14,7 @@ import pytest
 
 import dal
 from catalog import Catalog
-from dal.location import Location
+from dal.storage.location import Location
 from tests.petastorm.test_petastorm_dataset import SCHEMA, frames
 
 
@@ -85,13 +85,13 @@ def test_create_if_absent_is_atomic_and_keeps_the_first(location: Location) -> N
 
 
 def test_hadoop_urls_for_spark_and_hive() -> None:
-    from dal import io
+    from dal.storage import uris
 
-    assert io.to_uri("/data/x=1/p.parquet") == "file:///data/x=1/p.parquet"
-    assert io.to_uri("s3://b/wh/t") == "s3a://b/wh/t"
+    assert uris.to_uri("/data/x=1/p.parquet") == "file:///data/x=1/p.parquet"
+    assert uris.to_uri("s3://b/wh/t") == "s3a://b/wh/t"
     assert (
-        io.to_uri("az://c/wh/t", {"AZURE_STORAGE_ACCOUNT_NAME": "acct"}) == "abfss://c@acct.dfs.core.windows.net/wh/t"
+        uris.to_uri("az://c/wh/t", {"AZURE_STORAGE_ACCOUNT_NAME": "acct"}) == "abfss://c@acct.dfs.core.windows.net/wh/t"
     )
-    assert io.to_uri("abfss://c@acct.dfs.core.windows.net/t") == "abfss://c@acct.dfs.core.windows.net/t"
-    assert io.to_uri("gs://b/t") == "gs://b/t"
-    assert io.url("s3://b/wh/t") == "s3://b/wh/t" and io.url("/data/t") == "file:///data/t"
+    assert uris.to_uri("abfss://c@acct.dfs.core.windows.net/t") == "abfss://c@acct.dfs.core.windows.net/t"
+    assert uris.to_uri("gs://b/t") == "gs://b/t"
+    assert uris.url("s3://b/wh/t") == "s3://b/wh/t" and uris.url("/data/t") == "file:///data/t"

@@ -14,8 +14,8 @@ import pytest
 
 import dal
 from catalog import Catalog
-from dal.formats.petastorm import PetastormFormat, write_files
-from dal.location import Location
+from dal.formats.petastorm.format import PetastormFormat, write_files
+from dal.storage.location import Location
 from tests.objectstores import SECRET
 from tests.petastorm.test_petastorm_dataset import SCHEMA, frames
 
@@ -186,7 +186,7 @@ def test_cli_registers_and_syncs_s3_datasets_with_credentials_from_the_environme
 ) -> None:
     from click.testing import CliRunner
 
-    from dal.cli import cli
+    from dal.cli.app import cli
 
     bucket, options = s3
     location = f"s3://{bucket}/cli-frames"

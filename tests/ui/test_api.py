@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from dal.cli import cli
+from dal.cli.app import cli
 from tests.ui.conftest import FILLER, HOSTILE, NAMED, SECRETS, Server, start
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import dal
 from catalog import Catalog, DatasetNotFound
 from dal.errors import SchemaMismatch
-from dal.formats.delta_types import problems, stored
+from dal.formats.delta.types import problems, stored
 
 UTC = dt.UTC
 

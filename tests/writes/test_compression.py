@@ -17,7 +17,8 @@ import dal
 from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
 from dal.errors import DalError
-from dal.formats.base import COMPRESSIONS, WriteOptions, commit_metadata, get_format
+from dal.formats.base import COMPRESSIONS, WriteOptions, commit_metadata
+from dal.formats.registry import get_format
 
 # pyarrow's names in the footer (its "lz4" is Parquet's LZ4_RAW, which pyarrow reports as LZ4)
 FOOTER = {"snappy": "SNAPPY", "gzip": "GZIP", "zstd": "ZSTD", "lz4": "LZ4", "brotli": "BROTLI", "none": "UNCOMPRESSED"}
@@ -64,7 +65,7 @@ def test_an_unknown_codec_is_refused_before_anything_is_written(bad: Any, sqlite
 
 
 def test_staged_files_use_the_codec(sqlite_env: Catalog, tmp_path: Path) -> None:
-    """The path Spark's executors run (DeltaWrite.stage -> parquet_writer), then the driver's one commit."""
+    """The path Spark's executors run (DeltaWrite.stage -> delta.staging), then the driver's one commit."""
     location = str(tmp_path / "staged")
     opts = WriteOptions(partition_by=("p",), commit_metadata=commit_metadata("w1"), compression="zstd")
     txn = get_format("delta").begin(location, opts, None)
@@ -120,7 +121,7 @@ def test_spark_writes_and_convert_use_the_codec(spark: Any, sqlite_env: Catalog,
 
 @pytest.mark.parametrize(("codec", "spark_name"), [("zstd", "zstd"), ("lz4", "lz4raw"), ("none", "uncompressed")])
 def test_native_spark_delta_writes_get_the_codec_as_spark_names_it(codec: str, spark_name: str) -> None:
-    from dal.formats.delta import DeltaWrite
+    from dal.formats.delta.format import DeltaWrite
 
     options = DeltaWrite("/tmp/t", WriteOptions(compression=codec)).spark_options()
     assert options is not None and options["compression"] == spark_name

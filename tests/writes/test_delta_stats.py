@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from dal.formats.delta_stats import FileStats, leaves
-from dal.formats.delta_types import problems, target_schema
-from dal.formats.parquet_writer import write_files
+from dal.formats.delta.staging import write_files
+from dal.formats.delta.stats import FileStats, leaves
+from dal.formats.delta.types import problems, target_schema
 from tests.writes.test_arrow_types import tables
 
 
@@ -82,7 +82,7 @@ def test_statistics_agree_with_what_delta_rs_writes(tmp_path: Path) -> None:
 
 
 def commit_like_the_spark_driver(location: Path, table: pa.Table, partition_by: list[str]) -> None:
-    """What dal.adapters.spark does without Spark: executors' write_files, the driver's one commit."""
+    """What dal.spark does without Spark: executors' write_files, the driver's one commit."""
     rows = write_files(table.to_batches(max_chunksize=2), str(location), partition_by, {})
     actions = [
         deltalake.transaction.AddAction(
@@ -144,7 +144,7 @@ def test_bounds_are_never_inexact() -> None:
 
 
 def _leaf_values(table: pa.Table, path: tuple[str, ...]) -> list[Any]:
-    from dal.formats.delta_stats import _column
+    from dal.formats.delta.stats import _column
 
     return [v for v in _column(table, path).to_pylist() if v is not None]
 

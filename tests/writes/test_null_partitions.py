@@ -13,7 +13,7 @@ import pytest
 import dal
 from catalog import Catalog
 from catalog.types import partition_key
-from dal.tensors import TensorField, TensorSchema
+from dal.tensors.schema import TensorField, TensorSchema
 
 VALUES = [None, "__null__", "__HIVE_DEFAULT_PARTITION__", "a/b=c", "50%", "x"]
 SCHEMA = TensorSchema("S", [TensorField("id", np.int64, ()), TensorField("p", np.str_, (), nullable=True)])

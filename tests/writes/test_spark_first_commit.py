@@ -10,9 +10,9 @@ import pytest
 
 import dal
 from catalog import Catalog
-from dal.codecs import NdarrayCodec
-from dal.formats.base import get_format
-from dal.tensors import TensorField, TensorSchema
+from dal.formats.registry import get_format
+from dal.tensors.codecs import NdarrayCodec
+from dal.tensors.schema import TensorField, TensorSchema
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 SCHEMA = TensorSchema("Frames", [TensorField("id", np.int64, ()), TensorField("x", np.float32, (2,), NdarrayCodec())])

@@ -2,7 +2,7 @@
 cache key of a DataFrame, the Arrow batch size that sets the row-group size, and TensorSchema inference.
 
 Everything here is a DataFrame transformation or a look at the DataFrame's plan: the writing itself is
-``dal.write``'s (``dal.adapters.spark``).
+``dal.write``'s (``dal.spark``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from dal.errors import DalError, SchemaMismatch
 
 if TYPE_CHECKING:
-    from dal.tensors import TensorSchema
+    from dal.tensors.schema import TensorSchema
 
 FloatDtype = Literal["float32", "float64"] | None
 CACHE_DIR_CONF = "spark.dal.cacheDir"
@@ -184,8 +184,8 @@ def infer_tensor_schema(
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from dal.codecs import NdarrayCodec, ScalarCodec
-    from dal.tensors import TensorField, TensorSchema
+    from dal.tensors.codecs import NdarrayCodec, ScalarCodec
+    from dal.tensors.schema import TensorField, TensorSchema
 
     shapes = dict(shapes or {})
     unknown = sorted(set(shapes) - set(df.columns))

@@ -40,15 +40,16 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft, VersionInfo, diff_schemas
-from dal import io, progress
+from dal import progress
+from dal._testhooks import pause
 from dal.errors import DalError, FormatError, SchemaMismatch, one_line
-from dal.faults import pause
 from dal.formats.base import DataFile, Format, WriteOptions, WriteTransaction, check_time_column
 from dal.formats.directory import FileEntry, aged_files, data_files, describe_files, partition_values, scan_directory
-from dal.formats.petastorm_pickle import ROW_GROUPS_PER_FILE_KEY, UNISCHEMA_KEY, dumps_unischema, loads_unischema
-from dal.location import Location
-from dal.partitions import partition_dir, split_by_partition
-from dal.tensors import TensorSchema, decode_table
+from dal.formats.petastorm.unischema import ROW_GROUPS_PER_FILE_KEY, UNISCHEMA_KEY, dumps_unischema, loads_unischema
+from dal.storage import uris
+from dal.storage.location import Location
+from dal.storage.partitions import partition_dir, split_by_partition
+from dal.tensors.schema import TensorSchema, decode_table
 
 COMMON_METADATA = "_common_metadata"
 RECORDS = "_dal_versions"
@@ -231,12 +232,12 @@ class PetastormFormat(Format):
 
     def native_url(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> str:
         """The version's own directory: petastorm's ``make_reader`` opens it."""
-        from dal import io
+        from dal.storage import uris
 
         assert version.storage_version is not None
         loc = Location.of(location, storage_options)
         record = self._record(loc, version.storage_version)
-        return io.url(loc.child(record.directory if record is not None else ""))
+        return uris.url(loc.child(record.directory if record is not None else ""))
 
     def external_location(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> str:
         """Each version is a complete dataset in its own directory."""
@@ -469,7 +470,7 @@ class PetastormFormat(Format):
                     )
                 )
             return drafts
-        label = f"reading the Petastorm records of {io.mask_url(location)}"
+        label = f"reading the Petastorm records of {uris.mask_url(location)}"
         for n in progress.each([n for n in numbers if after is None or n > after], label, unit="versions"):
             record = load_commit(loc, n)
             if record is None:  # an abandoned commit: no version

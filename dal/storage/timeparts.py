@@ -38,6 +38,16 @@ HOUR_NAMES = ("hour",)
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
+def check(value: object) -> TimePartitions | None:
+    """``value`` if it is None or a ``TimePartitions``, else a DalError (a public function's argument)."""
+    if value is not None and not isinstance(value, TimePartitions):
+        raise DalError(
+            f"time_partitions must be a dal.TimePartitions (e.g. TimePartitions(day='date', zone='UTC')), "
+            f"not {type(value).__name__}"
+        )
+    return value
+
+
 def _zone(name: object) -> ZoneInfo:
     if not isinstance(name, str) or not name:
         raise DalError(f"time_partitions zone must be an IANA time zone name such as 'UTC', not {name!r}")

@@ -222,7 +222,7 @@ def filesystem(uri: str, storage_options: StorageOptions | None = None) -> tuple
     """A pyarrow filesystem and the path inside it for ``uri``: local, S3, Azure and GCS (pyarrow's own
     clients), or any other fsspec URL (memory://, hdfs://, …) through fsspec.
 
-    Options that carry a file cache (``dal.open(…, cache="local")``: ``dal.filecache.ReadOptions``) get a
+    Options that carry a file cache (``dal.open(…, cache="local")``: ``dal.storage.rangecache.ReadOptions``) get a
     remote filesystem whose random-access reads go through that cache."""
     fs, path = _filesystem(uri, storage_options)
     cache = getattr(storage_options, "file_cache", None)

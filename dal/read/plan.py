@@ -2,7 +2,7 @@
 
 Pure arithmetic over footers: files whose partitions the filter or window rule out are dropped, then row
 groups whose statistics rule them out; shuffling permutes the tasks per (seed, epoch) and sharding cuts
-the result into row ranges (``dal.sharding``). A version is immutable, so everything here is cached per
+the result into row ranges (``dal.read.sharding``). A version is immutable, so everything here is cached per
 opened version in a bounded ``PlanCache``.
 """
 
@@ -29,13 +29,13 @@ import pyarrow.dataset as pads
 
 from catalog.types import DatasetInfo, Schema, VersionInfo
 from dal import expr as E
-from dal import timeparts
 from dal.errors import FilterError, FormatError
 from dal.formats.base import DataFile
 from dal.formats.fragments import dataset_from_files, partition_expression, read_exact, row_group_starts
-from dal.sharding import Remainder, assign, share
-from dal.tasks import ReadTask
-from dal.timeparts import TimePartitions
+from dal.read.sharding import Remainder, assign, share
+from dal.read.tasks import ReadTask
+from dal.storage import timeparts
+from dal.storage.timeparts import TimePartitions
 
 _log = logging.getLogger("dal")
 
@@ -280,9 +280,9 @@ class Query:
         return held[1]
 
     def local_path(self, uri: str) -> str:
-        from dal import io
+        from dal.storage import uris
 
-        return io.filesystem(uri, self.source.storage_options)[1]
+        return uris.filesystem(uri, self.source.storage_options)[1]
 
     def filter_columns(self) -> list[str]:
         """The columns the filters and window name."""
@@ -418,7 +418,7 @@ class Query:
         return tasks
 
     def shard(self, tasks: list[ReadTask], rank: int, world: int, remainder: Remainder) -> list[ReadTask]:
-        """``rank``'s share of ``tasks`` by rows (see ``dal.sharding``)."""
+        """``rank``'s share of ``tasks`` by rows (see ``dal.read.sharding``)."""
         with translate_missing(self.source):
             counts = self.task_rows(tasks)
         return cut(tasks, counts, share(sum(counts), rank, world, remainder))
@@ -545,7 +545,7 @@ def deleted_in(deleted: Sequence[int], start: int, rows: int) -> tuple[int, ...]
 
 def prune_time_partitions(files: list[DataFile], w: Window, rule: TimePartitions | None) -> list[DataFile]:
     """Drop files whose time partition (``rule``: how ``date=…`` / ``hour=…`` derive from the window's column,
-    see ``dal.timeparts``) lies wholly outside the window. Without a rule nothing is dropped here: the window
+    see ``dal.storage.timeparts``) lies wholly outside the window. Without a rule nothing is dropped here: the window
     is a filter, pushed down to partition values (a window on a partition column itself prunes exactly) and
     row-group statistics."""
     if rule is None:

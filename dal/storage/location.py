@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from dal import io
+from dal._testhooks import pause
 from dal.errors import DalError, require
-from dal.faults import pause
+from dal.storage import uris
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,11 @@ class Location:
 
     @classmethod
     def of(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> Location:
-        return cls(io.normalize(uri), dict(storage_options or {}))
+        return cls(uris.normalize(uri), dict(storage_options or {}))
 
     @cached_property
     def _fs(self) -> tuple[pafs.FileSystem, str]:
-        return io.filesystem(self.uri, self.storage_options)
+        return uris.filesystem(self.uri, self.storage_options)
 
     @property
     def fs(self) -> pafs.FileSystem:
@@ -45,7 +45,7 @@ class Location:
 
     @property
     def local(self) -> bool:
-        return io.is_local(self.uri)
+        return uris.is_local(self.uri)
 
     def path(self, rel: str = "") -> str:
         """The path of ``rel`` inside :attr:`fs`."""
@@ -54,7 +54,7 @@ class Location:
 
     def child(self, rel: str) -> str:
         """The URI of ``rel`` (what readers and the catalog see)."""
-        return io.join(self.uri, *[p for p in rel.split("/") if p])
+        return uris.join(self.uri, *[p for p in rel.split("/") if p])
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -131,7 +131,7 @@ class Location:
         self.makedirs(rel.rsplit("/", 1)[0] if "/" in rel else "")
         if self.local:
             return _link_exclusive(self.path(rel), data)
-        store = io.provider(self.uri)
+        store = uris.provider(self.uri)
         if store is not None:
             return _conditional_put(self, rel, data, store)
         import fsspec
@@ -210,12 +210,12 @@ def _conditional_put(loc: Location, rel: str, data: bytes, provider: str) -> boo
 
 
 def _obstore_config(options: Mapping[str, str], provider: str) -> tuple[dict[str, str], dict[str, Any]]:
-    """The options delta-rs gets (``io.object_store_options``: obstore is the same object_store crate, same keys) as
+    """The options delta-rs gets (``uris.object_store_options``: obstore is the same object_store crate, same keys) as
     obstore's config — lower-case, this provider's keys only (it panics on others) — and client options.
     obstore reads the environment itself for what is not given."""
     config: dict[str, str] = {}
     client: dict[str, Any] = {}
-    for key, value in (io.object_store_options(options) or {}).items():
+    for key, value in (uris.object_store_options(options) or {}).items():
         k = key.lower()
         if k == f"{provider}_allow_http":
             client["allow_http"] = value.lower() == "true"

@@ -22,11 +22,12 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from catalog import VersionInfo, VersionRef
-from dal import io, progress
+from dal import progress
 from dal.api import CatalogLike, get_catalog, open, register
 from dal.errors import DalError, DatasetExists, FormatError, one_line, require, translating
-from dal.formats.base import detect, format_names, get_format
-from dal.partitions import NULL_PARTITION, hive_partition_type
+from dal.formats.registry import detect, format_names, get_format
+from dal.storage import uris
+from dal.storage.partitions import NULL_PARTITION, hive_partition_type
 
 PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
 PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
@@ -117,7 +118,7 @@ def _connected(uri: str) -> Iterator[Any]:
 def _table_location(ds: Any) -> str:
     """Where Hive finds exactly this version's files (see the module docstring)."""
     location = get_format(ds.info.format).external_location(ds.location, ds.version, ds.storage_options)
-    return io.to_uri(str(location).removeprefix("file://"), ds.storage_options)
+    return uris.to_uri(str(location).removeprefix("file://"), ds.storage_options)
 
 
 def _descriptor(b: Any, columns: list[Any], location: str) -> Any:
@@ -223,7 +224,7 @@ def _partitions(b: Any, ds: Any, db: str, table: str, columns: list[Any]) -> lis
     # each partition's location is the directory its files are in (exact, whatever encoding wrote it)
     by_values: dict[tuple[tuple[str, str | None], ...], str] = {}
     for f in ds.files():
-        by_values.setdefault(f.partition_values, io.to_uri(f.uri, ds.storage_options).rsplit("/", 1)[0])
+        by_values.setdefault(f.partition_values, uris.to_uri(f.uri, ds.storage_options).rsplit("/", 1)[0])
     return [
         b.PartitionBuilder(
             values=[NULL_PARTITION if v is None else v for _, v in values],

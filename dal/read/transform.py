@@ -47,8 +47,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.types import Schema
-from dal.codecs import shape_matches
 from dal.errors import DalError
+from dal.tensors.codecs import shape_matches
 
 if TYPE_CHECKING:
     from dal.scan import Scan
@@ -262,7 +262,7 @@ def arrow_field(name: str, typ: pa.DataType, schema: Schema, nullable: bool = Tr
 
 def decode(table: pa.Table, schema: Schema, fields: Mapping[str, OutField]) -> dict[str, Any]:
     """The columns of ``table`` decoded as a transform sees them (see the module docstring)."""
-    from dal.tensors import decode_table
+    from dal.tensors.schema import decode_table
 
     out: dict[str, Any] = {}
     codec = [n for n in table.column_names if n in fields and _codec_field(schema, n) is not None]

@@ -37,7 +37,7 @@ import pyarrow.fs as pafs
 
 from catalog.engine import data_dir
 from dal.errors import DalError
-from dal.location import Location
+from dal.storage.location import Location
 
 ENV_CACHE_DIR = "DAL_CACHE_DIR"
 MARKER = ".ready"
@@ -390,10 +390,10 @@ def remote_root(uri: str, storage_options: Mapping[str, str] | None) -> Location
 
     Raises:
         DalError: an unknown scheme, a missing extra, options the store refuses."""
-    from dal import io
+    from dal.storage import uris
 
     loc = Location.of(uri, storage_options)
-    io.filesystem(loc.uri, loc.storage_options)  # a bad URL or scheme fails here, before Spark runs
+    uris.filesystem(loc.uri, loc.storage_options)  # a bad URL or scheme fails here, before Spark runs
     return loc
 
 

@@ -1,6 +1,6 @@
-"""Write a stream of Arrow batches as hive-partitioned Parquet files with Delta statistics (``delta_stats``).
+"""Write a stream of Arrow batches as hive-partitioned Parquet files with Delta statistics (``delta.stats``).
 
-Runs on Spark executors (``dal.adapters.spark``): pure pyarrow, no Spark or delta-rs imports.
+Runs on Spark executors (``dal.spark``): pure pyarrow, no Spark or delta-rs imports.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dal import io
-from dal.formats.delta_stats import FileStats
-from dal.partitions import partition_dir, split_by_partition
+from dal.formats.delta.stats import FileStats
+from dal.storage import uris
+from dal.storage.partitions import partition_dir, split_by_partition
 
 
 @dataclass
@@ -47,7 +47,7 @@ def write_files(
     file names as Spark names them (``….zstd.parquet``). Partition columns are not stored in the files (Delta convention); each returned dict has the
     log-encoded relative ``path``, ``size``, ``partition_values`` (JSON), ``num_records`` and ``stats``.
     """
-    fs, root_path = io.filesystem(root, storage_options)
+    fs, root_path = uris.filesystem(root, storage_options)
     open_files: dict[tuple[tuple[str, str | None], ...], _OpenFile] = {}
     token = uuid.uuid4().hex
 
@@ -57,7 +57,7 @@ def write_files(
             suffix = "" if compression == "none" else f".{compression}"
             name = f"{prefix}-{len(open_files):05d}-{token}{suffix}.parquet"
             relpath = f"{directory}/{name}" if directory else name
-            full = io.join(root_path, *relpath.split("/"))
+            full = uris.join(root_path, *relpath.split("/"))
             fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
             writer = pq.ParquetWriter(full, schema, filesystem=fs, compression=compression)
             open_files[values] = _OpenFile(relpath, writer, values, FileStats(schema))
@@ -74,7 +74,7 @@ def write_files(
     out = []
     for f in open_files.values():
         f.writer.close()
-        info = fs.get_file_info(io.join(root_path, *f.relpath.split("/")))
+        info = fs.get_file_info(uris.join(root_path, *f.relpath.split("/")))
         out.append(
             {
                 "path": f.relpath,  # delta-rs URL-encodes it in the log itself

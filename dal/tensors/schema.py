@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from catalog.types import Field, Schema
-from dal.codecs import Codec, ScalarCodec, codec_from_spec, default_storage, dtype_name
 from dal.errors import DalError, FormatError, SchemaMismatch
+from dal.tensors.codecs import Codec, ScalarCodec, codec_from_spec, default_storage, dtype_name
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class TensorSchema:
 
 
 def decode_table(table: pa.Table, schema: Schema) -> dict[str, Any]:
-    """Decode every field of ``table`` as petastorm's ``make_reader`` does (see ``dal.codecs``), one NumPy
+    """Decode every field of ``table`` as petastorm's ``make_reader`` does (see ``dal.tensors.codecs``), one NumPy
     column each (tensors stacked when shapes agree); columns without tensor metadata as plain NumPy."""
     out: dict[str, Any] = {}
     for name in table.column_names:

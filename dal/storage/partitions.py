@@ -33,14 +33,29 @@ HIVE_TYPES = {
 __all__ = ["NULL_PARTITION", "PartitionValues"]
 
 
+_DECIMAL = re.compile(r"decimal(?:128|256)?\((\d+), *(-?\d+)\)")
+_ZONED = re.compile(r"timestamp\[(s|ms|us|ns), *tz=(.+)\]")
+
+
+def arrow_type(name: str) -> pa.DataType:
+    """The Arrow type ``name`` names (``str(pa.DataType)`` or an alias such as ``date32``), else DalError."""
+    if m := _DECIMAL.fullmatch(name):
+        precision, scale = int(m.group(1)), int(m.group(2))
+        return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+    if m := _ZONED.fullmatch(name):
+        return pa.timestamp(m.group(1), tz=m.group(2))
+    try:
+        return pa.type_for_alias(name)
+    except (ValueError, KeyError):
+        raise DalError(f"{name!r} is not an Arrow type name") from None
+
+
 def check_partition_types(types: object) -> str:
     """``types`` (column -> Arrow type name, e.g. ``{"date": "date32", "hour": "int32"}``) as the JSON text of
     the ``PARTITION_TYPES_KEY`` property.
 
     Raises:
         DalError: not a mapping of column names to the names of types a partition value can have."""
-    from dal.codecs import arrow_type  # tensors sit above storage in the import order
-
     if not isinstance(types, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in types.items()):
         raise DalError(f"partition_types must map column names to Arrow type names, not {types!r:.100}")
     out = {}
@@ -78,8 +93,6 @@ def hive_partition_type(hive: str) -> pa.DataType | None:
 
 def declared_types(text: object) -> dict[str, pa.DataType]:
     """The types a ``PARTITION_TYPES_KEY`` property gives (nothing for text dal cannot read)."""
-    from dal.codecs import arrow_type
-
     try:
         d = json.loads(text) if isinstance(text, str) else {}
         return {str(k): arrow_type(str(v)) for k, v in d.items()} if isinstance(d, dict) else {}

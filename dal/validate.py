@@ -10,7 +10,6 @@ from typing import Any
 from catalog import Catalog
 from catalog.types import validate_column, validate_text
 from dal.errors import DalError
-from dal.timeparts import TimePartitions
 
 
 def _strings(value: object, what: str) -> None:
@@ -43,14 +42,6 @@ def _location(value: object, what: str) -> None:
         raise DalError(f"{what} must be a path or URL string, not {type(value).__name__}")
 
 
-def _time_partitions(value: object) -> None:
-    if value is not None and not isinstance(value, TimePartitions):
-        raise DalError(
-            f"time_partitions must be a dal.TimePartitions (e.g. TimePartitions(day='date', zone='UTC')), "
-            f"not {type(value).__name__}"
-        )
-
-
 _CHECKS: dict[str, Any] = {
     "storage_options": _options,
     "catalog": _catalog,
@@ -61,7 +52,6 @@ _CHECKS: dict[str, Any] = {
     "time_column": validate_column,
     "path": lambda v: _location(v, "path"),
     "uri": lambda v: _location(v, "uri"),
-    "time_partitions": _time_partitions,
 }
 
 

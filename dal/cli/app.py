@@ -25,12 +25,14 @@ from rich.table import Table
 
 from catalog import Catalog, VersionInfo
 from catalog.engine import default_url, display_url
-from dal import __version__, progress, views
+from dal import progress
+from dal._version import __version__
 from dal.errors import DalError, is_foreign, one_line, printable, translate
 from dal.formats.base import DEFAULT_FORMAT
-from dal.io import mask_url
-from dal.views import dataset_dict as _dataset_dict
-from dal.views import size_text as _size
+from dal.ops import views
+from dal.ops.views import dataset_dict as _dataset_dict
+from dal.ops.views import size_text as _size
+from dal.storage.uris import mask_url
 
 EXIT_USER_ERROR = 1
 EXIT_BUG = 70  # EX_SOFTWARE: dal itself failed
@@ -449,7 +451,7 @@ def _properties(pairs: Sequence[str]) -> dict[str, Any]:
 @click.pass_context
 def drop_cmd(ctx: click.Context, name: str, purge: bool, yes: bool, force: bool, as_json: bool) -> None:
     """Remove a dataset (versions and tags) from the catalog; --purge also deletes its data."""
-    from dal import lifecycle
+    from dal.ops import lifecycle
 
     cat = _catalog(ctx)
     info = cat.get_dataset(name)
@@ -489,7 +491,7 @@ def drop_cmd(ctx: click.Context, name: str, purge: bool, yes: bool, force: bool,
 @click.pass_context
 def rename_cmd(ctx: click.Context, old: str, new: str, as_json: bool) -> None:
     """Rename a dataset (versions, tags and data stay where they are)."""
-    from dal import lifecycle
+    from dal.ops import lifecycle
 
     info = lifecycle.rename(old, new, catalog=_catalog(ctx))
     if as_json:
@@ -516,7 +518,7 @@ def set_cmd(
     as_json: bool,
 ) -> None:
     """Change a dataset's description, owner, time column or properties."""
-    from dal import lifecycle
+    from dal.ops import lifecycle
 
     properties = _properties(props)
     if description is None and owner is None and time_column is None and not properties:
@@ -583,7 +585,7 @@ def head_cmd(
     ctx: click.Context, name: str, version: str | None, rows: int, columns: str | None, where: str | None, as_json: bool
 ) -> None:
     """Print the first rows of a version (tensor fields as dtype[shape])."""
-    from dal import lifecycle
+    from dal.ops import lifecycle
 
     cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     v, records = lifecycle.head(name, version, n=rows, columns=cols, where=where, catalog=_catalog(ctx))
@@ -604,7 +606,7 @@ def head_cmd(
 @click.pass_context
 def stats_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
     """Per-column statistics of a version from file footers (rows, nulls, min, max; distinct for partitions)."""
-    from dal import lifecycle
+    from dal.ops import lifecycle
 
     st = lifecycle.stats(name, version, catalog=_catalog(ctx))
     if as_json:
@@ -638,7 +640,7 @@ def _short(v: object) -> str:
 def _duration(_ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     if value is None:
         return None
-    from dal import lifecycle
+    from dal.ops import lifecycle
 
     try:
         return lifecycle.parse_duration(value)
@@ -672,7 +674,7 @@ def gc_cmd(
     as_json: bool,
 ) -> None:
     """Expire old versions and delete the files no kept version needs (tagged versions are kept)."""
-    from dal import lifecycle
+    from dal.ops import lifecycle
 
     r = lifecycle.gc(name, keep_last=keep_last, older_than=older_than, dry_run=dry_run, force=force,
                      safe_age=safe_age, catalog=_catalog(ctx))  # fmt: skip
@@ -702,7 +704,7 @@ def hive_group() -> None:
 @click.pass_context
 def hive_sync_cmd(ctx: click.Context, names: tuple[str, ...], uri: str, version: str | None, as_json: bool) -> None:
     """Create or update an external Hive table per dataset (all datasets when no NAME is given)."""
-    from dal import hive
+    from dal.ops import hive
 
     tables = hive.sync(list(names) or None, uri=uri, version=version, catalog=_catalog(ctx))
     if as_json:
@@ -721,7 +723,7 @@ def hive_sync_cmd(ctx: click.Context, names: tuple[str, ...], uri: str, version:
 @click.pass_context
 def hive_import_cmd(ctx: click.Context, qualified: str, uri: str, name: str | None, as_json: bool) -> None:
     """Register an existing Hive table (Delta, Petastorm or Parquet location) as a dataset."""
-    from dal import hive
+    from dal.ops import hive
 
     versions = hive.import_table(qualified, uri=uri, name=name, catalog=_catalog(ctx))
     if as_json:
@@ -797,20 +799,20 @@ files_option = click.option(
 @json_option
 def cache_ls_cmd(cache_dir: str | None, files: bool, as_json: bool) -> None:
     """List the converted DataFrames in the cache, with their size and the processes using them."""
-    from dal import cache
+    from dal.spark import convert_cache
 
     if files:
-        from dal import filecache
+        from dal.storage import rangecache
 
-        folder = filecache.cache_dir(cache_dir)
-        used = filecache.usage(folder) if folder.is_dir() else 0
+        folder = rangecache.cache_dir(cache_dir)
+        used = rangecache.usage(folder) if folder.is_dir() else 0
         if as_json:
             _emit_json({"path": str(folder), "bytes": used})
             return
         click.echo(f"file cache {printable(str(folder))}: {used:,} bytes")
         return
-    root = cache.cache_root(cache_dir, create=False)
-    found = [(e, e.size_bytes(), e.users()) for e in cache.entries(root)]
+    root = convert_cache.cache_root(cache_dir, create=False)
+    found = [(e, e.size_bytes(), e.users()) for e in convert_cache.entries(root)]
     if as_json:
         _emit_json([{"key": e.key, "path": str(e.folder), "created": e.created, "rows": e.rows, "bytes": size,
                      "users": users} for e, size, users in found])  # fmt: skip
@@ -827,20 +829,20 @@ def cache_ls_cmd(cache_dir: str | None, files: bool, as_json: bool) -> None:
 def cache_clear_cmd(cache_dir: str | None, force: bool, files: bool, as_json: bool) -> None:
     """Remove converted DataFrames no running process uses (all with --force) and abandoned conversions;
     with --files, every range of the file cache (readers then fetch from storage again)."""
-    from dal import cache
+    from dal.spark import convert_cache
 
     if files:
-        from dal import filecache
+        from dal.storage import rangecache
 
-        folder = filecache.cache_dir(cache_dir)
-        freed = filecache.clear(folder) if folder.is_dir() else 0
+        folder = rangecache.cache_dir(cache_dir)
+        freed = rangecache.clear(folder) if folder.is_dir() else 0
         if as_json:
             _emit_json({"path": str(folder), "freed_bytes": freed})
             return
         click.echo(f"removed {freed:,} bytes from the file cache {printable(str(folder))}")
         return
-    root = cache.cache_root(cache_dir, create=False)
-    removed, kept = cache.clear(root, force=force)
+    root = convert_cache.cache_root(cache_dir, create=False)
+    removed, kept = convert_cache.clear(root, force=force)
     if as_json:
         _emit_json({"removed": [e.key for e in removed], "kept": [e.key for e in kept]})
         return

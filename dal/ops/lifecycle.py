@@ -25,13 +25,15 @@ import pyarrow.parquet as pq
 
 from catalog import VersionInfo, VersionRef
 from catalog.types import DatasetInfo
-from dal import args, io, progress
+from dal import progress, validate
 from dal.api import CatalogLike, get_catalog, sync
 from dal.errors import DalError, FilterError, FormatError, translating
-from dal.formats.base import DataFile, Format, get_format
+from dal.formats.base import DataFile, Format
 from dal.formats.directory import remove_empty_dirs
-from dal.location import Location
-from dal.tensors import decode_table
+from dal.formats.registry import get_format
+from dal.storage import uris
+from dal.storage.location import Location
+from dal.tensors.schema import decode_table
 
 SAFE_AGE = timedelta(hours=1)
 _DURATION = re.compile(r"\s*(\d+)\s*(s|m|h|d|w)\s*")
@@ -131,7 +133,7 @@ def drop(
         DatasetNotFound; DalError: foreign files without ``force``, another dataset inside the location,
         or a read-only (plain Parquet) dataset.
     """
-    args.check(storage_options=storage_options, catalog=catalog)
+    validate.check(storage_options=storage_options, catalog=catalog)
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
     if not purge:
@@ -200,11 +202,11 @@ def head(
 ) -> tuple[VersionInfo, list[dict[str, Any]]]:
     """The first ``n`` rows (of ``where``'s matches) of a version as dicts; tensor fields are summarised as
     ``dtype[shape]`` strings, binary values by their length."""
-    import dal
+    from dal import api
 
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= HEAD_MAX_ROWS:
         raise FilterError(f"-n must be an integer in [0, {HEAD_MAX_ROWS}], not {n!r}")
-    ds = dal.open(name, version, storage_options=storage_options, catalog=catalog)
+    ds = api.open(name, version, storage_options=storage_options, catalog=catalog)
     scan = ds.scan()
     if columns:
         scan = scan.select(*columns)
@@ -311,9 +313,9 @@ def stats(
 ) -> Stats:
     """Rows, nulls, min and max per column from Parquet footers (one footer read per file); for partition
     columns from the partition values, with an exact distinct count."""
-    import dal
+    from dal import api
 
-    ds = dal.open(name, version, storage_options=storage_options, catalog=catalog)
+    ds = api.open(name, version, storage_options=storage_options, catalog=catalog)
     schema = ds.arrow_schema()
     files = ds.files()
     physical = get_format(ds.info.format).physical_schema(schema)
@@ -364,7 +366,7 @@ def _footer_stats(
     acc: dict[str, dict[str, Any]],
     storage_options: Mapping[str, str],
 ) -> None:
-    fs, path = io.filesystem(f.uri, storage_options)
+    fs, path = uris.filesystem(f.uri, storage_options)
     try:
         with fs.open_input_file(path) as handle:
             meta = pq.ParquetFile(handle).metadata
@@ -468,7 +470,7 @@ def gc(
     ``safe_age``. Without ``keep_last`` and ``older_than`` nothing expires (only abandoned files go).
     A second gc with the same arguments finds nothing to do.
     """
-    args.check(storage_options=storage_options, catalog=catalog)
+    validate.check(storage_options=storage_options, catalog=catalog)
     if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1):
         raise DalError(f"keep_last must be an integer >= 1 (the newest version is always kept), not {keep_last!r}")
     if older_than is not None and (not isinstance(older_than, timedelta) or older_than < timedelta(0)):

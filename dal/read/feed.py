@@ -14,7 +14,7 @@ hand out batches as slices of it. What is defined here is *which rows, in which 
   given exactly t·m rows, so a checkpoint is one number and resumes at any W that divides C.
 
 Sampled and balanced scans (``Scan.sample`` / ``Scan.balance``) and mixes (``dal.mix``) are *virtual row
-sources* (``dal.sampling.Rows``): an epoch's rows numbered 0…N-1 (N known before reading), read by
+sources* (``dal.read.sampling.Rows``): an epoch's rows numbered 0…N-1 (N known before reading), read by
 ranges. Every rule above applies to that numbering: rank r of W takes ``share(N, r, W)`` of it, plain
 DataLoader workers split the rank's rows again ("keep"), resumption skips rows of it, and canonical
 shards cut it. A plain scan keeps its streaming path (one pyarrow scanner per rank).
@@ -25,16 +25,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
-from dal import read, sampling
 from dal.errors import DalError
-from dal.plan import translate_missing
-from dal.scan import Scan
-from dal.sharding import share, wrapped
+from dal.read import reader, sampling
+from dal.read.plan import translate_missing
+from dal.read.sharding import share, wrapped
+
+if TYPE_CHECKING:
+    from dal.scan import Scan
 
 STATE_FORMAT = 1
 T = TypeVar("T")
@@ -128,14 +130,14 @@ def plain_stream(scan: Scan, skip: int) -> Stream[Any]:
     tasks = scan.plan()
     spans = scan.chunk_spans(tasks)
     counts = scan.task_rows(tasks) if skip else None
-    reader: read.RowReader | None = None
+    rows_reader: reader.RowReader | None = None
 
-    def reader_of() -> read.RowReader:
-        nonlocal reader, counts
-        if reader is None:
+    def reader_of() -> reader.RowReader:
+        nonlocal rows_reader, counts
+        if rows_reader is None:
             counts = counts if counts is not None else scan.task_rows(tasks)
-            reader = read.RowReader(scan.query, tasks, spans, counts, _permute(scan))
-        return reader
+            rows_reader = reader.RowReader(scan.query, tasks, spans, counts, _permute(scan))
+        return rows_reader
 
     if not skip:
         # the common case reads straight through: no counts needed (a filtered count would read twice)
@@ -154,8 +156,8 @@ def _span_unit(scan: Scan, tasks: list[Any], span: tuple[int, int]) -> Unit:
     def unit() -> pa.Table:
         a, b = span
         with translate_missing(scan.dataset):
-            table = read.read_span(scan.query, tasks[a:b])
-        return read.combine([table], tasks[a], _permute(scan))
+            table = reader.read_span(scan.query, tasks[a:b])
+        return reader.combine([table], tasks[a], _permute(scan))
 
     return unit
 
@@ -184,9 +186,9 @@ def worker_chunks(
     return scan.iter_chunks(scan.split(worker, workers), skip_rows=skip, convert=convert)  # type: ignore[no-any-return]
 
 
-def _rows_unit(reader: Any, ranges: list[tuple[int, int]], order: np.ndarray | None = None) -> Unit:
+def _rows_unit(rows_reader: Any, ranges: list[tuple[int, int]], order: np.ndarray | None = None) -> Unit:
     def unit() -> pa.Table:
-        pieces = [p for a, b in ranges for p in reader.rows(a, b)]
+        pieces = [p for a, b in ranges for p in rows_reader.rows(a, b)]
         table = pa.concat_tables(pieces).combine_chunks() if pieces else None
         if table is None:
             raise DalError("internal: an empty unit")
@@ -212,16 +214,16 @@ def canonical_stream(scan: Scan, canonical: int, rank: int, world: int, batch_si
         )
     micro = batch_size // owned
     whole = scan if scan.shard_ is None else replace(scan, shard_=None)
-    reader: Any
+    rows_reader: Any
     if is_virtual(whole):
-        reader = virtual_rows(whole)
-        chunk = read.chunk_rows(whole.query)
+        rows_reader = virtual_rows(whole)
+        chunk = reader.chunk_rows(whole.query)
     else:
         tasks = whole.plan()
         counts = whole.task_rows(tasks)
-        reader = read.RowReader(whole.query, tasks, whole.chunk_spans(tasks), counts, _permute(whole))
-        chunk = read.chunk_rows(whole.query)
-    total = reader.total
+        rows_reader = reader.RowReader(whole.query, tasks, whole.chunk_spans(tasks), counts, _permute(whole))
+        chunk = reader.chunk_rows(whole.query)
+    total = rows_reader.total
     per = math.ceil(total / canonical) if total else 0
     starts = [share(total, c, canonical, "pad")[0][0] if total else 0 for c in range(canonical)]
     left = max(per - skip, 0)
@@ -235,7 +237,7 @@ def canonical_stream(scan: Scan, canonical: int, rank: int, world: int, batch_si
         for c in range(rank * owned, (rank + 1) * owned):
             ranges += wrapped(starts[c] + lo, starts[c] + hi, total)
             sizes.append(hi - lo)
-        units.append(_rows_unit(reader, ranges, _step_major(sizes, micro)))
+        units.append(_rows_unit(rows_reader, ranges, _step_major(sizes, micro)))
     return Stream(units, left * owned, batch_size)
 
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from catalog.types import Schema, VersionDraft, VersionInfo
-from dal import io, progress
+from dal import progress
 from dal.errors import DalError, FormatError, SchemaMismatch, UnsupportedFeature, one_line, require, translate
 from dal.formats.base import (
     DATASET_KEY,
@@ -29,12 +29,13 @@ from dal.formats.base import (
     WriteTransaction,
     check_time_column,
 )
-from dal.formats.delta_types import ConformedReader, check_writable, describe_mismatch
+from dal.formats.catalog_schema import from_arrow
+from dal.formats.delta.staging import FILE_SCHEMA, write_files
+from dal.formats.delta.types import ConformedReader, check_writable, describe_mismatch
 from dal.formats.directory import aged_files, remove_empty_dirs
-from dal.formats.parquet_writer import FILE_SCHEMA, write_files
-from dal.location import Location
-from dal.partitions import PartitionValues, partition_totals
-from dal.schema import from_arrow
+from dal.storage import uris
+from dal.storage.location import Location
+from dal.storage.partitions import PartitionValues, partition_totals
 
 # version property: why a recorded Delta version cannot be read (expired from the log, data files gone)
 UNAVAILABLE_KEY = "unavailable"
@@ -58,7 +59,7 @@ def _dl() -> Any:
 
 
 def _opts(storage_options: Mapping[str, str]) -> dict[str, str] | None:
-    return io.object_store_options(storage_options)
+    return uris.object_store_options(storage_options)
 
 
 def _check_location(location: str) -> str:
@@ -93,7 +94,7 @@ class DeltaFormat(Format):
     """Delta tables read and written with delta-rs; no JVM involved."""
 
     name = "delta"
-    spark_source = SparkSource("delta", "io.delta.tables.DeltaTable", "versionAsOf")
+    spark_source = SparkSource("delta", "uris.delta.tables.DeltaTable", "versionAsOf")
 
     def begin(self, location: str, opts: WriteOptions, latest: VersionInfo | None) -> WriteTransaction:
         _check_location(location)
@@ -213,7 +214,7 @@ class DeltaFormat(Format):
         expired: list[tuple[int, str | None]] = []
         readable_seen = False
         first = 0 if after is None else after + 1
-        label = f"reading the Delta log of {io.mask_url(location)}"
+        label = f"reading the Delta log of {uris.mask_url(location)}"
         for v in progress.each(range(first, latest + 1), label, unit="versions"):  # a line on a terminal only
             try:
                 table.load_as_version(v)
@@ -297,13 +298,13 @@ class DeltaFormat(Format):
     ) -> int:
         import pyarrow.parquet as pq
 
-        fs, root = io.filesystem(table.table_uri, storage_options)
+        fs, root = uris.filesystem(table.table_uri, storage_options)
         total = 0
         for a in actions:
             if a["num_records"] is not None:
                 total += a["num_records"]
                 continue
-            with fs.open_input_file(io.join(root, unquote(a["path"]))) as fh:
+            with fs.open_input_file(uris.join(root, unquote(a["path"]))) as fh:
                 total += pq.ParquetFile(fh).metadata.num_rows
         return total
 
@@ -344,7 +345,7 @@ class DeltaFormat(Format):
         out = []
         for a in actions:
             path = unquote(a["path"])
-            uri = path if "://" in path or path.startswith("/") else io.join(location, path)
+            uri = path if "://" in path or path.startswith("/") else uris.join(location, path)
             out.append(DataFile(uri, a["size_bytes"], a["num_records"], _values(a, parts), deleted.get(path, ())))
         out.sort(key=lambda f: f.uri)  # deterministic order for planning and sharding
         return out
@@ -362,9 +363,9 @@ class DeltaFormat(Format):
                 "dal or delta-spark"
             )
         files = {f.uri for f in listed}
-        fs, root = io.filesystem(location, storage_options)
+        fs, root = uris.filesystem(location, storage_options)
         present = {
-            io.join(location, os.path.relpath(i.path, root))
+            uris.join(location, os.path.relpath(i.path, root))
             for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
             if i.type == pafs.FileType.File and i.path.endswith(".parquet") and "/_delta_log" not in i.path
         }
@@ -491,8 +492,8 @@ class DeltaFormat(Format):
         if not gone or not kept_versions:
             return
         oldest = min(kept_versions)
-        fs, root = io.filesystem(location, storage_options)
-        log = io.join(root, "_delta_log")
+        fs, root = uris.filesystem(location, storage_options)
+        log = uris.join(root, "_delta_log")
         names = [i.base_name for i in fs.get_file_info(pafs.FileSelector(log, allow_not_found=True))]
         if any(max(gone) < c <= oldest for c in _checkpoints(names)):
             return
@@ -610,8 +611,8 @@ def _orphaned_sidecars(
     going = [rel for rel in checkpoints if rel in doomed]
     if not going:
         return []
-    fs, root = io.filesystem(location, storage_options)
-    named: dict[str, set[str] | None] = {rel: _sidecars_named(fs, io.join(root, rel)) for rel in checkpoints}
+    fs, root = uris.filesystem(location, storage_options)
+    named: dict[str, set[str] | None] = {rel: _sidecars_named(fs, uris.join(root, rel)) for rel in checkpoints}
     if any(v is None for v in named.values()):
         return []
     remaining = set().union(*(named[rel] or set() for rel in checkpoints if rel not in doomed))
@@ -667,7 +668,7 @@ def _change_feed(
     if not kept or not (has_cdc or cdf_on):
         return feed
     loc = Location.of(location, storage_options)
-    fs, root = io.filesystem(location, storage_options)
+    fs, root = uris.filesystem(location, storage_options)
     commits = {int(rel[11:31]): rel for rel, _s, _a in listed if rel.count("/") == 1 and _COMMIT.fullmatch(rel[11:])}
     oldest, gone = min(kept), set(expiring)
     feed.complete = all(v in commits for v in range(oldest, max([*commits, oldest]) + 1))
@@ -680,7 +681,7 @@ def _change_feed(
         if v < oldest and not has_cdc and v not in gone:
             continue
         try:
-            actions = list(_actions(fs, io.join(root, rel)))
+            actions = list(_actions(fs, uris.join(root, rel)))
         except Exception as e:  # an unreadable commit: its change data files stay
             log_gc.warning(
                 "%s: cannot read %s (%s); no untracked change data file is deleted", location, rel, _short(e)
@@ -768,8 +769,8 @@ def _deletion_vector_files(
             f"version {oldest}, and commit {missing[0]} is not in the log); nothing was deleted"
         )
     loc = Location.of(location, storage_options)
-    fs, root = io.filesystem(location, storage_options)
-    log = io.join(root, "_delta_log")
+    fs, root = uris.filesystem(location, storage_options)
+    log = uris.join(root, "_delta_log")
     state: dict[str, str | None] = {}
     named: set[str] = set()
     needed: set[str] = set()
@@ -785,7 +786,7 @@ def _deletion_vector_files(
 
         parts = sorted(n for n in names if (m := _CLASSIC_CHECKPOINT.fullmatch(n)) and int(m.group(1)) == first)
         for n in parts:
-            adds = pq.read_table(io.join(log, n), filesystem=fs, columns=["add"]).column("add").to_pylist()
+            adds = pq.read_table(uris.join(log, n), filesystem=fs, columns=["add"]).column("add").to_pylist()
             for a in adds:
                 if a is not None:
                     state[unquote(a["path"])] = dv = rel_of(a.get("deletionVector"))
@@ -794,7 +795,7 @@ def _deletion_vector_files(
         if first in kept:
             needed |= {dv for dv in state.values() if dv}
     for v in commits:
-        actions = list(_actions(fs, io.join(log, f"{v:020d}.json")))
+        actions = list(_actions(fs, uris.join(log, f"{v:020d}.json")))
         for kind in ("remove", "add"):  # a commit replacing a file's deletion vector removes the old one first
             for act in actions:
                 a = act.get(kind)
@@ -813,7 +814,7 @@ def _deletion_vector_files(
         if v not in commits and f"{v:020d}.json" in names:
             named |= {
                 dv
-                for act in _actions(fs, io.join(log, f"{v:020d}.json"))
+                for act in _actions(fs, uris.join(log, f"{v:020d}.json"))
                 if (dv := rel_of((act.get("add") or {}).get("deletionVector")))
             }
     return needed, named
@@ -857,9 +858,9 @@ def _short(e: BaseException) -> str:
 
 
 def _commit_exists(location: str, version: int, storage_options: Mapping[str, str]) -> bool:
-    fs, root = io.filesystem(location, storage_options)
+    fs, root = uris.filesystem(location, storage_options)
     try:
-        info = fs.get_file_info(io.join(root, "_delta_log", f"{version:020d}.json"))
+        info = fs.get_file_info(uris.join(root, "_delta_log", f"{version:020d}.json"))
     except OSError:
         return False
     return bool(info.type == pafs.FileType.File)
@@ -868,10 +869,10 @@ def _commit_exists(location: str, version: int, storage_options: Mapping[str, st
 def _logged_reader_features(location: str, storage_options: Mapping[str, str]) -> set[str]:
     """Reader features named by the protocol actions of the table's commit files (best effort: for saying
     why delta-rs refuses a table it cannot load)."""
-    fs, root = io.filesystem(location, storage_options)
+    fs, root = uris.filesystem(location, storage_options)
     features: set[str] = set()
     try:
-        infos = fs.get_file_info(pafs.FileSelector(io.join(root, "_delta_log")))
+        infos = fs.get_file_info(pafs.FileSelector(uris.join(root, "_delta_log")))
         for info in sorted(i.path for i in infos if i.path.endswith(".json"))[-50:]:
             with fs.open_input_stream(info) as fh:
                 for line in fh.read().decode(errors="replace").splitlines():
@@ -943,9 +944,9 @@ def _physical_type(t: pa.DataType) -> pa.DataType:
 
 def commit_info(location: str, version: int, storage_options: Mapping[str, str]) -> dict[str, Any] | None:
     """The ``commitInfo`` action of one commit file (None when the file is gone or has none)."""
-    fs, root = io.filesystem(location, storage_options)
+    fs, root = uris.filesystem(location, storage_options)
     try:
-        with fs.open_input_stream(io.join(root, "_delta_log", f"{version:020d}.json")) as fh:
+        with fs.open_input_stream(uris.join(root, "_delta_log", f"{version:020d}.json")) as fh:
             text = fh.read().decode()
     except (FileNotFoundError, OSError):
         return None
@@ -982,7 +983,7 @@ _SPARK_CODECS = {"lz4": "lz4raw", "none": "uncompressed"}
 
 class DeltaWrite(WriteTransaction):
     """One Delta commit: delta-rs's writer for local data; for Spark, Parquet files staged with Delta
-    statistics (``parquet_writer``, on the executors) committed as ONE version through delta-rs."""
+    statistics (``delta.staging``, on the executors) committed as ONE version through delta-rs."""
 
     format_title = "Delta"
     record_schema = FILE_SCHEMA
@@ -1048,7 +1049,7 @@ class DeltaWrite(WriteTransaction):
         return DeltaFormat().find_commit(location, opts)
 
     def write(self, data: Any) -> int:
-        from dal.sources import to_reader
+        from dal.formats.inputs import to_reader
 
         reader = to_reader(data)
         check_time_column(self.opts.time_column, reader.schema.names, "a column of the data")

@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 from dal.formats.fragments import parquet_format
-from dal.plan import Query, translate_missing
-from dal.tasks import ReadTask
+from dal.read.plan import Query, translate_missing
+from dal.read.tasks import ReadTask
 
 # decoded bytes pyarrow may hold ahead of the consumer; sizes its read-ahead so memory stays bounded
 # whatever the row-group size of the data (measured: benchmarks/reader_bench.py, peak RSS rows)
@@ -40,10 +40,10 @@ T = TypeVar("T")
 
 
 def scan_options(query: Query) -> pads.ParquetFragmentScanOptions:
-    from dal import io
+    from dal.storage import uris
 
     # pre-buffering whole column chunks saves round trips on object stores but doubles memory locally
-    return pads.ParquetFragmentScanOptions(pre_buffer=not io.is_local(query.source.location))
+    return pads.ParquetFragmentScanOptions(pre_buffer=not uris.is_local(query.source.location))
 
 
 def chunk_rows(query: Query, minimum: int = 0) -> int:

@@ -3,7 +3,7 @@
 A *virtual row source* (``Rows``) numbers one epoch's rows 0…total-1 in reading order, cut into chunks,
 and reads rows ``[a, b)`` by reading only the chunks that hold them. Three kinds exist: a scan's rows
 (``ScanRows``: its row groups in epoch order), a sampled or class-balanced selection of them
-(``PickRows``), and an interleave of several sources (``dal.mix``). The feed (``dal.feed``) shards,
+(``PickRows``), and an interleave of several sources (``dal.mix``). The feed (``dal.read.feed``) shards,
 splits between workers, resumes and cuts canonical shards on that numbering alone, so every guarantee
 of a plain scan holds for a sample or a mix.
 
@@ -41,11 +41,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dal import read
 from dal.errors import DalError, FilterError, check_int
-from dal.plan import Query, translate_missing
-from dal.sharding import share
-from dal.tasks import ReadTask
+from dal.read import reader
+from dal.read.plan import Query, translate_missing
+from dal.read.sharding import share
+from dal.read.tasks import ReadTask
 
 T = TypeVar("T")
 SAMPLE_TAG, BALANCE_TAG = 0x5A, 0xBA  # separate random streams per use
@@ -278,7 +278,7 @@ class Rows:
 
     def rows(self, start: int, stop: int) -> list[pa.Table]:
         """Rows ``[start, stop)`` (0 <= start <= stop <= total) as slices of their chunks."""
-        return read.slice_chunks(self.starts, self.chunk, start, stop)
+        return reader.slice_chunks(self.starts, self.chunk, start, stop)
 
     def __getstate__(self) -> dict[str, Any]:  # DataLoader workers: no lock, no cached chunks
         state = dict(self.__dict__)
@@ -311,8 +311,8 @@ class ScanRows(Rows):
     def read_chunk(self, i: int) -> pa.Table:
         a, b = self.spans[i]
         with translate_missing(self.query.source):
-            table = read.read_span(self.query, self.tasks[a:b])
-        return read.combine([table], self.tasks[a], self.permute)
+            table = reader.read_span(self.query, self.tasks[a:b])
+        return reader.combine([table], self.tasks[a], self.permute)
 
 
 class PickRows(Rows):
@@ -339,7 +339,7 @@ class PickRows(Rows):
         self.matching = [taken[_key(t)][0] for t in order]
         self.taken = [taken[_key(t)][1] for t in order]
         floor = whole.shuffle_[1] if whole.shuffle_ is not None else 0
-        self.spans = _spans(self.taken, self.matching, read.chunk_rows(whole.query, floor))
+        self.spans = _spans(self.taken, self.matching, reader.chunk_rows(whole.query, floor))
         self.permute = whole._permute()
         self.task_starts = list(np.concatenate([[0], np.cumsum(self.taken, dtype=np.int64)]).tolist())
         super().__init__(_starts(self.taken, self.spans))
@@ -380,7 +380,7 @@ class PickRows(Rows):
         a, b = self.spans[i]
         with translate_missing(self.query.source):
             # the chunk's row groups in one pyarrow scan (decoded in parallel, in order), then one gather
-            table = read.read_span(self.query, self.tasks[a:b])
+            table = reader.read_span(self.query, self.tasks[a:b])
         offsets = np.concatenate([[0], np.cumsum(self.matching[a:b], dtype=np.int64)])
         if table.num_rows != offsets[-1]:
             raise DalError(
@@ -388,7 +388,7 @@ class PickRows(Rows):
                 f"{int(offsets[-1])} counted)"
             )
         picks = [offsets[j - a] + self.pick(j, table.slice(offsets[j - a], self.matching[j])) for j in range(a, b)]
-        table = read.combine([table.take(pa.array(np.concatenate(picks)))], self.tasks[a], self.permute)
+        table = reader.combine([table.take(pa.array(np.concatenate(picks)))], self.tasks[a], self.permute)
         return table.select(self.columns) if table.column_names != self.columns else table
 
     def tasks_in(self, ranges: Sequence[tuple[int, int]]) -> list[ReadTask]:
@@ -475,7 +475,7 @@ def class_counts(scan: Any, by: str) -> list[dict[Any, int]]:
     tasks = query.all_tasks()
 
     def count(i: int) -> dict[Any, int]:
-        column = read.read_task(query, tasks[i]).column(by)
+        column = reader.read_task(query, tasks[i]).column(by)
         counts = pc.value_counts(_class_column(column.combine_chunks())) if len(column) else pa.array([], pa.struct([]))
         out: dict[Any, int] = {}
         for item in counts.to_pylist():
@@ -489,7 +489,7 @@ def class_counts(scan: Any, by: str) -> list[dict[Any, int]]:
 
     def compute() -> list[dict[Any, int]]:
         with translate_missing(scan.dataset):
-            return list(read.ordered_map(count, len(tasks), read.READ_THREADS))
+            return list(reader.ordered_map(count, len(tasks), reader.READ_THREADS))
 
     key = f"balance-counts:{by}:{query.filters!r}:{query.window!r}"
     return list(scan.dataset.plan_cache.value(key, compute))
@@ -573,7 +573,7 @@ def scan_rows(scan: Any) -> Rows:
 
 
 def rank_ranges(total: int, shard: tuple[int, int, Any] | None) -> list[tuple[int, int]]:
-    """The rank's virtual rows ``[(start, stop)]`` (``dal.sharding.share``: pad / drop / keep)."""
+    """The rank's virtual rows ``[(start, stop)]`` (``dal.read.sharding.share``: pad / drop / keep)."""
     if shard is None:
         return [(0, total)] if total else []
     return [(s, s + n) for s, n in share(total, *shard)]
@@ -627,7 +627,7 @@ def read_units(units: Sequence[Unit], convert: Callable[[pa.Table], T] | None = 
         table = units[i]()
         return convert(table) if convert is not None else table
 
-    return read.prefetch(read.ordered_map(one, len(units), 3), read.PREFETCH_CHUNKS)
+    return reader.prefetch(reader.ordered_map(one, len(units), 3), reader.PREFETCH_CHUNKS)
 
 
 def rank_units(rows: Rows, shard: tuple[int, int, Any] | None, skip: int = 0) -> tuple[list[Unit], int]:

@@ -49,8 +49,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from catalog.engine import data_dir
+from dal._testhooks import pause
 from dal.errors import DalError
-from dal.faults import pause
 
 ENV_DIR = "DAL_FILE_CACHE_DIR"
 ENV_SIZE = "DAL_CACHE_SIZE"
@@ -62,7 +62,7 @@ CLOCK_MARGIN_S = 10.0
 OPEN_FILES = 256  # remote files a reader keeps open (each saves a HEAD when read again)  # a temporary file older than this belongs to a dead fill
 MODES = ("local",)
 
-_log = logging.getLogger("dal.filecache")
+_log = logging.getLogger("dal.storage.rangecache")
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12,
           "tb": 10**12, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}  # fmt: skip
@@ -632,7 +632,7 @@ class _CachedFile(_io.RawIOBase):
 
 class ReadOptions(dict[str, str]):
     """A reader's storage options (the user's keys, unchanged: they still reach table libraries and Spark) carrying
-    its file cache, which ``dal.io.filesystem`` wraps around remote filesystems."""
+    its file cache, which ``dal.storage.uris.filesystem`` wraps around remote filesystems."""
 
     file_cache: FileCache | None = None
 

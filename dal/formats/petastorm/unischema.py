@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dal.codecs import (
+from dal.errors import DalError, FormatError
+from dal.tensors.codecs import (
     Codec,
     CompressedNdarrayCodec,
     ImageCodec,
@@ -47,8 +48,7 @@ from dal.codecs import (
     default_storage,
     dtype_name,
 )
-from dal.errors import DalError, FormatError
-from dal.tensors import TensorField, TensorSchema
+from dal.tensors.schema import TensorField, TensorSchema
 
 UNISCHEMA_KEY = b"dataset-toolkit.unischema.v1"
 ROW_GROUPS_PER_FILE_KEY = b"dataset-toolkit.num_row_groups_per_file.v1"

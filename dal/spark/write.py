@@ -1,0 +1,214 @@
+"""Spark writes: DataFrames written distributedly into dal formats.
+
+Without the delta-spark JVM classes (they cannot be downloaded here), executors write Parquet files with
+pyarrow (``mapInArrow``) and the driver commits them all as ONE Delta version through delta-rs. With the
+classes on the classpath (a real cluster, Databricks), delta-spark's own writer is used."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from dal import progress
+from dal.errors import SchemaMismatch
+from dal.storage import uris
+
+if TYPE_CHECKING:
+    from dal.formats.base import Format, WriteTransaction
+
+from dal.spark.session import native_source
+from dal.spark.types import arrow_schema, type_problems
+
+
+def _stage(txn: WriteTransaction, schema: pa.Schema, counters: tuple[Any, Any, Any] | None = None) -> Any:
+    """The executors' side of a staged write: cast each batch to ``schema``, stage the files, yield their records
+    (adding the task's rows, files and bytes to the ``counters`` accumulators when a progress line is drawn)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        seen = [0]
+
+        def cast(b: pa.RecordBatch) -> pa.RecordBatch:
+            seen[0] += b.num_rows
+            return (
+                b
+                if b.schema.equals(schema)
+                else pa.Table.from_batches([b]).cast(schema).combine_chunks().to_batches()[0]
+            )
+
+        records = txn.stage(txn.observed(cast(b) for b in batches))
+        if counters is not None:
+            counters[0].add(seen[0])
+            counters[1].add(len(records))
+            counters[2].add(sum(int(r.get("size") or 0) for r in records))
+        out = pa.RecordBatch.from_pylist(records, schema=txn.record_schema)
+        # what this task's rows proved of the time partitions, on each of its file records (see write_dataframe)
+        found = txn.observer.encode() if txn.observer is not None else 0
+        yield out.append_column(_FOUND, pa.array([found] * out.num_rows, pa.int64()))
+
+    return run
+
+
+_FOUND = "dal_time_partitions_kept"  # a column _stage adds to the records: the rules its task's rows kept
+
+
+@contextmanager
+def _watched(spark: Any) -> Iterator[tuple[Any, Any, Any] | None]:
+    """While a Spark write runs: the current progress line follows it (rows, files and bytes from accumulators
+    that each task adds to when its files are staged; the running stages' finished tasks for the percentage and
+    ETA), polled ``progress.INTERVAL`` apart on a thread. Yields the accumulators, or None when no line is drawn.
+
+    When the session draws Spark's own console progress bar (``spark.ui.showConsoleProgress``, on in sessions
+    started from a Python shell or script), dal's line waits until the job is done, then sums it up: two lines
+    redrawn in place on one terminal would overwrite each other."""
+    bar = progress.current()
+    try:
+        sc = spark.sparkContext if bar.active else None  # Spark Connect: no context, no accumulators
+        counters = (sc.accumulator(0), sc.accumulator(0), sc.accumulator(0)) if sc is not None else None
+        console = sc is not None and sc.getConf().get("spark.ui.showConsoleProgress", "false").lower() == "true"
+    except Exception:
+        sc = counters = None
+    if sc is None or counters is None:
+        yield None
+        return
+    stop = threading.Event()
+
+    def poll() -> None:
+        tracker = sc.statusTracker()
+        while True:
+            try:
+                total = done = 0
+                for stage in tracker.getActiveStageIds():
+                    info = tracker.getStageInfo(stage)
+                    if info is not None:
+                        total, done = total + info.numTasks, done + info.numCompletedTasks
+                rows, files, size = (int(c.value) for c in counters)
+                bar.update(done=rows, files=files, bytes=size, fraction=done / total if total else None)
+            except Exception:  # a stopping context: progress must never fail the write
+                return
+            if stop.wait(progress.INTERVAL):
+                return
+
+    watcher = threading.Thread(target=poll, name="dal-progress", daemon=True)
+    bar.held = console
+    watcher.start()
+    ok = False
+    try:
+        yield counters
+        ok = True
+    finally:
+        stop.set()
+        watcher.join()
+        bar.held = False
+        rows, files, size = (int(c.value) for c in counters)
+        bar.update(done=rows, files=files, bytes=size, fraction=1.0 if ok else None)
+
+
+def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
+    """Write a Spark DataFrame as one new storage version through ``txn`` (from ``fmt.begin``); return its number.
+
+    With the format's native Spark writer on the classpath (``Format.spark_source``), Spark writes and commits;
+    otherwise the executors stage files (``mapInArrow``) and the driver commits them all as ONE version.
+    Raises ``SchemaMismatch`` (naming the column, or the field and the row of the Spark task) before anything
+    is committed.
+    """
+    location, opts = txn.location, txn.opts
+    from dal.spark.frames import prepare
+
+    df = prepare(df)  # MLlib vectors (dense or sparse) as float arrays of their size; nothing else changes
+    problems = type_problems(df.schema, txn.format_title)  # before anything is written (arrow_schema fails on some)
+    if problems:
+        raise SchemaMismatch(
+            f"cannot write the DataFrame to the {txn.format_title} table {location}: " + "; ".join(problems)
+        )
+    schema = txn.check(arrow_schema(df))
+    if opts.time_column is not None and opts.time_column not in df.columns:
+        raise SchemaMismatch(f"time_column {opts.time_column!r} is not a column of the DataFrame")
+    src = native_source(df.sparkSession, fmt)
+    native = txn.spark_options() if src is not None else None
+    if src is not None and native is not None:
+        writer = df.write.format(src.name).mode(opts.mode)
+        if opts.partition_by:
+            writer = writer.partitionBy(*opts.partition_by)
+        with _watched(df.sparkSession):  # Spark's own writer: the progress line shows its tasks
+            writer.options(**native).save(uris.to_uri(location, opts.storage_options))
+        if txn.observer is not None and not txn.observer.declared:
+            txn.observer.merge([False] * len(txn.observer.rules))  # no row was seen: nothing proven
+        return txn.native_commit()
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    group = _JobGroup(df.sparkSession)
+    try:
+        with _watched(df.sparkSession) as counters, group:  # a progress line on a terminal, per staged file
+            records = txn.record_schema.append(pa.field(_FOUND, pa.int64()))
+            frame = df.select(*schema.names).mapInArrow(_stage(txn, schema, counters), from_arrow_schema(records))
+            rows = [r.asDict() for r in frame.collect()]
+    except Exception as e:
+        group.settle()  # the failed job's other tasks may still be staging files: let them stop first
+        txn.abort()
+        marker = "SchemaMismatch: "  # raised on an executor: Spark hands back its text
+        text = str(e)
+        if marker in text:
+            raise SchemaMismatch(text.split(marker, 1)[1].splitlines()[0]) from None
+        raise
+    except BaseException:
+        group.settle()
+        txn.abort()
+        raise
+    for r in rows:
+        found = r.pop(_FOUND)
+        if txn.observer is not None:
+            txn.observer.merge(txn.observer.decode(int(found)))
+    return txn.commit(rows)
+
+
+class _JobGroup:
+    """The staging job under its own Spark job group, so that a failed write can cancel the job's remaining
+    tasks and wait until none runs before removing what they staged (a failed job's other tasks are killed
+    asynchronously; one still writing would re-create the version directory after the abort)."""
+
+    KEYS = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+
+    def __init__(self, spark: Any) -> None:
+        import uuid
+
+        try:
+            self.sc = spark.sparkContext
+        except Exception:  # Spark Connect: no context; nothing to wait for here
+            self.sc = None
+        self.id = f"dal-write-{uuid.uuid4().hex}"
+        self.saved: dict[str, Any] = {}
+
+    def __enter__(self) -> _JobGroup:
+        if self.sc is not None:
+            self.saved = {k: self.sc.getLocalProperty(k) for k in self.KEYS}
+            self.sc.setJobGroup(self.id, "dal write", interruptOnCancel=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.sc is not None:
+            for key, value in self.saved.items():
+                self.sc.setLocalProperty(key, value)
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Cancel the group's jobs and wait (up to ``timeout`` s) until none of their tasks is running."""
+        if self.sc is None:
+            return
+        import time
+
+        try:
+            self.sc.cancelJobGroup(self.id)
+            tracker = self.sc.statusTracker()
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(self.id)]
+                infos = [tracker.getStageInfo(s) for job in jobs if job is not None for s in job.stageIds]
+                if not any(i is not None and i.numActiveTasks > 0 for i in infos):
+                    break
+                time.sleep(0.05)
+            time.sleep(0.2)  # a killed task's Python worker may outlive its task by a moment
+        except Exception:  # a stopped context: nothing left running
+            return

@@ -307,10 +307,12 @@ class Catalog:
         time_column: str | None = None,
         owner: str | None = None,
         properties: Mapping[str, Any] | None = None,
+        clear_time_column: bool = False,
     ) -> DatasetInfo:
         """Change a dataset's description, time column, owner or properties (its versions are untouched).
 
-        ``properties`` are merged into the dataset's: a key set to ``None`` is removed.
+        ``properties`` are merged into the dataset's: a key set to ``None`` is removed. ``clear_time_column``:
+        the dataset has no time column any more (its newest schema lost it).
         """
         validate_text(description, "description", optional=True)
         validate_column(time_column)
@@ -322,6 +324,8 @@ class Catalog:
                 row.description = description
             if time_column is not None:
                 row.time_column = time_column
+            elif clear_time_column:
+                row.time_column = None
             if owner is not None:
                 row.owner = owner
             if props:

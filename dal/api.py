@@ -463,6 +463,14 @@ def sync(
             out.append(cat.publish(name, draft))
         except VersionConflict:
             continue  # another process recorded this storage version first
+    newest = out[-1] if out else None
+    lost = info.time_column is not None and newest is not None and newest.unavailable is None
+    if lost and newest is not None and info.time_column not in newest.schema.names:
+        # a schema overwrite dropped the time column: no dangling name (windows would fail on it), and no
+        # declared time partitions of it
+        _log.warning("%s: version %d has no column %r: the dataset has no time column any more (set another "
+                     "with time_column= or `dal set --time-column`)", name, newest.number, info.time_column)  # fmt: skip
+        cat.update_dataset(name, clear_time_column=True, properties={timeparts.DATASET_KEY: None})
     return out
 
 

@@ -86,6 +86,8 @@ class Scan:
         """Read only these columns (only their bytes are read)."""
         if len(columns) == 1 and isinstance(columns[0], list | tuple):
             columns = tuple(columns[0])
+        if not columns:  # a table of no columns has no rows to show: count() counts without reading columns
+            raise FilterError("select needs at least one column; count() counts the rows without reading any")
         self._check_columns(columns, "select")
         twice = sorted({c for c in columns if columns.count(c) > 1})
         if twice:

@@ -214,6 +214,9 @@ class DeltaFormat(Format):
         expired: list[tuple[int, str | None]] = []
         readable_seen = False
         first = 0 if after is None else after + 1
+        # adopting the whole history (register, a re-adoption after drop): versions whose data files are gone
+        # (deleted by dal gc or a VACUUM) are recorded as unavailable, not as readable versions
+        on_disk = self._data_paths(location, storage_options) if after is None else None
         label = f"reading the Delta log of {uris.mask_url(location)}"
         for v in progress.each(range(first, latest + 1), label, unit="versions"):  # a line on a terminal only
             try:
@@ -231,7 +234,7 @@ class DeltaFormat(Format):
             readable_seen = True
             try:
                 draft = self._describe(
-                    table, v, commit_info(location, v, storage_options) or {}, previous, storage_options
+                    table, v, commit_info(location, v, storage_options) or {}, previous, storage_options, on_disk
                 )
             except DalError:
                 raise
@@ -253,8 +256,19 @@ class DeltaFormat(Format):
             raise FormatError(f"{location}: Delta versions {expired[0][0]}..{expired[-1][0]} cannot be loaded")
         return drafts
 
+    @staticmethod
+    def _data_paths(location: str, storage_options: Mapping[str, str]) -> set[str]:
+        """Every file below the table (paths relative to it), in one listing."""
+        return {rel for rel, _size in Location.of(location, storage_options).list()}
+
     def _describe(
-        self, table: Any, v: int, entry: Mapping[str, Any], previous: Schema | None, storage_options: Mapping[str, str]
+        self,
+        table: Any,
+        v: int,
+        entry: Mapping[str, Any],
+        previous: Schema | None,
+        storage_options: Mapping[str, str],
+        present: set[str] | None = None,
     ) -> VersionDraft:
         arrow = _arrow_schema(table)
         schema = from_arrow(arrow)
@@ -262,6 +276,13 @@ class DeltaFormat(Format):
         actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
         rows = sum(a["num_records"] or 0 for a in actions)
         missing = None
+        if present is not None:
+            gone = [p for a in actions if "://" not in (p := unquote(a["path"])) and p not in present]
+            if gone:
+                missing = (
+                    f"{len(gone)} data file(s) of Delta version {v} are gone (e.g. {gone[0]}): deleted by dal gc or "
+                    "a VACUUM"
+                )
         if any(a["num_records"] is None for a in actions):
             try:
                 rows = self._count_without_stats(table, actions, storage_options)

@@ -163,15 +163,21 @@ class Scan:
         seed: int = 0,
         replace: bool = False,
         spread: float = sampling.DEFAULT_SPREAD,
+        windows: int | None = None,
     ) -> Scan:
         """A different random sample of the rows each epoch: each row kept with probability ``fraction``
         (the count varies around fraction·N), or exactly ``rows`` rows; a pure function of (seed, epoch,
         version). Row groups are picked with probability min(1, max(spread·fraction, 16 / row groups)) and
         rows inside the picked ones with the rest, so a 1% sample of many row groups reads about ``spread`` %
-        of the bytes (``spread=math.inf``: every row group, rows drawn one by one). ``replace=True``: with replacement. See ``dal.read.sampling``."""
+        of the bytes (``spread=math.inf``: every row group, rows drawn one by one). ``rows=n`` draws the n rows
+        among spread·n rows covered by ``windows`` (default 16) windows evenly spread over the scan's row groups
+        (in a random order each epoch), so an epoch's rows come from all over the scan at the I/O of about
+        ``windows`` row groups plus spread·n rows; ``windows=1`` reads the least but draws each epoch from a few
+        neighbouring row groups. Every row's chance is exactly n/N. ``replace=True``: with replacement. See
+        ``dal.read.sampling``."""
         if self.sample_ is not None:
             raise FilterError("this scan is already sampled or balanced: sample or balance once")
-        return _with(self, sample_=sampling.check_sample(fraction, rows, seed, replace, spread))
+        return _with(self, sample_=sampling.check_sample(fraction, rows, seed, replace, spread, windows))
 
     def balance(
         self,

@@ -26,8 +26,8 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of ~100 rows (whole 50-row row groups): many more chunks than a worker has buffers."""
     import dal.read.reader
 
-    monkeypatch.setattr(dal.read, "MIN_CHUNK_ROWS", 100)
-    monkeypatch.setattr(dal.read, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(dal.read.reader, "MIN_CHUNK_ROWS", 100)
+    monkeypatch.setattr(dal.read.reader, "CHUNK_BYTES", 1)
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def test_chunks_finished_on_threads_keep_the_one_thread_order(
     scan = rows_ds.shuffle(seed=9, buffer_size=1)
     orders = {}
     for threads in (1, 2, 3):
-        monkeypatch.setattr(dal.read, "FINISH_THREADS", threads)
+        monkeypatch.setattr(dal.read.reader, "FINISH_THREADS", threads)
         orders[threads] = [ids_of(list(scan.set_epoch(e).to_torch(64))) for e in (0, 1)]
     assert orders[1] == orders[2] == orders[3]
     assert orders[1][0] != orders[1][1]  # each epoch its own order

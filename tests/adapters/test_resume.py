@@ -29,8 +29,8 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of ~100 rows (whole 50-row row groups) so that a small dataset has many of them."""
     import dal.read.reader
 
-    monkeypatch.setattr(dal.read, "MIN_CHUNK_ROWS", 100)
-    monkeypatch.setattr(dal.read, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(dal.read.reader, "MIN_CHUNK_ROWS", 100)
+    monkeypatch.setattr(dal.read.reader, "CHUNK_BYTES", 1)
 
 
 @pytest.fixture
@@ -163,7 +163,7 @@ def test_elastic_resume_at_another_world_size_loses_and_repeats_nothing(
 def test_same_order_in_another_process(rows_ds: dal.Dataset) -> None:
     mine = flat(ids_of(list(rows_ds.shuffle(seed=11).to_torch(100))))
     code = (
-        "import dal, json, dal.read as r; r.MIN_CHUNK_ROWS = 100; r.CHUNK_BYTES = 1; "
+        "import dal, json, dal.read.reader as r; r.MIN_CHUNK_ROWS = 100; r.CHUNK_BYTES = 1; "
         "print(json.dumps([int(i) for b in dal.open('t.resume').shuffle(seed=11).to_torch(100) for i in b['id']]))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "123"}

@@ -22,8 +22,8 @@ LABELS = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 2])  # label = LABELS[id % 10]: 70
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     import dal.read.reader
 
-    monkeypatch.setattr(dal.read, "MIN_CHUNK_ROWS", 100)
-    monkeypatch.setattr(dal.read, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(dal.read.reader, "MIN_CHUNK_ROWS", 100)
+    monkeypatch.setattr(dal.read.reader, "CHUNK_BYTES", 1)
 
 
 def table_of(ids: np.ndarray) -> pa.Table:

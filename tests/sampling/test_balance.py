@@ -72,7 +72,7 @@ def test_the_counting_pass_reads_only_the_class_column_once(data: dal.Dataset, m
         columns_read.append(query.columns)
         return real(query, task)
 
-    monkeypatch.setattr(dal.read, "read_task", spy)
+    monkeypatch.setattr(dal.read.reader, "read_task", spy)
     scan = data.scan().select("x").balance("label", seed=1)
     assert scan.count() == 1200
     assert columns_read and set(columns_read) == {("label",)}  # counting: the class column only

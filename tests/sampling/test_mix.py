@@ -124,7 +124,7 @@ def test_argument_errors_come_before_any_read(
         raise AssertionError("read data")
 
     for name in ("read_task", "read_span", "read_chunks"):
-        monkeypatch.setattr(dal.read, name, no_read)
+        monkeypatch.setattr(dal.read.reader, name, no_read)
     for bad in (
         lambda: data.scan().sample(2.0),
         lambda: data.scan().balance("nope"),

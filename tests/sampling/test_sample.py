@@ -132,7 +132,7 @@ def test_same_sample_and_mix_in_another_process(data: dal.Dataset, other: dal.Da
     mixed = dal.mix([data.scan().balance("label", seed=2), other.scan()], [0.7, 0.3], seed=8).set_epoch(3)
     mine = [ids(scan.to_arrow()), ids(mixed.to_arrow())]
     code = (
-        "import dal, json, dal.read as r; r.MIN_CHUNK_ROWS = 100; r.CHUNK_BYTES = 1; "
+        "import dal, json, dal.read.reader as r; r.MIN_CHUNK_ROWS = 100; r.CHUNK_BYTES = 1; "
         "s = dal.open('s.main').scan().sample(0.1, seed=21).shuffle(seed=4).set_epoch(2); "
         "m = dal.mix([dal.open('s.main').scan().balance('label', seed=2), dal.open('s.other').scan()], [0.7, 0.3], "
         "seed=8).set_epoch(3); "

@@ -230,6 +230,7 @@ def write(
     latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
     txn = fmt.begin(location, opts, latest)  # refuses options that do not fit, before anything is written
     txn.observer = _rule_check(data, opts, latest, declared, existing)
+    _check_in_memory(data, txn.observer)  # a declared rule a row breaks: refused before anything is written
     produced_by = lineage.collect(data, spark=is_spark_dataframe(data))  # the reads before this write
     with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
         if is_spark_dataframe(data):
@@ -300,7 +301,8 @@ def _rule_check(
     """What the write checks of its rows while writing them: the declared time-partition rule (a row that breaks
     it fails the write), else the rules it might prove (``dal.storage.timeparts.candidates``)."""
     column = opts.time_column or (existing.time_column if existing is not None else None)
-    parts = opts.partition_by or (latest.partition_columns if latest is not None and opts.mode == "append" else ())
+    # without partition_by a write keeps the table's partitioning (checked against the version it makes, later)
+    parts = opts.partition_by or (latest.partition_columns if latest is not None else ())
     if declared is not None:
         missing = [c for c in declared.partitions if c not in parts]
         if missing:
@@ -313,6 +315,19 @@ def _rule_check(
         return None
     rules = timeparts.candidates(column, parts, [*_data_zones(data, column), "UTC"])
     return timeparts.RuleCheck(rules) if rules else None
+
+
+def _check_in_memory(data: Any, check: timeparts.RuleCheck | None) -> None:
+    """Check an in-memory input (pandas, Arrow) against a declared rule now, reading only the rule's columns;
+    streams and Spark DataFrames are checked as they are written (a refusal then comes before the commit)."""
+    if check is None or not check.declared:
+        return
+    rule = check.rules[0]
+    columns = [c for c in (rule.column, *rule.partitions) if c is not None]
+    if isinstance(data, pa.Table | pa.RecordBatch) and all(c in data.schema.names for c in columns):
+        check.see(data.select(columns))
+    elif type(data).__module__.startswith("pandas.") and all(c in getattr(data, "columns", ()) for c in columns):
+        check.see(pa.Table.from_pandas(data[columns], preserve_index=False))
 
 
 def _data_zones(data: Any, column: str) -> list[str]:

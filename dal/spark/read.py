@@ -155,6 +155,13 @@ def _spark_schema(fields: list[pa.Field], zoned: Collection[str] = ()) -> Any:
     return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=True)
 
 
+def _handed(f: pa.Field, zoned: bool) -> pa.Field:
+    """A top-level field as Spark's Arrow reader takes it: timestamps in microseconds, zoned ones in UTC."""
+    if not pa.types.is_timestamp(f.type):
+        return f
+    return f.with_type(pa.timestamp("us", "UTC" if zoned or f.type.tz is not None else None))
+
+
 def _zoned(dataset: Pinned) -> set[str]:
     """The naive-timestamp columns whose Parquet files store INT96 (Spark's legacy encoding of instants: Spark
     reads them as TimestampType only), from the footer of one data file."""
@@ -203,6 +210,11 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
         scan.query.exact_filter,  # then applied to the rows read (None: the scan filter is exact)
         scan.query.scan_columns(),
     )
+    zoned = _zoned(scan.dataset) & set(columns)
+    # Spark's timestamps are microseconds; INT96 columns are instants to Spark (TimestampType): handed over as UTC
+    # timestamps, not naive ones
+    handed = pa.schema([_handed(f, f.name in zoned) for f in out_schema])
+    convert = handed != out_schema
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from dal.formats import fragments as frag
@@ -238,12 +250,13 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
                     read = fragment.to_batches(schema=schema, columns=scan_cols or cols, filter=scan_filter)
                     if exact_filter is not None:
                         read = refine(read)
-                yield from slice_rows(read, offset, None if length < 0 else length)
+                for b in slice_rows(read, offset, None if length < 0 else length):
+                    yield b.cast(handed, safe=False) if convert else b  # ns -> us truncates, as Spark does
 
     task_schema = (
         "uri string, row_group int, partition_values string, offset long, length long, deleted string, exact boolean"
     )
-    spark_schema = _spark_schema(list(out_schema), _zoned(scan.dataset))
+    spark_schema = _spark_schema(list(handed), zoned)
     if not rows:
         return spark.createDataFrame([], spark_schema)
     frame = spark.createDataFrame(rows, task_schema).repartition(min(len(rows), spark.sparkContext.defaultParallelism))

@@ -226,6 +226,7 @@ class RuleCheck:
     rules: list[TimePartitions]
     declared: bool = False
     alive: list[bool] = field(default_factory=list)
+    error: SchemaMismatch | None = None  # the refusal ``see`` raised (a writer that wraps errors re-raises it)
 
     def __post_init__(self) -> None:
         if not self.alive:
@@ -240,15 +241,17 @@ class RuleCheck:
                 continue
             try:
                 broken = rule.broken(batch)
-            except DalError:
+            except SchemaMismatch as e:
                 if self.declared:
+                    self.error = e
                     raise
                 broken = 1  # columns that cannot hold the rule: nothing proven
             if broken and self.declared:
-                raise SchemaMismatch(
+                self.error = SchemaMismatch(
                     f"{broken} row(s) break the declared time partitions ({rule.describe()}): their "
                     f"{'/'.join(rule.partitions)} value is not the day{'/hour' if rule.hour else ''} of {rule.column}"
                 )
+                raise self.error
             if broken:
                 self.alive[i] = False
 

@@ -1081,6 +1081,8 @@ class DeltaWrite(WriteTransaction):
         try:
             return fmt.write(self.location, reader, self.opts)
         except DalError as e:
+            if self.observer is not None and self.observer.error is not None:
+                raise self.observer.error from None  # a row broke a declared rule: delta-rs stopped, no commit
             # an error on the way back (a lost response after the store took the commit) may hide a commit
             landed = None if isinstance(e, SchemaMismatch) else self.landed()
             if landed is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Iterator
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from dal.read.plan import Pinned
     from dal.scan import Scan
 
+from dal import expr as E
+from dal.read.plan import as_datetime
 from dal.spark.session import get_spark, hadoop_reaches, native_source
 
 
@@ -60,68 +63,81 @@ def spark_condition(e: Any, floating: set[str], ntz: Collection[str] = ()) -> An
     Spark read the column in the session's time zone). A NULL ``isin`` argument is kept out of ``isin`` (NULL
     unless the value matches, as in SQL).
     """
-    from datetime import UTC, datetime
+    return _SparkCondition(floating, ntz).visit(e)
 
-    from pyspark.sql import functions as F
 
-    from dal import expr as E
-    from dal.read.plan import as_datetime
+class _SparkCondition(E.Visitor[Any]):
+    def __init__(self, floating: set[str], ntz: Collection[str] = ()) -> None:
+        from pyspark.sql import functions as F
 
-    null = F.lit(None).cast("boolean")
+        self.F = F
+        self.floating = floating
+        self.ntz = set(ntz)
+        self.null = F.lit(None).cast("boolean")
 
-    def lit(v: Any, column: str | None = None) -> Any:
-        if isinstance(v, datetime) and column in ntz:
+    def lit(self, v: Any, column: str | None = None) -> Any:
+        if isinstance(v, datetime) and column in self.ntz:  # a wall-clock literal of the column's type
             wall = v if v.tzinfo is None else v.astimezone(UTC).replace(tzinfo=None)
-            return F.lit(wall.isoformat(sep=" ")).cast("timestamp_ntz")
-        return F.lit(as_datetime(v, "a filter value") if isinstance(v, datetime) else v)  # naive = UTC
+            return self.F.lit(wall.isoformat(sep=" ")).cast("timestamp_ntz")
+        return self.F.lit(as_datetime(v, "a filter value") if isinstance(v, datetime) else v)  # naive = UTC
 
-    def go(e: E.Expr) -> Any:
-        if isinstance(e, E.And):
-            return go(e.left) & go(e.right)
-        if isinstance(e, E.Or):
-            return go(e.left) | go(e.right)
-        if isinstance(e, E.Not):
-            return ~go(e.operand)
-        if isinstance(e, E.IsNull):
-            return F.col(e.column.name).isNull()
-        if isinstance(e, E.Fixed):
-            return F.when(F.col(e.column.name).isNull(), null).otherwise(F.lit(e.result))
-        if isinstance(e, E.IsIn):
-            c = F.col(e.column.name)
-            present = [lit(v.value, e.column.name) for v in e.values if v.value is not None]
-            term = c.isin(present) if present else F.lit(False)
-            if e.column.name in floating:
-                term = term & ~F.isnan(c)
-            if any(v.value is None for v in e.values):
-                term = term | null  # x IN (..., NULL) is NULL unless x matches
-            return term
-        if isinstance(e, E.Like):  # Spark's LIKE also takes '\' as the escape character
-            c = F.col(e.column.name)
-            return c.ilike(e.pattern) if e.case_insensitive else c.like(e.pattern)
-        if isinstance(e, E.Compare) and isinstance(e.left, E.StrFunc):
+    def visit_and(self, e: E.And) -> Any:
+        return self.visit(e.left) & self.visit(e.right)
+
+    def visit_or(self, e: E.Or) -> Any:
+        return self.visit(e.left) | self.visit(e.right)
+
+    def visit_not(self, e: E.Not) -> Any:
+        return ~self.visit(e.operand)
+
+    def visit_is_null(self, e: E.IsNull) -> Any:
+        return self.F.col(e.column.name).isNull()
+
+    def visit_fixed(self, e: E.Fixed) -> Any:
+        return self.F.when(self.F.col(e.column.name).isNull(), self.null).otherwise(self.F.lit(e.result))
+
+    def visit_is_in(self, e: E.IsIn) -> Any:
+        c = self.F.col(e.column.name)
+        present = [self.lit(v.value, e.column.name) for v in e.values if v.value is not None]
+        term = c.isin(present) if present else self.F.lit(False)
+        if e.column.name in self.floating:
+            term = term & ~self.F.isnan(c)
+        if any(v.value is None for v in e.values):
+            term = term | self.null  # x IN (..., NULL) is NULL unless x matches
+        return term
+
+    def visit_like(self, e: E.Like) -> Any:  # Spark's LIKE also takes '\' as the escape character
+        c = self.F.col(e.column.name)
+        return c.ilike(e.pattern) if e.case_insensitive else c.like(e.pattern)
+
+    def visit_compare(self, e: E.Compare) -> Any:
+        F = self.F
+        if isinstance(e.left, E.StrFunc):
             a = (F.lower if e.left.name == "lower" else F.upper)(F.col(e.left.column.name))
-            b = lit(e.right.value)  # type: ignore[union-attr]
-            return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
-        if isinstance(e, E.Compare) and isinstance(e.left, E.Col):
-            a = F.col(e.left.name)
-            b = F.col(e.right.name) if isinstance(e.right, E.Col) else lit(e.right.value, e.left.name)
-            term = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
-            if isinstance(e.right, E.Col):
-                if e.left.name not in floating and e.right.name not in floating:
-                    return term
-                return (
-                    F.when(a.isNull() | b.isNull(), null)
-                    .when(F.isnan(a) | F.isnan(b), F.lit(e.op == "!="))
-                    .otherwise(term)
-                )
-            if e.left.name not in floating:
+            b = self.lit(e.right.value)  # type: ignore[union-attr]
+            return _compared(e.op, a, b)
+        if not isinstance(e.left, E.Col):
+            raise DalError(f"cannot translate {e!r} to Spark")
+        a = F.col(e.left.name)
+        b = F.col(e.right.name) if isinstance(e.right, E.Col) else self.lit(e.right.value, e.left.name)
+        term = _compared(e.op, a, b)
+        if isinstance(e.right, E.Col):
+            if e.left.name not in self.floating and e.right.name not in self.floating:
                 return term
-            # Spark: NaN > 1 is true. And the isnan term keeps Spark from pushing a bare comparison (or its
-            # negation) into Parquet statistics, which leave NaN out of min/max.
-            return term | F.isnan(a) if e.op == "!=" else term & ~F.isnan(a)
-        raise DalError(f"cannot translate {e!r} to Spark")
+            return (
+                F.when(a.isNull() | b.isNull(), self.null)
+                .when(F.isnan(a) | F.isnan(b), F.lit(e.op == "!="))
+                .otherwise(term)
+            )
+        if e.left.name not in self.floating:
+            return term
+        # Spark: NaN > 1 is true. And the isnan term keeps Spark from pushing a bare comparison (or its
+        # negation) into Parquet statistics, which leave NaN out of min/max.
+        return term | F.isnan(a) if e.op == "!=" else term & ~F.isnan(a)
 
-    return go(e)
+
+def _compared(op: str, a: Any, b: Any) -> Any:
+    return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
 
 def read_version(scan: Scan, spark: Any = None) -> Any:

@@ -20,8 +20,7 @@ import dal
 from catalog import Catalog
 from dal.errors import SchemaMismatch
 from dal.formats.registry import get_format
-from dal.spark.session import get_spark
-from dal.spark.write import native_source
+from dal.spark.session import get_spark, native_source
 
 pytestmark = pytest.mark.spark
 
@@ -168,7 +167,7 @@ def test_delta_spark_classes_are_detected_when_on_the_classpath(tmp_path: Path) 
     code = textwrap.dedent(
         f"""
         from pyspark.sql import SparkSession
-        from dal.spark.write import native_source
+        from dal.spark.session import native_source
         from dal.formats.registry import get_format
         s = SparkSession.builder.master("local[1]").config("spark.jars", {str(jar)!r}).getOrCreate()
         print("DETECTED", native_source(s, get_format("delta")) is not None)

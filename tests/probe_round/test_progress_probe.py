@@ -138,7 +138,7 @@ def test_ctrl_c_during_a_progress_line(tmp_path: Path) -> None:
 def test_ctrl_c_in_json_mode_is_one_json_error(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from dal.cli import main as cli_module
+    from dal.cli import app as cli_module
 
     def interrupted(*_a: object, **_k: object) -> None:
         raise KeyboardInterrupt

@@ -94,7 +94,7 @@ class DeltaFormat(Format):
     """Delta tables read and written with delta-rs; no JVM involved."""
 
     name = "delta"
-    spark_source = SparkSource("delta", "uris.delta.tables.DeltaTable", "versionAsOf")
+    spark_source = SparkSource("delta", "io.delta.tables.DeltaTable", "versionAsOf")
 
     def begin(self, location: str, opts: WriteOptions, latest: VersionInfo | None) -> WriteTransaction:
         _check_location(location)

@@ -22,7 +22,6 @@ PartitionValues = tuple[tuple[str, str | None], ...]
 # a dataset property: the types of a plain directory's partition columns, where its files do not record them
 # (JSON: column -> Arrow type name), given to dal.register or taken from a Hive table's partition keys
 PARTITION_TYPES_KEY = "dal.partition_types"
-_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 # the Arrow type of each Hive partition key type (decimal(p,s), varchar(n) and char(n) are parsed)
 HIVE_TYPES = {
     "tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "integer": pa.int32(), "bigint": pa.int64(),
@@ -101,19 +100,10 @@ def declared_types(text: object) -> dict[str, pa.DataType]:
 
 
 def infer_type(values: Iterable[str | None]) -> pa.DataType:
-    """A partition column's type from its directory values alone: integers int64 (as pyarrow's discovery),
-    ``YYYY-MM-DD`` dates date32 (as Spark's and DuckDB's), anything else string."""
+    """A partition column's type from its directory values alone, as pyarrow's hive discovery reads them:
+    integers int64, anything else (dates included: a name cannot say it is one) a string."""
     present = [v for v in values if v is not None]
-    if all(v.lstrip("-").isdigit() for v in present):
-        return pa.int64()
-    if present and all(_ISO_DAY.fullmatch(v) for v in present):
-        try:
-            for v in present:
-                date.fromisoformat(v)
-            return pa.date32()
-        except ValueError:
-            pass
-    return pa.string()
+    return pa.int64() if all(v.lstrip("-").isdigit() for v in present) else pa.string()
 
 
 def partition_string(value: Any) -> str | None:

@@ -284,10 +284,12 @@ def _read_files(scan: Scan, spark: Any) -> Any:
 
     dataset = scan.dataset
     files = dataset.files()
-    # deletion vectors / column mapping: plain Parquet reads would be wrong; the planned tasks read them exactly
-    if any(f.deleted_rows for f in files) or dataset.physical_schema():
-        return read_tasks(type(scan)(dataset), spark)  # a scan of the whole version
     arrow = dataset.arrow_schema()
+    # deletion vectors / column mapping: plain Parquet reads would be wrong; nanosecond timestamps (pandas' and
+    # pyarrow's Parquet): Spark's reader refuses them. The planned tasks read them exactly (in microseconds).
+    nanos = any(pa.types.is_timestamp(f.type) and f.type.unit == "ns" for f in arrow)
+    if any(f.deleted_rows for f in files) or dataset.physical_schema() or nanos:
+        return read_tasks(type(scan)(dataset), spark)  # a scan of the whole version
     parts = list(dataset.version.partition_columns)
     zoned = _zoned(dataset)
     data_schema = _spark_schema([f for f in arrow if f.name not in parts], zoned)

@@ -20,7 +20,8 @@ import dal
 from catalog import Catalog
 from dal import TimePartitions
 from dal.storage import timeparts
-from tests.reader.test_time_partitions import WINDOWS, check_paths, expected, frame
+from tests.reader.test_time_partitions import LAYOUTS as LAYOUTS_OF_READER
+from tests.reader.test_time_partitions import WINDOWS, check_paths, epoch_hours, expected, frame
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 # (session zone, hour partitions too); UTC days and hours: tests/reader/test_time_partitions.py
@@ -129,3 +130,22 @@ def test_int96_timestamps_stay_instants(sqlite_env: Catalog, spark: Any, tmp_pat
             assert got.schema["ts"].dataType.typeName() == "timestamp"
             assert {r["id"]: r["ts"] for r in got.collect()} == theirs
         assert pa.types.is_timestamp(dal.open("n.int96").arrow_schema().field("ts").type)
+
+
+@pytest.mark.parametrize(
+    ("layout", "window"),
+    [("date=LA, LA time column", WINDOWS[1]), ("date=/hour= Tokyo, declared", WINDOWS[6]), ("ts=<epoch>", WINDOWS[4])],
+)
+def test_to_spark_over_pandas_and_registered_layouts(
+    sqlite_env: Catalog, spark: Any, tmp_path: Path, layout: str, window: tuple[str | None, str | None]
+) -> None:
+    """to_spark (Spark's reader, and dal's tasks when sharded) gives pandas' rows on the layouts dal proves, is
+    told, or needs no rule for (tests/reader/test_time_partitions.py runs the other paths over all of them)."""
+    build, _rule = LAYOUTS_OF_READER[layout]
+    df = frame()
+    ds = build(tmp_path, df)
+    reference = df if layout != "ts=<epoch>" else df.assign(ts=epoch_hours(df.ts))
+    with session_zone(spark, "Asia/Tokyo"):
+        scan, want = ds.window(*window), expected(reference, window)
+        assert spark_ids(scan.to_spark(spark)) == want
+        assert sorted(i for r in range(2) for i in spark_ids(scan.shard(r, 2, "keep").to_spark(spark))) == want

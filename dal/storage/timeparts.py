@@ -147,7 +147,7 @@ class TimePartitions:
             try:
                 parsed = [pc.take(c.dictionary.cast(pa.date32()), c.indices) for c in chunks]
             except pa.ArrowInvalid:  # a value that is no YYYY-MM-DD date: no row of the batch proves the rule
-                return batch.num_rows
+                return int(batch.num_rows)
             bad = pc.not_equal(want_day, pa.chunked_array(parsed, pa.date32()))
         else:
             raise SchemaMismatch(

@@ -16,7 +16,9 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	# the extras declare ranges (torch>=2.3,<3); the tests run on the one torch build pinned here (the CPU wheel
+	# this machine keeps on disk: an unpinned torch would download several GB)
+	$(BIN)/python -m pip install -q -e ".[dev]" "torch==2.13.0"
 	touch $@
 
 demo: install

@@ -1,35 +1,71 @@
 """The dal catalog: datasets, versions, schemas, partitions and tags in SQLite or PostgreSQL.
 
 This package never imports ``dal``; it hands out frozen values from ``catalog.types``.
+
+The names below load on first use (PEP 562): ``catalog.types``, ``catalog.errors`` and ``catalog.urls`` are
+plain Python, while ``Catalog`` brings SQLAlchemy, so a command that only needs the values (or the quick
+read-only queries of ``catalog.lite``) does not pay for it.
 """
 
-from catalog.engine import data_dir, default_url
-from catalog.errors import (
-    CatalogError,
-    CatalogOutOfDate,
-    CatalogReadOnly,
-    CatalogUnavailable,
-    CommittedNotRecorded,
-    DalError,
-    DatasetExists,
-    DatasetNotFound,
-    InvalidName,
-    NotFound,
-    TagExists,
-    VersionConflict,
-    VersionNotFound,
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from catalog.errors import (
+        CatalogError,
+        CatalogOutOfDate,
+        CatalogReadOnly,
+        CatalogUnavailable,
+        CommittedNotRecorded,
+        DalError,
+        DatasetExists,
+        DatasetNotFound,
+        InvalidName,
+        NotFound,
+        TagExists,
+        VersionConflict,
+        VersionNotFound,
+    )
+    from catalog.home import data_dir, default_url
+    from catalog.store import Catalog, VersionRef
+    from catalog.types import (
+        DatasetInfo,
+        Field,
+        Partition,
+        Schema,
+        SchemaDiff,
+        VersionDraft,
+        VersionInfo,
+        validate_name,
+    )
+
+_ERRORS = (
+    "CatalogError",
+    "CatalogOutOfDate",
+    "CatalogReadOnly",
+    "CatalogUnavailable",
+    "CommittedNotRecorded",
+    "DalError",
+    "DatasetExists",
+    "DatasetNotFound",
+    "InvalidName",
+    "NotFound",
+    "TagExists",
+    "VersionConflict",
+    "VersionNotFound",
 )
-from catalog.store import Catalog, VersionRef
-from catalog.types import (
-    DatasetInfo,
-    Field,
-    Partition,
-    Schema,
-    SchemaDiff,
-    VersionDraft,
-    VersionInfo,
-    validate_name,
-)
+_TYPES = ("DatasetInfo", "Field", "Partition", "Schema", "SchemaDiff", "VersionDraft", "VersionInfo", "validate_name")
+# public name -> the module that defines it
+_PUBLIC: dict[str, str] = {
+    **dict.fromkeys(_ERRORS, "catalog.errors"),
+    **dict.fromkeys(_TYPES, "catalog.types"),
+    "Catalog": "catalog.store",
+    "VersionRef": "catalog.store",
+    "data_dir": "catalog.home",
+    "default_url": "catalog.home",
+}
 
 __all__ = [
     "Catalog",
@@ -58,3 +94,18 @@ __all__ = [
     "default_url",
     "validate_name",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name on first use and keep it as a module attribute."""
+    try:
+        module = _PUBLIC[name]
+    except KeyError:
+        raise AttributeError(f"module 'catalog' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.engine.url import URL
@@ -14,22 +12,13 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 
 from catalog.errors import CatalogUnavailable
+from catalog.home import ENV_HOME as ENV_HOME  # re-exported: they lived here (catalog.home needs no SQLAlchemy)
+from catalog.home import ENV_URL as ENV_URL
+from catalog.home import data_dir as data_dir
+from catalog.home import default_url as default_url
 from catalog.urls import mask_url
 
-ENV_URL = "DAL_CATALOG_URL"
-ENV_HOME = "DAL_HOME"
 SQLITE_BUSY_TIMEOUT_S = 120
-
-
-def data_dir() -> Path:
-    """dal's data directory: ``$DAL_HOME``, else the platform's user data dir (``~/.local/share/dal`` on Linux)."""
-    home = os.environ.get(ENV_HOME)
-    return Path(home).expanduser() if home else platformdirs.user_data_path("dal")
-
-
-def default_url() -> str:
-    """``$DAL_CATALOG_URL``, else the embedded SQLite catalog ``<data dir>/catalog.db``."""
-    return os.environ.get(ENV_URL) or f"sqlite:///{data_dir() / 'catalog.db'}"
 
 
 def display_url(url: str | URL) -> str:

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -140,3 +141,26 @@ class TagRow(Base):
     name: Mapped[str] = mapped_column(String(100))
     version_id: Mapped[int] = mapped_column(ForeignKey("dal_versions.id", ondelete="CASCADE"), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class LineageRow(Base):
+    """One input of a version written by dal: the dataset version it read (an edge of the lineage graph).
+
+    ``upstream_dataset_id`` is the dataset that held ``upstream_name`` when it was read (renames do not
+    change it; NULL once that dataset is dropped); ``how``: ``declared`` (``dal.write(inputs=...)``) or
+    ``inferred`` (the reads the process made since its previous write). Indexed both ways: a version's
+    inputs by ``version_id``, what was built from a version by (``upstream_dataset_id``, ``upstream_version``).
+    """
+
+    __tablename__ = "dal_lineage"
+    __table_args__ = (Index("ix_dal_lineage_upstream", "upstream_dataset_id", "upstream_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("dal_versions.id", ondelete="CASCADE"), index=True)
+    upstream_dataset_id: Mapped[int | None] = mapped_column(
+        ForeignKey("dal_datasets.id", ondelete="SET NULL"), nullable=True
+    )
+    upstream_name: Mapped[str] = mapped_column(String(200))
+    upstream_version: Mapped[int] = mapped_column(BigInteger)
+    filters: Mapped[str | None] = mapped_column(Text, nullable=True)
+    how: Mapped[str] = mapped_column(String(16))

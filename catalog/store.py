@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Text, cast, delete, func, or_, select, text
+from sqlalchemy import Text, cast, delete, func, or_, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -30,11 +30,23 @@ from catalog.errors import (
     VersionConflict,
     VersionNotFound,
 )
-from catalog.models import DatasetRow, PartitionRow, SchemaFieldRow, SchemaRow, TagRow, VersionRow, utcnow
+from catalog.models import (
+    DatasetRow,
+    LineageRow,
+    PartitionRow,
+    SchemaFieldRow,
+    SchemaRow,
+    TagRow,
+    VersionRow,
+    utcnow,
+)
 from catalog.types import (
+    HOW,
     MAX_VERSION,
     DatasetInfo,
+    Edge,
     Field,
+    Input,
     Partition,
     Schema,
     SchemaDiff,
@@ -214,11 +226,13 @@ class Catalog:
 
     # -- datasets -----------------------------------------------------------------------------
 
-    def list_datasets(self, pattern: str | None = None) -> list[DatasetInfo]:
+    def list_datasets(self, pattern: str | None = None, *, limit: int | None = None) -> list[DatasetInfo]:
         """Datasets sorted by name; ``pattern`` is a glob on the name (``weather.*``) or, without
-        wildcards, a case-insensitive substring of the name or description."""
+        wildcards, a case-insensitive substring of the name or description. ``limit``: the first ``limit``."""
         validate_text(pattern, "pattern", optional=True, max_length=1000)
         stmt = select(DatasetRow).order_by(DatasetRow.name)
+        if limit is not None:
+            stmt = stmt.limit(max(0, int(limit)))
         if pattern:
             if any(c in pattern for c in "*?"):
                 stmt = stmt.where(DatasetRow.name.like(_like_pattern(pattern), escape="\\"))
@@ -232,6 +246,26 @@ class Catalog:
                 )
         with self._read() as s:
             return [self._dataset_info(r) for r in s.scalars(stmt)]
+
+    def latest_sizes(self, pattern: str | None = None, *, limit: int | None = None) -> dict[str, tuple[int, int]]:
+        """Row count and size in bytes of the latest version of each dataset ``list_datasets`` lists (those with a
+        version), in one query (``dal ls --json``)."""
+        validate_text(pattern, "pattern", optional=True, max_length=1000)
+        ids = select(DatasetRow.id).order_by(DatasetRow.name)
+        clause = self._search_clause(pattern)
+        if clause is not None:
+            ids = ids.where(clause)
+        if limit is not None:
+            ids = ids.limit(max(0, int(limit)))
+        page = ids.subquery()
+        latest = (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)
+        stmt = (
+            select(DatasetRow.name, VersionRow.row_count, VersionRow.size_bytes)
+            .join(page, page.c.id == DatasetRow.id)
+            .join(VersionRow, latest)
+        )
+        with self._read() as s:
+            return {str(n): (int(r), int(b)) for n, r, b in s.execute(stmt)}
 
     def get_dataset(self, name: str) -> DatasetInfo:
         """The dataset called ``name``. Raises ``DatasetNotFound`` (with close names) or ``InvalidName``."""
@@ -372,6 +406,12 @@ class Catalog:
             # foreign keys must not keep tags and versions of a dropped dataset
             s.execute(delete(TagRow).where(TagRow.dataset_id == row.id))
             s.execute(delete(PartitionRow).where(PartitionRow.version_id.in_(ids)))
+            s.execute(delete(LineageRow).where(LineageRow.version_id.in_(ids)))
+            # what was built from it keeps its edges, by the recorded name: the dataset is gone (and a new one
+            # taking its name must not inherit them)
+            s.execute(
+                update(LineageRow).where(LineageRow.upstream_dataset_id == row.id).values(upstream_dataset_id=None)
+            )
             s.execute(delete(VersionRow).where(VersionRow.dataset_id == row.id))
             s.execute(delete(SchemaRow).where(SchemaRow.dataset_id == row.id))
             s.delete(row)
@@ -410,18 +450,139 @@ class Catalog:
             s.flush()
             return self._version_info(name, row)
 
-    def versions_mentioning(self, needle: str) -> list[VersionInfo]:
-        """Versions whose properties contain ``needle`` (a prefilter done by the database, callers check exactly),
-        oldest first per dataset."""
-        pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    # -- lineage edges ----------------------------------------------------------------------------
+
+    def record_lineage(
+        self, name: str, number: int, key: str, record: Mapping[str, Any], inputs: Sequence[Input]
+    ) -> VersionInfo:
+        """Store the lineage of one version in one transaction: ``record`` under ``key`` of its properties and an
+        edge per input (repeats of a dataset, version and filter once). Each input's name is resolved to the
+        dataset that held it when it was read (``Input.at``; renames are followed), or to none (dropped since).
+        Recording again replaces the version's edges.
+
+        Raises:
+            VersionNotFound; CatalogError: an input with an unknown ``how`` or a bad version number.
+        """
+        for i in inputs:
+            if i.how not in HOW:
+                raise CatalogError(f"lineage input how must be one of {', '.join(HOW)}, not {i.how!r}")
+            if isinstance(i.version, bool) or not isinstance(i.version, int) or not 0 <= i.version <= MAX_VERSION:
+                raise CatalogError(f"lineage input version must be a version number, not {i.version!r}")
+            validate_name(i.dataset)
+        with self._write() as s:
+            ds = self._dataset_row(s, name, for_update=True)
+            row = s.scalar(select(VersionRow).where(VersionRow.dataset_id == ds.id, VersionRow.number == number))
+            if row is None:
+                raise VersionNotFound(f"{name} has no version {number}")
+            row.properties = {**(row.properties or {}), key: dict(record)}
+            s.execute(delete(LineageRow).where(LineageRow.version_id == row.id))
+            seen: set[tuple[str, int, str | None]] = set()
+            holders: dict[tuple[str, datetime | None], int | None] = {}
+            now = utcnow()
+            for i in inputs:
+                if (i.dataset, i.version, i.filters) in seen:
+                    continue
+                seen.add((i.dataset, i.version, i.filters))
+                when = as_utc(i.at) if i.at is not None else now
+                if (i.dataset, when) not in holders:
+                    holders[(i.dataset, when)] = self._holder(s, i.dataset, when)
+                s.add(
+                    LineageRow(
+                        version_id=row.id,
+                        upstream_dataset_id=holders[(i.dataset, when)],
+                        upstream_name=i.dataset,
+                        upstream_version=i.version,
+                        filters=i.filters,
+                        how=i.how,
+                    )
+                )
+            s.flush()
+            return self._version_info(name, row)
+
+    @staticmethod
+    def _holder(s: Session, name: str, when: datetime) -> int | None:
+        """The id of the dataset called ``name`` at ``when``: one that has given that name up since (recorded by
+        ``rename_dataset`` in ``former_names``) owned it until then; the dataset called so now owns it from the
+        time it took it. None when no dataset held it then (dropped)."""
+        mentions = "%" + _like_pattern(f'"{name}"') + "%"  # names hold no LIKE or JSON metacharacters but '_'
+        rows = s.execute(
+            select(DatasetRow.id, DatasetRow.name, DatasetRow.properties).where(
+                or_(DatasetRow.name == name, cast(DatasetRow.properties, Text).like(mentions, escape="\\"))
+            )
+        ).all()
+        current: tuple[int, datetime | None] | None = None
+        for ds_id, ds_name, props in rows:
+            start: datetime | None = None
+            former = (props or {}).get("former_names")
+            for f in former if isinstance(former, list) else []:
+                try:
+                    old, until = f["name"], as_utc(datetime.fromisoformat(f["until"]))
+                except (TypeError, KeyError, ValueError):
+                    continue  # not written by rename (a hand-edited property): ignore
+                if old == name and (start is None or when >= start) and when < until:
+                    return int(ds_id)
+                start = until
+            if ds_name == name:
+                current = (int(ds_id), start)
+        if current is not None and (current[1] is None or when >= current[1]):
+            return current[0]
+        return None
+
+    def upstream(self, name: str, number: int) -> list[Edge]:
+        """The recorded inputs of version ``number`` of ``name``, in the order recorded; each names the
+        dataset by its current name (``recorded_as``: the name it was read under, when different)."""
         with self._read() as s:
+            ds = self._dataset_row(s, name)
+            vid = s.scalar(select(VersionRow.id).where(VersionRow.dataset_id == ds.id, VersionRow.number == number))
+            if vid is None:
+                raise VersionNotFound(f"{name} has no version {number}")
             rows = s.execute(
-                select(DatasetRow.name, VersionRow)
-                .join(DatasetRow, DatasetRow.id == VersionRow.dataset_id)
-                .where(cast(VersionRow.properties, Text).like(pattern, escape="\\"))
-                .order_by(DatasetRow.name, VersionRow.number)
+                select(LineageRow, DatasetRow.name)
+                .outerjoin(DatasetRow, DatasetRow.id == LineageRow.upstream_dataset_id)
+                .where(LineageRow.version_id == vid)
+                .order_by(LineageRow.id)
             ).all()
-            return [self._version_info(n, r) for n, r in rows]
+            return [
+                Edge(
+                    dataset=name,
+                    version=number,
+                    upstream=current or r.upstream_name,
+                    upstream_version=r.upstream_version,
+                    filters=r.filters,
+                    how=r.how,
+                    recorded_as=r.upstream_name if current is not None and current != r.upstream_name else None,
+                    upstream_id=r.upstream_dataset_id,
+                )
+                for r, current in rows
+            ]
+
+    def downstream(self, name: str, number: int, *, limit: int = 1000) -> list[Edge]:
+        """The edges from version ``number`` of ``name`` to the versions built from it (by dataset name and
+        version), at most ``limit`` (an indexed lookup: the dataset id and version number)."""
+        limit = max(0, min(int(limit), 100_000))
+        with self._read() as s:
+            ds = self._dataset_row(s, name)
+            rows = s.execute(
+                select(DatasetRow.name, VersionRow.number, LineageRow)
+                .join(VersionRow, VersionRow.id == LineageRow.version_id)
+                .join(DatasetRow, DatasetRow.id == VersionRow.dataset_id)
+                .where(LineageRow.upstream_dataset_id == ds.id, LineageRow.upstream_version == number)
+                .order_by(DatasetRow.name, VersionRow.number, LineageRow.id)
+                .limit(limit)
+            ).all()
+            return [
+                Edge(
+                    dataset=d,
+                    version=n,
+                    upstream=name,
+                    upstream_version=number,
+                    filters=r.filters,
+                    how=r.how,
+                    recorded_as=r.upstream_name if r.upstream_name != name else None,
+                    upstream_id=ds.id,
+                )
+                for d, n, r in rows
+            ]
 
     # -- versions -----------------------------------------------------------------------------
 
@@ -488,12 +649,49 @@ class Catalog:
             s.refresh(version, ["tags"])
             return self._version_info(name, version)
 
-    def versions(self, name: str) -> list[VersionInfo]:
-        """The history of ``name``, oldest first."""
+    def versions(self, name: str, *, limit: int | None = None) -> list[VersionInfo]:
+        """The history of ``name``, oldest first; ``limit``: only the newest ``limit`` versions.
+
+        Plain column queries (no ORM objects): the versions, their tags, and each distinct schema once — a
+        history of hundreds of versions usually shares a handful of schemas."""
+        v = VersionRow.__table__.c
+        columns = (v.id, v.number, v.created_at, v.operation, v.row_count, v.file_count, v.size_bytes,
+                   v.storage_version, v.schema_id, v.partition_columns, v.properties)  # fmt: skip
         with self._read() as s:
             ds = self._dataset_row(s, name)
-            rows = s.scalars(select(VersionRow).where(VersionRow.dataset_id == ds.id).order_by(VersionRow.number))
-            return [self._version_info(name, r) for r in rows]
+            stmt = select(*columns).where(v.dataset_id == ds.id)
+            if limit is None:
+                rows = s.execute(stmt.order_by(v.number)).all()
+            else:
+                rows = s.execute(stmt.order_by(v.number.desc()).limit(max(0, int(limit)))).all()[::-1]
+            tags: dict[int, list[str]] = {}
+            if rows:
+                ids = [r.id for r in rows]
+                found = s.execute(
+                    select(TagRow.version_id, TagRow.name).where(TagRow.dataset_id == ds.id).order_by(TagRow.name)
+                )
+                wanted = set(ids)
+                for version_id, tag in found:
+                    if version_id in wanted:
+                        tags.setdefault(version_id, []).append(tag)
+            schemas = {sid: self._schema(s.get_one(SchemaRow, sid)) for sid in dict.fromkeys(r.schema_id for r in rows)}
+            return [
+                VersionInfo(
+                    dataset=name,
+                    number=r.number,
+                    created_at=r.created_at,
+                    operation=r.operation,
+                    row_count=r.row_count,
+                    file_count=r.file_count,
+                    size_bytes=r.size_bytes,
+                    storage_version=r.storage_version,
+                    schema=schemas[r.schema_id],
+                    partition_columns=tuple(r.partition_columns or ()),
+                    tags=tuple(tags.get(r.id, ())),
+                    properties=dict(r.properties or {}),
+                )
+                for r in rows
+            ]
 
     def version(self, name: str, ref: VersionRef = None) -> VersionInfo:
         """Resolve ``ref`` to one version of ``name``.
@@ -728,35 +926,133 @@ class Catalog:
             func.lower(DatasetRow.description).like(needle, escape="\\"),
         )
 
-    def count_datasets(self, query: str | None = None) -> int:
-        """How many datasets match ``query`` (as ``search_datasets``)."""
+    @staticmethod
+    def _find_clause(query: str | None, filters: Mapping[str, str] | None, skip: str | None = None) -> list[Any]:
+        """The WHERE clauses of the web UI's search: ``query`` as ``_search_clause`` and, without wildcards, also
+        the owner, the format, a tag or a column name of the latest version containing it; ``filters`` (facets)
+        match exactly: ``format``, ``owner``, ``tag`` (a tag of any version), ``column`` (a column of the latest
+        version, case-insensitive). ``skip``: a facet left out (to count that facet's values)."""
+        from sqlalchemy.orm import aliased
+
+        clauses: list[Any] = []
+        # aliases: the subqueries correlate with the outer dal_datasets only (a query that also joins versions or
+        # tags, as sorting by size and the tag facet do, must not make them correlate with those too)
+        tag, field, version = aliased(TagRow), aliased(SchemaFieldRow), aliased(VersionRow)
+        latest_fields = (
+            select(field.id)
+            .join(version, version.schema_id == field.schema_id)
+            .where(version.dataset_id == DatasetRow.id, version.number == DatasetRow.current_version)
+        )
+        if query and not any(c in query for c in "*?"):
+            needle = f"%{_like_pattern(query.lower())}%"
+            clauses.append(
+                or_(
+                    func.lower(DatasetRow.name).like(needle, escape="\\"),
+                    func.lower(DatasetRow.description).like(needle, escape="\\"),
+                    func.lower(DatasetRow.owner).like(needle, escape="\\"),
+                    func.lower(DatasetRow.format).like(needle, escape="\\"),
+                    select(tag.id)
+                    .where(tag.dataset_id == DatasetRow.id, func.lower(tag.name).like(needle, escape="\\"))
+                    .exists(),
+                    latest_fields.where(func.lower(field.name).like(needle, escape="\\")).exists(),
+                )
+            )
+        elif query:
+            clauses.append(DatasetRow.name.like(_like_pattern(query), escape="\\"))
+        for key, value in (filters or {}).items():
+            if not value or key == skip:
+                continue
+            if key == "format":
+                clauses.append(DatasetRow.format == value)
+            elif key == "owner":
+                clauses.append(DatasetRow.owner == value)
+            elif key == "tag":
+                clauses.append(select(tag.id).where(tag.dataset_id == DatasetRow.id, tag.name == value).exists())
+            elif key == "column":
+                clauses.append(latest_fields.where(func.lower(field.name) == value.lower()).exists())
+            else:
+                raise CatalogError(f"unknown search facet {key!r} (format, owner, tag, column)")
+        return clauses
+
+    def count_datasets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> int:
+        """How many datasets match ``query`` and ``filters`` (as ``search_datasets``)."""
         validate_text(query, "query", optional=True, max_length=1000)
-        stmt = select(func.count()).select_from(DatasetRow)
-        clause = self._search_clause(query)
-        if clause is not None:
-            stmt = stmt.where(clause)
+        stmt = select(func.count()).select_from(DatasetRow).where(*self._find_clause(query, filters))
         with self._read() as s:
             return int(s.scalar(stmt) or 0)
 
+    def facets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
+        """For the datasets a search finds, how many have each format, owner and tag (the 50 commonest of each),
+        each facet counted under the other filters only (so choosing one still shows the alternatives)."""
+        validate_text(query, "query", optional=True, max_length=1000)
+        out: dict[str, dict[str, int]] = {}
+        with self._read() as s:
+            for facet, column in (("format", DatasetRow.format), ("owner", DatasetRow.owner)):
+                n = func.count()
+                stmt = (
+                    select(column, n)
+                    .where(*self._find_clause(query, filters, skip=facet), column != "")
+                    .group_by(column)
+                    .order_by(n.desc(), column)
+                    .limit(50)
+                )
+                out[facet] = {str(k): int(v) for k, v in s.execute(stmt)}
+            n = func.count(func.distinct(TagRow.dataset_id))
+            stmt = (
+                select(TagRow.name, n)
+                .join(DatasetRow, DatasetRow.id == TagRow.dataset_id)
+                .where(*self._find_clause(query, filters, skip="tag"))
+                .group_by(TagRow.name)
+                .order_by(n.desc(), TagRow.name)
+                .limit(50)
+            )
+            out["tag"] = {str(k): int(v) for k, v in s.execute(stmt)}
+        return out
+
     def search_datasets(
-        self, query: str | None = None, *, limit: int = 50, offset: int = 0
+        self,
+        query: str | None = None,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        filters: Mapping[str, str] | None = None,
+        sort: str = "name",
     ) -> list[tuple[DatasetInfo, int | None, int | None]]:
-        """One page of datasets sorted by name, with the row count and size in bytes of each one's latest
-        version (``None`` before its first); LIMIT/OFFSET run in the database. ``query`` as ``list_datasets``."""
+        """One page of datasets, with the row count and size in bytes of each one's latest version (``None``
+        before its first); LIMIT/OFFSET run in the database. ``query``: a glob on the name, else a substring of
+        the name, description, owner, format, a tag or a column; ``filters``: exact facets (``_find_clause``);
+        ``sort``: ``name``, ``updated``, ``rows`` or ``size``, descending with a leading ``-`` (ties by name)."""
         validate_text(query, "query", optional=True, max_length=1000)
         limit, offset = max(0, min(int(limit), 1000)), max(0, int(offset))
-        # the page of ids first (the name index walks to the offset), then the latest versions of those rows only
-        page = select(DatasetRow.id).order_by(DatasetRow.name).limit(limit).offset(offset)
-        clause = self._search_clause(query)
-        if clause is not None:
-            page = page.where(clause)
-        ids = page.subquery()
+        descending = sort.startswith("-")
+        key = sort.lstrip("-")
         latest = (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)
+        orders = {
+            "name": DatasetRow.name,
+            "updated": DatasetRow.updated_at,
+            "rows": VersionRow.row_count,
+            "size": VersionRow.size_bytes,
+        }
+        if key not in orders:
+            raise CatalogError(f"sort must be one of {', '.join(orders)} (a leading - for descending), not {sort!r}")
+        order = orders[key].desc() if descending else orders[key].asc()
+        # the page of ids first (the name index walks to the offset), then the latest versions of those rows only
+        page = select(DatasetRow.id, orders[key].label("k"), DatasetRow.name.label("n"))
+        if key in ("rows", "size"):
+            page = page.outerjoin(VersionRow, latest)
+            order = order.nulls_last()
+        page = (
+            page.where(*self._find_clause(query, filters)).order_by(order, DatasetRow.name).limit(limit).offset(offset)
+        )
+        ids = page.subquery()
+        outer = ids.c.k.desc() if descending else ids.c.k.asc()
+        if key in ("rows", "size"):
+            outer = outer.nulls_last()
         stmt = (
             select(DatasetRow, VersionRow.row_count, VersionRow.size_bytes)
             .join(ids, ids.c.id == DatasetRow.id)
             .outerjoin(VersionRow, latest)
-            .order_by(DatasetRow.name)
+            .order_by(outer, ids.c.n)
         )
         with self._read() as s:
             return [(self._dataset_info(d), rows, size) for d, rows, size in s.execute(stmt)]

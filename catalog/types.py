@@ -359,3 +359,39 @@ class VersionInfo:
         if with_schema:
             out["schema"] = self.schema.to_list()
         return out
+
+
+DECLARED = "declared"  # the writer named its inputs (dal.write(inputs=...))
+INFERRED = "inferred"  # dal took the reads the process made since its previous write
+HOW = (DECLARED, INFERRED)
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of a write, as the writer knows it: a dataset version read (with the filter it was read
+    through), how that is known, and when it was read (names are resolved to datasets as of that time)."""
+
+    dataset: str
+    version: int
+    filters: str | None = None
+    how: str = INFERRED
+    at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "version": self.version, "filters": self.filters, "how": self.how}
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One edge of the lineage graph as the catalog holds it: version ``version`` of ``dataset`` was written
+    from version ``upstream_version`` of ``upstream`` (its current name; the name it had when read is
+    ``recorded_as`` when that differs; ``upstream_id`` is None once that dataset was dropped)."""
+
+    dataset: str
+    version: int
+    upstream: str
+    upstream_version: int
+    filters: str | None
+    how: str
+    recorded_as: str | None = None
+    upstream_id: int | None = None

@@ -6,6 +6,7 @@ ds = dal.open("weather.radar", version="prod")             # pinned: same rows f
 table = ds.to_arrow()
 dal.lifecycle.gc("weather.radar", keep_last=5)                # retention; also drop, rename, set_info, head, stats
 dal.read_log()                                                # every (dataset, version, filters) read here
+scan.stats()                                                  # rows, bytes, files, pruning, time, cache hits
 
 The public names below load on first use, so ``import dal`` (and the ``dal`` command) costs almost nothing
 until something is opened or written.
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from dal.lineage import read_log
     from dal.mixing import mix
     from dal.ops import hive, lifecycle
+    from dal.read.stats import ReadStats
     from dal.read.transform import TransformSpec
     from dal.scan import Scan
     from dal.storage.timeparts import TimePartitions
@@ -41,6 +43,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "Dataset": ("dal.dataset", "Dataset"),
     "ImageCodec": ("dal.tensors.codecs", "ImageCodec"),
     "NdarrayCodec": ("dal.tensors.codecs", "NdarrayCodec"),
+    "ReadStats": ("dal.read.stats", "ReadStats"),
     "ScalarCodec": ("dal.tensors.codecs", "ScalarCodec"),
     "Scan": ("dal.scan", "Scan"),
     "TensorField": ("dal.tensors.schema", "TensorField"),
@@ -69,6 +72,7 @@ __all__ = [
     "Dataset",
     "ImageCodec",
     "NdarrayCodec",
+    "ReadStats",
     "ScalarCodec",
     "Scan",
     "TensorField",
@@ -99,10 +103,15 @@ def __getattr__(name: str) -> Any:
         module, attr = _PUBLIC[name]
     except KeyError:
         raise AttributeError(f"module 'dal' has no attribute {name!r}") from None
-    value = importlib.import_module(module)
-    if attr is not None:
-        value = getattr(value, attr)
+    loaded = importlib.import_module(module)
+    value = getattr(loaded, attr) if attr is not None else loaded
     globals()[name] = value
+    # importing a submodule binds it on the package under its own name: where a public function has that name
+    # (dal.convert), put the function back, or dal.infer_schema before dal.convert would leave a module there
+    short = module.rpartition(".")[2]
+    target = _PUBLIC.get(short)
+    if globals().get(short) is loaded and target is not None and target[0] == module and target[1] is not None:
+        globals()[short] = getattr(loaded, target[1])
     return value
 
 

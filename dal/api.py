@@ -22,8 +22,8 @@ from catalog import (
     VersionRef,
     default_url,
 )
-from catalog.types import validate_name, validate_tag
-from dal import lineage, progress, validate
+from catalog.types import DECLARED, Input, validate_name, validate_tag
+from dal import lineage, openlineage, progress, validate
 from dal._testhooks import pause
 from dal.dataset import Dataset
 from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists, translating
@@ -105,6 +105,7 @@ def open(
             f"{name} version {pinned.number} (storage version {pinned.storage_version}) cannot be read: {unavailable}"
         )
     lineage.record_read(info.name, pinned.number)  # the process-wide read log: upstream of later writes
+    openlineage.emit_read(info.name, pinned.number)  # with DAL_OPENLINEAGE_READS=1 only
     if file_cache is not None:
         from dal.storage.rangecache import ReadOptions
 
@@ -130,6 +131,8 @@ def write(
     compression: str = DEFAULT_COMPRESSION,
     storage_options: Mapping[str, str] | None = None,
     catalog: CatalogLike = None,
+    inputs: Sequence[Any] | None = None,
+    track: bool = True,
 ) -> VersionInfo:
     """Write ``data`` as a new version of ``name`` and record it in the catalog.
 
@@ -141,11 +144,18 @@ def write(
     data as a pandas DataFrame, a dict of columns or a list of row dicts holding NumPy arrays.
     ``compression`` is the Parquet codec of the new files: snappy (default), gzip, zstd, lz4, brotli or none.
 
-    Time partitions (``dal.storage.timeparts``): when ``partition_by`` has a ``date``/``day``/``dt``/``ds`` column (and
-    an ``hour`` one) and every row written has the day (hour) of ``time_column`` there, in UTC, the data's own
-    time zone or the Spark session's, dal records that rule on the version and windows prune those partitions
-    (appends keep it while every write keeps it). ``time_partitions=TimePartitions(day=…, hour=…, zone=…)``
-    declares the rule for the dataset instead: this write and later ones are refused when a row breaks it.
+    Time partitions (``dal.storage.timeparts``): when ``partition_by`` has a ``date``/``day``/``dt``/``ds`` column
+    (and an ``hour`` one) and every row written has the day (hour) of ``time_column`` there, in UTC, the data's
+    own time zone or the Spark session's, dal records that rule on the version and windows prune those
+    partitions (appends keep it while every write keeps it). ``time_partitions=TimePartitions(day=…, hour=…,
+    zone=…)`` declares the rule for the dataset instead: this write and later ones are refused when a row
+    breaks it.
+    ``inputs``: what the data was made from, recorded as the version's lineage exactly (``declared``):
+    ``dal.Dataset`` handles, ``Scan``s (with their filters), ``VersionInfo``s, names (their latest version) or
+    ``(name, version)`` pairs; ``[]`` records none. Without it, the versions this process read since its
+    previous write are recorded (``inferred``; see ``dal.lineage``). ``track=False`` (dal's own scratch
+    writes, e.g. ``dal.convert``'s cache): this write neither ends the process's window of reads nor emits an
+    OpenLineage event.
 
     Everything is validated — and the catalog asked whether this role may record versions — before
     any data is written; a write that fails before its storage commit leaves the table and the catalog
@@ -164,6 +174,10 @@ def write(
     validate_name(name)
     if mode not in ("append", "overwrite"):
         raise DalError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    if is_spark_dataframe(data):
+        from dal.spark.write import check_frame
+
+        check_frame(data)  # a streaming DataFrame is refused before anything runs
     codec = check_compression(compression)
     if schema_mode not in (None, "merge", "overwrite"):
         raise DalError(f"schema_mode must be None, 'merge' or 'overwrite', not {schema_mode!r}")
@@ -171,6 +185,8 @@ def write(
         raise DalError("schema_mode='overwrite' replaces the schema and needs mode='overwrite'")
     tags = tuple(validate_tag(t) for t in (tags or ()))
     cat = get_catalog(catalog)
+    declared = inputs if inputs is not None else lineage.declared()
+    declared_inputs = None if declared is None else _declared_inputs(declared, cat)
     fmt = get_format(format)
     options = dict(storage_options or {})
 
@@ -178,15 +194,15 @@ def write(
         existing = cat.get_dataset(name)
     except DatasetNotFound:
         existing = None
-    declared = _declared(time_partitions, time_column, existing)
+    rule = _declared_rule(time_partitions, time_column, existing)
     if existing is None:
         location = uris.normalize(path) if path else uris.default_location(name)
 
         def create() -> None:
             cat.create_dataset(name, format=format, location=location, description=description or "",
                                time_column=time_column, exist_ok=True, unique_location=True)  # fmt: skip
-            if declared is not None:
-                cat.update_dataset(name, properties={timeparts.DATASET_KEY: declared.to_json()})
+            if rule is not None:
+                cat.update_dataset(name, properties={timeparts.DATASET_KEY: rule.to_json()})
 
         if fmt.exists(location, options):
             if fmt.written_for(location, options) != name:
@@ -213,70 +229,122 @@ def write(
     cat.check_writable()  # before anything reaches storage: a commit nobody may record helps no one
 
     new = existing is None or existing.latest_version is None
-    if schema is None and new and fmt.needs_tensor_schema and is_spark_dataframe(data):
-        from dal.spark.frames import infer_tensor_schema  # a new dataset: codecs/shapes from the data
+    inferred = schema is None and fmt.needs_tensor_schema and is_spark_dataframe(data)
+    inferred = inferred and (new or schema_mode is not None)
+    if inferred:
+        from dal.spark.frames import infer_tensor_schema  # a new dataset or schema: codecs/shapes from the data
 
         schema = infer_tensor_schema(data)
     opts = WriteOptions(
         mode=mode,
-        partition_by=tuple(partition_by or ()),
+        partition_by=None if partition_by is None else tuple(partition_by),  # None: as the table is
         schema_mode=schema_mode,
         storage_options=options,
         commit_metadata=commit_metadata(uuid.uuid4().hex, name),
         tensor_schema=schema,
+        tensor_schema_inferred=inferred,
         time_column=time_column,
         compression=codec,
     )
     latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
     txn = fmt.begin(location, opts, latest)  # refuses options that do not fit, before anything is written
-    txn.observer = _rule_check(data, opts, latest, declared, existing)
+    txn.observer = _rule_check(data, opts, latest, rule, existing)
     _check_in_memory(data, txn.observer)  # a declared rule a row breaks: refused before anything is written
-    produced_by = lineage.collect(data, spark=is_spark_dataframe(data))  # the reads before this write
-    with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
-        if is_spark_dataframe(data):
-            from dal.spark.write import write_dataframe
+    reads, window, mark = lineage.inferred()  # the reads since the previous write
+    upstream = declared_inputs if declared_inputs is not None else reads
+    produced_by = lineage.collect(data, spark=is_spark_dataframe(data), upstream=upstream)
+    run = openlineage.WriteRun(name, lineage.unique(upstream)) if track else None
+    if run is not None:
+        run.start()  # queued for the sending thread: never waits for the consumer
+    try:
+        with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
+            if is_spark_dataframe(data):
+                from dal.spark.write import write_dataframe
 
-            storage_version = write_dataframe(data, fmt, txn)
-        else:
-            storage_version = txn.write(data)
-    pause("after-storage-commit")
+                storage_version = write_dataframe(data, fmt, txn)
+            else:
+                storage_version = txn.write(data)
+        pause("after-storage-commit")
 
-    # storage committed: now record it (and anything other writers committed before it)
-    try:
-        if existing is None:
-            create()
-        elif description is not None or time_column is not None or time_partitions is not None:
-            props = {timeparts.DATASET_KEY: declared.to_json()} if time_partitions is not None and declared else None
-            cat.update_dataset(name, description=description, time_column=time_column, properties=props)
-        recorded = sync(name, storage_options=options, catalog=cat)
-        version = next((v for v in recorded if v.storage_version == storage_version), None)
-        if version is None:  # recorded meanwhile by a concurrent writer's sync
-            version = next((v for v in cat.versions(name) if v.storage_version == storage_version), None)
-        if version is None:
-            raise FormatError(f"storage version {storage_version} is not among the versions sync found")
-    except (CatalogUnavailable, CatalogReadOnly, FormatError, OSError) as e:
-        raise _not_recorded(name, format, location, storage_version, e, first=existing is None) from e
-    try:  # only the version this write committed (not others' commits that sync recorded with it)
-        version = cat.annotate_version(name, version.number, lineage.KEY, produced_by)
-    except DalError as e:  # recorded already: a lineage the catalog refused must not fail the write
-        _log.warning("%s version %d: lineage not recorded (%s)", name, version.number, e)
-    try:
-        version = _record_rule(cat, version, txn.observer, mode)
-    except DalError as e:  # a rule not recorded only means windows do not prune this version's partitions
-        _log.warning("%s version %d: time partitions not recorded (%s)", name, version.number, e)
-    try:
-        for t in tags:
-            version = cat.tag(name, version.number, t)
-    except (TagExists, CatalogUnavailable, CatalogReadOnly) as e:  # recorded: a retry would duplicate the rows
-        raise type(e)(
-            f"{name}: the data was written and recorded as version {version.number}, but tagging it failed ({e}); "
-            f"do NOT retry the write: tag it with `dal tag {name} {version.number} TAG`"
-        ) from e
+        # storage committed: now record it (and anything other writers committed before it)
+        try:
+            if existing is None:
+                create()
+            elif description is not None or time_column is not None or time_partitions is not None:
+                props = {timeparts.DATASET_KEY: rule.to_json()} if time_partitions is not None and rule else None
+                cat.update_dataset(name, description=description, time_column=time_column, properties=props)
+            recorded = sync(name, storage_options=options, catalog=cat)
+            version = next((v for v in recorded if v.storage_version == storage_version), None)
+            if version is None:  # recorded meanwhile by a concurrent writer's sync
+                version = next((v for v in cat.versions(name) if v.storage_version == storage_version), None)
+            if version is None:
+                raise FormatError(f"storage version {storage_version} is not among the versions sync found")
+        except (CatalogUnavailable, CatalogReadOnly, FormatError, OSError) as e:
+            raise _not_recorded(name, format, location, storage_version, e, first=existing is None) from e
+        if track:
+            lineage.done(window, mark)  # committed: the next write's inferred inputs start after this one
+        try:  # only the version this write committed (not others' commits that sync recorded with it)
+            version = cat.record_lineage(name, version.number, lineage.KEY, produced_by, lineage.unique(upstream))
+        except DalError as e:  # recorded already: a lineage the catalog refused must not fail the write
+            _log.warning("%s version %d: lineage not recorded (%s)", name, version.number, e)
+        try:
+            version = _record_rule(cat, version, txn.observer, mode)
+        except DalError as e:  # a rule not recorded only means windows do not prune this version's partitions
+            _log.warning("%s version %d: time partitions not recorded (%s)", name, version.number, e)
+        try:
+            for t in tags:
+                version = cat.tag(name, version.number, t)
+        except (TagExists, CatalogUnavailable, CatalogReadOnly) as e:  # recorded: a retry would duplicate the rows
+            raise type(e)(
+                f"{name}: the data was written and recorded as version {version.number}, but tagging it failed ({e}); "
+                f"do NOT retry the write: tag it with `dal tag {name} {version.number} TAG`"
+            ) from e
+    except BaseException as e:
+        if run is not None:
+            run.fail(e)
+        raise
+    if run is not None:
+        run.complete(version)
     _log.info("committed %s as version %d (storage version %s)", name, version.number, version.storage_version)
     return version
 
 
-def _declared(
+def _declared_inputs(items: Any, cat: Catalog) -> list[Input]:
+    """``dal.write(inputs=...)`` as lineage inputs, each checked (names and versions resolved in ``cat``)
+    before anything is written.
+
+    Raises:
+        DalError: not a list of inputs, or an item of another kind; DatasetNotFound / VersionNotFound.
+    """
+    from dal.expr import to_sql
+    from dal.scan import Scan
+
+    if isinstance(items, str | bytes | Mapping | Scan | Dataset | VersionInfo) or not isinstance(
+        items, Sequence | set | frozenset
+    ):
+        raise DalError(f"inputs must be a list of datasets, scans, versions or names, not {type(items).__name__}")
+    out = []
+    for item in items:
+        if isinstance(item, Scan):
+            condition = item.condition
+            text = None if condition is None else to_sql(condition)
+            out.append(Input(item.dataset.name, item.dataset.number, text, DECLARED))
+        elif isinstance(item, Dataset):
+            out.append(Input(item.name, item.number, None, DECLARED))
+        elif isinstance(item, VersionInfo):
+            out.append(Input(item.dataset, item.number, None, DECLARED))
+        elif isinstance(item, str):
+            out.append(Input(item, cat.version(item).number, None, DECLARED))
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+            out.append(Input(item[0], cat.version(item[0], item[1]).number, None, DECLARED))
+        else:
+            raise DalError(
+                f"inputs: {type(item).__name__} is not a dataset, scan, version, name or (name, version) pair"
+            )
+    return out
+
+
+def _declared_rule(
     time_partitions: TimePartitions | None, time_column: str | None, existing: DatasetInfo | None
 ) -> TimePartitions | None:
     """The time-partition rule this write must keep: the one it declares, else the dataset's (for its time column)."""
@@ -301,7 +369,8 @@ def _rule_check(
     """What the write checks of its rows while writing them: the declared time-partition rule (a row that breaks
     it fails the write), else the rules it might prove (``dal.storage.timeparts.candidates``)."""
     column = opts.time_column or (existing.time_column if existing is not None else None)
-    # without partition_by a write keeps the table's partitioning (checked against the version it makes, later)
+    # without partition_by a write keeps the table's partitioning (``txn.partition_columns`` is settled only
+    # once the data's schema is checked); the version made is checked against the rule before it is recorded
     parts = opts.partition_by or (latest.partition_columns if latest is not None else ())
     if declared is not None:
         missing = [c for c in declared.partitions if c not in parts]

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dal import progress
 from dal.dataset import Dataset
 from dal.errors import DalError
+from dal.formats.base import WriteMode
 from dal.formats.inputs import is_spark_dataframe
 from dal.spark import convert_cache
 from dal.tensors.schema import TensorSchema
@@ -34,12 +35,14 @@ def convert(
     df: Any,
     *,
     name: str | None = None,
+    mode: WriteMode = "overwrite",
     cache_dir: str | None = None,
     dtype: str | None = "float32",
     row_group_size_bytes: int | None = DEFAULT_ROW_GROUP_BYTES,
     compression: str = "snappy",
     catalog: Any = None,
     storage_options: Mapping[str, str] | None = None,
+    inputs: Sequence[Any] | None = None,
 ) -> Dataset:
     """Materialise the Spark DataFrame ``df`` once and return it as a pinned Dataset.
 
@@ -55,7 +58,12 @@ def convert(
       reached with ``storage_options``), which machines that reach it share. Converting the same DataFrame (same plan, same options) again reuses the
       entry, also from another process when the plan reads files or ranges (not in-memory data).
     - ``name=``: write a new version of the dataset ``name`` in the (default or given) catalog instead —
-      permanent and versioned like any ``dal.write``; ``storage_options`` apply to that write.
+      permanent and versioned like any ``dal.write``; ``storage_options`` apply to that write, and ``inputs``
+      (as ``dal.write``'s) are its declared lineage. A cached conversion records no lineage and does not
+      count as the process's previous write.
+      ``mode='overwrite'`` (the default) makes that version hold exactly ``df``'s rows, so running the same
+      job twice gives the same data (the version before stays readable by its number); ``mode='append'`` adds
+      ``df``'s rows to the latest version's (running it twice stores them twice).
 
     Raises:
         DalError: not a Spark DataFrame, a bad option, or a cache folder that cannot be used; anything
@@ -63,6 +71,13 @@ def convert(
     """
     if not is_spark_dataframe(df):
         raise DalError(f"dal.convert takes a Spark DataFrame, not {type(df).__name__}")
+    if mode not in ("append", "overwrite"):
+        raise DalError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    if mode != "overwrite" and name is None:
+        raise DalError("mode= applies to name= writes; a cached conversion always holds exactly the DataFrame")
+    from dal.spark.write import check_frame
+
+    check_frame(df, "dal.convert")
     if dtype not in (None, "float32", "float64"):
         raise DalError(f"dtype must be 'float32', 'float64' or None, not {dtype!r}")
     if row_group_size_bytes is not None and (
@@ -78,8 +93,11 @@ def convert(
     prepared = sc.prepare(df, dtype)  # type: ignore[arg-type]  # checked above
     if name is not None:
         with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
-            version = api.write(prepared, name, compression=codec, storage_options=storage_options, catalog=catalog)
+            version = api.write(prepared, name, mode=mode, compression=codec, storage_options=storage_options,
+                                catalog=catalog, inputs=inputs)  # fmt: skip
         return api.open(name, version.number, storage_options=storage_options, catalog=catalog)
+    if inputs is not None:
+        raise DalError("inputs= records the lineage of a dataset in the catalog: pass name= too")
     spec = convert_cache.cache_spec(cache_dir, sc.cache_dir_conf(df))
     remote = convert_cache.is_remote(spec)
     if storage_options and not remote:
@@ -104,7 +122,8 @@ def convert(
                 sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)),
                 progress.task("converting the DataFrame", absorb=True),  # dal.write's progress line, renamed
             ):
-                version = api.write(prepared, CACHE_DATASET, path=str(folder / "table"), compression=codec, catalog=cat)
+                version = api.write(prepared, CACHE_DATASET, path=str(folder / "table"), compression=codec, catalog=cat,
+                                    inputs=[], track=False)  # fmt: skip
             cat.close()
             entry = convert_cache.publish(root, key, folder, version.row_count)
         except BaseException:
@@ -141,7 +160,8 @@ def _convert_remote(
                 try:
                     with sc.batch_rows(df.sparkSession, _rows(sc, prepared, row_group_size_bytes)):
                         version = api.write(prepared, CACHE_DATASET, path=root.child(f"{folder}/table"),
-                                            compression=codec, storage_options=options, catalog=cat)  # fmt: skip
+                                            compression=codec, storage_options=options, catalog=cat, inputs=[],
+                                            track=False)  # fmt: skip
                     entry = convert_cache.remote_publish(root, key, folder, version.row_count)
                 except BaseException:
                     convert_cache.remote_discard(root, folder)

@@ -14,6 +14,7 @@ from dal.errors import FilterError, translating
 from dal.formats.base import DataFile, Format
 from dal.formats.registry import get_format
 from dal.read.plan import PlanCache
+from dal.read.stats import ReadStats, StatsBox
 from dal.scan import Scan
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class Dataset:
     version: VersionInfo
     storage_options: Mapping[str, str] = field(default_factory=dict, repr=False)
     plan_cache: PlanCache = field(default_factory=PlanCache, repr=False, compare=False)
+    stats_: StatsBox = field(default_factory=StatsBox, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -138,6 +140,10 @@ class Dataset:
 
     def count(self) -> int:
         return self.version.row_count
+
+    def stats(self) -> ReadStats:
+        """What every read of this opened version did, through any of its scans (see ``Scan.stats``)."""
+        return self.stats_.get(self.name, self.number)
 
     # -- the reader: each call returns an immutable Scan (see dal.scan) ---------------------------
 

@@ -6,7 +6,8 @@ DalError
 │                  CommittedNotRecorded
 ├── FormatError ⊃ SchemaMismatch, UnsupportedFeature
 ├── FilterError
-└── MissingDependency
+├── MissingDependency
+└── NotOwned
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ class FilterError(DalError, ValueError):
 
 class MissingDependency(DalError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class NotOwned(DalError):
+    """A destructive operation was pointed at something dal cannot prove it made (a folder without dal's cache
+    sentinel, an entry dal did not write); nothing was deleted."""
 
 
 def require(module: str, extra: str) -> Any:
@@ -124,8 +130,17 @@ def _escape_char(c: str) -> str:
     return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 
 
+# words an object store's error carries (object_store's "Generic S3 error", botocore, Azure and GCS clients);
+# an error without them (delta-rs's "Generic error: Partition column(s) not found") is not about storage
+_OBJECT_STORE = re.compile(
+    r"\b(s3|aws|azure|blob|gcs|google|gs|bucket|container|endpoint|http|https|credentials?|object[ _]store)\b",
+    re.IGNORECASE,
+)
+
+
 def storage_hint(message: str) -> str:
-    """What to check for an object-store error that does not say (credentials, bucket, endpoint)."""
+    """What to check for an object-store error that does not say (credentials, bucket, endpoint); "" for an
+    error that is not an object store's (a local path, a refused schema)."""
     text = message.lower()
     if "169.254.169.254" in text or "instance metadata" in text or "imds" in text or "no credentials" in text:
         return (
@@ -135,13 +150,15 @@ def storage_hint(message: str) -> str:
         )
     if "nosuchbucket" in text or "bucket does not exist" in text or "containernotfound" in text:
         return "the bucket does not exist at this endpoint: check the URL, the region and AWS_ENDPOINT_URL"
-    if "accessdenied" in text or "403" in text or "forbidden" in text or "invalidaccesskeyid" in text:
+    if not _OBJECT_STORE.search(message):
+        return ""
+    if "accessdenied" in text or re.search(r"\b403\b", text) or "forbidden" in text or "invalidaccesskeyid" in text:
         return "access denied: check the credentials and that they may read/write this bucket and path"
     unreachable = ("connection refused", "dns error", "error sending request", "timed out", "could not connect",
                    "network_connection", "couldn't resolve host", "curlcode")  # fmt: skip
     if any(u in text for u in unreachable):
         return "the object store cannot be reached: check AWS_ENDPOINT_URL (or the Azure/GCS endpoint) and the network"
-    if "generic s3 error" in text or "generic azure" in text or "generic gcs" in text or "generic error" in text:
+    if re.search(r"generic (s3|microsoftazure|azure|gcs|http) error", text):
         return "check the credentials (storage_options or the environment), the bucket name, region and endpoint"
     return ""
 
@@ -154,11 +171,12 @@ def is_foreign(e: BaseException) -> bool:
     return isinstance(e, OSError) or module.split(".")[0] in FOREIGN_MODULES
 
 
-def translate(e: BaseException, what: str) -> DalError:
+def translate(e: BaseException, what: str, *, local: bool = False) -> DalError:
     """A ``FormatError`` for a foreign error while doing ``what`` (e.g. ``"reading weather.radar version 3"``):
-    one line, credentials masked, with a hint for object-store errors that give none."""
+    one line, credentials masked, with a hint for object-store errors that give none (never when ``local``:
+    the data is on local disk)."""
     message = one_line(f"{type(e).__name__}: {e}" if not str(e) else e)
-    hint = storage_hint(str(e))
+    hint = "" if local else storage_hint(str(e))
     return FormatError(f"{one_line(what)} failed: {message}" + (f" (hint: {hint})" if hint else ""))
 
 
@@ -232,6 +250,7 @@ __all__ = [
     "InvalidName",
     "MissingDependency",
     "NotFound",
+    "NotOwned",
     "SchemaMismatch",
     "TagExists",
     "UnsupportedFeature",

@@ -1,34 +1,68 @@
-"""Lineage: what produced each version, recorded automatically by ``dal.write``.
+"""Lineage: what produced each version, recorded by ``dal.write``.
 
-Every ``dal.open`` in this process is remembered (``read_log()``); a write records, under the ``lineage`` key of
-the new version's properties, who wrote it (user, host, time, dal version), from where (the git commit of the
-calling program's repository, and whether it was dirty; the Spark application id and master for Spark writes)
-and the dataset versions this process read before it (``upstream``). ``downstream`` finds the versions whose
-upstream names a version: the database prefilters on the dataset's name in the properties, the exact check is
-here. Records keep the name a dataset had when it was read; ``rename`` records the former names (with the time
-each was given up) in the dataset's ``former_names`` property, so both directions follow renames. Credentials are
-never recorded: storage options are not kept, and URLs are masked.
+A write records, under the ``lineage`` key of the new version's properties, who wrote it (user, host, time,
+dal version), from where (the git commit of the calling program's repository, and whether it was dirty; the
+Spark application id and master for Spark writes) and its inputs (``upstream``), each marked with how it is
+known; the catalog also keeps one indexed edge per input (``Catalog.record_lineage``), which is what
+``upstream``/``downstream`` queries read.
+
+Which inputs:
+
+- **declared**: ``dal.write(..., inputs=[...])`` (or ``with dal.lineage.inputs(...):`` around writes) names
+  them: exactly those are recorded, nothing else.
+- **inferred** (no ``inputs``): the dataset versions this process read *since its previous write*: each
+  ``dal.open`` and each read of a scan (``to_arrow``, ``iter_batches``, ``to_torch``, ``count``, ... with the
+  filter it was read through), made after the previous successful ``dal.write`` of this process (or of the
+  enclosing ``with dal.lineage.scope():``), in the order first read. A write that fails does not end the
+  window (its retry sees the same reads). So a script that opens A and B and then writes X from A and Y
+  from B records X <- A, B and Y <- nothing, unless Y reads B again after X (then Y <- B): declare the inputs
+  to be exact.
+- ``with dal.lineage.scope():`` gives the code inside its own window: reads made inside are seen only by
+  writes inside (and reads made before it are not), in this thread or task (a ``contextvars`` scope).
+
+``read_log()`` is unchanged by writes: every (dataset, version, filters) this process opened or read through
+a filter, to log with a model. Records keep the name a dataset had when it was read; the catalog's edges
+point at the dataset itself, so both directions follow ``rename``. Credentials are never recorded: storage
+options are not kept, and URLs are masked.
 """
 
 from __future__ import annotations
 
+import contextvars
 import getpass
 import os
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from catalog import Catalog, DatasetInfo, VersionInfo, VersionRef
-from catalog.types import as_utc
+from catalog import Catalog, VersionInfo, VersionRef
+from catalog.types import DECLARED, INFERRED, Edge, Input
 from catalog.urls import mask_url
 
 KEY = "lineage"  # the version property that holds the record
 GIT_TIMEOUT_S = 2.0
+MAX_DOWNSTREAM = 1000  # versions listed as built from one version (the rest are counted as truncated)
+__all__ = [
+    "DECLARED",
+    "INFERRED",
+    "KEY",
+    "Input",
+    "Read",
+    "clear_read_log",
+    "collect",
+    "downstream",
+    "inputs",
+    "lineage",
+    "of",
+    "read_log",
+    "scope",
+]
 
 
 @dataclass(frozen=True)
@@ -39,32 +73,171 @@ class Read:
     version: int
     filters: str | None = None
     at: str = ""
+    # what the reads made under this entry did (rows, bytes, files, time, cache: ``Scan.stats()``), summed;
+    # None until a scan of it is read
+    stats: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "version": self.version, "filters": self.filters, "at": self.at}
+        return {
+            "dataset": self.dataset,
+            "version": self.version,
+            "filters": self.filters,
+            "at": self.at,
+            "stats": self.stats,
+        }
+
+
+_Key = tuple[str, int, str | None]
+
+
+class _Window:
+    """The reads a write would infer as its inputs: those since the previous write, in the order first read.
+
+    ``take`` hands a write the current reads with a mark; ``consume(mark)`` (after the write succeeded) drops
+    those not read again since, so a read made while the write ran stays for the next one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._reads: dict[_Key, tuple[str, int]] = {}  # key -> (first read at, sequence of the last read)
+
+    def add(self, key: _Key, at: str) -> None:
+        with self._lock:
+            self._seq += 1
+            first = self._reads.get(key)
+            self._reads[key] = (first[0] if first else at, self._seq)
+
+    def take(self) -> tuple[list[Input], int]:
+        with self._lock:
+            found = [Input(k[0], k[1], k[2], INFERRED, _parse(at)) for k, (at, _) in self._reads.items()]
+            return found, self._seq
+
+    def consume(self, mark: int) -> None:
+        with self._lock:
+            self._reads = {k: v for k, v in self._reads.items() if v[1] > mark}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._reads.clear()
+
+
+def _parse(at: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(at)
+    except ValueError:
+        return None
 
 
 _reads: list[Read] = []
 _reads_lock = threading.Lock()
+_process = _Window()  # the process's window (outside any scope)
+_scope: contextvars.ContextVar[_Window | None] = contextvars.ContextVar("dal_lineage_scope", default=None)
+_declared: contextvars.ContextVar[tuple[Any, ...] | None] = contextvars.ContextVar("dal_lineage_inputs", default=None)
+
+
+def _window() -> _Window:
+    return _scope.get() or _process
 
 
 def record_read(dataset: str, version: int, filters: str | None = None) -> None:
-    """Remember that this process read ``version`` of ``dataset`` (``dal.open`` calls this)."""
+    """Remember that this process read ``version`` of ``dataset`` (``dal.open`` and filtered scans call this)."""
     entry = Read(dataset, int(version), filters, datetime.now(UTC).isoformat())
     with _reads_lock:
         _reads.append(entry)
+    _window().add((entry.dataset, entry.version, filters), entry.at)
+
+
+def record_use(dataset: str, version: int, filters: str | None = None) -> None:
+    """Note that rows of ``version`` of ``dataset`` are being read (a scan's terminal): the next write's
+    inferred inputs include it even when it was opened before the previous write."""
+    _window().add((dataset, int(version), filters), datetime.now(UTC).isoformat())
+
+
+def add_stats(dataset: str, version: int, filters: str | None, stats: Any) -> None:
+    """Add a finished read's statistics (a ``ReadStats``) to the newest read-log entry of (dataset, version,
+    filters): ``dal.open`` made the unfiltered one, a filtered scan its own. Nothing when the log has none."""
+    import dataclasses
+
+    values = stats.to_dict()
+    with _reads_lock:
+        for i in range(len(_reads) - 1, -1, -1):
+            r = _reads[i]
+            if (r.dataset, r.version, r.filters) == (dataset, int(version), filters):
+                if r.stats is not None:
+                    values = {
+                        k: (r.stats.get(k, 0) + v if isinstance(v, int | float) and k != "version" else v)
+                        for k, v in values.items()
+                    }
+                _reads[i] = dataclasses.replace(r, stats=values)
+                return
 
 
 def read_log() -> list[Read]:
-    """Every (dataset, version, filters) this process read through dal, oldest first — to log with a model."""
+    """Every (dataset, version, filters) this process read through dal, oldest first — to log with a model; each
+    with ``stats``: what the reads under it did (rows, bytes, files, seconds, cache; see ``Scan.stats()``)."""
     with _reads_lock:
         return list(_reads)
 
 
 def clear_read_log() -> None:
-    """Forget the reads so far (a long-lived process starting an unrelated job)."""
+    """Forget the reads so far (a long-lived process starting an unrelated job): the read log, and the reads
+    the next write would infer as its inputs."""
     with _reads_lock:
         _reads.clear()
+    _process.clear()
+    scoped = _scope.get()
+    if scoped is not None:
+        scoped.clear()
+
+
+@contextmanager
+def scope() -> Iterator[None]:
+    """Reads made inside are the inferred inputs of writes made inside, and of nothing else::
+
+        with dal.lineage.scope():
+            feats = dal.open("features.y").to_arrow()
+            dal.write(model_inputs(feats), "train.set")   # upstream: features.y only
+
+    Reads before the block are not seen by writes inside it; reads inside it are not seen by writes after
+    it. Applies to this thread or asyncio task (``contextvars``); scopes nest."""
+    token = _scope.set(_Window())
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+@contextmanager
+def inputs(*items: Any) -> Iterator[None]:
+    """Declare the inputs of every ``dal.write`` inside the block (one without its own ``inputs=``)::
+
+        with dal.lineage.inputs(dal.open("raw.a", 3), "raw.b"):
+            pipeline.run()          # its dal.write calls record exactly raw.a@3 and raw.b's latest version
+
+    ``items`` as ``dal.write(inputs=...)``: Datasets, Scans, VersionInfos, names (latest version) or
+    ``(name, version)`` pairs; checked by each write before it writes anything."""
+    token = _declared.set(tuple(items))
+    try:
+        yield
+    finally:
+        _declared.reset(token)
+
+
+def declared() -> tuple[Any, ...] | None:
+    """The inputs declared by an enclosing ``inputs(...)`` block (None outside one)."""
+    return _declared.get()
+
+
+def inferred() -> tuple[list[Input], _Window, int]:
+    """The reads a write starting now infers as its inputs, and what ``done`` needs to end the window."""
+    window = _window()
+    found, mark = window.take()
+    return found, window, mark
+
+
+def done(window: _Window, mark: int) -> None:
+    """A write succeeded: the reads it took are consumed (the next write starts a new window)."""
+    window.consume(mark)
 
 
 def _git(directory: str) -> dict[str, Any] | None:
@@ -102,20 +275,15 @@ def _spark(data: Any) -> dict[str, Any] | None:
         return None
 
 
-def collect(data: Any = None, *, spark: bool = False) -> dict[str, Any]:
-    """The lineage record of a write happening now in this process (``data``: a Spark DataFrame when ``spark``)."""
+def collect(data: Any = None, *, spark: bool = False, upstream: Sequence[Input] = ()) -> dict[str, Any]:
+    """The lineage record of a write happening now in this process (``data``: a Spark DataFrame when ``spark``;
+    ``upstream``: its inputs, declared or inferred)."""
     from dal._version import __version__
 
     try:
         user = getpass.getuser()
     except (OSError, KeyError):
         user = None
-    seen: set[tuple[str, int, str | None]] = set()
-    upstream = []
-    for r in read_log():
-        if (r.dataset, r.version, r.filters) not in seen:
-            seen.add((r.dataset, r.version, r.filters))
-            upstream.append({"dataset": r.dataset, "version": r.version, "filters": r.filters})
     record: dict[str, Any] = {
         "user": user,
         "host": socket.gethostname(),
@@ -123,11 +291,22 @@ def collect(data: Any = None, *, spark: bool = False) -> dict[str, Any]:
         "dal_version": __version__,
         "program": mask_url(sys.argv[0]) if sys.argv and sys.argv[0] else None,
         "git": _git(_program_dir()),
-        "upstream": upstream,
+        "upstream": [u.to_dict() for u in unique(upstream)],
     }
     if spark:
         record["spark"] = _spark(data)
     return record
+
+
+def unique(items: Sequence[Input]) -> list[Input]:
+    """``items`` without repeats of a (dataset, version, filters), first kept."""
+    seen: set[_Key] = set()
+    out = []
+    for i in items:
+        if (i.dataset, i.version, i.filters) not in seen:
+            seen.add((i.dataset, i.version, i.filters))
+            out.append(i)
+    return out
 
 
 def of(version: VersionInfo) -> dict[str, Any]:
@@ -136,102 +315,74 @@ def of(version: VersionInfo) -> dict[str, Any]:
     return dict(record) if isinstance(record, Mapping) else {}
 
 
-_Span = tuple[str, datetime | None, datetime | None]
+def downstream(cat: Catalog, name: str, number: int) -> list[VersionInfo]:
+    """The versions (of any dataset) recorded as built from ``number`` of ``name`` (also those written while
+    the dataset had an earlier name), by dataset name and number."""
+    return [cat.version(e.dataset, e.version) for e in _downstream_edges(cat, name, number)[0]]
 
 
-def _spans(info: DatasetInfo) -> list[_Span]:
-    """The names a dataset had, each with the time range it held it (``rename`` records ``former_names``):
-    (name, from, until), None for open ends; the current name is unbounded below when it was never renamed."""
-    spans: list[_Span] = []
-    start: datetime | None = None
-    former = info.properties.get("former_names")
-    for f in former if isinstance(former, list) else []:
-        try:
-            name, until = f["name"], as_utc(datetime.fromisoformat(f["until"]))
-        except (TypeError, KeyError, ValueError):
-            continue  # not written by rename (a hand-edited property): ignore
-        spans.append((str(name), start, until))
-        start = until
-    spans.append((info.name, start, None))
-    return spans
+def _downstream_edges(cat: Catalog, name: str, number: int) -> tuple[list[Edge], bool]:
+    """One edge per downstream version (declared wins if it has both kinds), and whether the list was cut."""
+    edges = cat.downstream(name, number, limit=MAX_DOWNSTREAM + 1)
+    by_version: dict[tuple[str, int], Edge] = {}
+    for e in edges:
+        key = (e.dataset, e.version)
+        if key not in by_version or e.how == DECLARED:
+            by_version[key] = e
+    found = [by_version[k] for k in sorted(by_version)]
+    return found[:MAX_DOWNSTREAM], len(edges) > MAX_DOWNSTREAM
 
 
-def _covers(span: _Span, when: datetime) -> bool:
-    _, start, until = span
-    return (start is None or when >= start) and (until is None or when < until)
-
-
-def _former_owner(renamed: list[DatasetInfo], name: str, when: datetime) -> str | None:
-    """The current name of the dataset that was called ``name`` at ``when`` and has been renamed since, if any
-    (``renamed``: the datasets with ``former_names``). Recorded renames win over a dataset's current name, which
-    is open-ended into the past: a new dataset may take a name another one gave up."""
-    return next((d.name for d in renamed if any(s[0] == name and _covers(s, when) for s in _spans(d)[:-1])), None)
-
-
-def _renamed(cat: Catalog) -> list[DatasetInfo]:
-    return [d for d in cat.list_datasets() if d.properties.get("former_names")]
-
-
-def downstream(cat: Catalog, name: str, number: int, *, renamed: list[DatasetInfo] | None = None) -> list[VersionInfo]:
-    """The versions (of any dataset) whose recorded upstream includes ``number`` of ``name``, also those written
-    while the dataset had an earlier name (before a ``rename``). ``renamed``: the renamed datasets if known."""
-    import json
-
-    info = cat.get_dataset(name)
-    spans = _spans(info)
-    found: dict[tuple[str, int], VersionInfo] = {}
-    for span_name in dict.fromkeys(s[0] for s in spans):
-        for v in cat.versions_mentioning(json.dumps(span_name)):
-            when = as_utc(v.created_at)
-            for u in of(v).get("upstream") or []:
-                if not (isinstance(u, Mapping) and u.get("version") == number and isinstance(u.get("dataset"), str)):
-                    continue
-                if not any(s[0] == u["dataset"] and _covers(s, when) for s in spans):
-                    continue
-                renamed = _renamed(cat) if renamed is None else renamed
-                if _former_owner(renamed, u["dataset"], when) in (None, info.name):
-                    found[(v.dataset, v.number)] = v
-                    break
-    return [found[k] for k in sorted(found)]
-
-
-def _resolve(renamed: list[DatasetInfo], upstream: list[Any], when: datetime) -> list[Any]:
-    """Upstream entries naming a dataset by a name it has since been renamed from get its current name in
-    ``dataset`` and the recorded one in ``recorded_as``; others (a dropped dataset, too) are left as recorded."""
-    out: list[Any] = []
-    for u in upstream:
-        recorded = u.get("dataset") if isinstance(u, Mapping) else None
-        if not isinstance(recorded, str):
-            out.append(u)
-            continue
-        current = _former_owner(renamed, recorded, when)
-        out.append(u if current is None or current == recorded else {**u, "dataset": current, "recorded_as": recorded})
-    return out
-
-
-def lineage(cat: Catalog, name: str, version: VersionRef = None, *, depth: int = 1) -> dict[str, Any]:
-    """Upstream and downstream of one version of ``name`` (latest by default), ``depth`` levels down. Upstream
+def lineage(cat: Catalog, name: str, version: VersionRef | VersionInfo = None, *, depth: int = 1) -> dict[str, Any]:
+    """Upstream and downstream of one version of ``name`` (latest by default; a ``VersionInfo`` of it is used as
+    is), ``depth`` levels down. Each edge says ``how`` it is known (``declared`` / ``inferred``); upstream
     datasets renamed since are shown by their current name (``recorded_as``: the name in the record)."""
-    v = cat.version(name, version)
+    v = version if isinstance(version, VersionInfo) else cat.version(name, version)
     record = of(v)
     result: dict[str, Any] = {"dataset": name, "version": v.number, **{k: x for k, x in record.items()}}
-    renamed = _renamed(cat)  # one query for the whole tree
-    result["upstream"] = _resolve(renamed, list(result.get("upstream") or []), as_utc(v.created_at))
-    result["downstream"] = _downstream_tree(cat, name, v.number, max(1, depth), set(), renamed)
-    return result
-
-
-def _downstream_tree(
-    cat: Catalog, name: str, number: int, depth: int, seen: set[tuple[str, int]], renamed: list[DatasetInfo]
-) -> list[Any]:
-    out: list[Any] = []
-    for d in downstream(cat, name, number, renamed=renamed):
-        key = (d.dataset, d.number)
+    # the record's list, in its order, each entry resolved through its edge (current name, how); a record stored
+    # by other means than dal.write (no edges) is shown as written; edges the record lacks come last
+    edges = {(e.recorded_as or e.upstream, e.upstream_version, e.filters): e for e in cat.upstream(name, v.number)}
+    recorded = record.get("upstream")
+    upstream: list[dict[str, Any]] = []
+    seen: set[tuple[Any, Any, Any]] = set()
+    for u in recorded if isinstance(recorded, list) else []:
+        if not isinstance(u, Mapping):
+            continue
+        key = (u.get("dataset"), u.get("version"), u.get("filters"))
         if key in seen:
             continue
         seen.add(key)
-        node: dict[str, Any] = {"dataset": d.dataset, "version": d.number}
+        e = edges.pop(key, None)  # type: ignore[arg-type]
+        if e is not None:
+            upstream.append(_edge_entry(e))
+        else:
+            upstream.append({**u, "how": u.get("how") if u.get("how") in (DECLARED, INFERRED) else INFERRED})
+    upstream += [_edge_entry(e) for e in edges.values()]
+    result["upstream"] = upstream
+    result["downstream"] = _downstream_tree(cat, name, v.number, max(1, depth), set())
+    return result
+
+
+def _edge_entry(e: Edge) -> dict[str, Any]:
+    entry: dict[str, Any] = {"dataset": e.upstream, "version": e.upstream_version, "filters": e.filters, "how": e.how}
+    if e.recorded_as is not None:
+        entry["recorded_as"] = e.recorded_as
+    return entry
+
+
+def _downstream_tree(cat: Catalog, name: str, number: int, depth: int, seen: set[tuple[str, int]]) -> list[Any]:
+    out: list[Any] = []
+    edges, cut = _downstream_edges(cat, name, number)
+    for d in edges:
+        key = (d.dataset, d.version)
+        if key in seen:
+            continue
+        seen.add(key)
+        node: dict[str, Any] = {"dataset": d.dataset, "version": d.version, "how": d.how}
         if depth > 1:
-            node["downstream"] = _downstream_tree(cat, d.dataset, d.number, depth - 1, seen, renamed)
+            node["downstream"] = _downstream_tree(cat, d.dataset, d.version, depth - 1, seen)
         out.append(node)
+    if cut:
+        out.append({"truncated": True, "shown": MAX_DOWNSTREAM})
     return out

@@ -23,6 +23,14 @@ Progress is drawn only when all of these hold:
   (``logging.getLogger("dal").setLevel(logging.WARNING)`` silences progress too).
 
 Otherwise every function here returns a no-op task and changes nothing (readers are passed through as they are).
+
+**Notebooks.** In a Jupyter kernel (Jupyter, JupyterLab, VS Code, Colab: an IPython ``ZMQInteractiveShell``)
+stderr is not a terminal, yet a cell's output shows progress well: there each task is a tqdm bar instead (the
+same rules otherwise: ``DAL_PROGRESS``, ``set_enabled``, the logger, the delay). With ipywidgets installed it is
+tqdm's notebook widget; without, tqdm's text bar, which the notebook redraws in place (it honours ``\r`` in a
+cell's stream output). That is tqdm.auto's choice, made here without its warning when ipywidgets is missing.
+tqdm, not rich: rich's live display needs ipywidgets in a notebook and shows nothing in place without it, and
+tqdm bars are what HF datasets and Ray show in the same cells.
 """
 
 from __future__ import annotations
@@ -90,13 +98,36 @@ def _logger_allows() -> bool:
     return True
 
 
-def enabled(stream: IO[str] | None = None) -> bool:
-    """Whether progress would be drawn on ``stream`` (default stderr) now."""
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (an IPython ``ZMQInteractiveShell`` or a subclass: Jupyter,
+    JupyterLab, VS Code, Colab) — not a terminal IPython, which has a terminal."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None or "ipykernel" not in sys.modules:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except Exception:
+        return False
+    return shell is not None and any(c.__name__ == "ZMQInteractiveShell" for c in type(shell).__mro__)
+
+
+def _wanted() -> bool:
     if _override is False:
         return False
-    if _override is None:
-        if os.environ.get(ENV, "").strip().lower() in _OFF or not _logger_allows():
-            return False
+    return _override is True or (os.environ.get(ENV, "").strip().lower() not in _OFF and _logger_allows())
+
+
+def _notebook_bars(stream: IO[str] | None = None) -> bool:
+    """Whether a task is drawn as a tqdm bar in a notebook cell (see the module docstring)."""
+    return stream is None and _wanted() and in_notebook()
+
+
+def enabled(stream: IO[str] | None = None) -> bool:
+    """Whether progress would be drawn on ``stream`` (default stderr: a terminal, or a notebook's cell) now."""
+    if not _wanted():
+        return False
+    if _notebook_bars(stream):
+        return True
     if os.environ.get("TERM") == "dumb":
         return False
     stream = _stderr() if stream is None else stream
@@ -393,6 +424,69 @@ class _Null(Task):
 NULL = _Null()
 
 
+class _NotebookTask(Task):
+    """A task drawn as a tqdm bar in a notebook cell (see the module docstring); counting, throttling and the
+    delay are Task's. The outermost bar stays as the summary; nested and failed ones are removed."""
+
+    def __init__(self, label: str, *, total: int | None, unit: str, absorb: bool, leave: bool) -> None:
+        super().__init__(label, total=total, unit=unit, absorb=absorb)
+        self.leave = leave
+        self._bar: Any = None
+
+    def _postfix(self) -> str:
+        parts = []
+        if self.files:
+            parts.append(f"{self.files:,} file{'s' if self.files != 1 else ''}")
+        if self.bytes:
+            parts.append(size_text(self.bytes))
+        return ", ".join(parts)
+
+    def _sync(self) -> None:
+        bar = self._bar
+        if bar is None:
+            bar = self._bar = _bar_class()(
+                desc=self.label, total=self.total, unit=f" {self.unit}", leave=self.leave, file=self.stream,
+                mininterval=0, miniters=1,
+            )  # fmt: skip
+        if self.total is not None and bar.total != self.total:
+            bar.total = self.total
+        if self.total is None and self.fraction is not None:  # progress not in units: a bar of 1,000 steps
+            bar.total, bar.n = 1000, round(self.fraction * 1000)
+        else:
+            bar.n = self.done
+        bar.set_postfix_str(self._postfix(), refresh=False)
+        bar.refresh()
+
+    def _draw(self, text: str, end: str = "") -> None:
+        self._sync()
+
+    def _clear(self) -> None:
+        pass
+
+    def close(self, ok: bool = True) -> None:
+        with _lock:
+            if self in _stack:
+                _stack.remove(self)
+            if self._bar is not None:
+                if ok and self.leave:
+                    self._sync()
+                else:
+                    self._bar.leave = False
+                self._bar.close()
+            if _stack:
+                _stack[-1]._last_draw = None
+
+
+def _bar_class() -> Any:
+    """tqdm's notebook widget when ipywidgets is importable, else its text bar (tqdm.auto's choice, silently)."""
+    try:
+        import ipywidgets  # noqa: F401
+        from tqdm.notebook import tqdm
+    except ImportError:
+        from tqdm.std import tqdm
+    return tqdm
+
+
 class _ClearLine(logging.Filter):
     """On a stream handler while a line is drawn: clears the line before the handler writes a record, so a
     log message (a warning, Python's last-resort handler included) starts at column 0 instead of being glued
@@ -446,6 +540,9 @@ def task(label: str, *, total: int | None = None, unit: str = "rows", absorb: bo
             if total is not None and parent.total is None:
                 parent.total = total
             absorbed: Task = parent
+        elif _notebook_bars():
+            t = _NotebookTask(label, total=total, unit=unit, absorb=absorb, leave=not _stack)
+            _stack.append(t)
         elif enabled():
             t = Task(label, total=total, unit=unit, absorb=absorb)
             if not _stack:
@@ -533,6 +630,7 @@ __all__ = [
     "disabled",
     "each",
     "enabled",
+    "in_notebook",
     "rows_of",
     "set_enabled",
     "task",

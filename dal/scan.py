@@ -17,7 +17,7 @@ arithmetic), ``dal.read`` reads them in large chunks on threads, and batches are
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from dataclasses import replace as _with  # sample()/balance() take an argument named replace
 from datetime import date, datetime, timedelta
 from functools import cached_property
@@ -32,6 +32,7 @@ from dal.errors import FilterError, check_int, translating
 from dal.read import reader, sampling
 from dal.read.plan import PLAN_CACHE, Pinned, Query, Window, as_datetime, cut, translate_missing, window_expr
 from dal.read.sharding import Remainder, share
+from dal.read.stats import ReadStats, Recorder, StatsBox
 from dal.read.tasks import ReadTask
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ class Scan:
     shuffle_: tuple[int, int] | None = None  # (seed, rows a shuffled chunk holds at least)
     epoch: int = 0
     sample_: sampling.Selection | None = None  # sample / balance: a per-epoch selection (dal.read.sampling)
+    # the reads made through this scan (``stats()``): shared with its set_epoch copies, new for a narrowed scan
+    stats_: StatsBox = field(default_factory=StatsBox, compare=False, repr=False)
 
     # -- schema ---------------------------------------------------------------------------------
 
@@ -92,13 +95,13 @@ class Scan:
         twice = sorted({c for c in columns if columns.count(c) > 1})
         if twice:
             raise FilterError(f"select names {', '.join(map(repr, twice))} more than once")
-        return replace(self, columns=tuple(columns))
+        return replace(self, columns=tuple(columns), stats_=StatsBox())
 
     def filter(self, condition: E.Expr | str) -> Scan:
         """Keep rows matching ``condition`` (``dal.col`` expressions or a SQL WHERE string); several
         filters combine with AND."""
         bound = E.bind(E.as_expr(condition), self.arrow_schema)
-        return replace(self, filters=(*self.filters, bound))
+        return replace(self, filters=(*self.filters, bound), stats_=StatsBox())
 
     def window(
         self, start: datetime | date | str | None, end: datetime | date | str | None, column: str | None = None
@@ -127,13 +130,14 @@ class Scan:
         new = Window(lo, hi, column)
         old = self.window_
         if old is None:
-            return replace(self, window_=new)
+            return replace(self, window_=new, stats_=StatsBox())
         if old.column == column:  # the intersection (it may be empty: no rows, as two disjoint filters give)
-            return replace(self, window_=old.intersect(new))
+            return replace(self, window_=old.intersect(new), stats_=StatsBox())
         # windows on two columns: the one on the dataset's time column stays the window (time partitions
         # prune by it), the other becomes a filter
         keep, other = (old, new) if old.column == self.dataset.info.time_column else (new, old)
-        return replace(self, window_=keep, filters=(*self.filters, window_expr(other, self.arrow_schema)))
+        filters = (*self.filters, window_expr(other, self.arrow_schema))
+        return replace(self, window_=keep, filters=filters, stats_=StatsBox())
 
     def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> Scan:
         """This rank's share of the rows: disjoint from other ranks', deterministic, and by default the
@@ -144,7 +148,7 @@ class Scan:
             raise FilterError(f"rank must be in [0, {world_size}), got {rank!r}")
         if remainder not in ("pad", "drop", "keep"):
             raise FilterError(f"remainder must be 'pad', 'drop' or 'keep', not {remainder!r}")
-        return replace(self, shard_=(rank, world_size, remainder))
+        return replace(self, shard_=(rank, world_size, remainder), stats_=StatsBox())
 
     def shuffle(self, seed: int, buffer_size: int = 10_000) -> Scan:
         """Permute row groups per epoch, and rows inside each chunk read (chunks hold whole row groups and
@@ -153,7 +157,7 @@ class Scan:
         The order is a pure function of (seed, epoch, version, shard): the same on every run."""
         seed = check_int(seed, "shuffle seed", minimum=0)
         buffer_size = check_int(buffer_size, "shuffle buffer_size", minimum=1, maximum=2**31 - 1)
-        return replace(self, shuffle_=(seed, buffer_size))
+        return replace(self, shuffle_=(seed, buffer_size), stats_=StatsBox())
 
     def sample(
         self,
@@ -177,7 +181,8 @@ class Scan:
         ``dal.read.sampling``."""
         if self.sample_ is not None:
             raise FilterError("this scan is already sampled or balanced: sample or balance once")
-        return _with(self, sample_=sampling.check_sample(fraction, rows, seed, replace, spread, windows))
+        checked = sampling.check_sample(fraction, rows, seed, replace, spread, windows)
+        return _with(self, sample_=checked, stats_=StatsBox())
 
     def balance(
         self,
@@ -198,7 +203,7 @@ class Scan:
         self._check_columns([by], "balance")
         checked = sampling.check_balance(by, weights, rows, seed, replace)
         sampling.check_balance_column(self, checked)  # a class column, weights of its type
-        return _with(self, sample_=checked)
+        return _with(self, sample_=checked, stats_=StatsBox())
 
     def set_epoch(self, epoch: int) -> Scan:
         """The scan for another epoch (a new order when shuffling)."""
@@ -229,16 +234,20 @@ class Scan:
         return self.physical_schema
 
     def _log_read(self) -> None:
-        """Record a filtered (or windowed) read in the process's read log (``dal.read_log``), once per
-        dataset, version and filter text: ``dal.open`` already recorded the unfiltered one."""
-        condition = self.query.condition
-        if condition is None:
-            return
+        """Record a read of this scan: in the process's read log (``dal.read_log``) when filtered (or windowed),
+        once per dataset, version and filter text (``dal.open`` recorded the unfiltered one), and as a read the
+        next write infers as its input (``dal.lineage``)."""
         from dal import lineage
 
-        name, number, text = self.dataset.name, self.dataset.number, E.to_sql(condition)
-        if not any((r.dataset, r.version, r.filters) == (name, number, text) for r in lineage.read_log()):
+        condition = self.query.condition
+        name, number = self.dataset.name, self.dataset.number
+        text = None if condition is None else E.to_sql(condition)
+        if text is not None and not any(
+            (r.dataset, r.version, r.filters) == (name, number, text) for r in lineage.read_log()
+        ):
             lineage.record_read(name, number, text)
+        else:
+            lineage.record_use(name, number, text)
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def plan(self) -> list[ReadTask]:
@@ -308,9 +317,16 @@ class Scan:
             if tasks is not None:
                 raise FilterError("a sampled or balanced scan is read whole (its rank's share), not by tasks")
             self._log_read()
+            recorder = Recorder(self)
             units, _rows = sampling.rank_units(sampling.PickRows(self), self.shard_, skip_rows)
-            yield from sampling.read_units(units, convert)
+            try:
+                for rows, chunk in sampling.read_units(units, recorder.counting(convert)):
+                    recorder.handed(rows)
+                    yield chunk
+            finally:
+                self._record(recorder)
             return
+        recorder = Recorder(self)  # from here: planning's footer reads count too
         tasks = list(tasks) if tasks is not None else self.plan()
         spans = self.chunk_spans(tasks)
         if skip_rows:
@@ -318,9 +334,33 @@ class Scan:
             while spans and skip_rows >= (rows := sum(counts[spans[0][0] : spans[0][1]])):
                 skip_rows -= rows
                 spans = spans[1:]
-        yield from reader.read_chunks(
-            self.query, tasks, spans, permute=self._permute(), skip=skip_rows, convert=convert
-        )
+        try:
+            chunks = reader.read_chunks(
+                self.query, tasks, spans, permute=self._permute(), skip=skip_rows, convert=recorder.counting(convert)
+            )
+            for k, (rows, chunk) in enumerate(chunks):
+                recorder.handed(rows, tasks[spans[k][0] : spans[k][1]])
+                yield chunk
+        finally:
+            self._record(recorder)
+
+    def _record(self, recorder: Recorder) -> None:
+        """One pass done (or abandoned): its statistics added to this scan's, the Dataset's and the read log's."""
+        from dal import lineage
+
+        stats = recorder.finish()
+        self.stats_.add(stats)
+        box = getattr(self.dataset, "stats_", None)
+        if isinstance(box, StatsBox):
+            box.add(stats)
+        condition = self.query.condition
+        lineage.add_stats(stats.dataset, stats.version, None if condition is None else E.to_sql(condition), stats)
+
+    def stats(self) -> ReadStats:
+        """What the reads made through this scan did: rows, chunks, bytes read, files and row groups read and pruned,
+        seconds, file-cache hits and misses (see ``dal.read.stats.ReadStats``), summed over its passes (epochs).
+        All zero before the first read; a narrowed scan (``select``, ``filter``, …) counts its own."""
+        return self.stats_.get(self.dataset.name, self.dataset.number)
 
     def _permute(self) -> tuple[int, int] | None:
         return (self.shuffle_[0], self.epoch) if self.shuffle_ is not None else None
@@ -354,12 +394,14 @@ class Scan:
 
     def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
         """A ``torch.utils.data.IterableDataset`` of dicts of tensors (see ``dal.adapters.torch``)."""
+        self._log_read()  # here, in the calling process (DataLoader workers plan in theirs)
         from dal.adapters.torch import TorchDataset
 
         return TorchDataset(self, batch_size, **kwargs)
 
     def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
         """A prefetching ``tf.data.Dataset`` of dicts with a full element_spec (see ``dal.adapters.tf``)."""
+        self._log_read()
         from dal.adapters.tf import to_tf
 
         return to_tf(self, batch_size, **kwargs)
@@ -375,12 +417,14 @@ class Scan:
 
     def to_polars(self, lazy: bool = True) -> Any:
         """A polars LazyFrame (or DataFrame) reading this scan (see ``dal.adapters.polars``)."""
+        self._log_read()
         from dal.adapters.polars import to_polars
 
         return to_polars(self, lazy)
 
     def to_duckdb(self, connection: Any = None, name: str | None = None) -> Any:
         """A DuckDB relation over this scan, also view ``name`` when given (see ``dal.adapters.duckdb``)."""
+        self._log_read()
         from dal.adapters.duckdb import to_duckdb
 
         return to_duckdb(self, connection, name)
@@ -389,6 +433,7 @@ class Scan:
         """A Ray Data ``Dataset`` read by dal's reader on the Ray workers (see ``dal.adapters.ray``)."""
         if self.sample_ is not None:  # Ray's read tasks cut the plan by chunks: they cannot draw dal's rows
             raise FilterError("to_ray does not draw dal samples: use Dataset.random_sample / groupby in Ray Data")
+        self._log_read()
         from dal.adapters.ray import to_ray
 
         return to_ray(self, **read_args)

@@ -90,12 +90,18 @@ def run(spark: Any, dataset: str, rows: int, world: int, epochs: int, batch_size
     raw = spark.range(rows).select("id", *[(F.col("id") % (k + 2) / (k + 2)).alias(f"x{k}") for k in range(FEATURES)])
     raw = raw.withColumn("label", F.col("x0") + 2 * F.col("x1") - F.col("x2"))
     df = VectorAssembler(inputCols=[f"x{k}" for k in range(FEATURES)], outputCol="features").transform(raw)
-    ds = dal.convert(df.select("id", "features", "label"), name=dataset)  # pinned once, here
+    # pinned once, here; mode="overwrite" (convert's default, spelled out): running the example again writes a
+    # new version holding the same rows, never a second copy of them
+    ds = dal.convert(df.select("id", "features", "label"), name=dataset, mode="overwrite")
 
     train = make_train(ds.name, ds.number, dal.get_catalog().url, epochs, batch_size)
     ranks = spark.sparkContext.parallelize(range(world), world).barrier().mapPartitions(train).collect()
     results = sorted((json.loads(r) for r in ranks), key=lambda r: r["rank"])
     shares = [r["ids"] for r in results]
+    seen = [i for s in shares for i in s]
+    # each rank's rows are disjoint and no row is read twice, however often the example has run before
+    assert len(seen) == len(set(seen)), f"{len(seen) - len(set(seen))} rows were read twice"
+    assert ds.count() == rows, f"version {ds.number} holds {ds.count()} rows, not the DataFrame's {rows}"
     return {
         "version": ds.number,
         "world": world,

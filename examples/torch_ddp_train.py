@@ -11,6 +11,8 @@ Halfway through the last epoch every rank saves a checkpoint (model, optimiser a
 ``state_dict()``: pinned version, seed, epoch, rows consumed), the job "crashes", and a fresh loader
 resumes from the checkpoint: the epoch finishes with exactly the rows not yet seen. The ranks then check
 that their shards are disjoint and of equal size, and that the resumed epoch lost and repeated nothing.
+Last, without ``.shard()`` (ranks from torch.distributed) through a DataLoader with spawned workers, they
+check by row id that their shares are disjoint and cover the version.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import pyarrow as pa
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
@@ -101,13 +104,29 @@ def main() -> None:
     checkpoint.unlink()
     checkpoint.parent.rmdir()
 
-    # without .shard(), to_torch takes rank and world size from torch.distributed (default "pad": equal counts)
-    auto = ds.select("station").to_torch(batch_size=64)
+    # without .shard(), to_torch takes rank and world size from torch.distributed (default "pad": equal counts),
+    # also in DataLoader workers started by "spawn" (macOS's default; forkserver is Python 3.14's on Linux),
+    # which have no process group of their own: the rank travels with the dataset
+    auto = ds.select("station", "ts").to_torch(batch_size=64)
+    batches = list(DataLoader(auto, batch_size=None, num_workers=2, multiprocessing_context="spawn"))
     counts: list[int | None] = [None] * world
-    dist.all_gather_object(counts, sum(1 for _ in DataLoader(auto, batch_size=None, num_workers=2)))
+    dist.all_gather_object(counts, len(batches))
+    mine: list[list[tuple[str, int]] | None] = [None] * world
+    dist.all_gather_object(mine, [key for batch in batches for key in keys(batch)])
     if rank == 0:
         print(f"batches per rank with ranks from torch.distributed: {counts}")
         assert len(set(counts)) == 1
+        got = [set(m or ()) for m in mine]
+        every = ds.select("station", "ts").to_arrow()  # every row of the version, read another way
+        micros = pa.timestamp("us", tz=every.schema.field("ts").type.tz)  # what the tensors hold
+        ts = every.column("ts").cast(micros).cast(pa.int64()).to_pylist()
+        expected = set(zip(every.column("station").to_pylist(), ts, strict=True))
+        shared = len(set.intersection(*got)) if world > 1 else 0
+        missing = len(expected - set.union(*got))
+        repeated = sum(len(m or ()) for m in mine) - sum(len(g) for g in got)
+        print(f"row ids per rank with ranks from torch.distributed (spawn workers): {[len(g) for g in got]}, "
+              f"shared by ranks: {shared}, missing: {missing}, repeated: {repeated}")  # fmt: skip
+        assert shared == missing == repeated == 0, "ranks from torch.distributed must read disjoint, covering shares"
 
     shares: list[set[tuple[str, int]] | None] = [None] * world
     dist.all_gather_object(shares, seen)

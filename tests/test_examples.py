@@ -35,6 +35,11 @@ def test_demo_registers_versions_and_browses_them(env: dict[str, str]) -> None:
     # a checkpoint halfway through the last epoch (loader.state_dict()), a fresh loader resumes from it
     assert "rank 1/2 epoch 1: resumed from a checkpoint at step 7: 0 rows lost, 0 repeated" in out.stdout
     assert "batches per rank with ranks from torch.distributed: [14, 14]" in out.stdout  # 1728 rows / 2 ranks / 64
+    # ranks from torch.distributed, spawned DataLoader workers: disjoint, covering shares by row id (issue #23)
+    assert (
+        "row ids per rank with ranks from torch.distributed (spawn workers): [864, 864], shared by ranks: 0, "
+        "missing: 0, repeated: 0" in out.stdout
+    )
     assert "did you mean 'weather.sensor_features'" in out.stderr
     assert f"sqlite:///{env['DAL_HOME']}/catalog.db" in out.stdout  # the embedded default, in the data dir
     versions = json.loads(

@@ -135,3 +135,74 @@ def check_footers(scan: Scan, widths: dict[str, int | None]) -> None:
                     f"so its TensorFlow spec would be (None, {width}), but row group {task.row_group} of {task.uri} "
                     f"holds arrays of other lengths or null arrays; make them one length, or select the column out"
                 )
+
+
+def check_nulls(scan: Any, tensors: dict[str, str]) -> None:
+    """Before the first batch: a DalError naming the first column of ``tensors`` (column -> the tensor it
+    becomes, e.g. "TensorFlow") that holds a null in the rows of ``scan`` (a Scan or a mix; every rank's
+    rows, so that all ranks refuse alike), which that tensor has no value for.
+
+    Footer statistics decide where they can: a row group whose null count is 0 is clean; one with nulls
+    and nothing that could drop them (no filter or window, no deleted rows) is proof; a filter or window that
+    rejects nulls of the column (a comparison, ``IS NOT NULL``, ``IN``, ``LIKE``) rules them out. Otherwise
+    (statistics missing; nulls a filter or deletion vector may remove) that column of those row groups is
+    read, filtered, and counted."""
+    from dal.read import reader
+
+    for member in getattr(scan, "scans", (scan,)):
+        wanted = [n for n in tensors if n not in _null_rejected(member.condition)]
+        if not wanted:
+            continue
+        query = member.query
+        schema = query.schema
+        physical = query.physical
+        stored = {f.name: p.name for f, p in zip(schema, physical, strict=True)} if physical is not None else {}
+        parts = set(member.dataset.version.partition_columns)
+        conditioned = member.condition is not None
+        footers: dict[str, tuple[Any, dict[str, int]]] = {}  # file -> (footer, column path -> index)
+        suspects: dict[str, list[Any]] = {n: [] for n in wanted}
+        for task in query.all_tasks():  # the whole scan, unsharded, before sampling
+            for name in wanted:
+                nulls: int | None
+                if name in parts:
+                    nulls = task.num_rows if dict(task.partition_values).get(name) is None else 0
+                else:
+                    if task.uri not in footers:
+                        footer = query.fragment(task).metadata
+                        first = footer.row_group(0)
+                        footers[task.uri] = (
+                            footer,
+                            {first.column(c).path_in_schema: c for c in range(first.num_columns)},
+                        )
+                    footer, index = footers[task.uri]
+                    at = index.get(stored.get(name, name))
+                    stats = footer.row_group(task.row_group).column(at).statistics if at is not None else None
+                    nulls = stats.null_count if stats is not None and stats.has_null_count else None
+                if nulls == 0:
+                    continue
+                if nulls is not None and not conditioned and not task.deleted:
+                    raise nulls_error(member.dataset.name, name, tensors[name])
+                suspects[name].append(task)
+        for name, tasks in suspects.items():
+            narrow = dataclasses.replace(member, columns=(name,), sample_=None, shard_=None)
+            for task in tasks:
+                if reader.read_task(narrow.query, task).column(name).null_count:
+                    raise nulls_error(member.dataset.name, name, tensors[name])
+
+
+def _null_rejected(condition: Any) -> set[str]:
+    """Columns whose nulls ``condition`` (a bound filter) never keeps: those named by one of its AND-terms
+    that is null wherever they are (comparisons, IN, LIKE, IS NOT NULL, a type-decided comparison)."""
+    from dal import expr as E
+
+    out: set[str] = set()
+    terms = [condition] if condition is not None else []
+    while terms:
+        t = terms.pop()
+        if isinstance(t, E.And):
+            terms += [t.left, t.right]
+        elif isinstance(t, E.Compare | E.IsIn | E.Like | E.Fixed):
+            out |= t.columns()
+        elif isinstance(t, E.Not) and isinstance(t.operand, E.IsNull):
+            out |= t.operand.columns()
+    return out

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from dal.adapters.arrays import check_footers, fixed, no_null_value, nulls_error, numeric_list, rows
+from dal.adapters.arrays import check_footers, check_nulls, fixed, no_null_value, nulls_error, numeric_list, rows
 from dal.adapters.arrays import widths as array_widths
 from dal.errors import DalError, check_int, require
 
@@ -161,6 +161,9 @@ def to_tf(
     arrays = {n: s.shape[1] for n, s in spec.items() if _plain(scan, n) and numeric_list(types[n])}
 
     nullless = [n for n in spec if _plain(scan, n) and _no_null_form(types[n])]
+    # before the first batch (footer statistics): a null raised in tf.data's generator reaches the caller
+    # as tf.errors.UnknownError mid-epoch, not as a DalError
+    check_nulls(scan, dict.fromkeys(nullless, "TensorFlow"))
 
     def convert(table: pa.Table) -> dict[str, Any]:
         for n in nullless:
@@ -218,6 +221,12 @@ def _transformed(scan: Scan, batch_size: int, prefetch: int | None, transform: A
     shapes = {n: (w,) for n, w in widths.items() if w is not None}
     if shapes:
         bound = transforms.bind(transform, output_schema, scan, shapes)
+    if isinstance(transform, transforms.TransformSpec) and transform.func is None:
+        # only a schema edit: the columns pass through as stored, so their nulls are known from the footers
+        # (a function may replace nulls: what it returns is checked chunk by chunk)
+        given = {f.name: f for f in bound.inputs}
+        passed = [f.name for f in bound.fields if given.get(f.name) == f and _plain(scan, f.name)]
+        check_nulls(scan, {n: "TensorFlow" for n in passed if _no_null_form(scan.arrow_schema.field(n).type)})
     spec: dict[str, Any] = {}
     for f in bound.fields:
         if f.kind == "str":

@@ -13,6 +13,12 @@ transforms): workers ship whole chunks and the main process slices batches, in t
 without workers. A plain ``DataLoader(data, batch_size=None, num_workers=k)`` works too (each worker
 reads a disjoint share of the rank's rows).
 
+Ranks: ``.shard(rank, world_size)`` names them; without it the rank is the process's (``implicit_rank``):
+torch.distributed's when its process group is initialised, else torchrun's ``RANK`` / ``WORLD_SIZE``
+environment. It is taken when the data is read, not when ``to_torch`` is called (so ``to_torch`` may come
+before ``init_process_group``), and DataLoader workers of every start method (fork, spawn, forkserver) read
+as the process that started them: a dataset pickled to spawn/forkserver workers carries that rank along.
+
 Every rank reads the same number of rows (``Scan.shard``'s default ``remainder="pad"``) and yields the
 same number of batches, so collective steps never wait on a rank that ran out. Rows never repeat.
 
@@ -35,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from dal.adapters.arrays import matrix, no_null_value, nulls_error, numeric_list, rows
+from dal.adapters.arrays import check_nulls, matrix, no_null_value, nulls_error, numeric_list, rows
 from dal.errors import DalError, check_int, require, translating
 from dal.read import feed, reader
 
@@ -44,10 +50,38 @@ if TYPE_CHECKING:
 
 _torch = require("torch", "torch")
 _data = require("torch.utils.data", "torch")
+_collate = require("torch.utils.data._utils.collate", "torch")
 
 Transform = Callable[[pa.RecordBatch], "pa.RecordBatch | Any"]
 UNITS_PER_MESSAGE = 2  # chunks a Loader worker converts and ships together
 Columns = dict[str, Any]
+
+
+def implicit_rank() -> tuple[int, int] | None:
+    """(rank, world size) of this process when a scan names no ``.shard``: torch.distributed's, when its
+    process group is initialised; else torchrun's ``RANK`` and ``WORLD_SIZE`` environment variables, when
+    both are set (a launch whose process group is not initialised yet, or a DataLoader worker of one); None
+    (every row) otherwise.
+
+    Raises:
+        DalError: ``RANK`` / ``WORLD_SIZE`` set but not a rank of a world size."""
+    dist = _torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        rank, world = int(dist.get_rank()), int(dist.get_world_size())
+    else:
+        env = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+        if env[0] is None or env[1] is None:
+            return None
+        try:
+            rank, world = int(env[0]), int(env[1])
+        except ValueError:
+            rank, world = -1, -1
+        if world < 1 or not 0 <= rank < world:
+            raise DalError(
+                f"RANK={env[0]!r} and WORLD_SIZE={env[1]!r} in the environment are not a rank of a world size; "
+                "fix them, or name the shard: scan.shard(rank, world_size)"
+            )
+    return rank, world
 
 
 class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
@@ -92,6 +126,22 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         # resolve the version's files, schema and row groups here, in the main process: delta-rs (tokio)
         # panics in forked DataLoader workers (tokio-rs/tokio#4301); workers then only touch pyarrow
         scan.plan()
+        # a null an int/bool/timestamp tensor cannot hold: refused now, not mid-epoch (footer statistics).
+        # Through a transform only the columns a function-less TransformSpec passes on as stored (a function
+        # may replace nulls: what it returns is checked chunk by chunk)
+        names = scan.output_names
+        if self._bound is not None:
+            from dal.read.transform import TransformSpec
+
+            spec, given = self._bound.transform, {f.name: f for f in self._bound.inputs}
+            plain_spec = isinstance(spec, TransformSpec) and spec.func is None
+            names = [f.name for f in self._bound.fields if plain_spec and given.get(f.name) == f]
+        schema = scan.dataset.schema
+        check_nulls(scan, {
+            n: str(typ) for n in names
+            if no_null_value(typ := scan.arrow_schema.field(n).type)
+            and getattr(schema.get(n), "codec", None) in (None, "scalar")
+        })  # fmt: skip
         self.scan = scan
         self.batch_size = batch_size
         self.transform = transform
@@ -99,6 +149,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         self.num_canonical_shards = num_canonical_shards
         self.epoch = scan.epoch
         self._consumed = 0  # rows of this epoch handed out by iterating this object in this process
+        self._token = os.urandom(8).hex()  # names this dataset's batches coming out of DataLoader workers
         self._resume = 0  # rows (elastic: of each canonical shard) to skip on the next iteration
 
     def set_epoch(self, epoch: int) -> None:
@@ -109,12 +160,28 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         self.epoch = epoch
 
     def rank_scan(self) -> Scan:
-        """The scan for this process: its shard from ``.shard`` or from torch.distributed, at this epoch."""
+        """The scan for this process: its shard from ``.shard``, else this process's rank (``implicit_rank``;
+        inside a DataLoader worker: the rank of the process that started it), at this epoch."""
         scan = self.scan
-        dist = _torch.distributed
-        if scan.shard_ is None and dist.is_available() and dist.is_initialized():
-            scan = scan.shard(dist.get_rank(), dist.get_world_size())
+        if scan.shard_ is None:
+            rank = self._implicit()
+            if rank is not None:
+                scan = scan.shard(*rank)
         return scan.set_epoch(self.epoch)
+
+    def _implicit(self) -> tuple[int, int] | None:
+        sent = self.__dict__.get("_sent")
+        if sent is not None and _data.get_worker_info() is not None:
+            # a spawn/forkserver DataLoader worker: a fresh interpreter without the process group; the
+            # rank is the one the main process had when it sent this copy (__getstate__)
+            return sent[0]  # type: ignore[no-any-return]
+        return implicit_rank()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for a worker process (spawn / forkserver DataLoader workers): the rank travels along."""
+        state = dict(self.__dict__)
+        state["_sent"] = (implicit_rank() if self.scan.shard_ is None else None,)
+        return state
 
     def _rank(self) -> tuple[int, int]:
         scan = self.rank_scan()
@@ -123,14 +190,27 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
     # -- resumption ------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Where this rank is: the pinned version, seed, epoch and rows consumed (a plain dict)."""
+        """Where this rank is: the pinned version, what decides its rows (seed, filters and window, columns,
+        shard), the epoch and the rows consumed (a plain dict).
+
+        Raises:
+            DalError: in the main process of a plain ``DataLoader(data, num_workers=k)``, whose workers
+                read the rows: this process cannot know how far they got (use ``data.loader(num_workers=k)``
+                or torchdata's ``StatefulDataLoader``, whose state holds each worker's)."""
+        info = _data.get_worker_info()
+        if info is None and self._token in _READ_BY_WORKERS:
+            raise DalError(
+                f"state_dict() of {self.scan.dataset.name} cannot say where its epoch is: the last pass was read by "
+                "plain DataLoader worker processes, which this process cannot see (it would say 0 rows, and a "
+                "resume would repeat them); use data.loader(num_workers=k), or torchdata's "
+                "StatefulDataLoader(data, batch_size=None, num_workers=k) and its state_dict()"
+            )
         rows = self._resume + self._consumed
         if self.num_canonical_shards is not None:
             _rank, world = self._rank()
             owned = self.num_canonical_shards // world
             rows = self._resume + self._consumed // owned  # rows of each canonical shard
         state = feed.make_state(self.rank_scan(), self.num_canonical_shards, feed.Position(self.epoch, rows))
-        info = _data.get_worker_info()
         if info is not None and info.num_workers > 1:  # rows of this worker's share (a plain DataLoader's)
             state["worker"] = [info.id, info.num_workers]
         return state
@@ -214,6 +294,8 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         if info is not None and info.num_workers > 1:
             yield from self._worker_batches(info.id, info.num_workers)
             return
+        if info is None:
+            _READ_BY_WORKERS.pop(self._token, None)  # read here: state_dict() knows where it is
         skip, self._consumed = self._resume, 0
         if self.num_canonical_shards is None:  # one pyarrow scanner streams the rank's chunks
             chunks = self.rank_scan().iter_chunks(skip_rows=skip, convert=self.convert)
@@ -222,7 +304,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         batches = feed.split_batches(chunks, self.batch_size, _take, _join)
         for n, batch in _to_device(batches, self.device):
             self._consumed += n
-            yield batch
+            yield batch if info is None else _Shipped(batch, self._token)  # the one worker of a DataLoader
         self._resume, self._consumed = 0, 0  # the epoch is over: a state saved now starts the next one
 
     def _worker_batches(self, worker: int, workers: int) -> Iterator[dict[str, Any]]:
@@ -237,7 +319,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         chunks = feed.worker_chunks(scan, worker, workers, self.convert, skip)
         for n, batch in feed.split_batches(chunks, self.batch_size, _take, _join):
             self._consumed += n
-            yield _Shipped(_batch(batch))  # through the worker's pipe as one bytes object
+            yield _Shipped(_batch(batch), self._token)  # through the worker's pipe as one bytes object
         self._resume, self._consumed = 0, 0
 
     def loader(self, num_workers: int = 0, **kwargs: Any) -> Loader:
@@ -313,6 +395,7 @@ class Loader:
         self.data, self.num_workers, self.kwargs = data, num_workers, kwargs
         self._units: _Units | None = None
         self._loader: Any = None
+        self._rank: tuple[int, int] | None = None  # the implicit rank its workers were started with
 
     def state_dict(self) -> dict[str, Any]:
         return self.data.state_dict()
@@ -331,7 +414,12 @@ class Loader:
         if self.num_workers == 0:
             yield from data
             return
+        _READ_BY_WORKERS.pop(data._token, None)
         skip, data._consumed = data._resume, 0
+        rank = data._implicit() if data.scan.shard_ is None else None
+        if self._loader is not None and rank != self._rank:
+            self._loader = None  # persistent workers started as another rank (before init_process_group)
+        self._rank = rank
         if self._loader is None:
             options = {"persistent_workers": True, **self.kwargs}
             slots = int(options.get("prefetch_factor") or 2) + 2  # DataLoader's chunks in flight per worker, +2
@@ -395,13 +483,41 @@ def _pack_into(columns: Columns, ring: list[Any], slot: int) -> tuple[dict[str, 
     return layout, {k: v for k, v in columns.items() if layout[k] is None}
 
 
-class _Shipped(dict):  # type: ignore[type-arg]
+class Batch(dict):  # type: ignore[type-arg]
+    """A batch as ``TorchDataset`` hands it out: a dict of column name -> tensor (or list of str). Its own
+    type so that torch's default collate can refuse to stack batches (``DataLoader(data, batch_size=32)``)."""
+
+
+def _refuse_collate(batch: Any, *, collate_fn_map: Any = None) -> Any:
+    raise DalError(
+        f"a DataLoader with a batch_size stacks dal's batches into one (here {len(batch)}: a ({len(batch)}, "
+        "batch_size) tensor per column), but to_torch(batch_size=...) yields whole batches already: pass "
+        "DataLoader(data, batch_size=None)"
+    )
+
+
+# torch's default collate (DataLoader with a batch_size, also in its workers) looks its element's type up here
+_COLLATE_FNS = getattr(_collate, "default_collate_fn_map", None)
+if isinstance(_COLLATE_FNS, dict):
+    _COLLATE_FNS[Batch] = _refuse_collate
+
+# main process: tokens of the datasets whose last pass came out of plain DataLoader workers (their state is
+# in the workers, so the dataset's state_dict() here would be wrong)
+_READ_BY_WORKERS: dict[str, bool] = {}
+
+
+class _Shipped(Batch):
     """A batch leaving a plain DataLoader worker. torch sends each tensor through a new shared-memory
     segment and a file-descriptor hand-over (~1 ms); a batch of a few tens of kB travels faster through the
-    worker's pipe: pickled as ONE bytes object holding every tensor column, unpickled as a plain dict."""
+    worker's pipe: pickled as ONE bytes object holding every tensor column, unpickled as a plain dict. It
+    names its dataset (``token``), so that the main process knows that dataset was read by workers."""
+
+    def __init__(self, columns: dict[str, Any], token: str) -> None:
+        super().__init__(columns)
+        self.token = token
 
     def __copy__(self) -> _Shipped:  # DataLoader's default_convert copies the batch: stay shippable
-        return _Shipped(self)
+        return _Shipped(self, self.token)
 
     def __reduce__(self) -> tuple[Any, ...]:
         layout: dict[str, Any] = dict.fromkeys(self)
@@ -415,10 +531,12 @@ class _Shipped(dict):  # type: ignore[type-arg]
             if place is not None and place[1]:
                 flat = self[k].contiguous().view(-1).view(_torch.uint8).numpy()
                 data[place[0] : place[0] + place[1]] = memoryview(flat)
-        return (_unship, (layout, data, {k: v for k, v in self.items() if layout[k] is None}))
+        return (_unship, (layout, data, {k: v for k, v in self.items() if layout[k] is None}, self.token))
 
 
-def _unship(layout: dict[str, Any], data: bytearray, rest: dict[str, Any]) -> dict[str, Any]:
+def _unship(layout: dict[str, Any], data: bytearray, rest: dict[str, Any], token: str) -> dict[str, Any]:
+    """A shipped batch as a plain dict (collating, if any, happened in the worker)."""
+    _READ_BY_WORKERS[token] = True
     whole = _torch.frombuffer(data, dtype=_torch.uint8) if len(data) else _torch.empty(0, dtype=_torch.uint8)
     return {k: rest[k] if p is None else whole[p[0] : p[0] + p[1]].view(p[2]).view(p[3]) for k, p in layout.items()}
 
@@ -440,9 +558,9 @@ def _join(x: Columns, y: Columns) -> Columns:
     return out
 
 
-def _batch(columns: Columns) -> dict[str, Any]:
+def _batch(columns: Columns) -> Batch:
     """A batch as handed out: object columns (strings) as lists."""
-    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in columns.items()}
+    return Batch({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in columns.items()})
 
 
 def _device(device: str | None) -> Any:
@@ -455,7 +573,7 @@ def _device(device: str | None) -> Any:
     return _torch.device(device)
 
 
-def _to_device(batches: Iterator[tuple[int, Columns]], device: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+def _to_device(batches: Iterator[tuple[int, Columns]], device: Any) -> Iterator[tuple[int, Batch]]:
     """Batches as handed out; on a CUDA device each is copied through pinned memory on a side stream,
     one batch ahead, so the copy overlaps the step using the previous batch."""
     if device is None:
@@ -463,13 +581,15 @@ def _to_device(batches: Iterator[tuple[int, Columns]], device: Any) -> Iterator[
             yield n, _batch(columns)
         return
     stream = _torch.cuda.Stream(device=device)
-    pending: tuple[int, dict[str, Any]] | None = None
+    pending: tuple[int, Batch] | None = None
     for n, columns in batches:
         with _torch.cuda.stream(stream):
-            moved = {
-                k: v.pin_memory().to(device, non_blocking=True) if isinstance(v, _torch.Tensor) else v
-                for k, v in _batch(columns).items()
-            }
+            moved = Batch(
+                {
+                    k: v.pin_memory().to(device, non_blocking=True) if isinstance(v, _torch.Tensor) else v
+                    for k, v in _batch(columns).items()
+                }
+            )
         if pending is not None:
             yield pending
         _torch.cuda.current_stream(device).wait_stream(stream)

@@ -16,23 +16,30 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from click.shell_completion import CompletionItem
 
-from catalog import Catalog, VersionInfo
-from catalog.engine import default_url, display_url
+from catalog.home import default_url
+from catalog.urls import mask_url
 from dal import progress
 from dal._version import __version__
 from dal.errors import DalError, is_foreign, one_line, printable, translate
-from dal.formats.base import DEFAULT_FORMAT
+from dal.formats.names import DEFAULT_FORMAT
 from dal.ops import views
 from dal.ops.views import dataset_dict as _dataset_dict
 from dal.ops.views import size_text as _size
-from dal.storage.uris import mask_url
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from catalog import Catalog, VersionInfo
+    from catalog.lite import CatalogReader, LiteCatalog
+
+# Start-up: ``dal --help``, ``dal ls``, ``dal show``, ``dal versions`` and shell completion import neither
+# SQLAlchemy, alembic, pyarrow, pandas nor rich's tables until a command needs them (tests/cli/test_startup.py);
+# the browsing commands read an up-to-date catalog through catalog.lite (the DB-API driver only).
 
 EXIT_USER_ERROR = 1
 EXIT_BUG = 70  # EX_SOFTWARE: dal itself failed
@@ -106,21 +113,45 @@ def _json_error(ctx: click.Context, message: str, kind: str, code: int) -> None:
 
 class _State:
     def __init__(self, url: str | None) -> None:
-        self.url = url or default_url()
+        self.url = url or default_url()  # the --profile option has resolved a profile's URL already
         self._catalog: Catalog | None = None
+        self._lite: LiteCatalog | None = None
+        self._lite_tried = False
 
     def catalog(self, *, create: bool = True) -> Catalog:
         if self._catalog is None:
+            from catalog import Catalog
+
             self._catalog = Catalog(self.url, create=create)
         return self._catalog
+
+    def reader(self) -> CatalogReader:
+        """The quick read-only reader when it can serve this catalog (catalog.lite), else the full Catalog."""
+        if not self._lite_tried:
+            self._lite_tried = True
+            from catalog import lite
+
+            self._lite = lite.connect(self.url)
+        return self._lite if self._lite is not None else self.catalog()
+
+    def close(self) -> None:
+        if self._lite is not None:
+            self._lite.close()
 
 
 def _catalog(ctx: click.Context) -> Catalog:
     return ctx.ensure_object(_State).catalog()
 
 
+def _reader(ctx: click.Context) -> CatalogReader:
+    return ctx.ensure_object(_State).reader()
+
+
 def _console() -> Console:
-    return Console(soft_wrap=False, width=max(Console().width, 100))
+    """Tables as wide as the terminal (80 columns off a terminal, or $COLUMNS): long values fold onto more lines."""
+    from rich.console import Console
+
+    return Console(soft_wrap=False)
 
 
 def _emit_json(obj: Any) -> None:
@@ -128,17 +159,27 @@ def _emit_json(obj: Any) -> None:
 
 
 def _table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    from rich.table import Table
+
     table = Table(title=_text(title) if title else None, show_lines=False, header_style="bold")
     for c in columns:
-        table.add_column(c, justify="right" if c in {"version", "rows", "files", "size", "#"} else "left")
+        # fold, never cut: a name or path is still all there (on more lines) in a narrow terminal; short values
+        # (numbers, times) stay whole on one line and the wider text columns give way
+        table.add_column(c, justify="right" if c in _NUMERIC else "left", overflow="fold", no_wrap=c in _WHOLE)
     for r in rows:
         table.add_row(*("" if v is None else _text(v) for v in r))
     _console().print(table)
 
 
+_NUMERIC = {"version", "latest", "rows", "files", "size", "#"}
+_WHOLE = _NUMERIC | {"created (UTC)", "updated", "format", "operation", "status", "nullable"}
+
+
 def _text(value: object) -> str:
     """User text for a Rich table: control characters (ESC sequences, newlines) shown as escapes, and
     Rich markup escaped (type names like timestamp[us, tz=UTC] and descriptions like "[bold]x")."""
+    from rich.markup import escape
+
     return escape(printable(value))
 
 
@@ -152,8 +193,34 @@ json_option = click.option(
     "--json", "as_json", is_flag=True, callback=_remember_json, help="Print JSON (errors: a JSON object on stderr)."
 )
 version_option = click.option(
-    "--version", "-v", "version", default=None, help="Version number, tag, or ISO timestamp (default: latest)."
+    "--version",
+    "-v",
+    "version",
+    default=None,
+    help="Version number, tag, or ISO timestamp (default: latest).",
+    shell_complete=lambda ctx, param, incomplete: _complete_versions(ctx, param, incomplete),
 )
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+_LOG_FORMAT = "dal: %(levelname)s: %(name)s: %(message)s"
+
+
+def _log_to_stderr(level: str) -> Any:
+    """dal's loggers (``dal``, ``dal.catalog``, …) at ``level`` onto stderr for this command; returns the undo
+    (in-process callers such as tests get the logger back as it was)."""
+    logger = logging.getLogger("dal")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+    before = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
+
+    def undo() -> None:
+        logger.removeHandler(handler)
+        logger.setLevel(before)
+
+    return undo
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -164,11 +231,35 @@ version_option = click.option(
     default=None,
     help="Catalog URL (SQLAlchemy); default $DAL_CATALOG_URL or the embedded SQLite catalog.",
 )
+@click.option(
+    "--profile",
+    envvar="DAL_PROFILE",
+    default=None,
+    help="A named catalog from the config file ($DAL_CONFIG or ~/.config/dal/config.toml; $DAL_PROFILE).",
+)
 @click.option("--quiet", "-q", is_flag=True, help=_QUIET)
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    envvar="DAL_LOG_LEVEL",
+    default=None,
+    help="Print dal's log messages of this level and above on stderr ($DAL_LOG_LEVEL; default: warnings only).",
+)
+@click.option("--verbose", "-v", count=True, help="Log more on stderr: -v is --log-level info, -vv debug.")
 @click.version_option(version=__version__, prog_name="dal", message="%(prog)s, version %(version)s")
 @click.pass_context
-def cli(ctx: click.Context, catalog_url: str | None, quiet: bool) -> None:
+def cli(
+    ctx: click.Context,
+    catalog_url: str | None,
+    profile: str | None,
+    quiet: bool,
+    log_level: str | None,
+    verbose: int,
+) -> None:
     """Browse and manage the dal dataset catalog."""
+    level = log_level or ("debug" if verbose >= 2 else "info" if verbose else None)
+    if level is not None:
+        ctx.call_on_close(_log_to_stderr(level))
     before = progress.get_enabled()
     progress.set_enabled(False if quiet else None)  # a command's own --quiet may still turn it off
     ctx.call_on_close(lambda: progress.set_enabled(before))  # in-process callers (tests) get theirs back
@@ -176,18 +267,143 @@ def cli(ctx: click.Context, catalog_url: str | None, quiet: bool) -> None:
     # line to the one dal prints for it
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.CRITICAL)
-    ctx.obj = _State(catalog_url)
+    ctx.obj = _State(_catalog_choice(ctx, catalog_url, profile))
+    ctx.call_on_close(ctx.obj.close)
+
+
+def _catalog_choice(ctx: click.Context, url: str | None, profile: str | None) -> str | None:
+    """The catalog URL: --catalog, else --profile, else $DAL_CATALOG_URL, else $DAL_PROFILE, else the config
+    file's default profile, else the embedded catalog (``catalog.home.default_url``)."""
+    from click.core import ParameterSource
+
+    def typed(name: str) -> bool:
+        return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
+    if url and typed("catalog_url"):
+        return url
+    if profile and typed("profile"):
+        from catalog.home import profile_url
+
+        return profile_url(profile)
+    return url or None  # $DAL_CATALOG_URL; else default_url() reads $DAL_PROFILE and the config file
+
+
+LS_LIMIT = 1000
+limit_option = click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=LS_LIMIT,
+    show_default=True,
+    help="At most this many, the first by name (0: all; a catalog can hold tens of thousands).",
+)
+
+
+def _complete_names(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Dataset names starting with what was typed (``dal show weather.<TAB>``), from the catalog. With many
+    matches, one candidate per next dotted part (``team07.``) so the shell does not list thousands."""
+    try:
+        reader = _completion_reader(ctx)
+        if reader is None:
+            return []
+        try:
+            names = reader.dataset_names(incomplete, limit=COMPLETION_LIMIT + 1)
+        finally:
+            reader.close()
+    except Exception:  # completion must never print a traceback into the shell
+        return []
+    if len(names) > COMPLETION_LIMIT:
+        parts = dict.fromkeys(_next_part(n, incomplete) for n in names)
+        return [CompletionItem(p) for p in parts]
+    return [CompletionItem(n) for n in names]
+
+
+def _next_part(name: str, typed: str) -> str:
+    dot = name.find(".", len(typed))
+    return name if dot < 0 else name[: dot + 1]
+
+
+def _complete_versions(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """The dataset's tags (with the version each names) and ``latest``; version numbers once a digit is typed."""
+    name = ctx.params.get("name") or _typed_name(ctx)
+    if not isinstance(name, str):
+        return []
+    try:
+        reader = _completion_reader(ctx)
+        if reader is None:
+            return []
+        try:
+            tags = reader.tag_names(name)
+            latest = None
+            if incomplete[:1].isdigit():
+                found = reader.dataset_names(name, limit=1)
+                latest = reader.get_dataset(name).latest_version if found == [name] else None
+        finally:
+            reader.close()
+    except Exception:  # completion must never print a traceback into the shell
+        return []
+    items = [CompletionItem(t, help=f"version {n}") for t, n in tags.items() if t.startswith(incomplete)]
+    if "latest".startswith(incomplete):
+        items.append(CompletionItem("latest", help="the newest version"))
+    if latest is not None:
+        numbers = [str(n) for n in range(latest, -1, -1) if str(n).startswith(incomplete)]
+        items += [CompletionItem(n) for n in numbers[:COMPLETION_LIMIT]]
+    return items
+
+
+def _typed_name(ctx: click.Context) -> str | None:
+    """The NAME typed after the command, from the shell's words (click leaves it unparsed while it completes an
+    option's value: ``dal schema weather.obs -v <TAB>``)."""
+    import shlex
+
+    try:
+        words = shlex.split(os.environ.get("COMP_WORDS", ""))
+    except ValueError:
+        return None
+    if ctx.info_name not in words:
+        return None
+    rest = words[words.index(ctx.info_name) + 1 :]
+    return next((w for w in rest if not w.startswith("-")), None)
+
+
+def _complete_tags(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    return [c for c in _complete_versions(ctx, _param, incomplete) if c.help and c.help.startswith("version ")]
+
+
+def _completion_reader(ctx: click.Context) -> LiteCatalog | None:
+    """The quick reader of the catalog the command line names (``--catalog`` or the default), or None: completion
+    never creates, migrates or waits for a catalog."""
+    from catalog import lite
+
+    url = ctx.find_root().params.get("catalog_url") or default_url()
+    return lite.connect(url)
+
+
+COMPLETION_LIMIT = 200
 
 
 @cli.command("ls")
-@click.argument("pattern", required=False)
+@click.argument("pattern", required=False, shell_complete=_complete_names)
+@limit_option
 @json_option
 @click.pass_context
-def ls_cmd(ctx: click.Context, pattern: str | None, as_json: bool) -> None:
+def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool) -> None:
     """List datasets; PATTERN is a glob on names (weather.*) or a substring of name or description."""
-    datasets = _catalog(ctx).list_datasets(pattern)
+    reader = _reader(ctx)
+    datasets = reader.list_datasets(pattern, limit=limit + 1) if limit else reader.list_datasets(pattern)
+    more = bool(limit) and len(datasets) > limit
+    datasets = datasets[:limit] if limit else datasets
+    if more:
+        click.echo(f"dal: listed the first {limit:,} datasets by name; more match (--limit N, or --limit 0: all)",
+                   err=True)  # fmt: skip
     if as_json:
-        _emit_json([_dataset_dict(d) for d in datasets])
+        # the row count and size of each one's latest version, as /api/datasets has them (one more query)
+        sizes = reader.latest_sizes(pattern, limit=limit or None) if datasets else {}
+        out = []
+        for d in datasets:
+            item = _dataset_dict(d)
+            item["latest_row_count"], item["latest_size_bytes"] = sizes.get(d.name, (None, None))
+            out.append(item)
+        _emit_json(out)
         return
     if not datasets:
         click.echo("no datasets" + (f" match {pattern!r}" if pattern else " yet"))
@@ -209,12 +425,20 @@ def ls_cmd(ctx: click.Context, pattern: str | None, as_json: bool) -> None:
 
 
 @cli.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
+@click.option("--property", "prop", default=None, metavar="KEY", help="Print only this property's value.")
 @json_option
 @click.pass_context
-def show_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
-    """Show a dataset: location, owner, time column and its newest version."""
-    cat = _catalog(ctx)
+def show_cmd(ctx: click.Context, name: str, prop: str | None, as_json: bool) -> None:
+    """Show a dataset: location, owner, time column and its newest version (--property KEY: one property)."""
+    cat = _reader(ctx)
+    if prop is not None:
+        value = _property(cat.get_dataset(name), prop)
+        if as_json:
+            _emit_json({"dataset": name, "property": prop, "value": value})
+        else:
+            click.echo(printable(value if isinstance(value, str) else json.dumps(value)))
+        return
     if as_json:
         _emit_json(views.show(cat, name))
         return
@@ -245,16 +469,24 @@ def show_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
     _table(None, ["field", "value"], rows)
 
 
+def _property(info: Any, key: str) -> Any:
+    """One property of a dataset (``dal set --property`` sets them); a missing key names the ones there are."""
+    from catalog.errors import NotFound, suggest
+
+    if key not in info.properties:
+        known = ", ".join(sorted(info.properties)) or "none"
+        raise NotFound(f"{info.name} has no property {key!r}{suggest(key, info.properties)} (properties: {known})")
+    return info.properties[key]
+
+
 def _version_rows(versions: Sequence[VersionInfo]) -> list[tuple[object, ...]]:
     return [
         (
             v.number,
-            v.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            v.created_at.strftime("%Y-%m-%d %H:%M"),
             v.operation,
             f"{v.row_count:,}",
-            v.file_count,
             _size(v.size_bytes),
-            "-" if v.storage_version is None else v.storage_version,
             ", ".join(v.tags),
             "expired" if v.unavailable else "",
         )
@@ -263,27 +495,30 @@ def _version_rows(versions: Sequence[VersionInfo]) -> list[tuple[object, ...]]:
 
 
 @cli.command("versions")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the newest N versions.")
 @json_option
 @click.pass_context
-def versions_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
+def versions_cmd(ctx: click.Context, name: str, limit: int | None, as_json: bool) -> None:
     """List the versions of a dataset, oldest first."""
     if as_json:
-        _emit_json(views.versions(_catalog(ctx), name))
+        _emit_json(views.versions(_reader(ctx), name, limit))
         return
-    versions = _catalog(ctx).versions(name)
+    reader = _reader(ctx)
+    versions = reader.versions(name) if limit is None else reader.versions(name, limit=limit)
     if not versions:
         click.echo(f"{name} has no versions yet")
         return
     _table(
         name,
-        ["version", "created (UTC)", "operation", "rows", "files", "size", "storage v.", "tags", "status"],
+        # files, storage versions and seconds: --json (80 columns hold these)
+        ["version", "created (UTC)", "operation", "rows", "size", "tags", "status"],
         _version_rows(versions),
     )
 
 
 @cli.command("schema")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @version_option
 @json_option
 @click.pass_context
@@ -310,9 +545,9 @@ def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool
 
 
 @cli.command("diff")
-@click.argument("name")
-@click.argument("old")
-@click.argument("new")
+@click.argument("name", shell_complete=_complete_names)
+@click.argument("old", shell_complete=_complete_versions)
+@click.argument("new", shell_complete=_complete_versions)
 @json_option
 @click.pass_context
 def diff_cmd(ctx: click.Context, name: str, old: str, new: str, as_json: bool) -> None:
@@ -338,7 +573,7 @@ def _field_text(f: Any) -> str:
 
 
 @cli.command("partitions")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @version_option
 @json_option
 @click.pass_context
@@ -360,9 +595,74 @@ def partitions_cmd(ctx: click.Context, name: str, version: str | None, as_json: 
     )
 
 
+@cli.command("files")
+@click.argument("name", shell_complete=_complete_names)
+@click.argument("version", required=False, shell_complete=_complete_versions)
+@json_option
+@click.pass_context
+def files_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
+    """List the data files of a version (default: the latest): path, partition, rows, size."""
+    from dal import api
+
+    ds = api.open(name, version, catalog=_catalog(ctx))
+    files = ds.files()
+    root = mask_url(ds.location).rstrip("/") + "/"
+    entries: list[dict[str, Any]] = [
+        {
+            "path": mask_url(f.uri),
+            "partition": "/".join(f"{k}={'' if v is None else v}" for k, v in f.partition_values),
+            "rows": f.row_count,
+            "size_bytes": f.size_bytes,
+            "deleted_rows": len(f.deleted_rows),
+        }
+        for f in files
+    ]
+    if as_json:
+        _emit_json({"dataset": name, "version": ds.number, "location": mask_url(ds.location), "files": entries})
+        return
+    if not entries:
+        click.echo(f"{name} @ version {ds.number}: no data files")
+        return
+
+    def short(path: str) -> str:
+        plain = path.split("://", 1)[-1]
+        base = root.split("://", 1)[-1]
+        return plain[len(base) :] if plain.startswith(base) else path
+
+    total = sum(f.size_bytes for f in files)
+    _table(
+        f"{name} @ version {ds.number}: {len(entries):,} files, {_size(total)} under {printable(mask_url(ds.location))}",
+        ["file", "rows", "size"],
+        [(short(e["path"]), "?" if e["rows"] is None else f"{e['rows']:,}", _size(e["size_bytes"])) for e in entries],
+    )
+
+
+@cli.command("profiles")
+@json_option
+def profiles_cmd(as_json: bool) -> None:
+    """List the named catalogs of the config file (passwords masked; ${VAR} left as written)."""
+    from catalog.home import config_path, default_profile, load_config, profiles
+
+    config = load_config()
+    found = profiles(config)
+    default = default_profile(config)
+    if as_json:
+        _emit_json({"config": str(config_path()), "default": default,
+                    "profiles": {n: mask_url(u) for n, u in found.items()}})  # fmt: skip
+        return
+    if not found:
+        click.echo(f"no catalog profiles in {printable(str(config_path()))}")
+        return
+    _table(
+        f"profiles in {config_path()}",
+        ["profile", "catalog", ""],
+        [(n, mask_url(u), "default" if n == default else "") for n, u in sorted(found.items())],
+    )
+
+
 @cli.command("tag")
-@click.argument("name")
-@click.argument("version")
+@click.argument("name", shell_complete=_complete_names)
+@click.argument("version", shell_complete=_complete_versions)
 @click.argument("tag")
 @click.option("--force", is_flag=True, help="Move the tag if it is on another version.")
 @json_option
@@ -377,8 +677,8 @@ def tag_cmd(ctx: click.Context, name: str, version: str, tag: str, force: bool, 
 
 
 @cli.command("untag")
-@click.argument("name")
-@click.argument("tag")
+@click.argument("name", shell_complete=_complete_names)
+@click.argument("tag", shell_complete=_complete_tags)
 @json_option
 @click.pass_context
 def untag_cmd(ctx: click.Context, name: str, tag: str, as_json: bool) -> None:
@@ -412,7 +712,7 @@ def register_cmd(
 
 
 @cli.command("sync")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @json_option
 @click.pass_context
 def sync_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
@@ -443,7 +743,7 @@ def _properties(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 @cli.command("drop")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @click.option("--purge", is_flag=True, help="Also delete the data dal wrote at the dataset's location.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--force", is_flag=True, help="With --purge: delete dal's files even if other files are there (kept).")
@@ -485,7 +785,7 @@ def drop_cmd(ctx: click.Context, name: str, purge: bool, yes: bool, force: bool,
 
 
 @cli.command("rename")
-@click.argument("old")
+@click.argument("old", shell_complete=_complete_names)
 @click.argument("new")
 @json_option
 @click.pass_context
@@ -501,7 +801,7 @@ def rename_cmd(ctx: click.Context, old: str, new: str, as_json: bool) -> None:
 
 
 @cli.command("set")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @click.option("--description", default=None, help="What the dataset holds.")
 @click.option("--owner", default=None, help="Who answers for it (a user or team).")
 @click.option("--time-column", default=None, help="The column that orders rows in time.")
@@ -532,8 +832,8 @@ def set_cmd(
 
 
 @cli.command("lineage")
-@click.argument("name")
-@click.argument("version", required=False)
+@click.argument("name", shell_complete=_complete_names)
+@click.argument("version", required=False, shell_complete=_complete_versions)
 @click.option("--depth", default=1, show_default=True, type=click.IntRange(1, 20), help="Downstream levels.")
 @json_option
 @click.pass_context
@@ -562,19 +862,28 @@ def lineage_cmd(ctx: click.Context, name: str, version: str | None, depth: int, 
         click.echo("  no lineage recorded (not written by dal.write)")
     click.echo("upstream:" + ("" if out["upstream"] else " none"))
     for u in out["upstream"]:
-        click.echo(f"  {u['dataset']} @ {u['version']}" + (f" where {u['filters']}" if u.get("filters") else ""))
+        where = f" where {u['filters']}" if u.get("filters") else ""
+        was = f" (read as {u['recorded_as']})" if u.get("recorded_as") else ""
+        click.echo(printable(f"  {u['dataset']} @ {u['version']}{where}{was}  [{u.get('how') or 'inferred'}]"))
     click.echo("downstream:" + ("" if out["downstream"] else " none"))
     _print_tree(out["downstream"], "  ")
+    if out["upstream"] or out["downstream"]:
+        click.echo(
+            "declared: named by the writer (dal.write inputs=); inferred: read by its process since its previous write"
+        )
 
 
 def _print_tree(nodes: Sequence[dict[str, Any]], indent: str) -> None:
     for d in nodes:
-        click.echo(f"{indent}{d['dataset']} @ {d['version']}")
+        if d.get("truncated"):
+            click.echo(f"{indent}... (only the first {d.get('shown')} are listed)")
+            continue
+        click.echo(printable(f"{indent}{d['dataset']} @ {d['version']}  [{d.get('how') or 'inferred'}]"))
         _print_tree(d.get("downstream") or [], indent + "  ")
 
 
 @cli.command("head")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @version_option
 @click.option("-n", "rows", default=10, show_default=True, type=click.IntRange(0, 10_000), help="Rows to print.")
 @click.option("--columns", default=None, help="Comma-separated columns (default: all).")
@@ -600,7 +909,7 @@ def head_cmd(
 
 
 @cli.command("stats")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @version_option
 @json_option
 @click.pass_context
@@ -649,7 +958,7 @@ def _duration(_ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 @cli.command("gc")
-@click.argument("name")
+@click.argument("name", shell_complete=_complete_names)
 @click.option("--keep-last", type=click.IntRange(min=1), default=None, help="Keep the N newest versions.")
 @click.option("--older-than", callback=_duration, default=None, help="Expire only versions older than this (30d, 12h).")
 @click.option("--dry-run", is_flag=True, help="Show what would be expired and deleted; change nothing.")
@@ -686,6 +995,10 @@ def gc_cmd(
     tagged = f" (kept tagged: {', '.join(str(n) for n in r.skipped_tagged)})" if r.skipped_tagged else ""
     click.echo(f"{name}: {verb} version(s) {expired}{tagged}")
     click.echo(f"{name}: {'would delete' if dry_run else 'deleted'} {len(r.deleted)} file(s), {_size(r.bytes)}")
+    for rel in r.not_followed:
+        click.echo(
+            f"{name}: {printable(rel)}/ is a symbolic link to a directory: not followed, nothing behind it deleted"
+        )
     if dry_run:
         for rel in r.deleted:
             click.echo(f"  {printable(rel)}")
@@ -697,22 +1010,31 @@ def hive_group() -> None:
 
 
 @hive_group.command("sync")
-@click.argument("names", nargs=-1)
+@click.argument("names", nargs=-1, shell_complete=_complete_names)
 @click.option("--uri", required=True, envvar="DAL_HIVE_URI", help="thrift://host:9083")
 @click.option("--version", "-v", "version", default=None, help="Version to publish (default: latest).")
 @json_option
 @click.pass_context
 def hive_sync_cmd(ctx: click.Context, names: tuple[str, ...], uri: str, version: str | None, as_json: bool) -> None:
-    """Create or update an external Hive table per dataset (all datasets when no NAME is given)."""
+    """Create or update an external Hive table per dataset (all datasets when no NAME is given).
+
+    A dataset that cannot be published does not stop the others: those published are listed, then one error
+    line names each that failed (exit 1)."""
     from dal.ops import hive
 
-    tables = hive.sync(list(names) or None, uri=uri, version=version, catalog=_catalog(ctx))
+    failed: hive.HiveSyncError | None = None
+    try:
+        tables = hive.sync(list(names) or None, uri=uri, version=version, catalog=_catalog(ctx))
+    except hive.HiveSyncError as e:
+        tables, failed = e.synced, e
     if as_json:
         _emit_json([t.__dict__ for t in tables])
-        return
-    for t in tables:
-        line = f"{t.dataset} v{t.version} -> {t.database}.{t.table} ({t.partitions} partitions) at {t.location}"
-        click.echo(printable(mask_url(line)))
+    else:
+        for t in tables:
+            line = f"{t.dataset} v{t.version} -> {t.database}.{t.table} ({t.partitions} partitions) at {t.location}"
+            click.echo(printable(mask_url(line)))
+    if failed is not None:
+        raise failed
 
 
 @hive_group.command("import")
@@ -742,6 +1064,8 @@ def db_group() -> None:
 @click.pass_context
 def db_upgrade_cmd(ctx: click.Context, as_json: bool) -> None:
     """Create the catalog or upgrade it to this dal's schema revision."""
+    from catalog.engine import display_url
+
     state = ctx.ensure_object(_State)
     before, after = state.catalog(create=False).upgrade()
     where = display_url(state.url)
@@ -759,6 +1083,7 @@ def db_upgrade_cmd(ctx: click.Context, as_json: bool) -> None:
 def db_status_cmd(ctx: click.Context, as_json: bool) -> None:
     """Show the catalog URL (password hidden) and its schema revision."""
     from catalog import migrate
+    from catalog.engine import display_url
 
     state = ctx.ensure_object(_State)
     cat = state.catalog(create=False)
@@ -781,7 +1106,11 @@ def cache_group() -> None:
 
 
 cache_dir_option = click.option(
-    "--dir", "cache_dir", default=None, help="Cache folder (default $DAL_CACHE_DIR or <DAL_HOME>/cache)."
+    "--dir",
+    "cache_dir",
+    default=None,
+    help="Cache folder, or an object-store URL such as s3://bucket/cache reached with the environment's "
+    "credentials (default $DAL_CACHE_DIR or <DAL_HOME>/cache). Only a folder dal made for its cache is cleared.",
 )
 
 
@@ -810,6 +1139,17 @@ def cache_ls_cmd(cache_dir: str | None, files: bool, as_json: bool) -> None:
             _emit_json({"path": str(folder), "bytes": used})
             return
         click.echo(f"file cache {printable(str(folder))}: {used:,} bytes")
+        return
+    spec = convert_cache.cache_spec(cache_dir)
+    if convert_cache.is_remote(spec):
+        loc = convert_cache.remote_root(spec, None, create=False)
+        listed = [(e, None, e.users()) for e in convert_cache.remote_entries(loc)]
+        if as_json:
+            _emit_json([{"key": e.key, "path": e.table, "created": e.created, "rows": e.rows, "bytes": None,
+                         "users": users} for e, _, users in listed])  # fmt: skip
+            return
+        _table(f"cache {mask_url(loc.uri)}", ["key", "created", "rows", "users"],
+               [(e.key[:16], e.created, e.rows, len(users)) for e, _, users in listed])  # fmt: skip
         return
     root = convert_cache.cache_root(cache_dir, create=False)
     found = [(e, e.size_bytes(), e.users()) for e in convert_cache.entries(root)]
@@ -841,13 +1181,24 @@ def cache_clear_cmd(cache_dir: str | None, force: bool, files: bool, as_json: bo
             return
         click.echo(f"removed {freed:,} bytes from the file cache {printable(str(folder))}")
         return
-    root = convert_cache.cache_root(cache_dir, create=False)
-    removed, kept = convert_cache.clear(root, force=force)
+    spec = convert_cache.cache_spec(cache_dir)
+    if convert_cache.is_remote(spec):
+        loc = convert_cache.remote_root(spec, None, create=False)
+        removed_remote, kept_remote = convert_cache.remote_clear(loc, force=force)
+        where, removed_keys, kept_keys = (
+            mask_url(loc.uri),
+            [e.key for e in removed_remote],
+            [e.key for e in kept_remote],
+        )
+    else:
+        root = convert_cache.cache_root(cache_dir, create=False)
+        removed, kept = convert_cache.clear(root, force=force)
+        where, removed_keys, kept_keys = str(root), [e.key for e in removed], [e.key for e in kept]
     if as_json:
-        _emit_json({"removed": [e.key for e in removed], "kept": [e.key for e in kept]})
+        _emit_json({"removed": removed_keys, "kept": kept_keys})
         return
-    click.echo(f"removed {len(removed)} cached conversion(s) from {printable(str(root))}" +
-               (f"; kept {len(kept)} in use (--force removes them)" if kept else ""))  # fmt: skip
+    click.echo(f"removed {len(removed_keys)} cached conversion(s) from {printable(where)}" +
+               (f"; kept {len(kept_keys)} in use (--force removes them)" if kept_keys else ""))  # fmt: skip
 
 
 @cli.command("ui")

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from catalog.types import Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError, SchemaMismatch
+from dal.formats.names import DEFAULT_FORMAT as DEFAULT_FORMAT  # re-exported: what dal.write/register use
 from dal.storage.timeparts import RuleCheck
 from dal.tensors.schema import TensorSchema
 
@@ -20,7 +21,6 @@ SchemaMode = Literal["merge", "overwrite"] | None
 # adopted by the next write (or sync) of that name
 DATASET_KEY = "dal.dataset"
 WRITE_ID_KEY = "dal.write_id"
-DEFAULT_FORMAT = "delta"  # what dal.write and dal.register use unless told
 # Parquet codecs a write may ask for (pyarrow's names; "uncompressed" is an alias of "none")
 COMPRESSIONS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none")
 DEFAULT_COMPRESSION = "snappy"
@@ -44,11 +44,13 @@ class WriteOptions:
     """How to write: validated by ``dal.api`` before a format sees them."""
 
     mode: WriteMode = "append"
-    partition_by: tuple[str, ...] = ()
+    # None: as the table is partitioned (a new table: not at all); () asks for no partitioning
+    partition_by: tuple[str, ...] | None = None
     schema_mode: SchemaMode = None
     storage_options: Mapping[str, str] = field(default_factory=dict)
     commit_metadata: Mapping[str, str] = field(default_factory=dict)
     tensor_schema: TensorSchema | None = None  # codecs and shapes of tensor fields (formats that store them)
+    tensor_schema_inferred: bool = False  # tensor_schema was inferred from the data, not given by the caller
     time_column: str | None = None
     compression: str = DEFAULT_COMPRESSION  # Parquet codec of the data files (one of COMPRESSIONS)
 
@@ -71,6 +73,55 @@ def check_time_column(time_column: str | None, names: Sequence[str], what: str) 
     """Refuse a ``time_column`` that is not among ``names`` (``what``: "a column of the data")."""
     if time_column is not None and time_column not in names:
         raise SchemaMismatch(f"time_column {time_column!r} is not {what}")
+
+
+def replaces_schema(opts: WriteOptions) -> bool:
+    """Whether the write replaces the table's schema (and may change its partitioning)."""
+    return opts.mode == "overwrite" and opts.schema_mode == "overwrite"
+
+
+def plan_partitioning(
+    current: Sequence[str] | None, opts: WriteOptions, names: Sequence[str], where: str
+) -> tuple[str, ...]:
+    """The partition columns a write lays its files out by, checked against the columns it writes (``names``),
+    before anything is written.
+
+    ``current`` is the table's partitioning (None: no table yet). ``partition_by=None`` keeps it, on every
+    mode; a different partitioning (``[]`` for none) needs ``mode='overwrite', schema_mode='overwrite'``, as
+    in Delta. A schema overwrite whose new columns lack the current partition columns must say how the new
+    version is partitioned.
+
+    Raises:
+        SchemaMismatch: naming the columns, with the call that works.
+    """
+    given = None if opts.partition_by is None else tuple(opts.partition_by)
+    repeated = sorted({c for c in given or () if (given or ()).count(c) > 1})
+    if repeated:
+        raise SchemaMismatch(f"partition_by names {', '.join(repeated)} more than once")
+    if current is not None and (given is None or given == tuple(current)):
+        parts = tuple(current)
+        missing = [c for c in parts if c not in names]
+        if missing and replaces_schema(opts):
+            raise SchemaMismatch(
+                f"{where} is partitioned by {list(parts)}, and the new schema has no column {', '.join(missing)}: "
+                "pass partition_by=[...] naming columns of the new data, or partition_by=[] for none"
+            )
+        return parts  # appends and overwrites may lack a nullable partition column: written as nulls
+    if current is not None and not replaces_schema(opts):
+        raise SchemaMismatch(
+            f"{where} is partitioned by {list(current)}, not {list(given or ())}; "
+            "to change that, write with mode='overwrite', schema_mode='overwrite'"
+        )
+    parts = given or ()  # a new table, or a schema overwrite that says how the new version is partitioned
+    absent = [c for c in parts if c not in names]
+    if absent:
+        raise SchemaMismatch(f"partition_by names columns not in the data: {', '.join(absent)}")
+    if parts and len(parts) == len(names):
+        raise SchemaMismatch(
+            f"partition_by names every column ({', '.join(parts)}): the files would hold no data; keep one "
+            "column out of it"
+        )
+    return parts
 
 
 @dataclass(frozen=True)
@@ -143,6 +194,11 @@ class WriteTransaction(ABC):
         except BaseException:
             self.abort()
             raise
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        """The partition columns the new version is laid out by (settled by ``check``)."""
+        return tuple(self.opts.partition_by or ())
 
     def landed(self) -> int | None:
         """After an error on the way back from ``commit``: the version this write's commit got if it landed

@@ -3,15 +3,13 @@ reading their footers, and the catalog's description of such a directory as one 
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft
+from dal.storage import ownership
 from dal.storage.location import Location
 from dal.storage.partitions import parse_partition_dir, partition_totals
 
@@ -40,34 +38,9 @@ def data_files(loc: Location, directory: str = "") -> list[tuple[str, int]]:
 
 def aged_files(loc: Location) -> list[tuple[str, int, float]]:
     """Every file below ``loc`` (hidden ones included) as (relative path, size, seconds since it was last
-    modified; infinite when the store does not say), in one recursive listing."""
-    now = time.time()
-    selector = pafs.FileSelector(loc.path(), recursive=True, allow_not_found=True)
-    base = loc.path().rstrip("/") + "/"
-    out = []
-    for fi in loc.fs.get_file_info(selector):
-        if fi.type != pafs.FileType.File:
-            continue
-        rel = fi.path[len(base) :] if fi.path.startswith(base) else fi.path
-        age = now - fi.mtime.timestamp() if fi.mtime is not None else float("inf")
-        out.append((rel, int(fi.size or 0), age))
-    return out
-
-
-def remove_empty_dirs(loc: Location, spare: Callable[[str], bool] = lambda rel: False) -> None:
-    """Local disk only: remove the directories left empty below the location, and the location itself, except
-    those ``spare`` keeps (it gets each one's path below the location, "" for the location)."""
-    if not loc.local:
-        return
-    top = loc.path()
-    for dirpath, _dirs, _files in os.walk(top, topdown=False):
-        rel = os.path.relpath(dirpath, top).replace(os.sep, "/")
-        if spare("" if rel == "." else rel):
-            continue
-        try:
-            os.rmdir(dirpath)  # only succeeds when empty
-        except OSError:
-            pass
+    modified; infinite when the store does not say), for retention: in one recursive listing that never
+    follows a link (``dal.storage.ownership.listing``: a linked directory's files are not the table's)."""
+    return [(f.rel, f.size, f.age) for f in ownership.listing(loc).files]
 
 
 def scan_directory(loc: Location, directory: str = "") -> list[FileEntry]:

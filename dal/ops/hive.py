@@ -13,7 +13,8 @@ Partitions are registered with their directories. The dal catalog is never chang
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ import pyarrow as pa
 from catalog import VersionInfo, VersionRef
 from dal import progress
 from dal.api import CatalogLike, get_catalog, open, register
-from dal.errors import DalError, DatasetExists, FormatError, one_line, require, translating
+from dal.errors import DalError, DatasetExists, FormatError, is_foreign, one_line, require, translate, translating
 from dal.formats.registry import detect, format_names, get_format
 from dal.storage import uris
 from dal.storage.partitions import NULL_PARTITION, hive_partition_type
@@ -58,23 +59,59 @@ def hive_name(dataset: str) -> tuple[str, str]:
     return first.replace("-", "_").lower(), rest.replace(".", "_").replace("-", "_").lower()
 
 
-def hive_type(t: pa.DataType) -> str:
-    """The Hive column type of an Arrow type. Raises DalError for types Hive cannot hold."""
+_HIVE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def hive_type(t: pa.DataType, column: str = "") -> str:
+    """The Hive column type of an Arrow type: scalars, ``array``, ``map`` and ``struct`` of them.
+
+    Raises:
+        DalError: naming the column (``column``, a path inside nested types) for a type Hive cannot hold.
+    """
+    where = f"column {column} " if column else ""
     simple = [
         (pa.types.is_int64, "bigint"), (pa.types.is_int32, "int"), (pa.types.is_int16, "smallint"),
         (pa.types.is_int8, "tinyint"), (pa.types.is_float64, "double"), (pa.types.is_float32, "float"),
         (pa.types.is_boolean, "boolean"), (pa.types.is_timestamp, "timestamp"), (pa.types.is_date, "date"),
         (pa.types.is_string, "string"), (pa.types.is_large_string, "string"), (pa.types.is_binary, "binary"),
-        (pa.types.is_large_binary, "binary"),
+        (pa.types.is_large_binary, "binary"), (pa.types.is_fixed_size_binary, "binary"),
     ]  # fmt: skip
     for test, name in simple:
         if test(t):
             return name
-    if pa.types.is_decimal(t):
+    if pa.types.is_dictionary(t):
+        return hive_type(t.value_type, column)
+    if pa.types.is_decimal(t) and t.precision <= 38:
         return f"decimal({t.precision},{t.scale})"
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return f"array<{hive_type(t.value_type)}>"
-    raise DalError(f"Arrow type {t} has no Hive equivalent")
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return f"array<{hive_type(t.value_type, f'{column}[]')}>"
+    if pa.types.is_map(t):
+        key = hive_type(t.key_type, f"{column}.key")
+        if key.startswith(("array<", "map<", "struct<")):
+            raise DalError(f"{where}({t}) has a {key} map key; Hive map keys are plain values")
+        return f"map<{key},{hive_type(t.item_type, f'{column}.value')}>"
+    if pa.types.is_struct(t) and t.num_fields:
+        fields = [t.field(i) for i in range(t.num_fields)]
+        odd = [f.name for f in fields if not _HIVE_NAME.fullmatch(f.name)]
+        if odd:
+            raise DalError(f"{where}({t}): Hive struct fields are named with letters, digits and _ only, not {odd}")
+        return "struct<" + ",".join(f"{f.name}:{hive_type(f.type, f'{column}.{f.name}')}" for f in fields) + ">"
+    raise DalError(f"{where}({t}) has no Hive type")
+
+
+class HiveSyncError(DalError):
+    """Some datasets of a multi-dataset ``sync`` could not be published (the others were): ``synced`` holds the
+    tables published, ``failures`` each failed dataset's error."""
+
+    def __init__(self, synced: Sequence[HiveTable], failures: Mapping[str, DalError]) -> None:
+        self.synced = list(synced)
+        self.failures = dict(failures)
+        done = f"synced {len(self.synced)} of {len(self.synced) + len(self.failures)} datasets"
+        named = (
+            str(e) if str(e).startswith(f"{n} ") or str(e).startswith(f"{n}:") else f"{n}: {e}"
+            for n, e in failures.items()
+        )
+        super().__init__(f"hive sync: {done}; " + "; ".join(named))
 
 
 def _address(uri: str) -> tuple[str, int]:
@@ -139,71 +176,133 @@ def sync(
 ) -> list[HiveTable]:
     """Create or update one external Hive table per dataset (all datasets when ``names`` is None).
 
+    Each dataset is checked (its version, its columns' Hive types, its partitions) before the metastore is
+    touched, and each is published on its own: one that cannot be does not stop the others.
+
     Raises:
-        DalError: the metastore is unreachable, a table of that name exists with another schema and was not
-        made by dal, or a version cannot be represented (see the module docstring). Nothing in the dal catalog
-        changes either way.
+        DalError: the metastore is unreachable or dropped the connection (nothing more is tried). For one
+        dataset asked for by name: its error (a table of that name exists with another schema and was not made
+        by dal, a version or column Hive cannot represent — see the module docstring). For several:
+        ``HiveSyncError`` after publishing the others, naming each dataset that failed and why (its
+        ``synced`` holds the tables published). Nothing in the dal catalog changes either way.
     """
     _address(uri)  # a malformed URI is refused before any dataset is opened
     b = require("hive_metastore_client.builders", "hive")
     cat = get_catalog(catalog)
+    single = names is not None and len(names) == 1
     names = list(names) if names else [d.name for d in cat.list_datasets() if d.latest_version is not None]
     plans = []
+    failures: dict[str, DalError] = {}
     for name in names:  # everything is checked before the metastore is touched
-        ds = open(name, version, storage_options=storage_options, catalog=cat)
-        schema = ds.arrow_schema()
-        parts = list(ds.version.partition_columns)
-        columns = [b.ColumnBuilder(f.name, hive_type(f.type)).build() for f in schema if f.name not in parts]
-        keys = [b.ColumnBuilder(c, hive_type(schema.field(c).type)).build() for c in parts]
-        plans.append((ds, columns, keys, _table_location(ds)))
+        try:
+            plans.append(_plan(b, name, version, storage_options, cat))
+        except Exception as e:
+            failures[name] = _dataset_error(name, e)
     out = []
-    with _connected(uri) as client:
-        for ds, columns, keys, location in progress.each(plans, "hive sync", unit="tables"):
-            db, table = hive_name(ds.name)
-            try:
-                client.create_database_if_not_exists(b.DatabaseBuilder(db).build())
-                params = {
-                    "EXTERNAL": "TRUE",
-                    "dal.dataset": ds.name,
-                    "dal.version": str(ds.number),
-                    "dal.format": ds.info.format,
-                }
-                new = b.TableBuilder(
-                    table_name=table, db_name=db, storage_descriptor=_descriptor(b, columns, location),
-                    partition_keys=keys, parameters=params, table_type="EXTERNAL_TABLE",
-                ).build()  # fmt: skip
+    if plans:
+        with _connected(uri) as client:
+            for ds, columns, keys, location, partitions in progress.each(plans, "hive sync", unit="tables"):
                 try:
-                    existing = client.get_table(db, table)
-                except Exception as e:
-                    if not _absent(e):
-                        raise  # a lost connection is not a missing table
-                    existing = None
-                if existing is None:
-                    # not create_external_table: that helper replaces the table's parameters (losing dal's)
-                    client.create_table(new)
-                else:
-                    theirs = [(c.name, c.type) for c in existing.sd.cols] + [
-                        (c.name, c.type) for c in existing.partitionKeys or []
-                    ]
-                    ours = [(c.name, c.type) for c in columns] + [(c.name, c.type) for c in keys]
-                    if (existing.parameters or {}).get("dal.dataset") != ds.name and theirs != ours:
-                        raise DatasetExists(
-                            f"Hive table {db}.{table} exists with another schema ({theirs}) and was not made by dal"
-                        )
-                    client.alter_table(db, table, new)
-                    for values in client.get_partition_names(db, table, -1):
-                        client.drop_partition(db, table, [kv.split("=", 1)[1] for kv in values.split("/")], False)
-                partitions = _partitions(b, ds, db, table, columns)
-                if partitions:
-                    client.add_partitions_if_not_exists(db, table, partitions)
-            except DalError:
-                raise
-            except Exception as e:  # thrift's MetaException & co.
-                if type(e).__name__ == "TTransportException":  # not a refusal: the connection broke
-                    raise DalError(one_line(f"the Hive Metastore at {uri} dropped the connection: {e}")) from e
-                raise DalError(_refusal(db, table, location, e)) from e
-            out.append(HiveTable(db, table, location, ds.name, ds.number, len(partitions)))
+                    out.append(_publish(client, b, uri, ds, columns, keys, location, partitions))
+                except _ConnectionLost:
+                    raise
+                except DalError as e:
+                    failures[ds.name] = e
+    if failures:
+        if single:
+            raise next(iter(failures.values()))
+        raise HiveSyncError(out, failures)
     return out
+
+
+class _ConnectionLost(DalError):
+    """The metastore dropped the connection: no later dataset can be published either."""
+
+
+def _dataset_error(name: str, e: Exception) -> DalError:
+    """``e`` (raised while checking dataset ``name``) as a DalError that names the dataset."""
+    if isinstance(e, DalError):
+        return e
+    if is_foreign(e):
+        return translate(e, f"hive sync of {name}")
+    raise e  # a bug, not a refusal: seen as is
+
+
+def _plan(b: Any, name: str, version: VersionRef, storage_options: dict[str, str] | None, cat: Any) -> tuple[Any, ...]:
+    """What publishing one dataset needs, checked: its pinned version, Hive columns, location and partitions."""
+    ds = open(name, version, storage_options=storage_options, catalog=cat)
+    schema = ds.arrow_schema()
+    parts = list(ds.version.partition_columns)
+    try:
+        columns = [b.ColumnBuilder(f.name, hive_type(f.type, f.name)).build() for f in schema if f.name not in parts]
+        keys = [b.ColumnBuilder(c, hive_type(schema.field(c).type, c)).build() for c in parts]
+    except DalError as e:
+        raise DalError(f"{name}: {e}") from None
+    location = _table_location(ds)
+    return ds, columns, keys, location, _partition_locations(ds)
+
+
+def _publish(
+    client: Any,
+    b: Any,
+    uri: str,
+    ds: Any,
+    columns: list[Any],
+    keys: list[Any],
+    location: str,
+    partitions: dict[tuple[str, ...], str],
+) -> HiveTable:
+    db, table = hive_name(ds.name)
+    try:
+        client.create_database_if_not_exists(b.DatabaseBuilder(db).build())
+        params = {
+            "EXTERNAL": "TRUE",
+            "dal.dataset": ds.name,
+            "dal.version": str(ds.number),
+            "dal.format": ds.info.format,
+        }
+        new = b.TableBuilder(
+            table_name=table, db_name=db, storage_descriptor=_descriptor(b, columns, location),
+            partition_keys=keys, parameters=params, table_type="EXTERNAL_TABLE",
+        ).build()  # fmt: skip
+        try:
+            existing = client.get_table(db, table)
+        except Exception as e:
+            if not _absent(e):
+                raise  # a lost connection is not a missing table
+            existing = None
+        if existing is None:
+            # not create_external_table: that helper replaces the table's parameters (losing dal's)
+            client.create_table(new)
+        else:
+            theirs = [(c.name, c.type) for c in existing.sd.cols] + [
+                (c.name, c.type) for c in existing.partitionKeys or []
+            ]
+            ours = [(c.name, c.type) for c in columns] + [(c.name, c.type) for c in keys]
+            if (existing.parameters or {}).get("dal.dataset") != ds.name and theirs != ours:
+                raise DatasetExists(
+                    f"Hive table {db}.{table} exists with another schema ({theirs}) and was not made by dal"
+                )
+            client.alter_table(db, table, new)
+            for old in client.get_partitions(db, table, -1):  # by their values: the names are escaped
+                client.drop_partition(db, table, list(old.values), False)
+        built = [
+            b.PartitionBuilder(
+                values=list(values), db_name=db, table_name=table, sd=_descriptor(b, columns, where)
+            ).build()
+            for values, where in partitions.items()
+        ]
+        if built:
+            # the thrift call itself: the client library's add_partitions_if_not_exists replaces each location with
+            # the table's plus "col=value" (the raw value: wrong for a value that is encoded, and for '')
+            client.add_partitions(built)
+    except DalError:
+        raise
+    except Exception as e:  # thrift's MetaException & co.
+        if type(e).__name__ == "TTransportException":  # not a refusal: the connection broke
+            raise _ConnectionLost(one_line(f"the Hive Metastore at {uri} dropped the connection: {e}")) from e
+        raise DalError(_refusal(db, table, location, e)) from e
+    return HiveTable(db, table, location, ds.name, ds.number, len(partitions))
 
 
 def _refusal(db: str, table: str, location: str, e: Exception) -> str:
@@ -218,22 +317,33 @@ def _refusal(db: str, table: str, location: str, e: Exception) -> str:
     return text
 
 
-def _partitions(b: Any, ds: Any, db: str, table: str, columns: list[Any]) -> list[Any]:
+def _partition_locations(ds: Any) -> dict[tuple[str, ...], str]:
+    """Each Hive partition of a version (its values as Hive spells them) and the directory its files are in.
+
+    Hive has no empty partition value: Hive and Spark write '' where nulls go (``__HIVE_DEFAULT_PARTITION__``)
+    and read it back as NULL, so rows whose value is '' are published in that partition too (at their own
+    directory, ``col=``, when an older writer put them there).
+
+    Raises:
+        DalError: one Hive partition's files lie in two directories (a Hive partition reads one), e.g. nulls and
+        '' in separate directories; naming the dataset and both directories.
+    """
     if not ds.version.partition_columns:
-        return []
-    # each partition's location is the directory its files are in (exact, whatever encoding wrote it)
-    by_values: dict[tuple[tuple[str, str | None], ...], str] = {}
+        return {}
+    by_values: dict[tuple[str, ...], str] = {}
     for f in ds.files():
-        by_values.setdefault(f.partition_values, uris.to_uri(f.uri, ds.storage_options).rsplit("/", 1)[0])
-    return [
-        b.PartitionBuilder(
-            values=[NULL_PARTITION if v is None else v for _, v in values],
-            db_name=db,
-            table_name=table,
-            sd=_descriptor(b, columns, location),
-        ).build()
-        for values, location in by_values.items()
-    ]
+        values = tuple(NULL_PARTITION if v is None or v == "" else v for _, v in f.partition_values)
+        where = uris.to_uri(f.uri, ds.storage_options).rsplit("/", 1)[0]
+        seen = by_values.setdefault(values, where)
+        if seen != where:
+            blank = any(v == "" for _, v in f.partition_values)
+            why = " (null and '' values, which Hive cannot tell apart)" if blank or NULL_PARTITION in values else ""
+            raise DalError(
+                f"{ds.name} version {ds.number}: the Hive partition {dict(zip(ds.version.partition_columns, values, strict=True))} "
+                f"has files in two directories{why}, {uris.mask_url(seen)} and {uris.mask_url(where)}, and a Hive "
+                "partition reads one; rewrite the version with dal.write (it writes '' where nulls go)"
+            )
+    return by_values
 
 
 @translating("hive import of {qualified} from {uri}")

@@ -4,6 +4,8 @@ Deleting data is the dangerous part, so the rules are few and strict:
 
 * only files dal writes are ever deleted (``Format.owns``: e.g. a Delta table's log and Parquet data files,
   a Petastorm dataset's version directories and records), and only inside the dataset's location;
+* listings for deletion never follow symbolic links (``dal.storage.ownership``): a linked directory inside a
+  location is reported and never descended into, a linked file is deleted as the link, never its target;
 * ``drop --purge`` refuses a location that holds anything else (or another dataset) unless ``force``
   (then only dal's files are deleted, the others are left and listed);
 * ``gc`` deletes only files that no kept version references: the files of the versions it expires, and
@@ -29,9 +31,8 @@ from dal import progress, validate
 from dal.api import CatalogLike, get_catalog, sync
 from dal.errors import DalError, FilterError, FormatError, translating
 from dal.formats.base import DataFile, Format
-from dal.formats.directory import remove_empty_dirs
 from dal.formats.registry import get_format
-from dal.storage import uris
+from dal.storage import ownership, uris
 from dal.storage.location import Location
 from dal.tensors.schema import decode_table
 
@@ -91,7 +92,8 @@ def purge_plan(
     name: str, *, storage_options: Mapping[str, str] | None = None, catalog: CatalogLike = None
 ) -> tuple[list[str], list[str]]:
     """The files ``drop(name, purge=True)`` would delete and the foreign ones it would leave (paths relative
-    to the dataset's location). Raises ``DalError`` when another dataset lives at or inside the location."""
+    to the dataset's location; a linked directory, never followed, as ``<path>/``). Raises ``DalError`` when
+    another dataset lives at or inside the location."""
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
     nested = _nested(info, cat.list_datasets())
@@ -109,8 +111,10 @@ def purge_plan(
     loc = Location.of(info.location, storage_options)
     ours: list[str] = []
     foreign: list[str] = []
-    for rel, _size in loc.list():
-        (ours if fmt.owns(rel) else foreign).append(rel)
+    listed = ownership.listing(loc)
+    for f in listed.files:
+        (ours if fmt.owns(f.rel) else foreign).append(f.rel)
+    foreign += [f"{rel}/" for rel in listed.linked_dirs]  # dal never follows a link, nor deletes one it did not make
     return sorted(ours), sorted(foreign)
 
 
@@ -151,11 +155,8 @@ def drop(
     # data first, the commit records last: an interrupted purge leaves a dataset dal still recognises
     order = sorted(ours, key=lambda r: (fmt.is_record(r), r))
     for rel in order:
-        try:
-            loc.delete(rel)
-        except FileNotFoundError:
-            pass
-    remove_empty_dirs(loc)
+        ownership.remove_file(loc, rel)
+    ownership.remove_empty_dirs(loc)
     cat.delete_dataset(name)
     return Dropped(name, info.location, True, tuple(ours), tuple(foreign))
 
@@ -414,6 +415,7 @@ class GcResult:
     bytes: int
     skipped_tagged: tuple[int, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    not_followed: tuple[str, ...] = ()  # linked directories inside the location: never descended into
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -424,6 +426,7 @@ class GcResult:
             "kept_because_tagged": list(self.skipped_tagged),
             "deleted_files": list(self.deleted),
             "deleted_bytes": self.bytes,
+            "links_not_followed": list(self.not_followed),
         }
 
 
@@ -491,8 +494,9 @@ def gc(
     doomed = fmt.garbage(name, info.location, options, expiring, kept, safe_age.total_seconds())
     size = sum(s for _r, s in doomed)
     deleted = tuple(r for r, _s in doomed)
+    linked = ownership.listing(loc).linked_dirs if loc.local else ()  # object stores have no links
     result = GcResult(name, dry_run, tuple(v.number for v in expiring), tuple(v.number for v in kept), deleted, size,
-                      tuple(tagged))  # fmt: skip
+                      tuple(tagged), not_followed=linked)  # fmt: skip
     if dry_run:
         return result
     fmt.prepare_gc(info.location, options, kept, deleted)  # e.g. a Delta checkpoint, before anything is deleted
@@ -501,10 +505,7 @@ def gc(
         cat.expire_versions(name, [v.number for v in expiring], reason)
     ordered = sorted(deleted, key=lambda r: not fmt.is_record(r))  # records first (a stable sort)
     for rel in progress.each(ordered, f"gc {name}: deleting", unit="files", bytes_of=dict(doomed).get):
-        try:
-            loc.delete(rel)
-        except FileNotFoundError:
-            pass
+        ownership.remove_file(loc, rel)
     fmt.tidy(info.location, options, deleted)
     return result
 

@@ -7,10 +7,14 @@ older dal with credentials in it never reaches a terminal or a browser.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from catalog import Catalog, DatasetInfo
+from catalog.types import DatasetInfo
 from catalog.urls import mask_url
+
+if TYPE_CHECKING:
+    from catalog import Catalog
+    from catalog.lite import CatalogReader
 
 VersionArg = int | str | None
 
@@ -22,7 +26,7 @@ def dataset_dict(d: DatasetInfo) -> dict[str, Any]:
     return out
 
 
-def show(cat: Catalog, name: str) -> dict[str, Any]:
+def show(cat: CatalogReader, name: str) -> dict[str, Any]:
     """A dataset and its newest version with its schema (``dal show --json``)."""
     ds = cat.get_dataset(name)
     latest = cat.version(name) if ds.latest_version is not None else None
@@ -31,9 +35,9 @@ def show(cat: Catalog, name: str) -> dict[str, Any]:
     return out
 
 
-def versions(cat: Catalog, name: str) -> list[dict[str, Any]]:
-    """The history of a dataset, oldest first (``dal versions --json``)."""
-    return [v.to_dict() for v in cat.versions(name)]
+def versions(cat: CatalogReader, name: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """The history of a dataset, oldest first (``dal versions --json``); ``limit``: the newest ``limit`` only."""
+    return [v.to_dict() for v in cat.versions(name, limit=limit)]
 
 
 def schema(cat: Catalog, name: str, version: VersionArg = None) -> dict[str, Any]:

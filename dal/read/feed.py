@@ -63,16 +63,31 @@ def virtual_rows(scan: Any) -> sampling.Rows:
     return sampling.scan_rows(scan)
 
 
+def _rows_of(scan: Scan) -> dict[str, Any]:
+    """What decides a plain scan's rows and their order besides dataset, version and seed: the filters and
+    window (as SQL), the columns (they size the chunks, inside which a shuffle permutes rows) and the
+    shuffle's buffer size."""
+    from dal import expr
+
+    condition = scan.condition
+    return {
+        "where": expr.to_sql(condition) if condition is not None else None,
+        "columns": list(scan.columns) if scan.columns is not None else None,
+        "buffer": scan.shuffle_[1] if scan.shuffle_ is not None else None,
+    }
+
+
 def _identity(scan: Any) -> dict[str, Any]:
     """What a state records of the source, JSON-normalised (a state may travel through JSON)."""
     import json
 
-    if hasattr(scan, "identity"):
-        out = scan.identity()
+    if hasattr(scan, "identity"):  # a mix: its members' rows too
+        out = {**scan.identity(), "members": [_rows_of(s) for s in scan.scans]}
     else:
         ds = scan.dataset
         seed = scan.shuffle_[0] if scan.shuffle_ is not None else None
         out = {"dataset": ds.name, "version": ds.number, "seed": seed, "sampling": sampling.describe(scan.sample_)}
+        out |= _rows_of(scan)
     return json.loads(json.dumps(out))  # type: ignore[no-any-return]
 
 
@@ -85,12 +100,17 @@ def check_state(scan: Scan, state: dict[str, Any], canonical: int | None) -> Pos
         raise DalError(f"not a dal loader state (format {STATE_FORMAT}): {str(state)[:200]}")
     ds = scan.dataset
     mine_all = {**_identity(scan), "canonical": canonical}
+    if canonical is None:  # a rank's rows depend on how the scan is cut between ranks
+        mine_all["remainder"] = scan.shard_[2] if scan.shard_ is not None else None
     for key, mine in mine_all.items():
-        theirs = json.loads(json.dumps(state.get(key)))
+        # a state saved before dal recorded a key stands for the default (a sharded one's remainder: "pad")
+        default = "pad" if key == "remainder" and state.get("world") is not None else None
+        theirs = json.loads(json.dumps(state.get(key, default)))
         if theirs != mine:
+            saved = f"{key}={state[key]!r}" if key in state else f"no {key} recorded (an older dal's state)"
             raise DalError(
-                f"cannot resume {ds.name} version {ds.number}: the state was saved with {key}={state.get(key)!r}, "
-                f"this loader has {key}={mine!r}"
+                f"cannot resume {ds.name} version {ds.number}: the state was saved with {saved}, "
+                f"this loader has {key}={mine!r}; resume with the scan the state was saved from"
             )
     world = list(scan.shard_[:2]) if scan.shard_ is not None else None
     if canonical is None and state.get("world") != world:
@@ -108,6 +128,7 @@ def make_state(scan: Scan, canonical: int | None, position: Position) -> dict[st
         "canonical": canonical,
         # without canonical shards a rank's rows depend on its rank and world size (with them, they do not)
         "world": list(scan.shard_[:2]) if scan.shard_ is not None and canonical is None else None,
+        "remainder": scan.shard_[2] if scan.shard_ is not None and canonical is None else None,
         "epoch": position.epoch,
         "rows": position.rows,
     }

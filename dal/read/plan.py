@@ -88,6 +88,8 @@ class QueryPlan:
     fragments: dict[str, pads.ParquetFileFragment] = field(default_factory=dict)
     matching: dict[tuple[str, int], int] = field(default_factory=dict)
     row_group_bytes: tuple[int, int] | None = None  # (largest decoded row group of the projection, its rows)
+    # (files of the version, files kept by partition and window pruning, their row groups, row groups kept)
+    pruning: tuple[int, int, int, int] | None = None
     pid: int = field(default_factory=os.getpid)  # the process whose filesystem clients ``fragments`` hold
 
 
@@ -333,6 +335,7 @@ class Query:
                     exact = mapped or bool(deleted)
                     tasks.append(ReadTask(uri, rg.id, values, rg.num_rows, deleted=gone, exact=exact))
         tasks.sort(key=lambda t: (t.uri, t.row_group))
+        store.pruning = (len(self.source.files()), kept_files, groups, len(tasks))
         _log.debug(
             "%s version %d: pruned %d of %d files, then %d of %d row groups",
             self.source.name,

@@ -9,8 +9,12 @@ Layout under the cache root (``cache_root``)::
     <key>-<token>/               one conversion: catalog.db (a private SQLite catalog), table/ (the data),
                                  users/<host>-<pid> (each process using the entry)
 
+    .dal-cache                   the sentinel: this folder is dal's converter cache (dal.storage.ownership)
+
 A conversion killed before its marker leaves a folder that no marker names: nothing reads it, and it is
 removed by the next conversion into the same root (once its writer is dead) or by ``dal cache clear``.
+Only a folder dal marked as its cache is ever swept or cleared, and in it only folders and markers named as
+above whose contents are a conversion's (``dal.storage.ownership``): anything else there is left alone.
 Two processes converting the same DataFrame both write; the first marker wins, the other deletes its
 folder and uses the winner's.
 
@@ -23,7 +27,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import shutil
 import socket
 import threading
 import time
@@ -37,6 +40,7 @@ import pyarrow.fs as pafs
 
 from catalog.engine import data_dir
 from dal.errors import DalError
+from dal.storage import ownership
 from dal.storage.location import Location
 
 ENV_CACHE_DIR = "DAL_CACHE_DIR"
@@ -53,7 +57,14 @@ def cache_root(
     explicit: str | os.PathLike[str] | None = None, spark_conf: str | None = None, *, create: bool = True
 ) -> Path:
     """The cache folder: ``explicit`` (per call), else Spark's ``spark.dal.cacheDir``, else
-    ``$DAL_CACHE_DIR``, else ``<dal home>/cache``. Only local paths (``file://`` too) are supported."""
+    ``$DAL_CACHE_DIR``, else ``<dal home>/cache``. Only local paths (``file://`` too) are supported.
+
+    With ``create`` the folder is made dal's cache (created, and marked with its sentinel) before anything is
+    converted into it.
+
+    Raises:
+        NotOwned: (``create``) the folder holds files dal did not write: dal keeps its cache only in a folder it made.
+        DalError: an object-store URL, or a folder that cannot be created."""
     raw = cache_spec(explicit, spark_conf)
     if raw.startswith("file://"):
         raw = raw[len("file://") :]
@@ -64,9 +75,14 @@ def cache_root(
         return root
     try:
         root.mkdir(parents=True, exist_ok=True)
+        ownership.claim_cache_root(_loc(root), ownership.CONVERSIONS)
     except OSError as e:
         raise DalError(f"cannot create the cache folder {root} ({e.strerror or e}); set {ENV_CACHE_DIR}") from e
     return root
+
+
+def _loc(root: Path) -> Location:
+    return Location.of(str(root))
 
 
 def cache_spec(explicit: str | os.PathLike[str] | None = None, spark_conf: str | None = None) -> str:
@@ -143,9 +159,9 @@ def _read_marker(root: Path, key: str) -> dict[str, object] | None:
 def lookup(root: Path, key: str) -> Entry | None:
     """The published entry for ``key``, registered as used by this process (None: there is none)."""
     data = _read_marker(root, key)
-    if data is None:
-        return None
-    folder = root / str(data.get("entry", ""))
+    if data is None or not ownership.conversion_entry(str(data.get("entry")), key):
+        return None  # no marker, or one that names no folder of this key's (not dal's: never used or removed)
+    folder = root / str(data["entry"])
     entry = Entry(root, key, folder, str(data.get("created", "")), _int(data.get("rows")))
     _add_user(folder)
     # the marker must still name the folder after our user file exists: a last user removing the entry
@@ -165,11 +181,15 @@ def _int(v: object) -> int | None:
 
 
 def begin(root: Path, key: str) -> Path:
-    """A fresh folder for converting ``key`` (this process its user)."""
+    """A fresh folder for converting ``key`` (this process its user); abandoned conversions are swept first.
+
+    Raises:
+        NotOwned: ``root`` is not a folder dal made for its cache (see ``cache_root``)."""
+    ownership.claim_cache_root(_loc(root), ownership.CONVERSIONS)
     sweep(root)
     folder = root / f"{key}-{uuid.uuid4().hex[:12]}"
     folder.mkdir()
-    _add_user(folder)
+    _add_user(folder)  # users/ is the folder's mark: a conversion in progress
     _track(folder, root)
     return folder
 
@@ -201,7 +221,26 @@ def discard(folder: Path) -> None:
     """Remove an unpublished folder (a failed or losing conversion)."""
     with _lock:
         _used.pop(folder, None)
-    shutil.rmtree(folder, ignore_errors=True)
+    _remove_entry(folder.parent, folder.name)
+
+
+def _remove_entry(root: Path, name: str) -> bool:
+    """Delete the conversion folder ``name`` under ``root`` if it is one (its name and contents are a
+    conversion's), never following links; False when it is not dal's to delete."""
+    path = root / name
+    if not ownership.conversion_entry(name) or path.is_symlink():
+        return False
+    try:
+        with os.scandir(path) as it:
+            names = [e.name for e in it]
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if not ownership.conversion_contents(names):
+        return False
+    ownership.remove_tree(_loc(root), name)
+    return True
 
 
 def _add_user(folder: Path) -> None:
@@ -263,7 +302,7 @@ def _release(folder: Path, root: Path) -> None:
         if removed:
             _republish(root, key, folder)
         return
-    shutil.rmtree(folder, ignore_errors=True)
+    _remove_entry(root, folder.name)
 
 
 def _republish(root: Path, key: str, folder: Path) -> None:
@@ -297,15 +336,19 @@ def release_all() -> None:
 
 
 def sweep(root: Path) -> list[Path]:
-    """Remove folders no marker names whose users are all dead (killed conversions, losers of a race)."""
-    published = {
-        str(d.get("entry")) for m in root.glob(f"*{MARKER}") if (d := _read_marker(root, m.name[: -len(MARKER)]))
-    }
+    """Remove conversion folders no marker names whose users are all dead (killed conversions, losers of a race).
+
+    Raises:
+        NotOwned: ``root`` is not dal's cache (no sentinel, and entries dal did not write); nothing was deleted."""
     removed: list[Path] = []
-    if not root.is_dir():
+    if not ownership.check_cache_root(_loc(root), ownership.CONVERSIONS):
         return removed
-    for folder in root.iterdir():
-        if not folder.is_dir() or folder.name in published or folder.name.startswith("."):
+    published = {e.folder.name for e in entries(root)}
+    with os.scandir(root) as it:
+        candidates = [e.name for e in it if ownership.conversion_entry(e.name) and e.is_dir(follow_symlinks=False)]
+    for name in candidates:
+        folder = root / name
+        if name in published:
             continue
         try:
             young = time.time() - folder.stat().st_mtime < STARTING_GRACE_S
@@ -313,8 +356,8 @@ def sweep(root: Path) -> list[Path]:
             continue
         if _live_users(folder) or (young and not _users(folder)):
             continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(folder)
+        if _remove_entry(root, name):
+            removed.append(folder)
     return removed
 
 
@@ -324,25 +367,29 @@ def entries(root: Path) -> list[Entry]:
     for m in sorted(root.glob(f"*{MARKER}")):
         key = m.name[: -len(MARKER)]
         data = _read_marker(root, key)
-        if data is None:
-            continue
-        out.append(
-            Entry(root, key, root / str(data.get("entry", "")), str(data.get("created", "")), _int(data.get("rows")))
-        )
+        if data is None or not ownership.conversion_entry(str(data.get("entry")), key):
+            continue  # not a marker dal wrote
+        out.append(Entry(root, key, root / str(data["entry"]), str(data.get("created", "")), _int(data.get("rows"))))
     return sorted(out, key=lambda e: e.created)
 
 
 def clear(root: Path, *, force: bool = False) -> tuple[list[Entry], list[Entry]]:
     """Remove the entries no live process uses (all of them with ``force``) and every abandoned folder.
 
-    Returns (removed, kept because in use)."""
-    removed, kept = [], []
+    Returns (removed, kept because in use).
+
+    Raises:
+        NotOwned: ``root`` is not dal's cache (no sentinel, and entries dal did not write); nothing was deleted."""
+    removed: list[Entry] = []
+    kept: list[Entry] = []
+    if not ownership.check_cache_root(_loc(root), ownership.CONVERSIONS):
+        return removed, kept
     for e in entries(root):
         if not force and _live_users(e.folder):
             kept.append(e)
             continue
         _unpublish(root, e.key, e.folder)
-        shutil.rmtree(e.folder, ignore_errors=True)
+        _remove_entry(root, e.folder.name)
         with _lock:
             _used.pop(e.folder, None)
         removed.append(e)
@@ -385,15 +432,19 @@ class RemoteEntry:
 _remote_used: dict[tuple[str, str], Location] = {}  # (root uri, folder) -> root, for the atexit release
 
 
-def remote_root(uri: str, storage_options: Mapping[str, str] | None) -> Location:
-    """The cache's Location, its filesystem reachable (checked before anything is converted).
+def remote_root(uri: str, storage_options: Mapping[str, str] | None, *, create: bool = True) -> Location:
+    """The cache's Location, its filesystem reachable (checked before anything is converted); with ``create``,
+    marked as dal's cache (its sentinel object) unless it is already.
 
     Raises:
+        NotOwned: (``create``) the prefix holds objects dal did not write: dal keeps its cache only where it made it.
         DalError: an unknown scheme, a missing extra, options the store refuses."""
     from dal.storage import uris
 
     loc = Location.of(uri, storage_options)
     uris.filesystem(loc.uri, loc.storage_options)  # a bad URL or scheme fails here, before Spark runs
+    if create:
+        ownership.claim_cache_root(loc, ownership.CONVERSIONS)
     return loc
 
 
@@ -439,9 +490,9 @@ def _remote_track(root: Location, folder: str) -> None:
 def remote_lookup(root: Location, key: str) -> RemoteEntry | None:
     """The published entry for ``key``, registered as used by this process (None: there is none)."""
     data = _remote_read_marker(root, key)
-    if data is None:
+    if data is None or not ownership.conversion_entry(str(data.get("entry")), key):
         return None
-    folder = str(data.get("entry", ""))
+    folder = str(data["entry"])
     entry = RemoteEntry(root, key, folder, str(data.get("created", "")), _int(data.get("rows")))
     _remote_add_user(root, folder)
     again = _remote_read_marker(root, key)  # still published after our user object exists (see _remote_release)
@@ -455,7 +506,11 @@ def remote_lookup(root: Location, key: str) -> RemoteEntry | None:
 
 
 def remote_begin(root: Location, key: str) -> str:
-    """A fresh folder for converting ``key`` (this process its user); abandoned folders are swept first."""
+    """A fresh folder for converting ``key`` (this process its user); abandoned folders are swept first.
+
+    Raises:
+        NotOwned: ``root`` is not a prefix dal made for its cache (see ``remote_root``)."""
+    ownership.claim_cache_root(root, ownership.CONVERSIONS)
     remote_sweep(root)
     folder = f"{key}-{uuid.uuid4().hex[:12]}"
     _remote_add_user(root, folder)
@@ -483,7 +538,21 @@ def remote_discard(root: Location, folder: str) -> None:
     """Remove an unpublished folder (a failed or losing conversion)."""
     with _lock:
         _remote_used.pop((root.uri, folder), None)
-    root.delete_dir(folder)
+    _remote_remove_entry(root, folder)
+
+
+def _remote_remove_entry(root: Location, folder: str) -> bool:
+    """Delete the conversion folder ``folder`` if it is one (its name and objects are a conversion's)."""
+    if not ownership.conversion_entry(folder):
+        return False
+    try:
+        names = {rel.split("/", 1)[0] for rel, _ in root.list(folder)}
+    except OSError:
+        return False
+    if not ownership.conversion_contents(names):
+        return False
+    ownership.remove_tree(root, folder)
+    return True
 
 
 def _remote_unpublish(root: Location, key: str, folder: str) -> bool:
@@ -509,52 +578,72 @@ def _remote_release(root: Location, folder: str) -> None:
             record = json.dumps({"entry": folder, "created": datetime.now(UTC).isoformat(timespec="seconds")})
             root.create_exclusive(_remote_marker(key), record.encode())
         return
-    root.delete_dir(folder)
+    _remote_remove_entry(root, folder)
 
 
 def remote_entries(root: Location) -> list[RemoteEntry]:
     """The published entries under ``root``, oldest first."""
     out = []
     for rel, _ in root.list("", recursive=False):
-        if rel.endswith(MARKER):
+        if ownership.CONVERSION_FILES.fullmatch(rel) and rel.endswith(MARKER):
             key = rel[: -len(MARKER)]
             data = _remote_read_marker(root, key)
-            if data is not None:
+            if data is not None and ownership.conversion_entry(str(data.get("entry")), key):
                 out.append(RemoteEntry(root, key, str(data.get("entry", "")), str(data.get("created", "")),
                                        _int(data.get("rows"))))  # fmt: skip
     return sorted(out, key=lambda e: e.created)
 
 
 def remote_sweep(root: Location) -> list[str]:
-    """Remove folders no marker names whose users are all dead (killed conversions, losers of a race)."""
+    """Remove conversion folders no marker names whose users are all dead (killed conversions, losers of a race).
+
+    Raises:
+        NotOwned: ``root`` is not dal's cache (no sentinel, and objects dal did not write); nothing was deleted."""
+    if not ownership.check_cache_root(root, ownership.CONVERSIONS):
+        return []
     published = {e.folder for e in remote_entries(root)}
     folders: dict[str, float] = {}
+    foreign: set[str] = set()
     for info in root.fs.get_file_info(pafs.FileSelector(root.path(), recursive=True, allow_not_found=True)):
-        rel = info.path[len(root.path()) :].lstrip("/")
-        top = rel.split("/", 1)[0]
-        if "/" not in rel or top in published:
+        if info.type != pafs.FileType.File:
             continue
+        rel = info.path[len(root.path()) :].lstrip("/")
+        top, _, inner = rel.partition("/")
+        if not inner or top in published or not ownership.conversion_entry(top):
+            continue
+        if not ownership.conversion_contents([inner.split("/", 1)[0]]):
+            foreign.add(top)  # holds an object no conversion writes: not dal's to delete
         mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
         folders[top] = max(folders.get(top, 0.0), mtime)
     removed = []
     for folder, newest in folders.items():
         users = _remote_users(root, folder)
-        if any(_alive(u) for u in users) or (not users and time.time() - newest < STARTING_GRACE_S):
+        if (
+            folder in foreign
+            or any(_alive(u) for u in users)
+            or (not users and time.time() - newest < STARTING_GRACE_S)
+        ):
             continue
-        root.delete_dir(folder)
-        removed.append(folder)
+        if _remote_remove_entry(root, folder):
+            removed.append(folder)
     return removed
 
 
 def remote_clear(root: Location, *, force: bool = False) -> tuple[list[RemoteEntry], list[RemoteEntry]]:
-    """As ``clear`` for a cache on object storage."""
-    removed, kept = [], []
+    """As ``clear`` for a cache on object storage.
+
+    Raises:
+        NotOwned: ``root`` is not dal's cache (no sentinel, and objects dal did not write); nothing was deleted."""
+    removed: list[RemoteEntry] = []
+    kept: list[RemoteEntry] = []
+    if not ownership.check_cache_root(root, ownership.CONVERSIONS):
+        return removed, kept
     for e in remote_entries(root):
         if not force and any(_alive(u) for u in e.users()):
             kept.append(e)
             continue
         _remote_unpublish(root, e.key, e.folder)
-        root.delete_dir(e.folder)
+        _remote_remove_entry(root, e.folder)
         with _lock:
             _remote_used.pop((root.uri, e.folder), None)
         removed.append(e)

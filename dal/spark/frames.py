@@ -51,8 +51,18 @@ def _vector_types() -> tuple[type, ...]:
         return (VectorUDT,)
 
 
-def _quoted(name: str) -> str:
+def quoted(name: str) -> str:
+    """A column name as Spark resolves it literally (dots and backquotes included)."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def vector_array(c: Any, dtype: str = "float64") -> Any:
+    """An MLlib vector column as a dense array of ``dtype``; a null vector stays a null array (Spark's
+    ``vector_to_array`` fails the task on a null, with a Java stack trace)."""
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.sql import functions as F
+
+    return F.when(c.isNotNull(), vector_to_array(c, dtype))
 
 
 def has_vectors(df: Any) -> bool:
@@ -68,7 +78,6 @@ def prepare(df: Any, dtype: FloatDtype = None) -> Any:
     ``dtype=None`` keeps each column's precision (vectors become ``array<double>``). Returns ``df`` itself
     when nothing changes, so its plan (and cache key) stays the same.
     """
-    from pyspark.ml.functions import vector_to_array
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -87,9 +96,9 @@ def prepare(df: Any, dtype: FloatDtype = None) -> Any:
     changed = False
     columns = []
     for f in df.schema.fields:
-        c = F.col(_quoted(f.name))
+        c = F.col(quoted(f.name))
         if isinstance(f.dataType, vector):
-            c, changed = vector_to_array(c, dtype or "float64").alias(f.name), True
+            c, changed = vector_array(c, dtype or "float64").alias(f.name), True
         else:
             new = cast_floats(f.dataType)
             if new != f.dataType:
@@ -195,10 +204,9 @@ def infer_tensor_schema(
     scalars = {
         T.ByteType: np.int8, T.ShortType: np.int16, T.IntegerType: np.int32, T.LongType: np.int64,
         T.FloatType: np.float32, T.DoubleType: np.float64, T.BooleanType: np.bool_, T.StringType: np.str_,
-        T.BinaryType: np.bytes_, T.DecimalType: np.object_, T.DateType: np.object_,
-        T.TimestampType: np.object_, T.TimestampNTZType: np.object_,
+        T.BinaryType: np.bytes_,
     }  # fmt: skip
-    numeric = {k: v for k, v in scalars.items() if v not in (np.str_, np.bytes_, np.object_)}
+    numeric = {k: v for k, v in scalars.items() if v not in (np.str_, np.bytes_)}
 
     fields: list[Any] = []
     to_measure: dict[str, int] = {}  # column -> array depth
@@ -212,6 +220,10 @@ def infer_tensor_schema(
         while isinstance(t, T.ArrayType):
             t, depth = t.elementType, depth + 1
         kind = next((v for k, v in (numeric if depth else scalars).items() if isinstance(t, k)), None)
+        typed = None if depth else _typed_scalar(t)
+        if typed is not None:  # dates, timestamps, decimals: petastorm's dtypes, stored as their Arrow type
+            fields.append((f.name, typed, 0, f.nullable))
+            continue
         if kind is None:
             raise SchemaMismatch(
                 f"cannot infer a petastorm codec for column {f.name!r} ({f.dataType.simpleString()}): "
@@ -223,6 +235,10 @@ def infer_tensor_schema(
     measured = _measure_shapes(df, {c: d for c, d in to_measure.items() if c not in shapes}, vector, F)
     out = []
     for col, kind, depth, nullable in fields:
+        if isinstance(kind, tuple):
+            dtype, storage = kind
+            out.append(TensorField(col, dtype, (), ScalarCodec(storage), nullable))
+            continue
         if depth == 0:
             out.append(TensorField(col, kind, (), ScalarCodec(), nullable))
             continue
@@ -233,20 +249,39 @@ def infer_tensor_schema(
     return TensorSchema(name, out)
 
 
+def _typed_scalar(t: Any) -> tuple[Any, Any] | None:
+    """(dtype, Arrow storage type) of a Spark date, timestamp or decimal scalar, as petastorm's make_reader
+    gives them back: ``np.datetime64`` (a date as ``datetime64[D]``, a timestamp as ``datetime64[us]``) and
+    ``Decimal``; stored as the Arrow type Spark hands the executors (timestamps as UTC instants, as dal's
+    Spark writes store them; ``timestamp_ntz`` without a time zone). None for any other type."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    if isinstance(t, T.DateType):
+        return np.datetime64, pa.date32()
+    if isinstance(t, T.TimestampNTZType):
+        return np.datetime64, pa.timestamp("us")
+    if isinstance(t, T.TimestampType):
+        return np.datetime64, pa.timestamp("us", tz="UTC")
+    if isinstance(t, T.DecimalType):
+        from decimal import Decimal
+
+        return Decimal, pa.decimal128(t.precision, t.scale)
+    return None
+
+
 def _measure_shapes(
     df: Any, depths: dict[str, int], vector: tuple[type, ...], F: Any
 ) -> dict[str, tuple[int | None, ...]]:
     """Per array column, the length of each dimension when it is the same in every row (else None): one
     aggregation job over the DataFrame."""
-    from pyspark.ml.functions import vector_to_array
-
     if not depths:
         return {}
     aggs = []
     for i, (col, depth) in enumerate(depths.items()):
-        c = F.col(_quoted(col))
+        c = F.col(quoted(col))
         if isinstance(df.schema[col].dataType, vector):
-            c = vector_to_array(c)
+            c = vector_array(c)
         for d in range(depth):
             # lengths at depth d: of the array itself (d=0), else of its arrays d levels down, flattened
             if d == 0:

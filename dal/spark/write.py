@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from dal import progress
-from dal.errors import SchemaMismatch
+from dal.errors import DalError, SchemaMismatch
 from dal.storage import uris
 
 if TYPE_CHECKING:
     from dal.formats.base import Format, WriteTransaction
 
-from dal.spark.session import native_source
+from dal.spark.session import native_source, worker_import_error
 from dal.spark.types import arrow_schema, type_problems
 
 
@@ -33,6 +33,8 @@ def _stage(txn: WriteTransaction, schema: pa.Schema, counters: tuple[Any, Any, A
 
         def cast(b: pa.RecordBatch) -> pa.RecordBatch:
             seen[0] += b.num_rows
+            if b.schema.names != schema.names:  # the columns reach the workers by position (see write_dataframe)
+                b = b.rename_columns(schema.names)
             return (
                 b
                 if b.schema.equals(schema)
@@ -107,6 +109,24 @@ def _watched(spark: Any) -> Iterator[tuple[Any, Any, Any] | None]:
         bar.update(done=rows, files=files, bytes=size, fraction=1.0 if ok else None)
 
 
+def check_frame(df: Any, what: str = "dal.write") -> None:
+    """Refuse, before anything runs, a DataFrame that cannot be written as one version: a streaming one.
+
+    Raises:
+        DalError: naming the way that works (each micro-batch written as a version by ``foreachBatch``).
+    """
+    try:
+        streaming = bool(df.isStreaming)
+    except Exception:  # an unusual DataFrame class: the write says what is wrong with it
+        streaming = False
+    if streaming:
+        raise DalError(
+            f"{what} writes a batch DataFrame as one version, and this one is streaming (df.isStreaming); write "
+            "each micro-batch as a version instead: df.writeStream.foreachBatch(lambda batch, epoch: "
+            "dal.write(batch, NAME)).start()"
+        )
+
+
 def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
     """Write a Spark DataFrame as one new storage version through ``txn`` (from ``fmt.begin``); return its number.
 
@@ -116,7 +136,7 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
     is committed.
     """
     location, opts = txn.location, txn.opts
-    from dal.spark.frames import prepare
+    from dal.spark.frames import prepare, quoted
 
     df = prepare(df)  # MLlib vectors (dense or sparse) as float arrays of their size; nothing else changes
     problems = type_problems(df.schema, txn.format_title)  # before anything is written (arrow_schema fails on some)
@@ -131,20 +151,23 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
     native = txn.spark_options() if src is not None else None
     if src is not None and native is not None:
         writer = df.write.format(src.name).mode(opts.mode)
-        if opts.partition_by:
-            writer = writer.partitionBy(*opts.partition_by)
+        if txn.partition_columns:
+            writer = writer.partitionBy(*txn.partition_columns)
         with _watched(df.sparkSession):  # Spark's own writer: the progress line shows its tasks
             writer.options(**native).save(uris.to_uri(location, opts.storage_options))
         if txn.observer is not None and not txn.observer.declared:
             txn.observer.merge([False] * len(txn.observer.rules))  # no row was seen: nothing proven
         return txn.native_commit()
+    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
     group = _JobGroup(df.sparkSession)
     try:
         with _watched(df.sparkSession) as counters, group:  # a progress line on a terminal, per staged file
+            # by position: mapInArrow resolves each column by its name, which fails for names with dots or backquotes
+            positional = df.select(*(F.col(quoted(n)).alias(f"_{i}") for i, n in enumerate(schema.names)))
             records = txn.record_schema.append(pa.field(_FOUND, pa.int64()))
-            frame = df.select(*schema.names).mapInArrow(_stage(txn, schema, counters), from_arrow_schema(records))
+            frame = positional.mapInArrow(_stage(txn, schema, counters), from_arrow_schema(records))
             rows = [r.asDict() for r in frame.collect()]
     except Exception as e:
         group.settle()  # the failed job's other tasks may still be staging files: let them stop first
@@ -153,6 +176,9 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
         text = str(e)
         if marker in text:
             raise SchemaMismatch(text.split(marker, 1)[1].splitlines()[0]) from None
+        missing = worker_import_error(df.sparkSession, e)
+        if missing is not None:
+            raise missing from None
         raise
     except BaseException:
         group.settle()

@@ -159,6 +159,35 @@ def split_by_partition(table: pa.Table, partition_by: Sequence[str]) -> list[tup
     return out
 
 
+def blank_as_null(values: PartitionValues) -> PartitionValues:
+    """Partition values with an empty string as null: Delta readers (delta-rs, Spark, dal) read an empty
+    partition value as null, and Spark and Hive write it where nulls go (Hive cannot see a ``col=`` directory)."""
+    return tuple((c, None if v == "" else v) for c, v in values)
+
+
+def blank_partitions_as_null(data: pa.RecordBatchReader, parts: Sequence[str]) -> pa.RecordBatchReader:
+    """``data`` with the empty strings of its nullable string partition columns ``parts`` made null (see
+    :func:`blank_as_null`), so a writer puts those rows in the null partition's directory."""
+    strings = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+    columns = [
+        data.schema.get_field_index(f.name)
+        for f in data.schema
+        if f.name in parts and f.nullable and any(test(f.type) for test in strings)
+    ]
+    if not columns:
+        return data
+
+    def batches() -> Iterable[pa.RecordBatch]:
+        for batch in data:
+            arrays = list(batch.columns)
+            for i in columns:
+                blank = pc.equal(arrays[i], pa.scalar("", arrays[i].type))
+                arrays[i] = pc.if_else(blank, pa.scalar(None, arrays[i].type), arrays[i])
+            yield pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
+
+    return pa.RecordBatchReader.from_batches(data.schema, batches())
+
+
 def partition_totals(files: Iterable[tuple[PartitionValues, int, int]]) -> tuple[Partition, ...]:
     """One ``Partition`` per distinct value combination of ``(values, rows, bytes)`` file descriptions:
     rows, files and bytes summed, ordered by the values' text."""

@@ -23,6 +23,9 @@ Layout under the cache root (``<dal home>/filecache``, ``$DAL_FILE_CACHE_DIR`` o
   holds and stops storing: the rest is read from storage every epoch (evicting would throw away, each
   epoch, exactly the ranges needed next: every read a miss).
 - A file whose size no longer matches what the cache recorded (a path rewritten: never by dal) is dropped.
+- The root is dal's only once marked (``.dal-cache``, written when a reader first uses it, see
+  ``dal.storage.ownership``): eviction and ``clear`` delete only the names above, in such a root, never
+  following a link.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ import pyarrow.fs as pafs
 from catalog.engine import data_dir
 from dal._testhooks import pause
 from dal.errors import DalError
+from dal.storage import ownership
+from dal.storage.location import Location
 
 ENV_DIR = "DAL_FILE_CACHE_DIR"
 ENV_SIZE = "DAL_CACHE_SIZE"
@@ -125,6 +130,7 @@ class _Store:
         self.usage: int | None = None
         self.pending = 0
         self.evict_lock = threading.Lock()
+        self.real: set[Path] = set()  # range folders checked to be real directories (no link on the way)
 
     # -- files and ranges -------------------------------------------------------------------------
 
@@ -169,16 +175,36 @@ class _Store:
         if known is not None:  # rewritten in place: what we hold is of another file
             _log.warning("cached ranges of %s dropped: its size changed (%d -> %d bytes)", path, known, size)
             self.drop(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        if not self.prepare(folder):
+            return
         _write_atomic(folder, "meta.json", json.dumps({"store": store, "path": path, "size": size}).encode())
         with self.lock:
             self.sizes[folder] = size
 
+    def prepare(self, folder: Path) -> bool:
+        """Create ``folder`` (``v1/<shard>/<file>`` under the root) if needed; False when a folder on the way is a
+        symbolic link (dal writes and deletes nothing through a link: the range is then not stored)."""
+        if folder in self.real:
+            return True
+        for p in (self.root / LAYOUT, folder.parent, folder):  # one level at a time: never created through a link
+            if not p.is_symlink() and not p.is_dir():
+                with contextlib.suppress(FileExistsError):
+                    p.mkdir()
+            if p.is_symlink() or not p.is_dir():
+                _log.warning("file cache %s: %s is a symbolic link; nothing is stored through it", self.root, p)
+                return False
+        with self.lock:
+            self.real.add(folder)
+        return True
+
     def drop(self, folder: Path) -> None:
+        if folder.is_symlink() or folder.parent.is_symlink() or (self.root / LAYOUT).is_symlink():
+            return
         with contextlib.suppress(OSError):
             for entry in os.scandir(folder):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+                if ownership.RANGE_FILE.fullmatch(entry.name) and not entry.is_dir(follow_symlinks=False):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
         with self.lock:
             self.ranges.pop(folder, None)
             self.sizes.pop(folder, None)
@@ -199,16 +225,24 @@ class _Store:
     # -- the bound --------------------------------------------------------------------------------
 
     def walk(self) -> Iterator[os.DirEntry[str]]:
+        """The files of the layout (ranges, meta.json, temporary files) under the root, never through a link."""
         base = self.root / LAYOUT
+        if base.is_symlink():
+            return
         with contextlib.suppress(OSError):
             for shard in os.scandir(base):
-                if not shard.is_dir():
+                if not (ownership.RANGE_SHARD.fullmatch(shard.name) and shard.is_dir(follow_symlinks=False)):
                     continue
                 with contextlib.suppress(OSError):
                     for folder in os.scandir(shard.path):
-                        if folder.is_dir():
-                            with contextlib.suppress(OSError):
-                                yield from os.scandir(folder.path)
+                        if not (ownership.RANGE_FOLDER.fullmatch(folder.name) and folder.is_dir(follow_symlinks=False)):
+                            continue
+                        with contextlib.suppress(OSError):
+                            for entry in os.scandir(folder.path):
+                                if ownership.RANGE_FILE.fullmatch(entry.name) and not entry.is_dir(
+                                    follow_symlinks=False
+                                ):
+                                    yield entry
 
     def admit(self, nbytes: int, limit: int, protect_since: float) -> bool:
         """Whether ``nbytes`` more may be stored under ``limit``, evicting unprotected ranges (LRU) if needed.
@@ -249,7 +283,7 @@ class _Store:
         total = 0
         for entry in self.walk():
             try:
-                st = entry.stat()
+                st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
             if entry.name.startswith(".tmp-"):
@@ -361,14 +395,17 @@ class FileCache:
 
     @classmethod
     def create(cls, root: str | os.PathLike[str] | None, size: int | str | None) -> FileCache:
-        """Validated arguments of ``dal.open``; the root is created.
+        """Validated arguments of ``dal.open``; the root is created and marked as dal's file cache.
 
         Raises:
+            NotOwned: the folder holds files dal did not write (dal keeps its cache only in a folder it made).
             DalError: a bad size, a remote or unusable folder."""
         limit = parse_size(size)
         folder = cache_dir(root)
         try:
-            (folder / LAYOUT).mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True)
+            ownership.claim_cache_root(Location.of(str(folder)), ownership.RANGES)
+            (folder / LAYOUT).mkdir(exist_ok=True)
         except OSError as e:
             raise DalError(f"cannot create the file cache folder {folder} ({e.strerror or e}); set {ENV_DIR}") from e
         return cls(folder, limit)
@@ -463,7 +500,8 @@ class FileCache:
             return
         name = f"{start}-{len(data)}"
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            if not self.store.prepare(folder):
+                return
             _write_atomic(folder, name, data)
         except OSError as e:  # a full disk must not fail the read
             _log.warning("file cache %s: could not store a range (%s)", self.root, e)
@@ -654,13 +692,18 @@ def of(options: Mapping[str, str] | None) -> FileCache | None:
 
 def clear(root: str | os.PathLike[str] | None = None) -> int:
     """Remove every cached range under the cache root (``cache_dir`` rules); returns the bytes freed.
-    Safe while readers run: they read what is gone from storage again."""
+    Safe while readers run: they read what is gone from storage again.
+
+    Raises:
+        NotOwned: the folder is not dal's file cache (no sentinel, and files dal did not write); nothing was deleted."""
     folder = cache_dir(root)
+    if not ownership.check_cache_root(Location.of(str(folder)), ownership.RANGES):
+        return 0
     store = _store(folder)
     freed = 0
     for entry in list(store.walk()):
         with contextlib.suppress(OSError):
-            freed += entry.stat().st_size
+            freed += entry.stat(follow_symlinks=False).st_size
             os.unlink(entry.path)
     with store.lock:
         store.ranges.clear()
@@ -671,4 +714,4 @@ def clear(root: str | os.PathLike[str] | None = None) -> int:
 
 def usage(root: str | os.PathLike[str] | None = None) -> int:
     """Bytes of complete ranges under the cache root."""
-    return sum(e.stat().st_size for e in _store(cache_dir(root)).walk() if _RANGE.match(e.name))
+    return sum(e.stat(follow_symlinks=False).st_size for e in _store(cache_dir(root)).walk() if _RANGE.match(e.name))

@@ -141,7 +141,14 @@ class ScalarCodec(Codec):
 
     def encode(self, name: str, dtype: str, shape: tuple[int | None, ...], values: Sequence[Any]) -> pa.Array:
         try:
-            return pa.array(values, type=self.storage_type(dtype), from_pandas=True)
+            storage = self.storage_type(dtype)
+        except SchemaMismatch as e:
+            raise SchemaMismatch(f"field {name!r}: {e}") from None
+        # pandas' missing values (None, NaT, pd.NA) are nulls; a float NaN is a value and stays NaN (Spark, Delta
+        # and petastorm keep it: from_pandas=True would store it as null)
+        values = [None if _missing(v) else v for v in values]
+        try:
+            return pa.array(values, type=storage, from_pandas=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
             bad = next((i for i, v in enumerate(values) if not _scalar_fits(v, self.storage_type(dtype))), None)
             raise SchemaMismatch(
@@ -164,6 +171,15 @@ class ScalarCodec(Codec):
         valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         out[valid] = list(np.asarray(array.drop_null().to_numpy(zero_copy_only=False)).astype(target, copy=False))
         return out
+
+
+def _missing(value: Any) -> bool:
+    """pandas' and NumPy's not-a-value markers other than a float NaN: NaT, ``pd.NA``."""
+    if value is None or isinstance(value, float | np.floating):
+        return False
+    if isinstance(value, np.datetime64 | np.timedelta64):
+        return bool(np.isnat(value))
+    return type(value).__name__ in ("NaTType", "NAType")
 
 
 def _decoded_dtype(dtype: str, storage: pa.DataType) -> np.dtype[Any] | None:

@@ -42,6 +42,20 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 PER_PAGE = 50
 MAX_PER_PAGE = 200
 MAX_PARTITION_BARS = 60
+MAX_HISTORY = 500  # versions on a dataset's page (charts, pickers); all of them: /api/datasets/NAME/versions
+VERSIONS_PER_PAGE = 25  # rows of the versions table beside the charts (?vpage=)
+MAX_DEPTH = 20  # lineage hops, as the API allows
+DEFAULT_TREE_DEPTH = 3  # hops of the lineage trees on a dataset's page (?depth=)
+MAX_TREE_NODES = 300  # versions one lineage tree lists at most (the rest: the JSON, with ?depth=)
+FACETS = ("format", "owner", "tag", "column")
+SORTS = {
+    "name": "name",
+    "-updated": "recently updated",
+    "-rows": "most rows",
+    "-size": "largest",
+    "updated": "least recently updated",
+    "-name": "name, Z to A",
+}
 COOKIE = "dal_ui_token"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 SECURITY_HEADERS = {
@@ -147,7 +161,7 @@ def _human_size(n: object) -> str:
     return "-" if n is None else views.size_text(int(n))  # type: ignore[call-overload]
 
 
-def _lineage(cat: Catalog, name: str, version: str | int | None, depth: int) -> dict[str, Any]:
+def _lineage(cat: Catalog, name: str, version: str | int | VersionInfo | None, depth: int) -> dict[str, Any]:
     """What ``dal lineage NAME V --json`` prints (the same builder), with the program path and Spark master masked
     once more: a record written by another tool (or an older dal) must not show a credential here either."""
     out = lineage.lineage(cat, name, version, depth=depth)
@@ -159,8 +173,78 @@ def _lineage(cat: Catalog, name: str, version: str | int | None, depth: int) -> 
     return out
 
 
+def _pick(history: list[VersionInfo], asked: str | None) -> VersionInfo | None:
+    """The version ``?v=`` names when it is the latest or a number among ``history`` (no query needed)."""
+    if asked in (None, "latest"):
+        return history[-1]
+    if asked is not None and asked.isascii() and asked.isdigit():
+        first = history[0].number
+        i = int(asked) - first
+        return history[i] if 0 <= i < len(history) and history[i].number == int(asked) else None
+    return None
+
+
+def _tags(history: list[VersionInfo]) -> dict[str, int]:
+    """Every tag and the version it names, from a complete history (as ``Catalog.tags``: sorted by tag)."""
+    return dict(sorted((t, v.number) for v in history for t in v.tags))
+
+
 def _version_link(dataset: object, version: object) -> str:
     return f"/d/{quote(str(dataset), safe='')}?v={quote(str(version), safe='')}"
+
+
+def _how(edge: dict[str, Any]) -> str:
+    """How an edge is known, as the graph labels it: ``declared`` only when the record says so."""
+    return "declared" if edge.get("how") == "declared" else "inferred"
+
+
+def _downstream_items(nodes: list[Any]) -> list[dict[str, Any]]:
+    """The API's downstream tree as the template's nested list: label, link, how, children."""
+    items: list[dict[str, Any]] = []
+    for d in nodes:
+        if not isinstance(d, dict):
+            continue
+        if d.get("truncated"):
+            items.append({"more": f"only the first {d.get('shown')} are listed"})
+            continue
+        items.append({
+            "label": f"{d['dataset']} @ {d['version']}",
+            "href": _version_link(d["dataset"], d["version"]),
+            "how": _how(d),
+            "children": _downstream_items(d.get("downstream") or []),
+        })  # fmt: skip
+    return items
+
+
+def _upstream_items(cat: Catalog, name: str, number: int, depth: int) -> tuple[list[dict[str, Any]], bool]:
+    """What built ``name`` @ ``number``, and what built that, ``depth`` hops up (each version once; at most
+    MAX_TREE_NODES, then cut: the second value says so), from the catalog's lineage edges."""
+    seen: set[tuple[str, int]] = {(name, number)}
+    cut = [False]
+
+    def walk(ds: str, v: int, hops: int) -> list[dict[str, Any]]:
+        items = []
+        for e in cat.upstream(ds, v):
+            key = (e.upstream, e.upstream_version)
+            if key in seen:
+                continue
+            if len(seen) > MAX_TREE_NODES:
+                cut[0] = True
+                break
+            seen.add(key)
+            items.append({
+                "label": f"{e.upstream} @ {e.upstream_version}" + (f" where {e.filters}" if e.filters else ""),
+                "href": _version_link(e.upstream, e.upstream_version),
+                "how": "declared" if e.how == "declared" else "inferred",
+                "children": walk(e.upstream, e.upstream_version, hops - 1) if hops > 1 else [],
+            })  # fmt: skip
+        return items
+
+    return walk(name, number, depth), cut[0]
+
+
+def _count_items(items: list[dict[str, Any]]) -> int:
+    return sum(1 + _count_items(i.get("children") or []) for i in items if "label" in i)
 
 
 def _lineage_view(out: dict[str, Any]) -> dict[str, Any]:
@@ -179,11 +263,12 @@ def _lineage_view(out: dict[str, Any]) -> dict[str, Any]:
         filters = [str(x.get("filters")) for x in out["upstream"] if isinstance(x, dict) and x.get("filters")
                    and (str(x.get("dataset")), str(x.get("version"))) == key]  # fmt: skip
         tip = f"{key[0]} @ version {key[1]}" + (" where " + " | ".join(filters) if filters else "")
-        upstream.append(Node(f"{key[0]} @ {key[1]}", tip, _version_link(*key)))
+        upstream.append(Node(f"{key[0]} @ {key[1]}", tip, _version_link(*key), _how(u)))
     downstream = [
         Node(f"{d['dataset']} @ {d['version']}", f"{d['dataset']} @ version {d['version']}",
-             _version_link(d["dataset"], d["version"]))
+             _version_link(d["dataset"], d["version"]), _how(d))
         for d in out.get("downstream") or []
+        if isinstance(d, dict) and not d.get("truncated")
     ]  # fmt: skip
     this = Node(f"{out['dataset']} @ {out['version']}", f"{out['dataset']} @ version {out['version']}")
     graph = (
@@ -205,6 +290,81 @@ def _lineage_view(out: dict[str, Any]) -> dict[str, Any]:
         "spark_master": spark.get("master") if spark else None,
         "graph": graph,
     }
+
+
+API_SUMMARIES = {
+    "/api": "this index",
+    "/api/openapi.json": "the OpenAPI 3.1 document of this API",
+    "/api/datasets": "datasets, paged (?page, ?per_page), searched (?q) and narrowed by facets (?format, ?owner, ?tag, "
+    "?column), sorted (?sort), with each latest version's row count and size and the facets' counts",
+    "/api/datasets/{name}": "a dataset and its newest version with its schema (dal show --json)",
+    "/api/datasets/{name}/versions": "its versions, oldest first (?limit: the newest N; dal versions --json)",
+    "/api/datasets/{name}/schema": "the schema of one version (?version; dal schema --json)",
+    "/api/datasets/{name}/diff": "the schema change between two versions (?old, ?new; dal diff --json)",
+    "/api/datasets/{name}/partitions": "the partitions of one version (?version; dal partitions --json)",
+    "/api/datasets/{name}/tags": "its tags and the versions they name",
+    "/api/datasets/{name}/preview": "the first rows of one version (?version, ?rows), tensors summarised",
+    "/api/datasets/{name}/versions/{v}/lineage": "what built version v and what was built from it (?depth up to 20)",
+}
+
+
+def openapi_document() -> dict[str, Any]:
+    """The API as an OpenAPI 3.1 document (every endpoint is a GET answering JSON; errors are ``{"error": …}``)."""
+    from dal._version import __version__
+
+    def param(name: str, where: str, kind: str, description: str, **schema: Any) -> dict[str, Any]:
+        return {"name": name, "in": where, "required": where == "path", "description": description,
+                "schema": {"type": kind, **schema}}  # fmt: skip
+
+    version = param("version", "query", "string", "a version number, tag or ISO timestamp (default: the latest)")
+    query_params: dict[str, list[dict[str, Any]]] = {
+        "/api/datasets": [
+            param("q", "query", "string", "a glob on the name, or a substring of name, description, owner, format, "
+                  "a tag or a column"),
+            *[param(f, "query", "string", f"only datasets with this {f} (exact)") for f in FACETS],
+            param("sort", "query", "string", "the order", enum=list(SORTS)),
+            param("page", "query", "integer", "the page (from 1)", minimum=1),
+            param("per_page", "query", "integer", "datasets per page", minimum=1, maximum=MAX_PER_PAGE),
+        ],
+        "/api/datasets/{name}/versions": [param("limit", "query", "integer", "the newest N only", minimum=0)],
+        "/api/datasets/{name}/schema": [version],
+        "/api/datasets/{name}/partitions": [version],
+        "/api/datasets/{name}/diff": [
+            param("old", "query", "string", "the older version"), param("new", "query", "string", "the newer one")
+        ],
+        "/api/datasets/{name}/preview": [version, param("rows", "query", "integer", "rows", minimum=1, maximum=100)],
+        "/api/datasets/{name}/versions/{v}/lineage": [
+            param("depth", "query", "integer", "downstream levels", minimum=1, maximum=MAX_DEPTH)
+        ],
+    }  # fmt: skip
+    error = {
+        "description": 'an error: {"error": message}',
+        "content": {
+            "application/json": {
+                "schema": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
+            }
+        },
+    }
+    paths: dict[str, Any] = {}
+    for path, summary in API_SUMMARIES.items():
+        params = [param(p, "path", "string", f"the {'dataset name' if p == 'name' else 'version'}")
+                  for p in ("name", "v") if "{" + p + "}" in path]  # fmt: skip
+        params += query_params.get(path, [])
+        paths[path] = {"get": {
+            "summary": summary,
+            "operationId": "get" + "".join(w.strip("{}").title() for w in path.split("/")[1:]).replace(".", ""),
+            "parameters": params,
+            "responses": {
+                "200": {"description": "JSON", "content": {"application/json": {"schema": {}}}},
+                "400": error, "404": error, "503": error,
+            },
+        }}  # fmt: skip
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "dal ui", "version": __version__,
+                 "description": "The read-only JSON API of a dal catalog (dal ui): GET and HEAD only."},
+        "paths": paths,
+    }  # fmt: skip
 
 
 def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True) -> ASGIApp:
@@ -258,10 +418,17 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
     def _listing(request: Request) -> dict[str, Any]:
         query = request.query_params.get("q") or None
         per_page = _int_param(request, "per_page", PER_PAGE, 1, MAX_PER_PAGE)
-        total = cat.count_datasets(query)
+        filters = {k: v for k in FACETS if (v := request.query_params.get(k))}
+        for k, v in filters.items():
+            if len(v) > 200:
+                raise _BadRequest(f"{k} must be at most 200 characters")
+        sort = request.query_params.get("sort") or "name"
+        if sort not in SORTS and sort.lstrip("-") not in {s.lstrip("-") for s in SORTS}:
+            raise _BadRequest(f"sort must be one of {', '.join(SORTS)}, not {sort[:40]!r}")
+        total = cat.count_datasets(query, filters)
         pages = max(1, math.ceil(total / per_page))
         page_no = _int_param(request, "page", 1, 1, 10**9)
-        rows = cat.search_datasets(query, limit=per_page, offset=(page_no - 1) * per_page)
+        rows = cat.search_datasets(query, limit=per_page, offset=(page_no - 1) * per_page, filters=filters, sort=sort)
         items = []
         for d, row_count, size in rows:
             item = views.dataset_dict(d)
@@ -270,10 +437,13 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
             items.append(item)
         return {
             "query": query,
+            "filters": filters,
+            "sort": sort,
             "page": page_no,
             "pages": pages,
             "per_page": per_page,
             "total": total,
+            "facets": cat.facets(query, filters),
             "datasets": items,
         }
 
@@ -286,7 +456,8 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
         return views.show(cat, request.path_params["name"])
 
     def api_versions(request: Request) -> Any:
-        return views.versions(cat, request.path_params["name"])
+        limit = _int_param(request, "limit", 0, 0, 10**9)  # the newest N; 0 (default): all
+        return views.versions(cat, request.path_params["name"], limit or None)
 
     def api_schema(request: Request) -> Any:
         return views.schema(cat, request.path_params["name"], _version_param(request, "version"))
@@ -302,6 +473,17 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
 
     def api_tags(request: Request) -> Any:
         return views.tags(cat, request.path_params["name"])
+
+    def api_index(request: Request) -> Any:
+        return {
+            "name": "dal ui",
+            "read_only": True,
+            "openapi": "/api/openapi.json",
+            "endpoints": [{"path": path, "summary": summary} for path, summary in API_SUMMARIES.items()],
+        }
+
+    def api_openapi(request: Request) -> Any:
+        return openapi_document()
 
     def api_lineage(request: Request) -> Any:
         depth = _int_param(request, "depth", 1, 1, 20)
@@ -320,26 +502,33 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
             params = {"page": str(page_no)}
             if listing["query"]:
                 params["q"] = listing["query"]
+            params.update(listing["filters"])
+            if listing["sort"] != "name":
+                params["sort"] = listing["sort"]
             if listing["per_page"] != PER_PAGE:
                 params["per_page"] = str(listing["per_page"])
             return "/?" + urlencode(params)
 
-        return page("index.html", listing=listing, link=link)
+        return page("index.html", listing=listing, link=link, sorts=SORTS)
 
     def dataset_page(request: Request) -> HTMLResponse:
         name = request.path_params["name"]
         info = cat.get_dataset(name)
-        history = cat.versions(name)
-        current = cat.version(name, _version_param(request, "v")) if history else None
+        history = cat.versions(name, limit=MAX_HISTORY)  # the newest: a dataset may have many thousands
+        asked = _version_param(request, "v")
+        current = _pick(history, asked) if history else None
+        if history and current is None:  # a tag, a time, or a version older than the page lists
+            current = cat.version(name, asked)
         parts = cat.partitions(name, current.number) if current else ()
-        base = f"/d/{name}?v="
         rows_chart = bytes_chart = parts_chart = None
         if history:
 
             def per_version(value: Callable[[VersionInfo], int], label: Callable[[VersionInfo], str], what: str) -> str:
+                # no links on the bars: hundreds of versions would be hundreds of tab stops; the versions table
+                # beside the charts links each version
                 bars = [
-                    Bar(str(v.number), value(v), f"version {v.number}: {label(v)}", base + str(v.number),
-                        current is not None and v.number == current.number)
+                    Bar(str(v.number), value(v), f"version {v.number}: {label(v)}" + (" (expired)" if v.unavailable
+                        else ""), None, current is not None and v.number == current.number)
                     for v in history
                 ]  # fmt: skip
                 return bar_chart(bars, title=f"{what} per version", element_id=f"{what}-chart")
@@ -355,15 +544,47 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
                 else "size per partition",
                 element_id="partitions-chart",
             )
+        newest_first = list(reversed(history))
+        vpages = max(1, math.ceil(len(newest_first) / VERSIONS_PER_PAGE))
+        vpage = _int_param(request, "vpage", 1, 1, vpages)
+        depth = _int_param(request, "depth", DEFAULT_TREE_DEPTH, 1, MAX_DEPTH)
+        trees = None
+        if current is not None:
+            full = _lineage(cat, name, current, depth)
+            upstream_tree, upstream_cut = _upstream_items(cat, name, current.number, depth)
+            downstream_tree = _downstream_items(full.get("downstream") or [])
+            trees = {
+                "upstream": upstream_tree,
+                "upstream_cut": upstream_cut,
+                "downstream": downstream_tree,
+                "count": _count_items(upstream_tree) + _count_items(downstream_tree),
+            }
+
+        def vlink(n: int) -> str:
+            params = {"vpage": str(n)}
+            if asked:
+                params["v"] = asked
+            return f"/d/{quote(name, safe='')}?{urlencode(params)}#versions"
+
+        readable = next((v for v in newest_first if not v.unavailable), None)
         return page(
             "dataset.html",
             info=info,
+            versions_page=newest_first[(vpage - 1) * VERSIONS_PER_PAGE : vpage * VERSIONS_PER_PAGE],
+            vpage=vpage,
+            vpages=vpages,
+            vlink=vlink,
+            depth=depth,
+            max_depth=MAX_DEPTH,
+            trees=trees,
+            readable=readable,
             location=mask_url(info.location),
             history=list(reversed(history)),
+            all_versions=0 if info.latest_version is None else info.latest_version + 1,
             current=current,
             partitions=parts,
-            tags=cat.tags(name),
-            lineage=_lineage_view(_lineage(cat, name, current.number, 1)) if current else None,
+            tags=_tags(history) if len(history) == (info.latest_version or 0) + 1 else cat.tags(name),
+            lineage=_lineage_view(_lineage(cat, name, current, 1)) if current else None,
             rows_chart=Markup(rows_chart) if rows_chart else None,
             bytes_chart=Markup(bytes_chart) if bytes_chart else None,
             parts_chart=Markup(parts_chart) if parts_chart else None,
@@ -387,6 +608,8 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
         return page("preview.html", info=info, data=data)
 
     routes = [
+        Route("/api", api(api_index)),
+        Route("/api/openapi.json", api(api_openapi)),
         Route("/", html(index)),
         Route("/d/{name}", html(dataset_page)),
         Route("/d/{name}/diff", html(diff_page)),

@@ -87,8 +87,13 @@ class Node:
     label: str
     tooltip: str
     href: str | None = None
+    how: str | None = None  # the edge to this node: "declared" (named by the writer) or "inferred"
 
 
+HOW_TEXT = {
+    "declared": "declared: the writer named this input (dal.write inputs=)",
+    "inferred": "inferred: read by the writing process since its previous write, not named by it",
+}
 MAX_NODES = 12  # per side of a lineage graph; the rest is counted in a "+N more" line
 
 
@@ -109,9 +114,9 @@ def lineage_graph(
         "<title>lineage: upstream versions, this version, downstream versions</title>",
         '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
         'orient="auto"><path d="M0,0 L8,4 L0,8 z" class="arrow"/></marker></defs>',
-        f'<text x="{cols[0]:.0f}" y="14" class="chart-title">upstream (read by its writer)</text>',
+        f'<text x="{cols[0]:.0f}" y="14" class="chart-title">upstream (its inputs)</text>',
         f'<text x="{cols[1]:.0f}" y="14" class="chart-title">this version</text>',
-        f'<text x="{cols[2]:.0f}" y="14" class="chart-title">downstream (written from it)</text>',
+        f'<text x="{cols[2]:.0f}" y="14" class="chart-title">downstream (its outputs)</text>',
     ]
 
     def y_of(i: int, n: int) -> float:
@@ -119,25 +124,37 @@ def lineage_graph(
         return top + (rows * (node_h + gap) - gap - block) / 2 + i * (node_h + gap)
 
     centre_y = y_of(0, 1) + node_h / 2
-    for i in range(len(shown_up)):
-        y = y_of(i, len(shown_up)) + node_h / 2
-        parts.append(
-            f'<line class="edge" x1="{cols[0] + node_w:.1f}" y1="{y:.1f}" x2="{cols[1]:.1f}" y2="{centre_y:.1f}" '
-            'marker-end="url(#arrow)"/>'
-        )
-    for i in range(len(shown_down)):
-        y = y_of(i, len(shown_down)) + node_h / 2
-        parts.append(
-            f'<line class="edge" x1="{cols[1] + node_w:.1f}" y1="{centre_y:.1f}" x2="{cols[2]:.1f}" y2="{y:.1f}" '
-            'marker-end="url(#arrow)"/>'
+
+    def edge(node: Node, x1: float, y1: float, x2: float, y2: float) -> str:
+        # an inferred edge is dashed: a guess from what the process read, not a fact its writer stated
+        how = node.how if node.how in HOW_TEXT else None
+        dash = ' stroke-dasharray="5 3"' if how == "inferred" else ""
+        return (
+            f'<line class="edge{" " + how if how else ""}" x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}"'
+            f'{dash} marker-end="url(#arrow)"/>'
         )
 
+    for i, n in enumerate(shown_up):
+        y = y_of(i, len(shown_up)) + node_h / 2
+        parts.append(edge(n, cols[0] + node_w, y, cols[1], centre_y))
+    for i, n in enumerate(shown_down):
+        y = y_of(i, len(shown_down)) + node_h / 2
+        parts.append(edge(n, cols[1] + node_w, centre_y, cols[2], y))
+
     def box(node: Node, x: float, y: float, kind: str) -> str:
-        label = node.label if len(node.label) <= 30 else node.label[:29] + "…"
+        how = node.how if node.how in HOW_TEXT else None
+        room = 21 if how else 30
+        label = node.label if len(node.label) <= room else node.label[: room - 1] + "…"
+        tip = node.tooltip + (f" — {HOW_TEXT[how]}" if how else "")
+        tag = (
+            f'<text x="{x + node_w - 6:.1f}" y="{y + node_h / 2 + 4:.1f}" text-anchor="end" class="how">{how}</text>'
+            if how
+            else ""
+        )
         inner = (
-            f'<g class="node {kind}"><title>{escape(node.tooltip)}</title>'
+            f'<g class="node {kind}{" " + how if how else ""}"><title>{escape(tip)}</title>'
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{node_w}" height="{node_h}" rx="4"/>'
-            f'<text x="{x + 8:.1f}" y="{y + node_h / 2 + 4:.1f}">{escape(label)}</text></g>'
+            f'<text x="{x + 8:.1f}" y="{y + node_h / 2 + 4:.1f}">{escape(label)}</text>{tag}</g>'
         )
         return f'<a href="{escape(node.href)}">{inner}</a>' if node.href else inner
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from typing import Any
 
@@ -10,6 +11,23 @@ from catalog.types import Field
 
 MAX_ROWS = 100
 MAX_TEXT = 200
+MAX_THUMBNAIL_BYTES = 256 * 1024  # a larger image is summarised as text: the page stays small
+# what an image cell may be shown as, by its first bytes (never by what the schema claims)
+_IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"))
+
+
+def thumbnail(value: Any, field: Field | None) -> str | None:
+    """A ``data:`` URI of an encoded PNG or JPEG cell (an image codec's field), for an ``<img>`` in the preview
+    (the page's Content-Security-Policy allows ``data:`` images and nothing else); None for anything else."""
+    if field is None or not isinstance(value, bytes | bytearray) or len(value) > MAX_THUMBNAIL_BYTES:
+        return None
+    codec = (field.codec or "").lower()
+    if not (codec.startswith("image/") or codec in ("png", "jpeg", "jpg")):
+        return None
+    for magic, mime in _IMAGE_MAGIC:
+        if bytes(value[: len(magic)]) == magic:
+            return f"data:{mime};base64,{base64.b64encode(bytes(value)).decode('ascii')}"
+    return None
 
 
 def _cell(value: Any, field: Field | None) -> Any:
@@ -33,7 +51,8 @@ def _cell(value: Any, field: Field | None) -> Any:
 
 def preview(cat: Catalog, name: str, version: int | str | None = None, rows: int = 10) -> dict[str, Any]:
     """The first ``rows`` rows of one version (at most ``MAX_ROWS``) as JSON-ready values: tensor fields
-    as ``<dtype[shape] (codec), N bytes>``, other binary as its length, long text cut."""
+    as ``<dtype[shape] (codec), N bytes>``, other binary as its length, long text cut; ``images``: per row, the
+    PNG and JPEG cells of image fields as ``data:`` URIs (``thumbnail``)."""
     from dal import api
 
     rows = max(1, min(int(rows), MAX_ROWS))
@@ -52,4 +71,7 @@ def preview(cat: Catalog, name: str, version: int | str | None = None, rows: int
         "version": ds.version.number,
         "columns": columns,
         "rows": [{c: _cell(r.get(c), fields.get(c)) for c in columns} for r in data[:rows]],
+        "images": [
+            {c: uri for c in columns if (uri := thumbnail(r.get(c), fields.get(c))) is not None} for r in data[:rows]
+        ],
     }

@@ -192,3 +192,76 @@ def test_a_vanished_file_is_a_dal_error_naming_the_version(rows_ds: dal.Dataset,
     resumed.load_state_dict(state)
     with pytest.raises(DalError, match="no longer readable"):
         list(resumed)
+
+
+def test_resume_refuses_a_scan_that_reads_other_rows(sqlite_env: Catalog, small_chunks: None) -> None:
+    """A state records what decides the rows and their order: filters and window, columns (they size the
+    chunks a shuffle permutes inside), the shuffle buffer and the shard's remainder (issue #23 item 10: a
+    state used to load silently into a differently filtered loader)."""
+    from datetime import datetime, timedelta
+
+    n = 400
+    ts = [datetime(2026, 1, 1) + timedelta(minutes=i) for i in range(n)]
+    dal.write(pa.table({"id": np.arange(n), "ts": ts, "x": np.arange(n) / 2}), "t.conf", time_column="ts")
+    ds = dal.open("t.conf")
+    base = ds.filter("id >= 40").window("2026-01-01T00:00", "2026-01-01T05:00").select("id", "ts")
+    base = base.shuffle(seed=4, buffer_size=100).shard(0, 2, "drop")
+    data = base.to_torch(16)
+    it = iter(data)
+    head = [next(it) for _ in range(3)]
+    state = json.loads(json.dumps(data.state_dict()))
+    assert state["where"] and "id >= 40" in state["where"] and state["columns"] == ["id", "ts"]
+    assert state["buffer"] == 100 and state["remainder"] == "drop"
+    same = ds.filter("id >= 40").window("2026-01-01T00:00", "2026-01-01T05:00").select("id", "ts")
+    same = same.shuffle(seed=4, buffer_size=100).shard(0, 2, "drop").to_torch(16)
+    same.load_state_dict(state)  # the same scan, built again: accepted, and exact
+    assert ids_of(head) + ids_of(list(same)) == ids_of(list(base.to_torch(16)))
+    window = ("2026-01-01T00:00", "2026-01-01T05:00")
+    others = {
+        "no filter": ds.window(*window).select("id", "ts").shuffle(seed=4, buffer_size=100).shard(0, 2, "drop"),
+        "other filter": ds.filter("id >= 41").window(*window).select("id", "ts").shuffle(4, 100).shard(0, 2, "drop"),
+        "no window": ds.filter("id >= 40").select("id", "ts").shuffle(seed=4, buffer_size=100).shard(0, 2, "drop"),
+        "other window": ds.filter("id >= 40").window("2026-01-01T00:00", "2026-01-01T04:00").select("id", "ts")
+        .shuffle(seed=4, buffer_size=100).shard(0, 2, "drop"),
+        "columns": ds.filter("id >= 40").window(*window).select("id").shuffle(seed=4, buffer_size=100).shard(0, 2, "drop"),
+        "buffer": ds.filter("id >= 40").window(*window).select("id", "ts").shuffle(seed=4, buffer_size=50).shard(0, 2, "drop"),
+        "remainder": ds.filter("id >= 40").window(*window).select("id", "ts").shuffle(seed=4, buffer_size=100).shard(0, 2),
+    }  # fmt: skip
+    for what, scan in others.items():
+        key = {"columns": "columns", "buffer": "buffer", "remainder": "remainder"}.get(what, "where")
+        with pytest.raises(DalError, match=f"saved with {key}=.*this loader has {key}=") as info:
+            scan.to_torch(16).load_state_dict(state)
+        assert "t.conf" in str(info.value), what
+
+
+def test_a_state_from_before_these_records_loads_where_they_change_nothing(rows_ds: dal.Dataset) -> None:
+    data = rows_ds.shard(1, 2).to_torch(16)
+    it = iter(data)
+    head = [next(it) for _ in range(5)]
+    state = data.state_dict()
+    older = {k: v for k, v in state.items() if k not in ("where", "columns", "buffer", "remainder")}
+    again = rows_ds.shard(1, 2).to_torch(16)
+    again.load_state_dict(older)
+    assert ids_of(head) + ids_of(list(again)) == ids_of(list(rows_ds.shard(1, 2).to_torch(16)))
+    with pytest.raises(DalError, match="no where recorded"):
+        rows_ds.filter("id > 3").shard(1, 2).to_torch(16).load_state_dict(older)
+    with pytest.raises(DalError, match="no remainder recorded"):
+        rows_ds.shard(1, 2, "keep").to_torch(16).load_state_dict(older)
+    whole = rows_ds.scan().to_torch(16)  # unsharded: no rank, no remainder
+    older = {k: v for k, v in whole.state_dict().items() if k not in ("where", "columns", "buffer", "remainder")}
+    rows_ds.scan().to_torch(16).load_state_dict(older)
+
+
+def test_a_mix_state_records_its_members_rows(rows_ds: dal.Dataset) -> None:
+    def mixed(where: str) -> object:
+        return dal.mix([rows_ds.filter("id < 500"), rows_ds.filter(where)], seed=3).shard(0, 2).to_torch(16)
+
+    data = mixed("id >= 500")
+    it = iter(data)  # type: ignore[call-overload]
+    head = [next(it) for _ in range(4)]
+    state = data.state_dict()  # type: ignore[attr-defined]
+    again = mixed("id >= 500")
+    again.load_state_dict(state)  # type: ignore[attr-defined]
+    assert ids_of(head) + ids_of(list(again)) == ids_of(list(mixed("id >= 500")))  # type: ignore[call-overload]
+    with pytest.raises(DalError, match="saved with members="):
+        mixed("id >= 600").load_state_dict(state)  # type: ignore[attr-defined]

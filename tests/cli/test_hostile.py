@@ -308,10 +308,13 @@ def test_object_store_errors_are_one_line_with_a_hint(sqlite_env: Catalog) -> No
 
 
 def test_a_bug_is_one_line_asking_for_a_report(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(self: Catalog, pattern: str | None = None) -> list[object]:
+    def broken(self: Catalog, pattern: str | None = None, **limit: object) -> list[object]:
         raise ZeroDivisionError("a bug")
 
+    from catalog.lite import LiteCatalog
+
     monkeypatch.setattr(Catalog, "list_datasets", broken)
+    monkeypatch.setattr(LiteCatalog, "list_datasets", broken)  # dal ls reads an existing catalog through it
     result = CliRunner().invoke(cli, ["--catalog", sqlite_url, "ls"])
     assert result.exit_code == 70
     assert result.stderr.startswith("dal: internal error: ZeroDivisionError: a bug") and "report" in result.stderr

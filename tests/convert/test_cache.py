@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from dal.spark import convert_cache
+from dal.storage import ownership
 
-KEY = "k" * 40
+KEY = "0123456789abcdef" * 2 + "01234567"  # a plan key: 40 hex digits, as dal.convert makes them
 
 
 def _racer(root: str, barrier: Any, out: Any) -> None:
@@ -34,8 +35,8 @@ def test_racing_publishers_share_one_entry_and_the_last_user_removes_it(tmp_path
         p.join(60)
     names = {out.get(timeout=5) for _ in procs}
     assert len(names) == 1 and all(p.exitcode == 0 for p in procs)  # all four used the winner's entry
-    # every user exited: the last one removed the entry; the losers' folders are gone too
-    assert list(tmp_path.iterdir()) == []
+    # every user exited: the last one removed the entry; the losers' folders are gone too (the root's sentinel stays)
+    assert [p.name for p in tmp_path.iterdir()] == [ownership.SENTINEL]
 
 
 def test_an_entry_in_use_survives_another_users_exit(tmp_path: Path) -> None:
@@ -76,7 +77,7 @@ def test_a_killed_writer_leaves_nothing_a_later_lookup_uses(tmp_path: Path) -> N
     os.kill(p.pid, signal.SIGKILL)
     p.join(60)
     assert convert_cache.lookup(tmp_path, KEY) is None
-    assert len(convert_cache.sweep(tmp_path)) == 1 and list(tmp_path.iterdir()) == []
+    assert len(convert_cache.sweep(tmp_path)) == 1 and [p.name for p in tmp_path.iterdir()] == [ownership.SENTINEL]
 
 
 def test_a_marker_whose_folder_is_gone_is_stale(tmp_path: Path) -> None:

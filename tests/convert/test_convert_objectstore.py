@@ -20,10 +20,11 @@ import pytest
 import dal
 from dal.errors import DalError
 from dal.spark import convert_cache
+from dal.storage import ownership
 from dal.storage.location import Location
 
 REPO = Path(__file__).resolve().parents[2]
-KEY = "r" * 40
+KEY = "fedcba9876543210" * 2 + "fedcba98"  # a plan key: 40 hex digits, as dal.convert makes them
 
 
 def keys(options: dict[str, str], bucket: str, prefix: str = "") -> list[str]:
@@ -66,7 +67,7 @@ def test_convert_into_an_s3_cache_reuses_it_and_the_last_exit_removes_it(
 
     # the cached table is no user's dataset; the last user's exit removes it from the bucket
     convert_cache.release_all()
-    assert keys(options, bucket, "convert-cache/") == []
+    assert keys(options, bucket, "convert-cache/") == [f"convert-cache/{ownership.SENTINEL}"]  # the root stays dal's
 
 
 def test_a_remote_cache_is_checked_before_spark_runs(spark: Any, tmp_path: Path) -> None:
@@ -120,7 +121,7 @@ def test_racing_publishers_on_s3_share_one_entry_and_the_last_user_removes_it(
         for p in procs:
             p.communicate(timeout=60)
     assert all(p.returncode == 0 for p in procs)
-    assert keys(options, bucket, "race/") == []  # the last exit removed marker and folder
+    assert keys(options, bucket, "race/") == [f"race/{ownership.SENTINEL}"]  # the last exit removed marker and folder
 
 
 def test_a_killed_conversion_on_s3_is_never_used_and_is_swept(s3: tuple[str, dict[str, str]]) -> None:
@@ -141,4 +142,4 @@ def test_a_killed_conversion_on_s3_is_never_used_and_is_swept(s3: tuple[str, dic
     assert convert_cache.remote_lookup(root, KEY) is None and not root.exists(f"{KEY}.ready")
     convert_cache.release_all()
     _, kept = convert_cache.remote_clear(root)
-    assert kept == [] and keys(options, bucket, "killed/") == []
+    assert kept == [] and keys(options, bucket, "killed/") == [f"killed/{ownership.SENTINEL}"]

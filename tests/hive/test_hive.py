@@ -210,6 +210,84 @@ def test_object_store_datasets_get_hadoop_urls_and_a_clear_refusal_without_the_c
     assert sqlite_env.versions("hs3.rows") == versions
 
 
+def test_maps_structs_and_empty_partition_values_reach_hive(
+    sqlite_env: Catalog, sqlite_url: str, metastore: str, tmp_path: Path
+) -> None:
+    """Issue 23, item 11: map and struct columns are published with their Hive types; a partition value '' is
+    Hive's null partition (Hive and Spark write '' there and read it as NULL), so Spark SQL counts every row dal
+    and delta-rs count; a dataset that cannot be published is named with its column and does not stop the others."""
+    import deltalake
+
+    nested = pa.table(
+        {
+            "id": [1, 2, 3, 4, 5],
+            "p": ["a", "", None, "a", "50% a/b"],
+            "m": pa.array([[("k", 1)], [], None, [("z", 2)], []], pa.map_(pa.string(), pa.int64())),
+            "s": pa.array([{"a": 1, "b": "x"}, None, {"a": 3, "b": None}, {"a": 4, "b": "y"}, None]),
+            "l": pa.array([[{"q": 1.5}], None, [], [{"q": None}], []]),
+        }
+    )
+    dal.write(nested, "hv.nested", partition_by=["p"])  # dal writes '' where nulls go
+    older = tmp_path / "older"  # delta-rs writes '' in a p= directory of its own
+    deltalake.write_deltalake(str(older), pa.table({"id": [1, 2, 3], "p": ["a", "", "b"]}), partition_by=["p"])
+    dal.register("hv.older", str(older))
+    both = tmp_path / "both"  # '' and null in two directories: one Hive partition cannot read both
+    deltalake.write_deltalake(str(both), pa.table({"id": [1, 2], "p": ["", None]}), partition_by=["p"])
+    dal.register("hv.both", str(both))
+    dal.write(pa.table({"id": [1], "s": pa.array([{"a b": 1}])}), "hv.odd")  # a struct field Hive cannot name
+    assert (
+        dal.open("hv.nested").count()
+        == deltalake.DeltaTable(dal.open("hv.nested").location).to_pyarrow_table().num_rows
+        == 5
+    )
+
+    with pytest.raises(dal.hive.HiveSyncError) as e:
+        dal.hive.sync(["hv.nested", "hv.older", "hv.both", "hv.odd"], uri=metastore)
+    assert [t.dataset for t in e.value.synced] == ["hv.nested", "hv.older"]
+    assert sorted(e.value.failures) == ["hv.both", "hv.odd"]
+    assert "hv.odd: column s (struct<a b: int64>): Hive struct fields are named with letters" in str(e.value)
+    assert "hv.both version 0: the Hive partition {'p': '__HIVE_DEFAULT_PARTITION__'} has files in two" in str(e.value)
+    assert "\n" not in str(e.value)
+    with pytest.raises(DalError, match=r"^hv\.odd: column s "):  # one dataset by name: its own error
+        dal.hive.sync(["hv.odd"], uri=metastore)
+
+    counts, described, parts, values, older_rows = spark_sql(
+        metastore, tmp_path,
+        "SELECT count(*) AS n, count(p) AS with_p FROM hv.nested",
+        "DESCRIBE hv.nested",
+        "SHOW PARTITIONS hv.nested",
+        "SELECT id, p, m['k'] AS k, s.a AS a, s.b AS b, size(l) AS nl FROM hv.nested ORDER BY id",
+        "SELECT id, p FROM hv.older ORDER BY id",
+    )  # fmt: skip
+    assert counts == [{"n": 5, "with_p": 3}]
+    types = {r["col_name"]: r["data_type"] for r in described}
+    assert (types["m"], types["s"], types["l"]) == (
+        "map<string,bigint>",
+        "struct<a:bigint,b:string>",
+        "array<struct<q:double>>",
+    )
+    assert sorted(p["partition"] for p in parts) == ["p=50%25 a%2Fb", "p=__HIVE_DEFAULT_PARTITION__", "p=a"]
+    assert values == [
+        {"id": 1, "p": "a", "k": 1, "a": 1, "b": "x", "nl": 1},
+        {"id": 2, "p": None, "k": None, "a": None, "b": None, "nl": None},
+        {"id": 3, "p": None, "k": None, "a": 3, "b": None, "nl": 0},
+        {"id": 4, "p": "a", "k": None, "a": 4, "b": "y", "nl": 1},
+        {"id": 5, "p": "50% a/b", "k": None, "a": None, "b": None, "nl": 0},  # its encoded directory, p=50%25%20a%2Fb
+    ]
+    assert older_rows == [{"id": 1, "p": "a"}, {"id": 2, "p": None}, {"id": 3, "p": "b"}]  # delta-rs: '' is null too
+    assert [
+        r["p"] for r in sorted(deltalake.DeltaTable(str(older)).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    ] == ["a", None, "b"]
+
+    # the CLI lists what it published, then one line naming each dataset that failed
+    r = CliRunner().invoke(cli, ["--catalog", sqlite_url, "hive", "sync", "hv.nested", "hv.odd", "--uri", metastore])
+    assert r.exit_code == 1 and "hv.nested v0 -> hv.nested (3 partitions)" in r.stdout, r.output
+    assert (
+        r.stderr.startswith("dal: error: hive sync: synced 1 of 2 datasets; hv.odd: column s")
+        and r.stderr.count("\n") == 1
+    )
+
+
 def test_import_types_partitions_as_hive_declares_them(sqlite_env: Catalog, metastore: str, tmp_path: Path) -> None:
     """A Hive Parquet table's partition columns are typed by its partition keys (DATE, INT), not guessed from
     the directory names (dates as strings, an INT as int64): the rows Spark SQL gives, with Hive's types."""

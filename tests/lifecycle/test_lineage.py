@@ -66,17 +66,27 @@ def test_chain_of_three_datasets(any_cat: Catalog) -> None:
     dal.write(rows(2, 100), "lin.c")  # c@1: read nothing
 
     assert [u["dataset"] for u in b.properties["lineage"]["upstream"]] == ["lin.a"]
-    assert c.properties["lineage"]["upstream"] == [{"dataset": "lin.b", "version": 0, "filters": None}]
+    assert c.properties["lineage"]["upstream"] == [
+        {"dataset": "lin.b", "version": 0, "filters": None, "how": "inferred"}
+    ]
     assert cat.version("lin.c", 1).properties["lineage"]["upstream"] == []
 
     la = lineage.lineage(cat, "lin.a", 1, depth=3)
     assert la["downstream"] == [
-        {"dataset": "lin.b", "version": 0, "downstream": [{"dataset": "lin.c", "version": 0, "downstream": []}]}
+        {
+            "dataset": "lin.b",
+            "version": 0,
+            "how": "inferred",
+            "downstream": [{"dataset": "lin.c", "version": 0, "how": "inferred", "downstream": []}],
+        }
     ]
     assert lineage.lineage(cat, "lin.a", 0)["downstream"] == []  # a@0 was not read
     assert [(d.dataset, d.number) for d in lineage.downstream(cat, "lin.b", 0)] == [("lin.c", 0)]
     lc = lineage.lineage(cat, "lin.c", 0)
-    assert lc["upstream"] == [{"dataset": "lin.b", "version": 0, "filters": None}] and lc["downstream"] == []
+    assert (
+        lc["upstream"] == [{"dataset": "lin.b", "version": 0, "filters": None, "how": "inferred"}]
+        and lc["downstream"] == []
+    )
 
 
 def test_read_log(cat: Catalog) -> None:
@@ -123,7 +133,7 @@ def test_cli(cat: Catalog) -> None:
     assert code == 0, err
     body: dict[str, Any] = json.loads(out)
     assert body["dataset"] == "lin.y" and body["version"] == 0
-    assert body["upstream"] == [{"dataset": "lin.x", "version": 0, "filters": None}]
+    assert body["upstream"] == [{"dataset": "lin.x", "version": 0, "filters": None, "how": "inferred"}]
     assert body["downstream"] == []
     assert body["host"] == socket.gethostname()
 
@@ -158,7 +168,7 @@ def test_spark_write(cat: Catalog, spark: Any) -> None:
     rec = v.properties["lineage"]
     sc = spark.sparkContext
     assert rec["spark"] == {"application_id": sc.applicationId, "master": sc.master}
-    assert rec["upstream"] == [{"dataset": "lin.s_in", "version": 0, "filters": None}]
+    assert rec["upstream"] == [{"dataset": "lin.s_in", "version": 0, "filters": None, "how": "inferred"}]
     assert [(d.dataset, d.number) for d in lineage.downstream(cat, "lin.s_in", 0)] == [("lin.s_out", 0)]
 
 
@@ -174,5 +184,7 @@ def test_only_the_written_version_gets_lineage(cat: Catalog) -> None:
     numbers = {x.number: x for x in cat.versions("lin.f")}
     assert v.number == 2 and set(numbers) == {0, 1, 2}
     assert "lineage" not in numbers[1].properties  # the foreign commit: not built by this process
-    assert numbers[2].properties["lineage"]["upstream"] == [{"dataset": "lin.f", "version": 0, "filters": None}]
+    assert numbers[2].properties["lineage"]["upstream"] == [
+        {"dataset": "lin.f", "version": 0, "filters": None, "how": "inferred"}
+    ]
     assert [(d.dataset, d.number) for d in lineage.downstream(cat, "lin.f", 0)] == [("lin.f", 2)]

@@ -48,20 +48,24 @@ def test_lineage_follows_a_rename(any_cat: Catalog) -> None:
     run_json(cat, "rename", "ren.a", "ren.b")
 
     lb = run_json(cat, "lineage", "ren.b", "0")
-    assert lb["downstream"] == [{"dataset": "ren.c", "version": 0}]
+    assert lb["downstream"] == [{"dataset": "ren.c", "version": 0, "how": "inferred"}]
     lc = run_json(cat, "lineage", "ren.c", "0")
     # the current name, and the name the record holds
-    assert lc["upstream"] == [{"dataset": "ren.b", "version": 0, "filters": None, "recorded_as": "ren.a"}]
+    assert lc["upstream"] == [
+        {"dataset": "ren.b", "version": 0, "filters": None, "how": "inferred", "recorded_as": "ren.a"}
+    ]
     # the stored record itself is untouched
     assert cat.version("ren.c", 0).properties["lineage"]["upstream"][0]["dataset"] == "ren.a"
     # reads after the rename are recorded under the new name and found too
     build("ren.b", "ren.c")  # c@1 from b@0
     lb = run_json(cat, "lineage", "ren.b", "0", "--depth", "2")
     assert lb["downstream"] == [
-        {"dataset": "ren.c", "version": 0, "downstream": []},
-        {"dataset": "ren.c", "version": 1, "downstream": []},
+        {"dataset": "ren.c", "version": 0, "how": "inferred", "downstream": []},
+        {"dataset": "ren.c", "version": 1, "how": "inferred", "downstream": []},
     ]
-    assert run_json(cat, "lineage", "ren.c", "1")["upstream"] == [{"dataset": "ren.b", "version": 0, "filters": None}]
+    assert run_json(cat, "lineage", "ren.c", "1")["upstream"] == [
+        {"dataset": "ren.b", "version": 0, "filters": None, "how": "inferred"}
+    ]
 
 
 def test_a_new_dataset_with_the_old_name_is_not_confused(cat: Catalog, tmp_path: Path) -> None:
@@ -72,11 +76,17 @@ def test_a_new_dataset_with_the_old_name_is_not_confused(cat: Catalog, tmp_path:
     dal.write(rows(2, 50), "ren.a", path=str(tmp_path / "new_a"))  # a new dataset called ren.a (elsewhere)
     build("ren.a", "ren.d")  # d@0 from the new a@0
 
-    assert run_json(cat, "lineage", "ren.b2", "0")["downstream"] == [{"dataset": "ren.c", "version": 0}]
-    assert run_json(cat, "lineage", "ren.a", "0")["downstream"] == [{"dataset": "ren.d", "version": 0}]
+    assert run_json(cat, "lineage", "ren.b2", "0")["downstream"] == [
+        {"dataset": "ren.c", "version": 0, "how": "inferred"}
+    ]
+    assert run_json(cat, "lineage", "ren.a", "0")["downstream"] == [
+        {"dataset": "ren.d", "version": 0, "how": "inferred"}
+    ]
     up_c = run_json(cat, "lineage", "ren.c", "0")["upstream"]
-    assert up_c == [{"dataset": "ren.b2", "version": 0, "filters": None, "recorded_as": "ren.a"}]
-    assert run_json(cat, "lineage", "ren.d", "0")["upstream"] == [{"dataset": "ren.a", "version": 0, "filters": None}]
+    assert up_c == [{"dataset": "ren.b2", "version": 0, "filters": None, "how": "inferred", "recorded_as": "ren.a"}]
+    assert run_json(cat, "lineage", "ren.d", "0")["upstream"] == [
+        {"dataset": "ren.a", "version": 0, "filters": None, "how": "inferred"}
+    ]
     former = [f["name"] for f in cat.get_dataset("ren.b2").properties["former_names"]]
     assert former == ["ren.a", "ren.b"]
 
@@ -88,4 +98,6 @@ def test_like_wildcards_in_names_match_only_themselves(cat: Catalog) -> None:
     build("ren.xzy", "ren.out")
     run_json(cat, "rename", "ren.x_y", "ren.renamed")
     assert run_json(cat, "lineage", "ren.renamed", "0")["downstream"] == []
-    assert run_json(cat, "lineage", "ren.xzy", "0")["downstream"] == [{"dataset": "ren.out", "version": 0}]
+    assert run_json(cat, "lineage", "ren.xzy", "0")["downstream"] == [
+        {"dataset": "ren.out", "version": 0, "how": "inferred"}
+    ]

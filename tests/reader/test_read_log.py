@@ -64,9 +64,9 @@ def test_filtered_scan_is_logged_once_with_its_filter(cat: Catalog) -> None:
     # a write after these reads names them upstream, filters included
     v = dal.write(rows(2), "log.b")
     assert v.properties["lineage"]["upstream"] == [
-        {"dataset": "log.a", "version": 0, "filters": None},
-        {"dataset": "log.a", "version": 0, "filters": "id >= 2 AND s = 'o''k'"},
-        {"dataset": "log.a", "version": 0, "filters": "x <> 1.0"},
+        {"dataset": "log.a", "version": 0, "filters": None, "how": "inferred"},
+        {"dataset": "log.a", "version": 0, "filters": "id >= 2 AND s = 'o''k'", "how": "inferred"},
+        {"dataset": "log.a", "version": 0, "filters": "x <> 1.0", "how": "inferred"},
     ]
 
 

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 import dal
 from catalog import Catalog, Field, Partition, Schema, VersionDraft
-from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal import ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema
 from tests.conftest import PG_URL, _pg_available, _pg_schema_url
 from tests.objectstores import free_port
 
@@ -82,10 +82,14 @@ def populate(url: str, warehouse: Path) -> None:
     cat.tag("weather.radar", 1, "prod")
     schema = TensorSchema(
         "Scans",
-        [TensorField("id", np.int32, (), ScalarCodec()), TensorField("matrix", np.float32, (3, 4), NdarrayCodec())],
+        [
+            TensorField("id", np.int32, (), ScalarCodec()),
+            TensorField("matrix", np.float32, (3, 4), NdarrayCodec()),
+            TensorField("thumb", np.uint8, (8, 8, 3), ImageCodec("png")),  # shown as <img> in the preview
+        ],
     )
     rng = np.random.default_rng(0)
-    rows = [{"id": i, "matrix": rng.standard_normal((3, 4)).astype(np.float32)} for i in range(8)]
+    rows = [{"id": i, "matrix": rng.standard_normal((3, 4)).astype(np.float32), "thumb": thumb(i)} for i in range(8)]
     dal.write(rows, "vision.scans", format="petastorm", schema=schema, path=str(warehouse / "scans"), catalog=cat)
     cat.create_dataset(
         "evil.ds", format="parquet", location=SECRET_LOCATION, description=HOSTILE, owner=HOSTILE,
@@ -103,6 +107,19 @@ def populate(url: str, warehouse: Path) -> None:
         cat.create_dataset(f"filler.ds_{i:03d}", format="delta", location=f"/nowhere/filler/{i}", description="filler")
     cat.create_dataset("odd.under_score", format="delta", location="/nowhere/odd", description="100% pure")
     cat.close()
+
+
+THUMB_COLOUR = (0xE4, 0x57, 0x2E)  # row 0's thumbnail: one colour, to find on a screenshot
+
+
+def thumb(i: int) -> np.ndarray:
+    """An 8x8 RGB image: row 0 all THUMB_COLOUR, the others a gradient."""
+    if i == 0:
+        return np.broadcast_to(np.array(THUMB_COLOUR, np.uint8), (8, 8, 3)).copy()
+    return (np.arange(8 * 8 * 3, dtype=np.uint16).reshape(8, 8, 3) * (i + 1) % 256).astype(np.uint8)
+
+
+EXPIRED = (0, 1, 2)  # versions of vision.street_scenes expired (as dal gc marks them)
 
 
 def street_scenes(cat: Catalog) -> None:
@@ -137,6 +154,7 @@ def street_scenes(cat: Catalog) -> None:
                 tags=("prod",) if v == 9 else ("staging",) if v == 11 else (),
             ),
         )  # fmt: skip
+    cat.expire_versions("vision.street_scenes", EXPIRED, "expired by dal gc (keep_last=9); its files were deleted")
 
 
 def start(
@@ -213,6 +231,7 @@ FORGED_PROGRAM = "/jobs/run.py?token=lineagesecret"  # a credential in a record 
 def populate_lineage(url: str, warehouse: Path) -> None:
     """A chain ``chain.a → chain.b → chain.c`` written through ``dal.open``/``dal.write`` (lineage recorded by dal
     itself), and a version whose lineage record (as a foreign writer might have stored it) is hostile text."""
+    from catalog.types import Input
     from dal import lineage
 
     cat = Catalog(url)
@@ -227,11 +246,12 @@ def populate_lineage(url: str, warehouse: Path) -> None:
         dal.write(table, "chain.c", path=str(warehouse / "c"), catalog=cat)
         lineage.clear_read_log()
         dal.write(table, "chain.forged", path=str(warehouse / "forged"), catalog=cat)
-        cat.annotate_version(
+        cat.record_lineage(  # the record as a foreign writer might have stored it; the one edge a write would
             "chain.forged", 0, lineage.KEY,
             {"user": HOSTILE, "host": HOSTILE, "time": "2026-01-01T00:00:00+00:00", "program": FORGED_PROGRAM,
              "git": {"commit": HOSTILE, "dirty": True}, "spark": {"application_id": HOSTILE, "master": SECRET_LOCATION},
              "upstream": [{"dataset": HOSTILE, "version": 1, "filters": HOSTILE}, {"dataset": "chain.c", "version": 0}]},
+            [Input("chain.c", 0)],
         )  # fmt: skip
     finally:
         lineage.clear_read_log()

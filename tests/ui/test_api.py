@@ -79,7 +79,7 @@ def test_listing_paginates_and_searches(server: Server) -> None:
 
 def test_preview_summarises_tensors(server: Server) -> None:
     status, body = server.json("/api/datasets/vision.scans/preview?rows=3")
-    assert status == 200 and body["columns"] == ["id", "matrix"] and len(body["rows"]) == 3
+    assert status == 200 and body["columns"] == ["id", "matrix", "thumb"] and len(body["rows"]) == 3
     assert body["rows"][0]["id"] == 0 and body["rows"][0]["matrix"].startswith("<float32[3, 4] (ndarray)")
     _, radar = server.json("/api/datasets/weather.radar/preview?version=0&rows=500")
     assert len(radar["rows"]) == 40 and set(radar["columns"]) == {"date", "station", "value"}
@@ -183,3 +183,102 @@ def test_hostile_parameters_are_echoed_escaped(server: Server) -> None:
         status, _, body = server.get(path)
         text = body.decode()
         assert status in (400, 404) and "<script>" not in text and "<img" not in text, path
+
+
+def test_search_finds_columns_tags_owner_and_format(server: Server) -> None:
+    def names(query: str) -> list[str]:
+        status, body = server.json("/api/datasets?" + query)
+        assert status == 200, body
+        return [d["name"] for d in body["datasets"]]
+
+    assert names("q=lane_mask") == ["vision.street_scenes"]  # a column of the latest version
+    assert names("q=QUALITY") == ["weather.radar"]  # added in version 2, the latest
+    assert names("q=perception") == ["vision.street_scenes"]  # the owner
+    assert names("q=petastorm") == ["vision.scans", "vision.street_scenes"]  # the format
+    assert names("q=staging") == ["vision.street_scenes"]  # a tag
+    assert names("q=filler.ds_1*")[:2] == ["filler.ds_100", "filler.ds_101"]  # a glob is still on the name only
+
+
+def test_facets_filter_and_count(server: Server) -> None:
+    everything = cli_json(server, "ls", "--limit", "0")
+    _, body = server.json("/api/datasets")
+    by_format: dict[str, int] = {}
+    for d in everything:
+        by_format[d["format"]] = by_format.get(d["format"], 0) + 1
+    assert body["facets"]["format"] == dict(sorted(by_format.items(), key=lambda kv: (-kv[1], kv[0])))
+    assert body["facets"]["owner"]["perception-team"] == 1
+    assert body["facets"]["tag"] == {"prod": 2, "staging": 1}
+    _, body = server.json("/api/datasets?format=petastorm&tag=prod")
+    assert [d["name"] for d in body["datasets"]] == ["vision.street_scenes"] and body["total"] == 1
+    assert body["filters"] == {"format": "petastorm", "tag": "prod"}
+    # a facet is counted under the other filters: choosing petastorm still shows the other formats with prod
+    assert body["facets"]["format"] == {"delta": 1, "petastorm": 1}
+    _, body = server.json("/api/datasets?column=Station")  # exact column name, any case
+    assert [d["name"] for d in body["datasets"]] == ["weather.radar"]
+    _, body = server.json("/api/datasets?owner=nobody")
+    assert body["total"] == 0 and body["datasets"] == []
+
+
+def test_sorting_by_size_rows_and_time(server: Server) -> None:
+    everything = cli_json(server, "ls", "--limit", "0")  # dal ls --json has each latest version's size and rows
+    for key, field in (("size", "latest_size_bytes"), ("rows", "latest_row_count")):
+        with_data = [d for d in everything if d[field] is not None]
+        expected = [d["name"] for d in sorted(with_data, key=lambda d: (-d[field], d["name"]))]
+        _, body = server.json(f"/api/datasets?sort=-{key}&per_page=200")
+        got = [d["name"] for d in body["datasets"]]
+        assert got[: len(expected)] == expected, key
+        assert all(d[field] is None for d in body["datasets"][len(expected) :])  # no versions yet: last
+    _, body = server.json("/api/datasets?sort=-updated&per_page=200")
+    stamps = [d["updated_at"] for d in body["datasets"]]
+    assert stamps == sorted(stamps, reverse=True)
+    status, body = server.json("/api/datasets?sort=colour")
+    assert status == 400 and "sort must be one of" in body["error"]
+
+
+def test_api_index_and_openapi_document(server: Server) -> None:
+    from openapi_spec_validator import validate
+
+    status, index = server.json("/api")
+    assert status == 200 and index["openapi"] == "/api/openapi.json"
+    status, doc = server.json("/api/openapi.json")
+    assert status == 200
+    validate(doc)  # the OpenAPI 3.1 schema, by openapi-spec-validator
+    assert {e["path"] for e in index["endpoints"]} == set(doc["paths"])
+    examples = {"name": "weather.radar", "v": "1"}
+    required = {"/api/datasets/{name}/diff": "?old=0&new=2"}
+    for path in doc["paths"]:
+        concrete = path.replace("{name}", examples["name"]).replace("{v}", examples["v"]) + required.get(path, "")
+        status, _ = server.json(concrete)
+        assert status == 200, concrete
+
+
+def test_preview_carries_png_thumbnails(server: Server) -> None:
+    import base64
+
+    import cv2
+    import numpy as np
+
+    from tests.ui.conftest import thumb
+
+    _, body = server.json("/api/datasets/vision.scans/preview?rows=3")
+    assert len(body["images"]) == 3 and set(body["images"][0]) == {"thumb"}  # only the image field
+    uri = body["images"][1]["thumb"]
+    assert uri.startswith("data:image/png;base64,")
+    decoded = cv2.imdecode(np.frombuffer(base64.b64decode(uri.split(",", 1)[1]), np.uint8), cv2.IMREAD_UNCHANGED)
+    assert np.array_equal(cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB), thumb(1))  # OpenCV, not dal, decodes it
+    _, radar = server.json("/api/datasets/weather.radar/preview?rows=2")
+    assert radar["images"] == [{}, {}]
+
+
+def test_expired_versions_are_marked_and_offer_no_snippet(server: Server) -> None:
+    status, _, raw = server.get("/d/vision.street_scenes?v=1")
+    page = raw.decode()
+    assert status == 200 and 'id="expired-note"' in page and "expired by dal gc" in page
+    assert (
+        "dal.open(&#34;vision.street_scenes&#34;, 1)" not in page and 'dal.open("vision.street_scenes", 1)' not in page
+    )
+    assert "dal.open(&#34;vision.street_scenes&#34;, 11)" in page or 'dal.open("vision.street_scenes", 11)' in page
+    assert 'id="preview-link"' not in page
+    status, _, raw = server.get("/d/vision.street_scenes")
+    page = raw.decode()
+    assert page.count('class="expired"') == 3 and 'id="version-status">readable' in page

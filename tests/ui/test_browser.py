@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.ui.conftest import HOSTILE, Server
+from tests.ui.conftest import EXPIRED, HOSTILE, THUMB_COLOUR, Server
 
 pytestmark = pytest.mark.slow
 
@@ -119,9 +119,10 @@ def test_search_open_switch_diff(browser: Any, sqlite_server: Server, tmp_path: 
     assert "quality" in diff and "+" in diff
     assert "40 → 240 (+200)" in by_id(d, "row-change").text
 
-    # a bar of the rows chart links to its version
+    # the versions table beside the charts links each version (the bars are no links: no tab stop per bar)
     d.get(sqlite_server.base + "/d/weather.radar")
-    navigate(d, d.find_elements(By.CSS_SELECTOR, "#rows-chart a")[1])
+    assert d.find_elements(By.CSS_SELECTOR, "#rows-chart a, #bytes-chart a") == []
+    navigate(d, d.find_element(By.CSS_SELECTOR, '#versions-table a[href="/d/weather.radar?v=1"]'))
     assert by_id(d, "current-version").text == "1"
     assert "prod" in by_id(d, "version-card").text
 
@@ -226,3 +227,106 @@ def test_lineage_graph_links_versions(browser: Any, lineage_server: Server) -> N
     assert HOSTILE + "@" + HOSTILE in by_id(d, "lineage-facts").text
     assert d.find_elements(By.CSS_SELECTOR, "main script, main img") == []
     assert "lineagesecret" not in d.page_source and "wJalrXUtnFEMI" not in d.page_source
+
+
+def test_find_by_column_facet_and_sort(browser: Any, sqlite_server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(sqlite_server.base + "/")
+    by_id(d, "q").send_keys("lane_mask")  # a column name: only name and description were searched before
+    navigate(d, by_id(d, "search"))
+    rows = d.find_elements(By.CSS_SELECTOR, "#datasets tbody tr")
+    assert [r.find_element(By.CSS_SELECTOR, "a").text for r in rows] == ["vision.street_scenes"]
+
+    d.get(sqlite_server.base + "/")
+    select(d, "facet-format", "petastorm")
+    select(d, "sort", "-size")
+    navigate(d, by_id(d, "apply"))
+    names = [a.text for a in d.find_elements(By.CSS_SELECTOR, "#datasets a.dataset-link")]
+    assert names == ["vision.street_scenes", "vision.scans"]  # the larger first
+    assert "2 datasets" in by_id(d, "count").text and "format petastorm" in by_id(d, "count").text
+    options = [o.text for o in by_id(d, "facet-format").find_elements(By.TAG_NAME, "option")]
+    assert any(o.startswith("delta (") for o in options)  # the other formats stay on offer
+
+
+def test_expired_versions_are_marked(browser: Any, sqlite_server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(sqlite_server.base + "/d/vision.street_scenes")
+    options = {
+        o.get_attribute("value"): o.text for o in by_id(d, "version-select").find_elements(By.TAG_NAME, "option")
+    }
+    assert all(("expired" in options[str(n)]) == (n in EXPIRED) for n in range(12))
+    select(d, "version-select", "1")
+    navigate(d, by_id(d, "switch"))
+    assert by_id(d, "version-status").text == "expired"
+    assert "expired by dal gc" in by_id(d, "expired-note").text
+    assert 'dal.open("vision.street_scenes", 1)' not in d.page_source
+    assert by_id(d, "snippet").text.endswith('dal.open("vision.street_scenes", 11)')
+    assert d.find_elements(By.ID, "preview-link") == []
+    statuses = [
+        r.find_elements(By.TAG_NAME, "td")[-1].text
+        for r in d.find_elements(By.CSS_SELECTOR, "#versions-table tbody tr")
+    ]
+    assert statuses == [""] * 9 + ["expired"] * 3  # newest first
+
+
+def test_preview_shows_image_thumbnails(browser: Any, sqlite_server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(sqlite_server.base + "/d/vision.scans/preview?v=0")
+    images = d.find_elements(By.CSS_SELECTOR, "#preview img.thumb")
+    assert len(images) == 8
+    # decoded by the browser (the page's CSP allows data: images): 8x8 pixels, shown larger
+    assert d.execute_script("return arguments[0].naturalWidth", images[0]) == 8
+    assert images[0].size["width"] > 8
+    pixels = set(png_pixels(images[0].screenshot_as_png))
+    assert any(all(abs(a - b) < 12 for a, b in zip(p, THUMB_COLOUR, strict=True)) for p in pixels), pixels
+    assert "<float32[3, 4] (ndarray)" in by_id(d, "preview").text  # tensors still summarised
+
+
+def test_multi_hop_lineage_on_the_page(browser: Any, lineage_server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(lineage_server.base + "/d/chain.a")
+    select(d, "depth", "3")
+    navigate(d, by_id(d, "depth-go"))
+    tree = by_id(d, "downstream-tree")
+    links = [a.get_dom_attribute("href") for a in tree.find_elements(By.TAG_NAME, "a")]
+    assert links == ["/d/chain.b?v=0", "/d/chain.c?v=0", "/d/chain.forged?v=0"]  # three hops, nested
+    assert len(tree.find_elements(By.CSS_SELECTOR, "ul.tree ul.tree ul.tree")) == 1
+    d.get(lineage_server.base + "/d/chain.c?depth=2")
+    up = [a.get_dom_attribute("href") for a in by_id(d, "upstream-tree").find_elements(By.TAG_NAME, "a")]
+    assert up == ["/d/chain.b?v=0", "/d/chain.a?v=0"]
+    assert "inferred" in by_id(d, "upstream-tree").text
+
+
+PAGES = ["/", "/?q=radar", "/d/weather.radar", "/d/vision.street_scenes?v=1", "/d/weather.radar/diff?old=0&new=2",
+         "/d/vision.scans/preview?v=0", "/d/no.such"]  # fmt: skip
+
+
+def test_accessibility_basics(browser: Any, sqlite_server: Server) -> None:
+    """One h1 per page, a label for every field, no focusable chart parts, and no sideways scrolling at 400 px."""
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    try:
+        d.set_window_size(400, 900)
+        for path in PAGES:
+            d.get(sqlite_server.base + path)
+            assert len(d.find_elements(By.TAG_NAME, "h1")) == 1, path
+            for field in d.find_elements(By.CSS_SELECTOR, "input:not([type=hidden]), select, textarea"):
+                fid = field.get_attribute("id")
+                labelled = fid and d.find_elements(By.CSS_SELECTOR, f'label[for="{fid}"]')
+                assert labelled or field.get_attribute("aria-label"), (path, fid)
+            assert (
+                d.find_elements(By.CSS_SELECTOR, "svg.chart:not(.lineage) a, svg.chart:not(.lineage) [tabindex]") == []
+            )
+            overflow = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 0, (path, overflow)
+    finally:
+        d.set_window_size(1280, 1600)

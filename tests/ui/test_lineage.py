@@ -23,7 +23,7 @@ def test_api_equals_the_cli_json(lineage_server: Server) -> None:
     assert status == 200
     assert b == cli_json(lineage_server, "chain.b", "0")
     assert [(u["dataset"], u["version"]) for u in b["upstream"]] == [("chain.a", 0)]
-    assert b["downstream"] == [{"dataset": "chain.c", "version": 0}]
+    assert b["downstream"] == [{"dataset": "chain.c", "version": 0, "how": "inferred"}]
     assert b["user"] and b["host"] and b["time"] and b["dal_version"] and "git" in b and "program" in b
 
     status, a = lineage_server.json("/api/datasets/chain.a/versions/latest/lineage?depth=3")
@@ -85,3 +85,19 @@ def test_graph_caps_nodes_and_escapes_labels() -> None:
     svg = lineage_graph(up, Node(HOSTILE, HOSTILE), [], element_id="g")
     assert svg.count("<a ") == 12 and "+3 more" in svg
     assert "<b>" not in svg and "<script>" not in svg and "&lt;script&gt;" in svg
+
+
+def test_page_labels_each_edge_declared_or_inferred(lineage_server: Server) -> None:
+    """The chain was written by reads (inferred): the page says so, and the legend says what each label means;
+    a declared edge is drawn solid and labelled declared."""
+    page = lineage_server.get("/d/chain.b")[2].decode()
+    assert 'class="edge inferred"' in page and 'class="node upstream inferred"' in page
+    assert 'class="node downstream inferred"' in page and 'id="lineage-legend"' in page
+    assert "written from it" not in page and "declared" in page  # no edge stated as fact; the legend explains
+
+    from dal.ui.charts import Node, lineage_graph
+
+    svg = lineage_graph([Node("a @ 0", "a", "/d/a?v=0", "declared")], Node("b @ 0", "b"), [], element_id="g")
+    assert 'class="edge declared"' in svg and "stroke-dasharray" not in svg
+    assert 'class="how">declared</text>' in svg
+    assert "the writer named this input" in svg

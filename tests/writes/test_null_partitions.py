@@ -56,3 +56,29 @@ def test_partition_keys_are_distinct_for_distinct_values() -> None:
     keys = {partition_key((("p", v),)) for v in VALUES}
     assert len(keys) == len(VALUES)
     assert partition_key((("date", "2026-01-01"), ("hour", None))) == "date=2026-01-01/hour=__HIVE_DEFAULT_PARTITION__"
+
+
+def _blank_and_null_share_a_directory(cat: Catalog, name: str) -> None:
+    import deltalake
+
+    ds = dal.open(name)
+    assert {r["id"]: r["p"] for r in ds.to_arrow().to_pylist()} == {0: "a", 1: None, 2: None}
+    reference = deltalake.DeltaTable(ds.location).to_pyarrow_table().to_pylist()  # delta-rs reads '' as null
+    assert {r["id"]: r["p"] for r in reference} == {0: "a", 1: None, 2: None}
+    assert sorted(p.name for p in Path(ds.location).iterdir() if p.name.startswith("p=")) == [
+        "p=__HIVE_DEFAULT_PARTITION__",
+        "p=a",
+    ]  # no p= directory, which Hive never reads (issue 23, item 11)
+    assert {p.values: p.row_count for p in cat.partitions(name)} == {(("p", "a"),): 1, (("p", None),): 2}
+
+
+def test_an_empty_partition_value_is_written_where_nulls_go(sqlite_env: Catalog) -> None:
+    dal.write(pa.table({"id": [0, 1, 2], "p": ["a", "", None]}), "blank.delta", partition_by=["p"])
+    _blank_and_null_share_a_directory(sqlite_env, "blank.delta")
+
+
+@pytest.mark.spark
+def test_an_empty_partition_value_from_spark_is_written_where_nulls_go(sqlite_env: Catalog, spark: object) -> None:
+    df = spark.createDataFrame([(0, "a"), (1, ""), (2, None)], "id long, p string")  # type: ignore[attr-defined]
+    dal.write(df, "blank.spark", partition_by=["p"])
+    _blank_and_null_share_a_directory(sqlite_env, "blank.spark")

@@ -28,14 +28,16 @@ from dal.formats.base import (
     WriteOptions,
     WriteTransaction,
     check_time_column,
+    plan_partitioning,
+    replaces_schema,
 )
 from dal.formats.catalog_schema import from_arrow
 from dal.formats.delta.staging import FILE_SCHEMA, write_files
 from dal.formats.delta.types import ConformedReader, check_writable, describe_mismatch
-from dal.formats.directory import aged_files, remove_empty_dirs
-from dal.storage import uris
+from dal.formats.directory import aged_files
+from dal.storage import ownership, uris
 from dal.storage.location import Location
-from dal.storage.partitions import PartitionValues, partition_totals
+from dal.storage.partitions import PartitionValues, blank_partitions_as_null, partition_totals
 
 # version property: why a recorded Delta version cannot be read (expired from the log, data files gone)
 UNAVAILABLE_KEY = "unavailable"
@@ -79,6 +81,8 @@ def _arrow_schema(table: Any) -> pa.Schema:
 def _operation(entry: Mapping[str, Any], version: int, schema_changed: bool) -> str:
     op = str(entry.get("operation", "unknown"))
     mode = str(entry.get("operationParameters", {}).get("mode", "")).lower()
+    if version > 0 and "REPLACE TABLE" in op:  # a schema overwrite that changed the partitioning (DeltaWrite.commit)
+        return "overwrite"
     if version == 0 or op in ("CREATE TABLE", "CREATE OR REPLACE TABLE") or mode == "errorifexists":
         return "create"
     if op == "WRITE" and mode == "overwrite":
@@ -120,24 +124,29 @@ class DeltaFormat(Format):
                 ) from e
             raise FormatError(f"cannot open Delta table {location}{at}: {_short(e)}") from e
 
-    def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> None:
+    def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> tuple[str, ...]:
+        """Refuse (``SchemaMismatch``) a write that does not fit the table, before anything is written: types
+        Delta cannot hold, the partitioning (``dal.formats.base.plan_partitioning``) and the schema against
+        the table's. Returns the partition columns the new version is laid out by."""
+        if not schema.names:
+            raise SchemaMismatch(f"cannot write to the Delta table {location}: the data has no columns")
         check_writable(schema, location)  # types Delta cannot hold are refused before anything is written
-        absent = [c for c in opts.partition_by if c not in schema.names]
-        if absent:
-            raise SchemaMismatch(f"partition_by names columns not in the data: {', '.join(absent)}")
-        if not self.exists(location, opts.storage_options):
-            return
-        table = self._table(location, opts.storage_options)
-        current = _arrow_schema(table)
-        parts = tuple(table.metadata().partition_columns)
-        replacing = opts.mode == "overwrite" and opts.schema_mode == "overwrite"
-        if opts.partition_by and tuple(opts.partition_by) != parts and not replacing:
+        table = self._table(location, opts.storage_options) if self.exists(location, opts.storage_options) else None
+        current_parts = tuple(table.metadata().partition_columns) if table is not None else None
+        parts = plan_partitioning(current_parts, opts, schema.names, f"the Delta table {location}")
+        nested = [
+            f"{c} ({schema.field(c).type})"
+            for c in parts
+            if c in schema.names and pa.types.is_nested(schema.field(c).type)
+        ]
+        if nested:
             raise SchemaMismatch(
-                f"the table is partitioned by {list(parts)}, not {list(opts.partition_by)}; "
-                "to change that, write with mode='overwrite', schema_mode='overwrite'"
+                f"cannot partition the Delta table {location} by {', '.join(nested)}: a partition column holds "
+                "one plain value per directory, not a struct, list or map"
             )
-        if replacing:
-            return
+        if table is None or replaces_schema(opts):
+            return parts
+        current = _arrow_schema(table)
         missing, new, changed = describe_mismatch(current, schema)
         problems = []
         if changed:
@@ -152,21 +161,24 @@ class DeltaFormat(Format):
             verb = "append to" if opts.mode == "append" else "overwrite"
             hint = " (or schema_mode='overwrite' to replace the schema)" if opts.mode == "overwrite" else ""
             raise SchemaMismatch(f"cannot {verb} {location}: " + "; ".join(problems) + hint)
+        return parts
 
-    def write(self, location: str, data: pa.RecordBatchReader, opts: WriteOptions) -> int:
+    def write(self, location: str, data: pa.RecordBatchReader, opts: WriteOptions, parts: Sequence[str]) -> int:
+        """Write local ``data`` with delta-rs as one version laid out by ``parts`` (from ``check_write``)."""
         dl = _dl()
         props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
-        if not (opts.mode == "overwrite" and opts.schema_mode == "overwrite") and self.exists(
-            location, opts.storage_options
-        ):
+        if not replaces_schema(opts) and self.exists(location, opts.storage_options):
             data = _with_missing_columns(data, _arrow_schema(self._table(location, opts.storage_options)))
+        # an empty partition value is null to every reader (delta-rs, Spark, dal) and Hive: written where nulls go
+        data = blank_partitions_as_null(data, parts)
         conformed = ConformedReader(data)  # unsigned -> signed, ns -> us, … refusing values that do not fit
         try:
             dl.write_deltalake(
                 location,
                 progress.counted(conformed.reader),  # rows handed to delta-rs, on a terminal's progress line
                 mode=opts.mode,
-                partition_by=list(opts.partition_by) or None,
+                # a schema overwrite may change the partitioning ([]: none); otherwise the table's, as checked
+                partition_by=list(parts) if replaces_schema(opts) else (list(parts) or None),
                 schema_mode=opts.schema_mode,
                 storage_options=_opts(opts.storage_options),
                 commit_properties=props,
@@ -179,7 +191,8 @@ class DeltaFormat(Format):
         except Exception as e:
             if conformed.error is not None:
                 raise conformed.error from None
-            raise translate(e, f"writing Delta table {location}") from e  # one line, masked, with a hint
+            # one line, masked, with a hint for an object store's error
+            raise translate(e, f"writing Delta table {location}", local=uris.is_local(location)) from e
         return self.find_commit(location, opts)
 
     def find_commit(self, location: str, opts: WriteOptions) -> int:
@@ -232,10 +245,13 @@ class DeltaFormat(Format):
                 expired.append((v, _short(e) if present else None))
                 continue
             readable_seen = True
+            actions = _commit_actions(location, v, storage_options)
+            _check_paths(location, v, actions)  # every path the commit names lies under the table's root
+            entry: dict[str, Any] = next(
+                (a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)), {}
+            )
             try:
-                draft = self._describe(
-                    table, v, commit_info(location, v, storage_options) or {}, previous, storage_options, on_disk
-                )
+                draft = self._describe(table, v, entry, previous, storage_options, on_disk)
             except DalError:
                 raise
             except Exception as e:
@@ -274,6 +290,9 @@ class DeltaFormat(Format):
         schema = from_arrow(arrow)
         parts = tuple(table.metadata().partition_columns)
         actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+        where = f"{uris.mask_url(str(table.table_uri))} (Delta version {v})"
+        for a in actions:  # checkpointed ones too, whose commits may be gone
+            ownership.below(table.table_uri, a["path"], table=where, entry="an add action's path")
         rows = sum(a["num_records"] or 0 for a in actions)
         missing = None
         if present is not None:
@@ -325,7 +344,8 @@ class DeltaFormat(Format):
             if a["num_records"] is not None:
                 total += a["num_records"]
                 continue
-            with fs.open_input_file(uris.join(root, unquote(a["path"]))) as fh:
+            rel = ownership.below(table.table_uri, a["path"], table=str(table.table_uri), entry="an add action's path")
+            with fs.open_input_file(uris.join(root, rel)) as fh:
                 total += pq.ParquetFile(fh).metadata.num_rows
         return total
 
@@ -365,9 +385,10 @@ class DeltaFormat(Format):
                 raise FormatError(f"{where}: cannot read its deletion vectors: {_short(e)}") from e
         out = []
         for a in actions:
-            path = unquote(a["path"])
-            uri = path if "://" in path or path.startswith("/") else uris.join(location, path)
-            out.append(DataFile(uri, a["size_bytes"], a["num_records"], _values(a, parts), deleted.get(path, ())))
+            rel = ownership.below(location, a["path"], table=where, entry="an add action's path")
+            uri = uris.join(location, *rel.split("/"))
+            dv = deleted.get(rel, deleted.get(unquote(a["path"]), ()))
+            out.append(DataFile(uri, a["size_bytes"], a["num_records"], _values(a, parts), dv))
         out.sort(key=lambda f: f.uri)  # deterministic order for planning and sharding
         return out
 
@@ -528,7 +549,7 @@ class DeltaFormat(Format):
 
     def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:
         """Local disk: the partition directories left empty (never the log's)."""
-        remove_empty_dirs(Location.of(location, storage_options), lambda rel: not rel or "_delta_log" in rel)
+        ownership.remove_empty_dirs(Location.of(location, storage_options), lambda rel: not rel or "_delta_log" in rel)
 
 
 # -- gc of the log and of deletion vectors -----------------------------------------------------------------
@@ -688,15 +709,13 @@ def _change_feed(
     has_cdc = any(rel.startswith("_change_data/") for rel, _s, _a in listed)
     if not kept or not (has_cdc or cdf_on):
         return feed
-    loc = Location.of(location, storage_options)
     fs, root = uris.filesystem(location, storage_options)
     commits = {int(rel[11:31]): rel for rel, _s, _a in listed if rel.count("/") == 1 and _COMMIT.fullmatch(rel[11:])}
     oldest, gone = min(kept), set(expiring)
     feed.complete = all(v in commits for v in range(oldest, max([*commits, oldest]) + 1))
 
     def rel_of(path: str) -> str | None:
-        path = unquote(path)
-        return _below(loc, path) if "://" in path or path.startswith("/") else path
+        return ownership.inside(location, path)  # outside the root: never the table's
 
     for v, rel in sorted(commits.items()):
         if v < oldest and not has_cdc and v not in gone:
@@ -739,10 +758,11 @@ def _z85(text: str) -> bytes:
 
 def deletion_vector_path(descriptor: Mapping[str, Any]) -> str | None:
     """The file of a deletion vector descriptor (``add.deletionVector``): relative to the table for storage
-    type ``u`` (``[prefix/]deletion_vector_<uuid>.bin``), the absolute path for ``p``, None when inline."""
+    type ``u`` (``[prefix/]deletion_vector_<uuid>.bin``), the absolute URI (percent-encoded) for ``p``, None
+    when inline. ``dal.storage.ownership`` resolves either under the table's root."""
     kind, where = descriptor.get("storageType"), str(descriptor.get("pathOrInlineDv") or "")
     if kind == "p":
-        return unquote(where)
+        return where  # a URI, percent-encoded
     if kind != "u" or len(where) < 20:
         return None
     raw = _z85(where[-20:])
@@ -789,7 +809,6 @@ def _deletion_vector_files(
             f"{dataset}: cannot tell which deletion vector files kept versions need (no checkpoint at or before "
             f"version {oldest}, and commit {missing[0]} is not in the log); nothing was deleted"
         )
-    loc = Location.of(location, storage_options)
     fs, root = uris.filesystem(location, storage_options)
     log = uris.join(root, "_delta_log")
     state: dict[str, str | None] = {}
@@ -798,9 +817,7 @@ def _deletion_vector_files(
 
     def rel_of(dv: Mapping[str, Any] | None) -> str | None:
         path = deletion_vector_path(dv) if dv else None
-        if path is None or ("://" not in path and not path.startswith("/")):
-            return path
-        return _below(loc, path)
+        return None if path is None else ownership.inside(location, path)  # outside the root: never the table's
 
     if first is not None:
         import pyarrow.parquet as pq
@@ -809,8 +826,8 @@ def _deletion_vector_files(
         for n in parts:
             adds = pq.read_table(uris.join(log, n), filesystem=fs, columns=["add"]).column("add").to_pylist()
             for a in adds:
-                if a is not None:
-                    state[unquote(a["path"])] = dv = rel_of(a.get("deletionVector"))
+                if a is not None and (rel := ownership.inside(location, a["path"])) is not None:
+                    state[rel] = dv = rel_of(a.get("deletionVector"))
                     if dv:
                         named.add(dv)
         if first in kept:
@@ -822,12 +839,14 @@ def _deletion_vector_files(
                 a = act.get(kind)
                 if a is None:
                     continue
-                path, dv = unquote(a["path"]), rel_of(a.get("deletionVector"))
+                path, dv = ownership.inside(location, a["path"]), rel_of(a.get("deletionVector"))
                 if dv:
                     named.add(dv)
+                if path is None:
+                    continue  # outside the root: reads refuse such a version, gc never counts it as the table's
                 if kind == "add":
                     state[path] = dv
-                elif state.get(path) == dv:
+                elif path in state and state[path] == dv:
                     del state[path]
         if v in kept:
             needed |= {dv for dv in state.values() if dv}
@@ -963,6 +982,47 @@ def _physical_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def _commit_actions(location: str, version: int, storage_options: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The actions of one commit file ([] when it is gone: a version rebuilt from a checkpoint)."""
+    fs, root = uris.filesystem(location, storage_options)
+    try:
+        with fs.open_input_stream(uris.join(root, "_delta_log", f"{version:020d}.json")) as fh:
+            text = fh.read().decode()
+    except (FileNotFoundError, OSError):
+        return []
+    out = []
+    for line in text.splitlines():
+        if line.strip():
+            try:
+                action = json.loads(line)
+            except ValueError as e:
+                raise FormatError(f"{location}: Delta commit {version} is not valid JSON ({e})") from e
+            if isinstance(action, dict):
+                out.append(action)
+    return out
+
+
+def _check_paths(location: str, version: int, actions: Iterable[Mapping[str, Any]]) -> None:
+    """Refuse a commit naming a file outside the table's root: the paths of add, remove and cdc actions and of
+    deletion vectors (``dal.storage.ownership``: relative paths decoded and joined, absolute ones inside).
+
+    Raises:
+        FormatError: naming the table, the version and the entry."""
+    table = f"{uris.mask_url(location)} (Delta version {version})"
+    for action in actions:
+        for kind in ("add", "remove", "cdc"):
+            a = action.get(kind)
+            if not isinstance(a, dict):
+                continue
+            article = "an" if kind == "add" else "a"
+            if "path" in a:
+                ownership.below(location, str(a["path"]), table=table, entry=f"{article} {kind} action's path")
+            dv = a.get("deletionVector")
+            path = deletion_vector_path(dv) if isinstance(dv, dict) else None
+            if path is not None:
+                ownership.below(location, path, table=table, entry=f"{article} {kind} action's deletion vector")
+
+
 def commit_info(location: str, version: int, storage_options: Mapping[str, str]) -> dict[str, Any] | None:
     """The ``commitInfo`` action of one commit file (None when the file is gone or has none)."""
     fs, root = uris.filesystem(location, storage_options)
@@ -1011,20 +1071,21 @@ class DeltaWrite(WriteTransaction):
 
     def __init__(self, location: str, opts: WriteOptions) -> None:
         super().__init__(location, opts)
-        self.parts: list[str] = list(opts.partition_by)
+        self.parts: list[str] = list(opts.partition_by or ())
 
     def check(self, schema: pa.Schema) -> pa.Schema:
-        DeltaFormat().check_write(self.location, schema, self.opts)
-        storage = _opts(self.opts.storage_options)
-        if DeltaFormat().exists(self.location, self.opts.storage_options) and not self._replacing:
-            # appends keep the table's partitioning even when the caller does not repeat partition_by
-            self.parts = list(_dl().DeltaTable(self.location, storage_options=storage).metadata().partition_columns)
+        # the partitioning the new version is laid out by: the table's unless a schema overwrite changes it
+        self.parts = list(DeltaFormat().check_write(self.location, schema, self.opts))
         self._schema = schema
         return schema
 
     @property
     def _replacing(self) -> bool:
-        return self.opts.mode == "overwrite" and self.opts.schema_mode == "overwrite"
+        return replaces_schema(self.opts)
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        return tuple(self.parts)
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
         return write_files(
@@ -1055,6 +1116,18 @@ class DeltaWrite(WriteTransaction):
             )  # fmt: skip
             return DeltaFormat().find_commit(location, opts)
         table = dl.DeltaTable(location, storage_options=storage)
+        meta = table.metadata()
+        if self._replacing and tuple(meta.partition_columns) != tuple(self.parts):
+            # delta-rs's write transaction keeps the old partitionColumns beside the new schema (a table no
+            # reader can open): a new partitioning is committed as one CREATE OR REPLACE version instead, which
+            # removes every file of the table and keeps its history, configuration (table features), name
+            # and description
+            dl.transaction.create_table_with_add_actions(
+                location, dl.Schema.from_arrow(schema), actions, mode="overwrite", partition_by=parts,
+                name=meta.name, description=meta.description, configuration=dict(meta.configuration),
+                storage_options=storage, commit_properties=props,
+            )  # fmt: skip
+            return DeltaFormat().find_commit(location, opts)
         if opts.schema_mode == "merge":
             # create_write_transaction writes no metaData action for appends, so new columns are added first
             # in their own commit (a schema-change version), then the files are appended against that schema
@@ -1075,11 +1148,11 @@ class DeltaWrite(WriteTransaction):
         reader = to_reader(data)
         check_time_column(self.opts.time_column, reader.schema.names, "a column of the data")
         fmt = DeltaFormat()
-        fmt.check_write(self.location, reader.schema, self.opts)
+        parts = fmt.check_write(self.location, reader.schema, self.opts)
         if self.observer is not None:
             reader = pa.RecordBatchReader.from_batches(reader.schema, self.observed(reader))
         try:
-            return fmt.write(self.location, reader, self.opts)
+            return fmt.write(self.location, reader, self.opts, parts)
         except DalError as e:
             if self.observer is not None and self.observer.error is not None:
                 raise self.observer.error from None  # a row broke a declared rule: delta-rs stopped, no commit

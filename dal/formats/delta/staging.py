@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from dal.formats.delta.stats import FileStats
 from dal.storage import uris
-from dal.storage.partitions import partition_dir, split_by_partition
+from dal.storage.partitions import blank_as_null, partition_dir, split_by_partition
 
 
 @dataclass
@@ -69,7 +69,7 @@ def write_files(
         table = pa.Table.from_batches([batch])
         for values, part in split_by_partition(table, partition_by):
             data = part.drop_columns(list(partition_by))
-            target(values, data.schema).add(data)
+            target(blank_as_null(values), data.schema).add(data)  # '' where nulls go, as delta-rs reads it
 
     out = []
     for f in open_files.values():

@@ -43,10 +43,17 @@ from catalog.types import Schema, VersionDraft, VersionInfo, diff_schemas
 from dal import progress
 from dal._testhooks import pause
 from dal.errors import DalError, FormatError, SchemaMismatch, one_line
-from dal.formats.base import DataFile, Format, WriteOptions, WriteTransaction, check_time_column
+from dal.formats.base import (
+    DataFile,
+    Format,
+    WriteOptions,
+    WriteTransaction,
+    check_time_column,
+    plan_partitioning,
+)
 from dal.formats.directory import FileEntry, aged_files, data_files, describe_files, partition_values, scan_directory
 from dal.formats.petastorm.unischema import ROW_GROUPS_PER_FILE_KEY, UNISCHEMA_KEY, dumps_unischema, loads_unischema
-from dal.storage import uris
+from dal.storage import ownership, uris
 from dal.storage.location import Location
 from dal.storage.partitions import partition_dir, split_by_partition
 from dal.tensors.schema import TensorSchema, decode_table
@@ -136,7 +143,8 @@ def load_commit(loc: Location, n: int) -> Commit | None:
     """Version ``n``'s record, or None when it is an abandoned commit (see the module's notes).
 
     Raises:
-        FormatError: missing, or damaged in a way that skipping it could lose data (naming the file and the way out).
+        FormatError: missing, or damaged in a way that skipping it could lose data (naming the file and the way out),
+            or naming a directory or file outside the dataset's root.
     """
     rel = record_name(n)
     try:
@@ -144,9 +152,11 @@ def load_commit(loc: Location, n: int) -> Commit | None:
     except FileNotFoundError:
         raise FormatError(f"Petastorm version {n} of {loc.uri} is missing ({loc.child(rel)})") from None
     try:
-        return Commit.from_json(data)
+        commit = Commit.from_json(data)
     except FormatError as e:
         problem = str(e).removeprefix("malformed dal version record: ") or "no content"
+    else:
+        return _confined(loc, rel, commit)  # FormatError for a directory or file outside the root
     where = loc.child(rel)
     what = "empty" if not data.strip() else f"damaged ({problem})"
     stamp = loc.fs.get_file_info(loc.path(rel)).mtime
@@ -167,6 +177,18 @@ def load_commit(loc: Location, n: int) -> Commit | None:
         f"so dal will not guess which files version {n} holds. Restore the record from a backup; or, to give "
         f"version {n} up, delete that directory: dal then skips the record as an abandoned commit"
     )
+
+
+def _confined(loc: Location, rel: str, commit: Commit) -> Commit:
+    """``commit`` when its directory and every file it lists lie under the dataset's root.
+
+    Raises:
+        FormatError: naming the dataset and the record (``dal.storage.ownership``: dal reads nothing outside)."""
+    table = f"{loc.uri}: the version record {rel}"
+    ownership.below(loc.uri, commit.directory, table=table, entry='its "directory"', encoded=False)
+    for f in commit.files:
+        ownership.below(loc.uri, f"{commit.directory}/{f.path}", table=table, entry="a file it lists", encoded=False)
+    return commit
 
 
 def _directories_with_data(loc: Location, n: int) -> list[str]:
@@ -208,6 +230,41 @@ def read_schema(loc: Location, directory: str = "") -> TensorSchema:
     return loads_unischema(meta[UNISCHEMA_KEY], stored)
 
 
+def _settle_schema(current: TensorSchema, given: TensorSchema | None, opts: WriteOptions, where: str) -> TensorSchema:
+    """The schema a write to a dataset whose schema is ``current`` commits (see ``PetastormFormat.begin``)."""
+    if opts.schema_mode == "overwrite":
+        return given if given is not None else current
+    if given is None:
+        return current
+    before = current.to_catalog()
+    if opts.schema_mode == "merge":
+        # fields the dataset has keep their definition (an inferred schema may describe them differently);
+        # a schema the caller wrote must agree with it
+        ours = {f.name: f for f in current}
+        changed = [f.name for f in given if f.name in ours and f.to_catalog() != ours[f.name].to_catalog()]
+        if changed and not opts.tensor_schema_inferred:
+            raise SchemaMismatch(
+                f"cannot merge into {where}: fields {changed} differ from the dataset's (a merge only adds fields; "
+                "write with mode='overwrite', schema_mode='overwrite' to change them)"
+            )
+        added = [f for f in given if f.name not in ours]
+        required = [f.name for f in added if not f.nullable and not opts.tensor_schema_inferred]
+        if required:
+            raise SchemaMismatch(
+                f"cannot merge into {where}: new fields {required} are not nullable, but the rows already "
+                "written have no value for them; declare them nullable=True"
+            )
+        fields = [*current, *(dataclasses.replace(f, nullable=True) for f in added)]
+        return TensorSchema(current.name, fields)
+    if given.to_catalog() != before:
+        d = diff_schemas(before, given.to_catalog(), 0, 1)
+        what = [f"added {[f.name for f in d.added]}" if d.added else "", f"removed {[f.name for f in d.removed]}" if d.removed else "",
+                f"changed {[c.name for c in d.changed]}" if d.changed else ""]  # fmt: skip
+        hint = "schema_mode='merge' adds nullable fields; mode='overwrite', schema_mode='overwrite' replaces it"
+        raise SchemaMismatch("the schema differs from the dataset's: " + "; ".join(w for w in what if w) + f" ({hint})")
+    return given
+
+
 class PetastormFormat(Format):
     """Petastorm datasets, byte-compatible with petastorm 0.13.1's make_reader / make_batch_reader."""
 
@@ -246,31 +303,34 @@ class PetastormFormat(Format):
     # -- writing --------------------------------------------------------------------------------
 
     def begin(self, location: str, opts: WriteOptions, latest: VersionInfo | None) -> WriteTransaction:
-        """Settle the write's TensorSchema (``opts.tensor_schema``, or the dataset's own) and partitioning, and
-        refuse one that differs from the dataset's on append."""
-        schema = opts.tensor_schema
-        if schema is None:
-            if latest is None:
+        """Settle the write's TensorSchema and partitioning, refusing what does not fit before anything is written.
+
+        Each version is a complete dataset directory, so a schema change is a version like any other:
+        ``schema_mode=None`` writes the dataset's schema (a ``schema=`` given must be it); ``'merge'`` adds the
+        new nullable fields of ``schema=`` (or of the Spark DataFrame) to the dataset's, and the files carried
+        over from the previous version get them as nulls; ``'overwrite'`` (with ``mode='overwrite'``) replaces
+        it. The partitioning follows ``dal.formats.base.plan_partitioning``, as for Delta: ``partition_by``
+        left out keeps the dataset's on append and overwrite alike.
+        """
+        where = f"the Petastorm dataset {location}"
+        given = opts.tensor_schema
+        if latest is None:
+            if given is None:
                 raise DalError("format='petastorm' needs schema=TensorSchema(...) for a new dataset")
-            schema = TensorSchema.from_catalog(str(latest.properties.get("unischema", "Schema")), latest.schema)
-        if opts.schema_mode is not None:
-            raise DalError("petastorm datasets have no schema_mode; write with mode='overwrite' to change the schema")
-        partition_by = opts.partition_by
-        if latest is not None and opts.mode == "append":
-            if partition_by and partition_by != latest.partition_columns:
-                raise SchemaMismatch(
-                    f"the dataset is partitioned by {list(latest.partition_columns)}, not {list(partition_by)}"
-                )
-            partition_by = latest.partition_columns
-            if schema.to_catalog() != latest.schema:
-                d = diff_schemas(latest.schema, schema.to_catalog(), latest.number, latest.number + 1)
-                what = [f"added {[f.name for f in d.added]}" if d.added else "", f"removed {[f.name for f in d.removed]}" if d.removed else "",
-                        f"changed {[c.name for c in d.changed]}" if d.changed else ""]  # fmt: skip
-                raise SchemaMismatch(
-                    "the schema differs from the dataset's: "
-                    + "; ".join(w for w in what if w)
-                    + " (write with mode='overwrite' to replace it)"
-                )
+            schema = given
+        else:
+            current = TensorSchema.from_catalog(str(latest.properties.get("unischema", "Schema")), latest.schema)
+            schema = _settle_schema(current, given, opts, where)
+        for f in schema:
+            try:
+                f.storage_type()  # a scalar dtype without an Arrow type is refused here, naming the field
+            except SchemaMismatch as e:
+                raise SchemaMismatch(f"field {f.name!r}: {e}") from None
+        current_parts = latest.partition_columns if latest is not None else None
+        partition_by = plan_partitioning(current_parts, opts, schema.names, where)
+        tensors = [c for c in partition_by if schema[c].shape != ()]
+        if tensors:
+            raise SchemaMismatch(f"cannot partition {where} by the tensor field(s) {', '.join(tensors)}")
         check_time_column(opts.time_column, schema.names, "a field of the schema")
         return PetastormWrite(location, dataclasses.replace(opts, tensor_schema=schema, partition_by=partition_by))
 
@@ -341,8 +401,9 @@ class PetastormFormat(Format):
             raise
         pause("petastorm-files-written")
         return self.commit(
-            location, schema, directory, files, mode=mode, storage_options=storage_options, dataset=dataset
-        )
+            location, schema, directory, files, mode=mode, storage_options=storage_options, dataset=dataset,
+            compression=compression,
+        )  # fmt: skip
 
     def start(self, location: str, storage_options: Mapping[str, str] | None = None) -> str:
         """A fresh directory name for a write, ``v<next>-<token>`` (nothing is created yet)."""
@@ -370,6 +431,7 @@ class PetastormFormat(Format):
         mode: str,
         storage_options: Mapping[str, str] | None = None,
         dataset: str = "",
+        compression: str = "snappy",
     ) -> int:
         """Make ``directory``'s new files the next version: add the previous version's files (append) and a
         ``_common_metadata``, then publish the version record if no other writer took that number first.
@@ -395,8 +457,18 @@ class PetastormFormat(Format):
                     loc.delete_dir(directory)
                     directory = target
                 base = list(latest.files) if latest is not None and mode == "append" else []
+                widen = _added_fields(loc, latest.directory, schema) if latest is not None and base else []
+                carried = []
                 for f in base:
-                    loc.copy(f"{latest.directory}/{f.path}", f"{target}/{f.path}")  # type: ignore[union-attr]
+                    assert latest is not None
+                    if widen:  # a merge: the previous version's rows, the new fields null, in new files
+                        carried.append(
+                            _widened(loc, f"{latest.directory}/{f.path}", target, f, schema, widen, compression)
+                        )
+                    else:
+                        loc.copy(f"{latest.directory}/{f.path}", f"{target}/{f.path}")
+                        carried.append(f)
+                base = carried
                 files = tuple(sorted([*base, *new_files], key=lambda f: f.path))
                 _write_common_metadata(loc, target, schema, files)
                 pause("petastorm-metadata-written")
@@ -582,23 +654,66 @@ class PetastormFormat(Format):
         return sorted(out)
 
     def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:
-        """The version directories gc emptied."""
+        """The version directories gc emptied (locally only while empty: nothing behind a link, nothing written
+        since, is removed)."""
         loc = Location.of(location, storage_options)
         for d in {r.split("/", 1)[0] for r in deleted if VERSION_DIR.fullmatch(r.split("/", 1)[0])}:
-            loc.delete_dir(d)
+            if loc.local:
+                ownership.remove_empty_dirs(Location.of(loc.child(d)))
+            else:
+                ownership.remove_tree(loc, d)
+
+
+_TEMPORARY_RECORD = re.compile(r"\.\d{20}\.json\.[0-9a-f]{12}\.tmp")  # Location.create_exclusive's, of a record
+
+
+def _added_fields(loc: Location, directory: str, schema: TensorSchema) -> list[str]:
+    """The fields of ``schema`` that the version in ``directory`` does not have (a schema merge adds them)."""
+    names = read_schema(loc, directory).names
+    return [f.name for f in schema if f.name not in names]
+
+
+def _widened(
+    loc: Location,
+    source: str,
+    directory: str,
+    entry: FileEntry,
+    schema: TensorSchema,
+    added: Sequence[str],
+    compression: str,
+) -> FileEntry:
+    """``source`` (a file of the previous version) written again under ``directory`` at the same relative path
+    with the ``added`` fields as nulls, in the schema's column order; the previous version's file is untouched.
+    Petastorm readers need every field of ``_common_metadata`` in every file."""
+    table = pq.read_table(loc.path(source), filesystem=loc.fs)
+    storage = schema.arrow_schema()
+    for name in added:
+        field = storage.field(name).with_nullable(True)
+        table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    order = [n for n in storage.names if n in table.column_names]
+    table = table.select(order)
+    full = f"{directory}/{entry.path}"
+    loc.makedirs(full.rsplit("/", 1)[0])
+    collected: list[Any] = []
+    pq.write_table(
+        table, loc.path(full), filesystem=loc.fs, row_group_size=ROW_GROUP_ROWS, compression=compression,
+        metadata_collector=collected,
+    )  # fmt: skip
+    size = int(loc.fs.get_file_info(loc.path(full)).size or 0)
+    return FileEntry(entry.path, size, table.num_rows, collected[0].num_row_groups)
 
 
 def _sweep_temporary_records(loc: Location) -> None:
     """Remove the hidden temporary records (``.<record>.<token>.tmp``, local disk only) that writers killed
     before publishing left, once no writer can still be using them."""
-    if not loc.local:
-        return
+    if not loc.local or os.path.islink(loc.path(RECORDS)):
+        return  # never through a link
     now = time.time()
     for rel, _size in loc.list(RECORDS, recursive=False):
-        if rel.startswith(".") and rel.endswith(".tmp"):
+        if _TEMPORARY_RECORD.fullmatch(rel):
             path = loc.path(f"{RECORDS}/{rel}")
             try:
-                if now - os.stat(path).st_mtime >= ABANDONED_AFTER_S:
+                if now - os.lstat(path).st_mtime >= ABANDONED_AFTER_S:
                     os.unlink(path)
             except OSError:
                 pass  # gone meanwhile, or not ours to remove
@@ -698,13 +813,40 @@ def with_absent_nulls(schema: TensorSchema, columns: Mapping[str, Sequence[Any]]
 
 
 def _as_tensors(schema: TensorSchema, columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    """Tensor values as NumPy arrays of the field's dtype (Arrow and Spark hand them over as nested lists)."""
+    """Tensor values as NumPy arrays of the field's dtype (Arrow and Spark hand them over as nested lists).
+
+    Raises:
+        SchemaMismatch: a cell holds a null element (a tensor has no nulls), naming the field and the row.
+    """
     for f in schema:
         if f.shape != () and f.name in columns:
             columns[f.name] = [
-                v if v is None or isinstance(v, np.ndarray) else np.asarray(v, dtype=f.dtype) for v in columns[f.name]
+                v if v is None or isinstance(v, np.ndarray) else _tensor(f.name, f.dtype, row, v)
+                for row, v in enumerate(columns[f.name])
             ]
     return columns
+
+
+def _tensor(name: str, dtype: Any, row: int, value: Any) -> np.ndarray:
+    if _holds_none(value):
+        fill = "F.transform(col, lambda x: F.coalesce(x, F.lit(0)))"
+        raise SchemaMismatch(
+            f"field {name!r}, row {row}: the array holds a null element, which a tensor cannot store; fill the "
+            f"nulls first (e.g. {fill}, or NaN for floats) or leave the whole cell null"
+        )
+    try:
+        return np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError) as e:
+        raise SchemaMismatch(f"field {name!r}, row {row}: not an array of {np.dtype(dtype).name} ({e})") from None
+
+
+def _holds_none(value: Any) -> bool:
+    """Whether a nested list (as Arrow's ``to_pylist`` gives an array cell) holds a None at any depth."""
+    if value is None:
+        return True
+    if isinstance(value, list | tuple):
+        return any(_holds_none(v) for v in value)
+    return False
 
 
 class PetastormWrite(WriteTransaction):
@@ -725,13 +867,16 @@ class PetastormWrite(WriteTransaction):
         missing = [f.name for f in self.schema if f.name not in schema.names and not f.nullable]
         extra = [c for c in schema.names if c not in self.schema.names]
         if missing or extra:
-            raise SchemaMismatch(f"DataFrame does not match the schema: missing {missing}, not in the schema {extra}")
+            hint = " (schema_mode='merge' adds new columns as nullable fields)" if extra else ""
+            raise SchemaMismatch(
+                f"DataFrame does not match the schema: missing {missing}, not in the schema {extra}{hint}"
+            )
         self.directory = PetastormFormat().start(self.location, self.opts.storage_options)
         return pa.schema([schema.field(n) for n in self.schema.names if n in schema.names])
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
         loc = Location.of(self.location, self.opts.storage_options)
-        prefix, parts = f"part-{uuid.uuid4().hex[:8]}", list(self.opts.partition_by)
+        prefix, parts = f"part-{uuid.uuid4().hex[:8]}", list(self.opts.partition_by or ())
         out: list[FileEntry] = []
         for i, batch in enumerate(batches):
             columns = _as_tensors(self.schema, {n: batch.column(n).to_pylist() for n in batch.schema.names})
@@ -745,7 +890,7 @@ class PetastormWrite(WriteTransaction):
         files = [FileEntry(str(r["path"]), int(r["size"]), int(r["rows"]), int(r["row_groups"])) for r in records]
         return PetastormFormat().commit(
             self.location, self.schema, self.directory, files, mode=self.opts.mode,
-            storage_options=self.opts.storage_options, dataset=self.opts.dataset,
+            storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
         )  # fmt: skip
 
     def abort(self) -> None:
@@ -753,7 +898,7 @@ class PetastormWrite(WriteTransaction):
             PetastormFormat().abort(self.location, self.directory, self.opts.storage_options)
 
     def write(self, data: Any) -> int:
-        fmt, parts = PetastormFormat(), self.opts.partition_by
+        fmt, parts = PetastormFormat(), tuple(self.opts.partition_by or ())
         table = fmt.encode(self.schema, _as_tensors(self.schema, _columns(data)), parts)  # validates every value first
         if self.observer is not None:
             self.observer.see(table)

@@ -1,0 +1,135 @@
+"""Where the catalog lives by default: ``$DAL_CATALOG_URL``, else the profile ``$DAL_PROFILE`` (or the config file's
+``default``) names, else ``<data dir>/catalog.db``.
+
+Named catalog profiles live in a TOML file, ``$DAL_CONFIG`` or ``~/.config/dal/config.toml`` (the platform's user
+config dir; TOML because Python reads it without a dependency)::
+
+    default = "team"
+
+    [catalogs.team]
+    url = "postgresql+psycopg://ml@db.internal:5432/catalog"
+    # a password stays out of the file: ${VAR} is replaced by the environment variable VAR
+    # url = "postgresql+psycopg://ml:${DAL_PG_PASSWORD}@db.internal:5432/catalog"
+
+    [catalogs.local]
+    url = "sqlite:////data/dal/catalog.db"
+
+Plain Python (no SQLAlchemy): the CLI asks this before it knows whether a command needs a database engine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from catalog.errors import CatalogError
+
+ENV_URL = "DAL_CATALOG_URL"
+ENV_HOME = "DAL_HOME"
+ENV_CONFIG = "DAL_CONFIG"
+ENV_PROFILE = "DAL_PROFILE"
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class ProfileError(CatalogError):
+    """A catalog profile that is not in the config file, or a config file that cannot be read."""
+
+
+def data_dir() -> Path:
+    """dal's data directory: ``$DAL_HOME``, else the platform's user data dir (``~/.local/share/dal`` on Linux)."""
+    home = os.environ.get(ENV_HOME)
+    if home:
+        return Path(home).expanduser()
+    import platformdirs
+
+    return platformdirs.user_data_path("dal")
+
+
+def config_path() -> Path:
+    """The config file: ``$DAL_CONFIG``, else ``<user config dir>/config.toml`` (``~/.config/dal`` on Linux)."""
+    explicit = os.environ.get(ENV_CONFIG)
+    if explicit:
+        return Path(explicit).expanduser()
+    import platformdirs
+
+    return platformdirs.user_config_path("dal") / "config.toml"
+
+
+def load_config(path: Path | None = None) -> dict[str, Any]:
+    """The config file as a dict (empty when there is none).
+
+    Raises:
+        ProfileError: the file cannot be read or is not valid TOML."""
+    import tomllib
+
+    path = config_path() if path is None else path
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        if os.environ.get(ENV_CONFIG):  # named explicitly: a typo must not fall back to another catalog
+            raise ProfileError(f"{ENV_CONFIG} names {path}, which does not exist") from None
+        return {}
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError(f"the dal config file {path} is not valid TOML: {e}") from e
+    except OSError as e:
+        raise ProfileError(f"cannot read the dal config file {path}: {e.strerror or e}") from e
+
+
+def profiles(config: dict[str, Any] | None = None) -> dict[str, str]:
+    """Profile name -> catalog URL as written in the file (``${VAR}`` not expanded: nothing secret to show)."""
+    config = load_config() if config is None else config
+    catalogs = config.get("catalogs") or {}
+    if not isinstance(catalogs, dict):
+        raise ProfileError(f"{config_path()}: [catalogs] must be a table of profiles")
+    out = {}
+    for name, entry in catalogs.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+            raise ProfileError(f'{config_path()}: profile {name!r} needs url = "..."')
+        out[str(name)] = entry["url"]
+    return out
+
+
+def profile_url(name: str, config: dict[str, Any] | None = None) -> str:
+    """The catalog URL of profile ``name``, ``${VAR}`` replaced from the environment.
+
+    Raises:
+        ProfileError: no such profile, or a variable it names is not set."""
+    known = profiles(config)
+    if name not in known:
+        listed = ", ".join(sorted(known)) or "none"
+        raise ProfileError(f"no catalog profile {name!r} in {config_path()} (profiles: {listed})")
+
+    def expand(m: re.Match[str]) -> str:
+        value = os.environ.get(m.group(1))
+        if value is None:
+            raise ProfileError(f"catalog profile {name!r} needs the environment variable {m.group(1)}")
+        return value
+
+    return _VAR.sub(expand, known[name])
+
+
+def default_profile(config: dict[str, Any] | None = None) -> str | None:
+    """The profile in use without ``--profile``: ``$DAL_PROFILE``, else the config file's ``default``."""
+    chosen = os.environ.get(ENV_PROFILE)
+    if chosen:
+        return chosen
+    config = load_config() if config is None else config
+    default = config.get("default")
+    return str(default) if default else None
+
+
+def default_url() -> str:
+    """``$DAL_CATALOG_URL``, else the URL of the profile ``$DAL_PROFILE`` or the config file's ``default`` names,
+    else the embedded SQLite catalog ``<data dir>/catalog.db``."""
+    explicit = os.environ.get(ENV_URL)
+    if explicit:
+        return explicit
+    if os.environ.get(ENV_PROFILE) or os.environ.get(ENV_CONFIG) or config_path().is_file():
+        config = load_config()
+        chosen = default_profile(config)
+        if chosen:
+            return profile_url(chosen, config)
+    return f"sqlite:///{data_dir() / 'catalog.db'}"

@@ -1,0 +1,7 @@
+"""The catalog schema revision this dal needs, and where the database records its own (plain Python)."""
+
+from __future__ import annotations
+
+# the newest script in alembic/versions (tests/catalog/test_migrations.py checks it against alembic's own head)
+HEAD = "0003"
+VERSION_TABLE = "dal_alembic_version"

@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import Text, cast, delete, func, or_, select, text, update
@@ -61,7 +61,7 @@ from catalog.types import (
     version_ref,
 )
 
-VersionRef = int | str | datetime | None
+VersionRef = int | str | datetime | date | None  # a date: its midnight UTC
 _TAG_TEXT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 # a format is dal's business (dal.formats): the catalog stores its name, a short lower-case word
 _FORMAT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
@@ -342,10 +342,12 @@ class Catalog:
         time_column: str | None = None,
         owner: str | None = None,
         properties: Mapping[str, Any] | None = None,
+        clear_time_column: bool = False,
     ) -> DatasetInfo:
         """Change a dataset's description, time column, owner or properties (its versions are untouched).
 
-        ``properties`` are merged into the dataset's: a key set to ``None`` is removed.
+        ``properties`` are merged into the dataset's: a key set to ``None`` is removed. ``clear_time_column``:
+        the dataset has no time column any more (its newest schema lost it).
         """
         validate_text(description, "description", optional=True)
         validate_column(time_column)
@@ -357,6 +359,8 @@ class Catalog:
                 row.description = description
             if time_column is not None:
                 row.time_column = time_column
+            elif clear_time_column:
+                row.time_column = None
             if owner is not None:
                 row.owner = owner
             if props:
@@ -704,8 +708,11 @@ class Catalog:
     def version(self, name: str, ref: VersionRef = None) -> VersionInfo:
         """Resolve ``ref`` to one version of ``name``.
 
-        ``ref`` is ``None``/``"latest"`` (the newest), a version number (int or digits), a tag, or a
-        datetime / ISO-8601 string (the version current at that time; naive times are UTC).
+        ``ref`` is ``None``/``"latest"`` (the newest), a version number (an int, NumPy's too, or digits), a tag,
+        or a datetime / date / ISO-8601 string (the version current at that time; naive times and dates are
+        UTC, a date its midnight). A string is a tag when a tag of exactly that text exists, else read as a
+        time: a tag named ``2026-04-01`` wins over the as-of reading of that string; pass a ``date`` or
+        ``datetime`` to mean the time.
 
         Raises:
             VersionNotFound: no such number or tag, or the time is before the first version.

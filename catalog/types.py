@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from catalog.errors import CatalogError, InvalidName
@@ -78,20 +79,23 @@ def as_utc(ts: datetime) -> datetime:
 
 
 def version_ref(ref: object) -> int | str | datetime | None:
-    """A version reference as the catalog resolves it: None, an int, a tag or ``latest``, an ISO timestamp or
-    a datetime. A string of ASCII digits becomes an int (``'²'`` and ``'٣'`` stay strings: tags never match
-    them); ints beyond 64 bits are kept (they match no version). Anything else is ``InvalidName``."""
+    """A version reference as the catalog resolves it: None, an int (NumPy integers too), a tag or ``latest``,
+    an ISO timestamp, a datetime, or a date (its midnight UTC, as the string ``'2026-04-01'`` reads). A string
+    of ASCII digits becomes an int (``'²'`` and ``'٣'`` stay strings: tags never match them); ints beyond 64
+    bits are kept (they match no version). Anything else is ``InvalidName``."""
     if ref is None or isinstance(ref, datetime):
         return ref
-    if isinstance(ref, int) and not isinstance(ref, bool):
-        return ref
+    if isinstance(ref, date):
+        return datetime(ref.year, ref.month, ref.day)  # naive: UTC, as everywhere in the catalog
+    if isinstance(ref, numbers.Integral) and not isinstance(ref, bool):  # np.bool_ is no Integral
+        return int(ref)
     if isinstance(ref, str):
         text = ref.strip()
         if text.isascii() and text.isdigit():
             return int(text) if len(text) <= 30 else ref  # longer: no version, and int() refuses > 4300 digits
         return ref
     raise InvalidName(
-        f"invalid version {ref!r}: expected a version number (int), a tag, an ISO timestamp or a datetime"
+        f"invalid version {ref!r}: expected a version number (int), a tag, an ISO timestamp, a datetime or a date"
     )
 
 

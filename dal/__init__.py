@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from dal.read.stats import ReadStats
     from dal.read.transform import TransformSpec
     from dal.scan import Scan
+    from dal.storage.timeparts import TimePartitions
     from dal.tensors.codecs import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec
     from dal.tensors.schema import TensorField, TensorSchema
 
@@ -47,6 +48,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "Scan": ("dal.scan", "Scan"),
     "TensorField": ("dal.tensors.schema", "TensorField"),
     "TensorSchema": ("dal.tensors.schema", "TensorSchema"),
+    "TimePartitions": ("dal.storage.timeparts", "TimePartitions"),
     "TransformSpec": ("dal.read.transform", "TransformSpec"),
     "col": ("dal.expr", "col"),
     "convert": ("dal.convert", "convert"),
@@ -75,6 +77,7 @@ __all__ = [
     "Scan",
     "TensorField",
     "TensorSchema",
+    "TimePartitions",
     "TransformSpec",
     "__version__",
     "col",

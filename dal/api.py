@@ -8,11 +8,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from catalog import (
     Catalog,
     CatalogReadOnly,
     CatalogUnavailable,
     CommittedNotRecorded,
+    DatasetInfo,
     DatasetNotFound,
     VersionConflict,
     VersionInfo,
@@ -35,8 +38,10 @@ from dal.formats.base import (
 )
 from dal.formats.inputs import is_spark_dataframe
 from dal.formats.registry import detect, get_format
-from dal.storage import intents, uris
+from dal.storage import intents, timeparts, uris
 from dal.storage.location import Location
+from dal.storage.partitions import PARTITION_TYPES_KEY, check_partition_types, declared_types
+from dal.storage.timeparts import TimePartitions
 from dal.tensors.schema import TensorSchema
 
 _catalogs: dict[str, Catalog] = {}
@@ -68,7 +73,11 @@ def open(
     cache_size: int | str | None = None,
     cache_dir: str | None = None,
 ) -> Dataset:
-    """Pin one version of a dataset: ``None`` (latest), a number, a tag, or a datetime (as of that time).
+    """Pin one version of a dataset: ``None`` (latest), a number (an int or a NumPy integer), a tag, or a time
+    (a datetime, a date or an ISO string: the version current then; naive times and dates are UTC).
+
+    A string is a tag when a tag of exactly that text exists, otherwise a time: a tag named ``2026-04-01``
+    wins over reading that string as a date. A ``date`` / ``datetime`` object is always a time.
 
     ``cache="local"`` keeps the byte ranges reads fetch from object storage (footers, column chunks) on local
     disk, so later epochs read them from there (``dal.storage.rangecache``): at most ``cache_size`` bytes (an int or
@@ -115,6 +124,7 @@ def write(
     mode: WriteMode = "append",
     schema_mode: SchemaMode = None,
     time_column: str | None = None,
+    time_partitions: TimePartitions | None = None,
     description: str | None = None,
     tags: Sequence[str] | None = None,
     path: str | None = None,
@@ -134,6 +144,13 @@ def write(
     ``format='petastorm'`` takes a ``TensorSchema`` (``schema=``; an existing dataset keeps its own) and
     data as a pandas DataFrame, a dict of columns or a list of row dicts holding NumPy arrays.
     ``compression`` is the Parquet codec of the new files: snappy (default), gzip, zstd, lz4, brotli or none.
+
+    Time partitions (``dal.storage.timeparts``): when ``partition_by`` has a ``date``/``day``/``dt``/``ds`` column
+    (and an ``hour`` one) and every row written has the day (hour) of ``time_column`` there, in UTC, the data's
+    own time zone or the Spark session's, dal records that rule on the version and windows prune those
+    partitions (appends keep it while every write keeps it). ``time_partitions=TimePartitions(day=…, hour=…,
+    zone=…)`` declares the rule for the dataset instead: this write and later ones are refused when a row
+    breaks it.
     ``inputs``: what the data was made from, recorded as the version's lineage exactly (``declared``):
     ``dal.Dataset`` handles, ``Scan``s (with their filters), ``VersionInfo``s, names (their latest version) or
     ``(name, version)`` pairs; ``[]`` records none. Without it, the versions this process read since its
@@ -153,7 +170,8 @@ def write(
         do not retry; ``dal sync`` records it).
     """
     validate.check(partition_by=partition_by, tags=tags, format=format, description=description,
-               time_column=time_column, path=path, storage_options=storage_options, catalog=catalog)  # fmt: skip
+                   time_column=time_column, path=path, storage_options=storage_options, catalog=catalog)  # fmt: skip
+    timeparts.check(time_partitions)
     validate_name(name)
     if mode not in ("append", "overwrite"):
         raise DalError(f"mode must be 'append' or 'overwrite', not {mode!r}")
@@ -177,12 +195,15 @@ def write(
         existing = cat.get_dataset(name)
     except DatasetNotFound:
         existing = None
+    rule = _declared_rule(time_partitions, time_column, existing)
     if existing is None:
         location = uris.normalize(path) if path else uris.default_location(name)
 
         def create() -> None:
             cat.create_dataset(name, format=format, location=location, description=description or "",
                                time_column=time_column, exist_ok=True, unique_location=True)  # fmt: skip
+            if rule is not None:
+                cat.update_dataset(name, properties={timeparts.DATASET_KEY: rule.to_json()})
 
         if fmt.exists(location, options):
             if fmt.written_for(location, options) != name:
@@ -228,6 +249,8 @@ def write(
     )
     latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
     txn = fmt.begin(location, opts, latest)  # refuses options that do not fit, before anything is written
+    txn.observer = _rule_check(data, opts, latest, rule, existing)
+    _check_in_memory(data, txn.observer)  # a declared rule a row breaks: refused before anything is written
     reads, window, mark = lineage.inferred()  # the reads since the previous write
     upstream = declared_inputs if declared_inputs is not None else reads
     produced_by = lineage.collect(data, spark=is_spark_dataframe(data), upstream=upstream)
@@ -256,8 +279,9 @@ def write(
                 current = cat.get_dataset(name)  # renamed or dropped while this write ran: not recorded under it
                 if current.location != location:
                     raise DalError(f"{name} is now the dataset at {current.location}, not {location}")
-                if description is not None or time_column is not None:
-                    cat.update_dataset(name, description=description, time_column=time_column)
+                if description is not None or time_column is not None or time_partitions is not None:
+                    props = {timeparts.DATASET_KEY: rule.to_json()} if time_partitions is not None and rule else None
+                    cat.update_dataset(name, description=description, time_column=time_column, properties=props)
             recorded = sync(name, storage_options=options, catalog=cat)
             version = next((v for v in recorded if v.storage_version == storage_version), None)
             if version is None:  # recorded meanwhile by a concurrent writer's sync
@@ -273,6 +297,10 @@ def write(
         except DalError as e:  # recorded already: a lineage the catalog refused must not fail the write
             _log.warning("%s version %d: lineage not recorded (%s)", name, version.number, e)
         pause("version-recorded")
+        try:
+            version = _record_rule(cat, version, txn.observer, mode)
+        except DalError as e:  # a rule not recorded only means windows do not prune this version's partitions
+            _log.warning("%s version %d: time partitions not recorded (%s)", name, version.number, e)
         try:
             for t in tags:
                 version = cat.tag(name, version.number, t)
@@ -345,6 +373,92 @@ def _holder(cat: Catalog, name: str, location: str) -> str:
         return name
 
 
+def _declared_rule(
+    time_partitions: TimePartitions | None, time_column: str | None, existing: DatasetInfo | None
+) -> TimePartitions | None:
+    """The time-partition rule this write must keep: the one it declares, else the dataset's (for its time column)."""
+    column = time_column or (existing.time_column if existing is not None else None)
+    if time_partitions is not None:
+        if column is None:
+            raise DalError("time_partitions derive from the time column: pass time_column= too")
+        return time_partitions.of(column)
+    if existing is None or column is None:
+        return None
+    rule = timeparts.TimePartitions.from_json(existing.properties.get(timeparts.DATASET_KEY))
+    return rule if rule is not None and rule.column == column else None
+
+
+def _rule_check(
+    data: Any,
+    opts: WriteOptions,
+    latest: VersionInfo | None,
+    declared: TimePartitions | None,
+    existing: DatasetInfo | None,
+) -> timeparts.RuleCheck | None:
+    """What the write checks of its rows while writing them: the declared time-partition rule (a row that breaks
+    it fails the write), else the rules it might prove (``dal.storage.timeparts.candidates``)."""
+    column = opts.time_column or (existing.time_column if existing is not None else None)
+    # without partition_by a write keeps the table's partitioning (``txn.partition_columns`` is settled only
+    # once the data's schema is checked); the version made is checked against the rule before it is recorded
+    parts = opts.partition_by or (latest.partition_columns if latest is not None else ())
+    if declared is not None:
+        missing = [c for c in declared.partitions if c not in parts]
+        if missing:
+            raise SchemaMismatch(
+                f"time_partitions name {', '.join(map(repr, missing))}, which the write does not partition by "
+                f"(partition_by={list(parts)})"
+            )
+        return timeparts.RuleCheck([declared], declared=True)
+    if column is None:
+        return None
+    rules = timeparts.candidates(column, parts, [*_data_zones(data, column), "UTC"])
+    return timeparts.RuleCheck(rules) if rules else None
+
+
+def _check_in_memory(data: Any, check: timeparts.RuleCheck | None) -> None:
+    """Check an in-memory input (pandas, Arrow) against a declared rule now, reading only the rule's columns;
+    streams and Spark DataFrames are checked as they are written (a refusal then comes before the commit)."""
+    if check is None or not check.declared:
+        return
+    rule = check.rules[0]
+    columns = [c for c in (rule.column, *rule.partitions) if c is not None]
+    if isinstance(data, pa.Table | pa.RecordBatch) and all(c in data.schema.names for c in columns):
+        check.see(data.select(columns))
+    elif type(data).__module__.startswith("pandas.") and all(c in getattr(data, "columns", ()) for c in columns):
+        check.see(pa.Table.from_pandas(data[columns], preserve_index=False))
+
+
+def _data_zones(data: Any, column: str) -> list[str]:
+    """The time zones the data's own days may be cut in: the time column's zone, the Spark session's."""
+    if is_spark_dataframe(data):
+        try:
+            return [str(data.sparkSession.conf.get("spark.sql.session.timeZone"))]
+        except Exception:  # Spark Connect without the conf: UTC only
+            return []
+    schema = getattr(data, "schema", None)
+    if isinstance(schema, pa.Schema) and column in schema.names:
+        typ = schema.field(column).type
+        return [typ.tz] if pa.types.is_timestamp(typ) and typ.tz else []
+    dtype = getattr(getattr(data, "dtypes", {}), "get", lambda _c: None)(column)  # pandas
+    tz = getattr(dtype, "tz", None)
+    return [str(tz)] if tz is not None else []
+
+
+def _record_rule(cat: Catalog, version: VersionInfo, check: timeparts.RuleCheck | None, mode: str) -> VersionInfo:
+    """Record the time-partition rule every row of ``version`` keeps: this write's rows kept it, and the version
+    it extends (an append) has it recorded. A declared rule is the dataset's; nothing to record per version."""
+    rule = check.proven() if check is not None and not check.declared else None
+    if rule is None:
+        return version
+    if mode == "append" and version.number > 0:
+        before = cat.version(version.dataset, version.number - 1)
+        if timeparts.TimePartitions.from_json(before.properties.get(timeparts.VERSION_KEY)) != rule:
+            return version  # rows dal did not check (or checked against another rule) are in this version too
+    if any(p not in version.partition_columns for p in rule.partitions):
+        return version
+    return cat.annotate_version(version.dataset, version.number, timeparts.VERSION_KEY, rule.to_json())
+
+
 def _not_recorded(
     cat: Catalog, name: str, format: str, location: str, storage_version: int, e: BaseException, *, first: bool
 ) -> CommittedNotRecorded:
@@ -376,28 +490,53 @@ def register(
     format: str = DEFAULT_FORMAT,
     description: str = "",
     time_column: str | None = None,
+    time_partitions: TimePartitions | None = None,
+    partition_types: Mapping[str, str] | None = None,
     storage_options: Mapping[str, str] | None = None,
     catalog: CatalogLike = None,
 ) -> list[VersionInfo]:
     """Adopt an existing table: each of its storage versions becomes a catalog version. Returns them.
 
+    ``time_partitions`` declares how its ``date=`` (and ``hour=``) directories derive from ``time_column``
+    (``dal.TimePartitions``): windows then skip the partitions outside them. Without it, windows filter rows
+    (pushed down to row-group statistics) and never trust a directory name. ``partition_types`` gives the
+    types of a plain Parquet directory's partition columns (e.g. ``{"date": "date32", "hour": "int32"}``,
+    Arrow type names) where its files do not record them.
+
     Raises:
         FormatError: no table of that format at ``uri``. DatasetExists: the name is taken.
+        SchemaMismatch: the time column or a time partition is not a column (partition) of the table.
     """
     validate.check(uri=uri, format=format, description=description, time_column=time_column,
-               storage_options=storage_options, catalog=catalog)  # fmt: skip
+                   storage_options=storage_options, catalog=catalog)  # fmt: skip
+    timeparts.check(time_partitions)
     validate_name(name)
+    if time_partitions is not None and time_column is None:
+        raise DalError("time_partitions derive from the time column: pass time_column= too")
+    properties: dict[str, Any] = {}
+    if time_partitions is not None and time_column is not None:
+        properties[timeparts.DATASET_KEY] = time_partitions.of(time_column).to_json()
+    if partition_types is not None:
+        properties[PARTITION_TYPES_KEY] = check_partition_types(partition_types)
     cat = get_catalog(catalog)
     fmt = get_format(format)
     location = uris.normalize(uri)
     options = dict(storage_options or {})
     if not fmt.exists(location, options):
         raise FormatError(f"no {format} table at {location}")
-    cat.create_dataset(name, format=format, location=location, description=description, time_column=time_column)
+    cat.create_dataset(name, format=format, location=location, description=description, time_column=time_column,
+                       properties=properties)  # fmt: skip
     try:
         versions = sync(name, storage_options=options, catalog=cat)
         if time_column is not None and versions and time_column not in versions[-1].schema.names:
             raise SchemaMismatch(f"time_column {time_column!r} is not a column of {location}")
+        if time_partitions is not None and versions:
+            missing = [p for p in time_partitions.partitions if p not in versions[-1].partition_columns]
+            if missing:
+                raise SchemaMismatch(
+                    f"time_partitions name {', '.join(map(repr, missing))}, not a partition column of {location} "
+                    f"(its partition columns: {', '.join(versions[-1].partition_columns) or 'none'})"
+                )
     except BaseException:
         cat.delete_dataset(name)  # leave the catalog as it was
         raise
@@ -432,6 +571,7 @@ def sync(
             dict(storage_options or {}),
             after=last.storage_version if last else None,
             previous=last.schema if last else None,
+            partition_types=declared_types(info.properties.get(PARTITION_TYPES_KEY)),
         )
     except FormatError as e:  # the format knows the location only: name the dataset too
         raise type(e)(f"{name}: {e}") from e
@@ -441,6 +581,14 @@ def sync(
             out.append(cat.publish(name, draft))
         except VersionConflict:
             continue  # another process recorded this storage version first
+    newest = out[-1] if out else None
+    lost = info.time_column is not None and newest is not None and newest.unavailable is None
+    if lost and newest is not None and info.time_column not in newest.schema.names:
+        # a schema overwrite dropped the time column: no dangling name (windows would fail on it), and no
+        # declared time partitions of it
+        _log.warning("%s: version %d has no column %r: the dataset has no time column any more (set another "
+                     "with time_column= or `dal set --time-column`)", name, newest.number, info.time_column)  # fmt: skip
+        cat.update_dataset(name, clear_time_column=True, properties={timeparts.DATASET_KEY: None})
     return out
 
 

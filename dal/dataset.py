@@ -166,6 +166,14 @@ class Dataset:
     def shuffle(self, seed: int, buffer_size: int = 10_000) -> Scan:
         return self.scan().shuffle(seed, buffer_size)
 
+    def sample(self, fraction: float | None = None, **kwargs: Any) -> Scan:
+        """A per-epoch random sample of this version's rows (see ``Scan.sample``)."""
+        return self.scan().sample(fraction, **kwargs)
+
+    def balance(self, by: str, weights: dict[Any, float] | str = "uniform", **kwargs: Any) -> Scan:
+        """Class-balanced draws per epoch (see ``Scan.balance``)."""
+        return self.scan().balance(by, weights, **kwargs)
+
     def sequences(self, length: int, step: int = 1, **kwargs: Any) -> Iterator[pa.Table]:
         return self.scan().sequences(length, step, **kwargs)
 

@@ -89,6 +89,8 @@ class Scan:
         """Read only these columns (only their bytes are read)."""
         if len(columns) == 1 and isinstance(columns[0], list | tuple):
             columns = tuple(columns[0])
+        if not columns:  # a table of no columns has no rows to show: count() counts without reading columns
+            raise FilterError("select needs at least one column; count() counts the rows without reading any")
         self._check_columns(columns, "select")
         twice = sorted({c for c in columns if columns.count(c) > 1})
         if twice:
@@ -101,22 +103,41 @@ class Scan:
         bound = E.bind(E.as_expr(condition), self.arrow_schema)
         return replace(self, filters=(*self.filters, bound), stats_=StatsBox())
 
-    def window(self, start: datetime | date | str, end: datetime | date | str, column: str | None = None) -> Scan:
-        """Rows with ``start <= column < end`` on the time column (the dataset's, unless named).
+    def window(
+        self, start: datetime | date | str | None, end: datetime | date | str | None, column: str | None = None
+    ) -> Scan:
+        """Rows with ``start <= column < end`` on the time column (the dataset's, unless named); ``None`` for
+        either bound leaves that side open. Windows chain like filters: each one narrows the rows (the
+        intersection of all the windows).
 
-        Prunes time-partitioned directories (``date=…``, ``date=…/hour=…``, epoch seconds) and row groups.
+        Time-partitioned directories (``date=…``, ``date=…/hour=…``) are pruned only when dal knows how they
+        derive from the time column (``dal.storage.timeparts``); otherwise the window is a filter, still pushed down to
+        partition values and row-group statistics.
         """
         column = column or self.dataset.info.time_column
         if column is None:
             raise FilterError(f"{self.dataset.name} has no time column; pass window(..., column='ts')")
         self._check_columns([column], "window")
-        lo, hi = as_datetime(start, "window start"), as_datetime(end, "window end")
-        if lo >= hi:
+        if start is None and end is None:
+            raise FilterError("window needs a start or an end (None leaves one side open)")
+        lo = as_datetime(start, "window start") if start is not None else None
+        hi = as_datetime(end, "window end") if end is not None else None
+        if lo is not None and hi is not None and lo >= hi:
             raise FilterError(f"empty window: start {lo.isoformat()} is not before end {hi.isoformat()}")
         typ = self.arrow_schema.field(column).type
         if not (pa.types.is_timestamp(typ) or pa.types.is_date(typ) or pa.types.is_integer(typ)):
             raise FilterError(f"window column {column!r} is {typ}; it must be a timestamp, date or epoch seconds")
-        return replace(self, window_=Window(lo, hi, column), stats_=StatsBox())
+        new = Window(lo, hi, column)
+        old = self.window_
+        if old is None:
+            return replace(self, window_=new, stats_=StatsBox())
+        if old.column == column:  # the intersection (it may be empty: no rows, as two disjoint filters give)
+            return replace(self, window_=old.intersect(new), stats_=StatsBox())
+        # windows on two columns: the one on the dataset's time column stays the window (time partitions
+        # prune by it), the other becomes a filter
+        keep, other = (old, new) if old.column == self.dataset.info.time_column else (new, old)
+        filters = (*self.filters, window_expr(other, self.arrow_schema))
+        return replace(self, window_=keep, filters=filters, stats_=StatsBox())
 
     def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> Scan:
         """This rank's share of the rows: disjoint from other ranks', deterministic, and by default the
@@ -146,15 +167,22 @@ class Scan:
         seed: int = 0,
         replace: bool = False,
         spread: float = sampling.DEFAULT_SPREAD,
+        windows: int | None = None,
     ) -> Scan:
         """A different random sample of the rows each epoch: each row kept with probability ``fraction``
         (the count varies around fraction·N), or exactly ``rows`` rows; a pure function of (seed, epoch,
         version). Row groups are picked with probability min(1, max(spread·fraction, 16 / row groups)) and
         rows inside the picked ones with the rest, so a 1% sample of many row groups reads about ``spread`` %
-        of the bytes (``spread=math.inf``: every row group, rows drawn one by one). ``replace=True``: with replacement. See ``dal.read.sampling``."""
+        of the bytes (``spread=math.inf``: every row group, rows drawn one by one). ``rows=n`` draws the n rows
+        among spread·n rows covered by ``windows`` (default 16) windows evenly spread over the scan's row groups
+        (in a random order each epoch), so an epoch's rows come from all over the scan at the I/O of about
+        ``windows`` row groups plus spread·n rows; ``windows=1`` reads the least but draws each epoch from a few
+        neighbouring row groups. Every row's chance is exactly n/N. ``replace=True``: with replacement. See
+        ``dal.read.sampling``."""
         if self.sample_ is not None:
             raise FilterError("this scan is already sampled or balanced: sample or balance once")
-        return _with(self, sample_=sampling.check_sample(fraction, rows, seed, replace, spread), stats_=StatsBox())
+        checked = sampling.check_sample(fraction, rows, seed, replace, spread, windows)
+        return _with(self, sample_=checked, stats_=StatsBox())
 
     def balance(
         self,

@@ -12,6 +12,7 @@ import pyarrow as pa
 from catalog.types import Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError, SchemaMismatch
 from dal.formats.names import DEFAULT_FORMAT as DEFAULT_FORMAT  # re-exported: what dal.write/register use
+from dal.storage.timeparts import RuleCheck
 from dal.tensors.schema import TensorSchema
 
 WriteMode = Literal["append", "overwrite"]
@@ -180,6 +181,13 @@ class WriteTransaction(ABC):
     def __init__(self, location: str, opts: WriteOptions) -> None:
         self.location = location
         self.opts = opts
+        # set by dal.api: sees every batch written (``dal.storage.timeparts.RuleCheck``: proves or enforces how time
+        # partitions derive from the time column); a Spark write's executors hand back their copy's findings
+        self.observer: RuleCheck | None = None
+
+    def observed(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        """``batches``, each seen by the observer first (when there is one)."""
+        return batches if self.observer is None else self.observer.seen(batches)
 
     record_schema: ClassVar[pa.Schema]  # the Arrow schema of ``stage``'s records (for Spark's mapInArrow)
 
@@ -207,7 +215,8 @@ class WriteTransaction(ABC):
         check_time_column(self.opts.time_column, reader.schema.names, "a column of the data")
         schema = self.check(reader.schema)
         try:
-            return self.commit(self.stage(b if b.schema.equals(schema) else b.select(schema.names) for b in reader))
+            batches = (b if b.schema.equals(schema) else b.select(schema.names) for b in reader)
+            return self.commit(self.stage(self.observed(batches)))
         except BaseException:
             self.abort()
             raise
@@ -254,9 +263,18 @@ class Format(ABC):
 
     @abstractmethod
     def snapshots(
-        self, location: str, storage_options: Mapping[str, str], *, after: int | None, previous: Schema | None
+        self,
+        location: str,
+        storage_options: Mapping[str, str],
+        *,
+        after: int | None,
+        previous: Schema | None,
+        partition_types: Mapping[str, pa.DataType] | None = None,
     ) -> list[VersionDraft]:
-        """Describe every storage version newer than ``after`` (all when None), oldest first."""
+        """Describe every storage version newer than ``after`` (all when None), oldest first.
+
+        ``partition_types``: the types of partition columns the table's files do not record (plain directories;
+        formats that record them ignore it)."""
 
     @abstractmethod
     def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:

@@ -28,7 +28,7 @@ from dal.api import CatalogLike, get_catalog, open, register
 from dal.errors import DalError, DatasetExists, FormatError, is_foreign, one_line, require, translate, translating
 from dal.formats.registry import detect, format_names, get_format
 from dal.storage import uris
-from dal.storage.partitions import NULL_PARTITION
+from dal.storage.partitions import NULL_PARTITION, hive_partition_type
 
 PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
 PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
@@ -375,6 +375,15 @@ def import_table(
         raise FormatError(
             f"Hive table {qualified} at {location} holds no data dal can read (as {', '.join(format_names())})"
         )
+    # a plain directory's files do not record the partition columns: Hive's partition keys type them (formats
+    # that record their partition types ignore these)
+    typed = {k.name: hive_partition_type(k.type or "") for k in t.partitionKeys or []}
+    types = {k: str(v) for k, v in typed.items() if v is not None} or None
     return register(
-        name or f"{db}.{table}", local, format=fmt.name, description=f"imported from Hive {qualified}", catalog=catalog
+        name or f"{db}.{table}",
+        local,
+        format=fmt.name,
+        description=f"imported from Hive {qualified}",
+        partition_types=types,
+        catalog=catalog,
     )

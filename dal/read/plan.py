@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import itertools
 import logging
 import os
 import threading
@@ -35,10 +34,11 @@ from dal.formats.base import DataFile
 from dal.formats.fragments import dataset_from_files, partition_expression, read_exact, row_group_starts
 from dal.read.sharding import Remainder, assign, share
 from dal.read.tasks import ReadTask
+from dal.storage import timeparts
+from dal.storage.timeparts import TimePartitions
 
 _log = logging.getLogger("dal")
 
-DATE_PARTITION_NAMES = ("date", "day", "dt", "ds")
 TableOrBatch = TypeVar("TableOrBatch", pa.Table, pa.RecordBatch)
 PLAN_CACHE = 32  # plans (per filter and window) kept per opened version
 
@@ -138,9 +138,21 @@ class PlanCache:
 
 @dataclass(frozen=True)
 class Window:
-    start: datetime
-    end: datetime
+    """``start <= column < end``; a None bound is open."""
+
+    start: datetime | None
+    end: datetime | None
     column: str
+
+    def intersect(self, other: Window) -> Window:
+        """Rows both windows (on the same column) keep."""
+        starts = [t for t in (self.start, other.start) if t is not None]
+        ends = [t for t in (self.end, other.end) if t is not None]
+        return Window(max(starts) if starts else None, min(ends) if ends else None, self.column)
+
+    def overlaps(self, lo: datetime, hi: datetime) -> bool:
+        """Whether some instant of [lo, hi) is in the window."""
+        return (self.end is None or lo < self.end) and (self.start is None or hi > self.start)
 
 
 def as_datetime(value: datetime | date | str, what: str) -> datetime:
@@ -245,8 +257,17 @@ class Query:
     def files(self) -> list[DataFile]:
         files = self.source.files()
         if self.window is not None:
-            files = prune_time_partitions(files, self.window)
+            files = prune_time_partitions(files, self.window, self.time_rule)
         return files
+
+    @cached_property
+    def time_rule(self) -> TimePartitions | None:
+        """How the version's time partitions derive from the window's column, when dal knows (else None)."""
+        if self.window is None:
+            return None
+        version = self.source.version
+        rule = timeparts.rule_of(version.properties, self.source.info.properties)
+        return rule if timeparts.prunable(rule, self.window.column, version.partition_columns) else None
 
     @property
     def pa_dataset(self) -> pads.FileSystemDataset:
@@ -468,15 +489,22 @@ def cut(tasks: Sequence[ReadTask], counts: Sequence[int], ranges: Sequence[tuple
 
 
 def window_expr(w: Window, schema: pa.Schema) -> E.Expr:
-    """``start <= column < end`` bound to ``schema`` (epoch-second integers compared exactly)."""
+    """``start <= column < end`` bound to ``schema`` (epoch-second integers compared exactly; a None bound is
+    open; an empty intersection of windows keeps no row)."""
     typ = schema.field(w.column).type
-    lo: Any
-    hi: Any
-    if pa.types.is_integer(typ):  # epoch seconds, compared exactly (bind rounds to whole seconds)
-        lo, hi = _epoch_seconds(w.start), _epoch_seconds(w.end)
-    else:
-        lo, hi = w.start, w.end
-    return E.bind(E.And(E.Col(w.column) >= lo, E.Col(w.column) < hi), schema)
+
+    def bound(t: datetime) -> Any:
+        return _epoch_seconds(t) if pa.types.is_integer(typ) else t  # epoch seconds, compared exactly
+
+    terms: list[E.Expr] = []
+    if w.start is not None:
+        terms.append(E.Col(w.column) >= bound(w.start))
+    if w.end is not None:
+        terms.append(E.Col(w.column) < bound(w.end))
+    out = terms[0]
+    for t in terms[1:]:
+        out = E.And(out, t)
+    return E.bind(out, schema)
 
 
 def columns_in(node: Any, *, ordered: bool = False) -> list[str]:
@@ -518,37 +546,16 @@ def deleted_in(deleted: Sequence[int], start: int, rows: int) -> tuple[int, ...]
     return tuple(d - start for d in deleted[lo:hi])
 
 
-def prune_time_partitions(files: list[DataFile], w: Window) -> list[DataFile]:
-    """Drop files whose time partition (date=…, date=…/hour=…, or epoch seconds of the window column)
-    lies wholly outside the window; files with no recognisable time partition are kept."""
-    epoch_values = sorted(
-        {int(v) for f in files for k, v in f.partition_values if k == w.column and v and v.lstrip("-").isdigit()}
-    )
-    step = min((b - a for a, b in itertools.pairwise(epoch_values)), default=None)
-
-    def interval(f: DataFile) -> tuple[datetime, datetime] | None:
-        values = dict(f.partition_values)
-        for name in DATE_PARTITION_NAMES:
-            v = values.get(name)
-            if v:
-                try:
-                    day = datetime.fromisoformat(v[:10]).replace(tzinfo=UTC)
-                except ValueError:
-                    continue
-                hour = values.get("hour")
-                if hour is not None and hour.isdigit():
-                    lo = day + timedelta(hours=int(hour))
-                    return lo, lo + timedelta(hours=1)
-                return day, day + timedelta(days=1)
-        v = values.get(w.column)
-        if v and v.lstrip("-").isdigit() and step:
-            lo = datetime.fromtimestamp(int(v), UTC)
-            return lo, lo + timedelta(seconds=step)
-        return None
-
+def prune_time_partitions(files: list[DataFile], w: Window, rule: TimePartitions | None) -> list[DataFile]:
+    """Drop files whose time partition (``rule``: how ``date=…`` / ``hour=…`` derive from the window's column,
+    see ``dal.storage.timeparts``) lies wholly outside the window. Without a rule nothing is dropped here: the window
+    is a filter, pushed down to partition values (a window on a partition column itself prunes exactly) and
+    row-group statistics."""
+    if rule is None:
+        return files
     kept = []
     for f in files:
-        span = interval(f)
-        if span is None or (span[0] < w.end and span[1] > w.start):
+        span = rule.interval(dict(f.partition_values))
+        if span is None or w.overlaps(*span):
             kept.append(f)
     return kept

@@ -12,10 +12,12 @@ group is picked with probability ``p = min(1, max(spread·f, MIN_PICKED/G))`` (G
 MIN_PICKED picked on average, so a dataset of few row groups does not swing between empty and whole
 epochs), then each row of a picked group with
 probability ``f/p`` (with ``replace=True``: Poisson(f/p) copies of it). ``Scan.sample(rows=n)`` — row
-groups in a seeded random order, a window of ``spread·n`` of their rows at a uniformly random start
-(wrapping around), then exactly ``n`` rows drawn among the window's (per row group, as many as a uniform
-draw among the window's rows gives; which ones, uniformly in the row group): every row's chance is
-exactly n/N. ``Scan.balance(by, weights)`` — per class ``c`` exactly
+groups in a seeded random order, ``spread·n`` of their rows covered by ``windows`` (default 16, at most one
+per row group) equal windows evenly spaced around them from a uniformly random start (wrapping around), then
+exactly ``n`` rows drawn among the covered ones (per row group, as many as a uniform draw among the covered
+rows gives; which ones, uniformly in the row group): every row's chance is exactly n/N, and an epoch's rows
+come from row groups all over the scan (one window, ``windows=1``, reads the fewest row groups but draws an
+epoch from a few neighbouring row groups: e.g. 1-2 days of a time-partitioned dataset). ``Scan.balance(by, weights)`` — per class ``c`` exactly
 ``k_c = rows · w_c / Σw`` rows (largest remainder), drawn uniformly among the class's rows, from per
 (row group, class) counts made once per pinned version by a pass that reads only ``by`` (and the filter
 columns). Every count is decided before any data column is read, from footers (or those counting passes),
@@ -54,6 +56,8 @@ MAX_ROWS = 2**62  # rows= arguments (larger is no epoch anyone reads; numpy draw
 MAX_DRAW = 10**9 - 1  # numpy's exact multivariate hypergeometric draw: fewer than 10**9 rows to draw among
 NAN = float("nan")  # the one NaN class of a floating-point balance column (NaN != NaN: one key for all)
 DEFAULT_SPREAD = 4.0
+DEFAULT_WINDOWS = 16  # sample(rows=n): the windows an epoch's rows are drawn from, spread over the scan
+MAX_WINDOWS = 1_000_000
 MIN_PICKED = 16  # a fraction sample picks at least this many row groups on average (all when fewer)
 
 
@@ -76,6 +80,7 @@ class Sample:
     rows: int | None = None
     replace: bool = False
     spread: float = DEFAULT_SPREAD
+    windows: int = DEFAULT_WINDOWS
 
 
 @dataclass(frozen=True)
@@ -115,10 +120,15 @@ def _flag(value: object, what: str) -> bool:
     return value
 
 
-def check_sample(fraction: object, rows: object, seed: object, replace: object, spread: object) -> Sample:
+def check_sample(
+    fraction: object, rows: object, seed: object, replace: object, spread: object, windows: object = None
+) -> Sample:
     """``Scan.sample``'s arguments, or a FilterError naming the bad one."""
     if (fraction is None) == (rows is None):
         raise FilterError("sample needs exactly one of fraction= or rows=")
+    if windows is not None and fraction is not None:
+        raise FilterError("sample windows= applies to rows=: a fraction sample picks row groups all over the scan")
+    w = DEFAULT_WINDOWS if windows is None else check_int(windows, "sample windows", minimum=1, maximum=MAX_WINDOWS)
     seed = check_int(seed, "sample seed", minimum=0, maximum=2**63 - 1)
     replace = _flag(replace, "sample replace")
     s = _number(spread, "sample spread") if not (isinstance(spread, float) and spread == math.inf) else math.inf
@@ -130,7 +140,7 @@ def check_sample(fraction: object, rows: object, seed: object, replace: object, 
             raise FilterError(f"sample fraction must be in (0, 1], not {f}")
         return Sample(seed, fraction=f, replace=replace, spread=s)
     n = check_int(rows, "sample rows", minimum=1, maximum=MAX_ROWS)
-    return Sample(seed, rows=n, replace=replace, spread=s)
+    return Sample(seed, rows=n, replace=replace, spread=s, windows=w)
 
 
 def check_balance(by: object, weights: object, rows: object, seed: object, replace: object) -> Balance:
@@ -442,10 +452,11 @@ def _draw_sample(query: Query, s: Sample, epoch: int) -> dict[tuple[str, int, in
         taken = rng.poisson(matching * lam) if s.replace else rng.binomial(matching, lam)
         return {_key(t): (int(m), int(k)) for t, m, k in zip(picked, matching, taken, strict=True)}
     assert s.rows is not None
-    # A window of L = spread·n rows at a uniformly random start on the circle of the epoch's matching rows
-    # (row groups in a seeded order), then n rows drawn among the window's: each row group's expected rows
-    # in the window are its rows · L/N, so every row's chance is exactly n/N whatever the row group sizes
-    # (picking row groups until they hold enough rows would favour rows of small row groups).
+    # C = spread·n rows covered by k equal windows of L rows, spaced N//k apart from a uniformly random start on
+    # the circle of the epoch's matching rows (row groups in a seeded order): the windows never overlap, so every
+    # row is covered with probability exactly kL/N; then n rows are drawn among the covered ones. Each row
+    # group's expected rows covered are its rows · kL/N, so every row's chance is exactly n/N whatever the row
+    # group sizes (picking row groups until they hold enough rows would favour rows of small row groups).
     counts = np.asarray(query.task_rows(tasks), dtype=np.int64)
     total = int(counts.sum())
     if total == 0:
@@ -455,16 +466,27 @@ def _draw_sample(query: Query, s: Sample, epoch: int) -> dict[tuple[str, int, in
     order = rng.permutation(len(tasks))
     ends = np.cumsum(counts[order])
     begins = ends - counts[order]
-    span = total if math.isinf(s.spread) else int(min(total, max(s.rows, math.ceil(s.rows * s.spread))))
+    cover = total if math.isinf(s.spread) else int(min(total, max(s.rows, math.ceil(s.rows * s.spread))))
     start = int(rng.integers(0, total))
-    stop = start + span
-    inside = np.clip(np.minimum(ends, stop) - np.maximum(begins, start), 0, None)
-    if stop > total:  # the window wraps around to the first rows
-        inside += np.clip(np.minimum(ends, stop - total) - begins, 0, None)
+    if cover >= total:
+        windows, length, stride = 1, total, total
+    else:
+        windows = max(1, min(s.windows, len(tasks), cover))
+        while windows > 1 and -(-cover // windows) > total // windows:  # windows of ceil(C/k) rows must not overlap
+            windows -= 1
+        length, stride = -(-cover // windows), total // windows
+    span = windows * length
+    inside = np.zeros(len(tasks), dtype=np.int64)
+    for j in range(windows):
+        a = (start + j * stride) % total
+        b = a + length
+        inside += np.clip(np.minimum(ends, b) - np.maximum(begins, a), 0, None)
+        if b > total:  # the window wraps around to the first rows
+            inside += np.clip(np.minimum(ends, b - total) - begins, 0, None)
     if s.replace:
         taken = rng.multinomial(s.rows, inside / span)
     else:
-        taken = hypergeometric(rng, inside, s.rows, f"sample(rows={s.rows}, spread={s.spread})")
+        taken = hypergeometric(rng, inside, s.rows, f"sample(rows={s.rows}, spread={s.spread}, windows={windows})")
     return {_key(tasks[i]): (int(m), int(k)) for i, m, k in zip(order.tolist(), counts[order], taken, strict=True) if k}
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from datetime import datetime
+from collections.abc import Collection, Iterator
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -19,6 +19,7 @@ from dal.storage import uris
 from dal.storage.partitions import NULL_PARTITION
 
 if TYPE_CHECKING:
+    from dal.read.plan import Pinned
     from dal.scan import Scan
 
 from dal import expr as E
@@ -45,32 +46,39 @@ def scan_to_spark(scan: Scan, spark: Any = None) -> Any:
     if scan.window_ is not None:
         conditions.append(scan._window_expr(scan.window_))
     floating = {f.name for f in scan.arrow_schema if pa.types.is_floating(f.type)}
+    ntz = {f.name for f in df.schema.fields if f.dataType.typeName() == "timestamp_ntz"}
     for c in conditions:
-        df = df.where(spark_condition(c, floating))
+        df = df.where(spark_condition(c, floating, ntz))
     if scan.columns is not None:
         df = df.select(*scan.columns)
     return df
 
 
-def spark_condition(e: Any, floating: set[str]) -> Any:
+def spark_condition(e: Any, floating: set[str], ntz: Collection[str] = ()) -> Any:
     """A bound filter (``dal.expr.bind``) as a Spark Column with the semantics ``to_arrow`` gives it.
 
     Spark orders NaN above every number and makes NaN = NaN true; dal compares NaN as IEEE 754 does (only
-    ``<>`` is true), so comparisons on ``floating`` columns are guarded. Naive datetimes are UTC. A NULL
-    ``isin`` argument is kept out of ``isin`` (NULL unless the value matches, as in SQL).
+    ``<>`` is true), so comparisons on ``floating`` columns are guarded. Naive datetimes are UTC; compared with a
+    ``timestamp_ntz`` column (``ntz``) they are wall-clock literals of that type (a zoned literal would make
+    Spark read the column in the session's time zone). A NULL ``isin`` argument is kept out of ``isin`` (NULL
+    unless the value matches, as in SQL).
     """
-    return _SparkCondition(floating).visit(e)
+    return _SparkCondition(floating, ntz).visit(e)
 
 
 class _SparkCondition(E.Visitor[Any]):
-    def __init__(self, floating: set[str]) -> None:
+    def __init__(self, floating: set[str], ntz: Collection[str] = ()) -> None:
         from pyspark.sql import functions as F
 
         self.F = F
         self.floating = floating
+        self.ntz = set(ntz)
         self.null = F.lit(None).cast("boolean")
 
-    def lit(self, v: Any) -> Any:
+    def lit(self, v: Any, column: str | None = None) -> Any:
+        if isinstance(v, datetime) and column in self.ntz:  # a wall-clock literal of the column's type
+            wall = v if v.tzinfo is None else v.astimezone(UTC).replace(tzinfo=None)
+            return self.F.lit(wall.isoformat(sep=" ")).cast("timestamp_ntz")
         return self.F.lit(as_datetime(v, "a filter value") if isinstance(v, datetime) else v)  # naive = UTC
 
     def visit_and(self, e: E.And) -> Any:
@@ -90,7 +98,7 @@ class _SparkCondition(E.Visitor[Any]):
 
     def visit_is_in(self, e: E.IsIn) -> Any:
         c = self.F.col(e.column.name)
-        present = [self.lit(v.value) for v in e.values if v.value is not None]
+        present = [self.lit(v.value, e.column.name) for v in e.values if v.value is not None]
         term = c.isin(present) if present else self.F.lit(False)
         if e.column.name in self.floating:
             term = term & ~self.F.isnan(c)
@@ -111,7 +119,7 @@ class _SparkCondition(E.Visitor[Any]):
         if not isinstance(e.left, E.Col):
             raise DalError(f"cannot translate {e!r} to Spark")
         a = F.col(e.left.name)
-        b = F.col(e.right.name) if isinstance(e.right, E.Col) else self.lit(e.right.value)
+        b = F.col(e.right.name) if isinstance(e.right, E.Col) else self.lit(e.right.value, e.left.name)
         term = _compared(e.op, a, b)
         if isinstance(e.right, E.Col):
             if e.left.name not in self.floating and e.right.name not in self.floating:
@@ -148,11 +156,42 @@ def read_version(scan: Scan, spark: Any = None) -> Any:
     return _read_files(scan, spark)
 
 
-def _spark_schema(fields: list[pa.Field]) -> Any:
-    """Spark StructType of Arrow fields; tz-aware timestamps stay TimestampType (not NTZ)."""
+def _spark_schema(fields: list[pa.Field], zoned: Collection[str] = ()) -> Any:
+    """Spark StructType of Arrow fields: tz-aware timestamps are TimestampType, naive ones (Delta's
+    timestamp_ntz, dal's naive = wall-clock UTC) TimestampNTZType, so a session in another time zone shows the
+    same wall-clock values; except the ``zoned`` columns (stored as INT96: Spark's instants)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=False)
+    fields = [
+        f.with_type(pa.timestamp(f.type.unit, "UTC"))
+        if f.name in zoned and pa.types.is_timestamp(f.type) and f.type.tz is None
+        else f
+        for f in fields
+    ]
+    return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=True)
+
+
+def _handed(f: pa.Field, zoned: bool) -> pa.Field:
+    """A top-level field as Spark's Arrow reader takes it: timestamps in microseconds, zoned ones in UTC."""
+    if not pa.types.is_timestamp(f.type):
+        return f
+    return f.with_type(pa.timestamp("us", "UTC" if zoned or f.type.tz is not None else None))
+
+
+def _zoned(dataset: Pinned) -> set[str]:
+    """The naive-timestamp columns whose Parquet files store INT96 (Spark's legacy encoding of instants: Spark
+    reads them as TimestampType only), from the footer of one data file."""
+    naive = {f.name for f in dataset.arrow_schema() if pa.types.is_timestamp(f.type) and f.type.tz is None}
+    files = dataset.files() if naive else []
+    if not files:
+        return set()
+    import pyarrow.parquet as pq
+
+    fs, path = uris.filesystem(files[0].uri, dataset.storage_options)
+    schema = pq.ParquetFile(path, filesystem=fs).schema
+    return {
+        c.path.split(".")[0] for c in (schema.column(i) for i in range(len(schema))) if c.physical_type == "INT96"
+    } & naive
 
 
 def read_tasks(scan: Scan, spark: Any) -> Any:
@@ -160,7 +199,6 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
     read of exactly the pinned version that needs no Hadoop filesystem for the storage (e.g. S3 without
     hadoop-aws). The scan's projection and filter are applied as each task is read, and a sliced task
     (a shard's cut of a row group) yields exactly its rows."""
-    from pyspark.sql.pandas.types import from_arrow_schema
 
     tasks = scan.plan()
     columns = list(scan.columns) if scan.columns is not None else scan.arrow_schema.names
@@ -188,6 +226,11 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
         scan.query.exact_filter,  # then applied to the rows read (None: the scan filter is exact)
         scan.query.scan_columns(),
     )
+    zoned = _zoned(scan.dataset) & set(columns)
+    # Spark's timestamps are microseconds; INT96 columns are instants to Spark (TimestampType): handed over as UTC
+    # timestamps, not naive ones
+    handed = pa.schema([_handed(f, f.name in zoned) for f in out_schema])
+    convert = handed != out_schema
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from dal.formats import fragments as frag
@@ -223,15 +266,17 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
                     read = fragment.to_batches(schema=schema, columns=scan_cols or cols, filter=scan_filter)
                     if exact_filter is not None:
                         read = refine(read)
-                yield from slice_rows(read, offset, None if length < 0 else length)
+                for b in slice_rows(read, offset, None if length < 0 else length):
+                    yield b.cast(handed, safe=False) if convert else b  # ns -> us truncates, as Spark does
 
     task_schema = (
         "uri string, row_group int, partition_values string, offset long, length long, deleted string, exact boolean"
     )
+    spark_schema = _spark_schema(list(handed), zoned)
     if not rows:
-        return spark.createDataFrame([], _spark_schema(list(out_schema)))
+        return spark.createDataFrame([], spark_schema)
     frame = spark.createDataFrame(rows, task_schema).repartition(min(len(rows), spark.sparkContext.defaultParallelism))
-    return frame.mapInArrow(run, from_arrow_schema(out_schema, prefer_timestamp_ntz=False))
+    return frame.mapInArrow(run, spark_schema)
 
 
 def _read_files(scan: Scan, spark: Any) -> Any:
@@ -239,17 +284,20 @@ def _read_files(scan: Scan, spark: Any) -> Any:
 
     dataset = scan.dataset
     files = dataset.files()
-    # deletion vectors / column mapping: plain Parquet reads would be wrong; the planned tasks read them exactly
-    if any(f.deleted_rows for f in files) or dataset.physical_schema():
-        return read_tasks(type(scan)(dataset), spark)  # a scan of the whole version
     arrow = dataset.arrow_schema()
+    # deletion vectors / column mapping: plain Parquet reads would be wrong; nanosecond timestamps (pandas' and
+    # pyarrow's Parquet): Spark's reader refuses them. The planned tasks read them exactly (in microseconds).
+    nanos = any(pa.types.is_timestamp(f.type) and f.type.unit == "ns" for f in arrow)
+    if any(f.deleted_rows for f in files) or dataset.physical_schema() or nanos:
+        return read_tasks(type(scan)(dataset), spark)  # a scan of the whole version
     parts = list(dataset.version.partition_columns)
-    data_schema = _spark_schema([f for f in arrow if f.name not in parts])
+    zoned = _zoned(dataset)
+    data_schema = _spark_schema([f for f in arrow if f.name not in parts], zoned)
     if not files:
         return spark.createDataFrame([], _spark_schema(list(arrow)))
     if parts and all(_hive_path(dataset.location, f.uri, f.partition_values) for f in files):
         # Spark's own partition discovery restores the columns; the full schema fixes their types
-        full = _spark_schema([f for f in arrow if f.name not in parts] + [arrow.field(c) for c in parts])
+        full = _spark_schema([f for f in arrow if f.name not in parts] + [arrow.field(c) for c in parts], zoned)
         so = dataset.storage_options
         frame = spark.read.schema(full).option("basePath", uris.to_uri(dataset.location, so))
         return frame.parquet(*(uris.to_uri(f.uri, so) for f in files)).select(*arrow.names)

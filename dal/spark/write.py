@@ -42,14 +42,20 @@ def _stage(txn: WriteTransaction, schema: pa.Schema, counters: tuple[Any, Any, A
                 else pa.Table.from_batches([b]).cast(schema).combine_chunks().to_batches()[0]
             )
 
-        records = txn.stage(cast(b) for b in batches)
+        records = txn.stage(txn.observed(cast(b) for b in batches))
         if counters is not None:
             counters[0].add(seen[0])
             counters[1].add(len(records))
             counters[2].add(sum(int(r.get("size") or 0) for r in records))
-        yield pa.RecordBatch.from_pylist(records, schema=txn.record_schema)
+        out = pa.RecordBatch.from_pylist(records, schema=txn.record_schema)
+        # what this task's rows proved of the time partitions, on each of its file records (see write_dataframe)
+        found = txn.observer.encode() if txn.observer is not None else 0
+        yield out.append_column(_FOUND, pa.array([found] * out.num_rows, pa.int64()))
 
     return run
+
+
+_FOUND = "dal_time_partitions_kept"  # a column _stage adds to the records: the rules its task's rows kept
 
 
 @contextmanager
@@ -150,6 +156,8 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
             writer = writer.partitionBy(*txn.partition_columns)
         with _watched(df.sparkSession):  # Spark's own writer: the progress line shows its tasks
             writer.options(**native).save(uris.to_uri(location, opts.storage_options))
+        if txn.observer is not None and not txn.observer.declared:
+            txn.observer.merge([False] * len(txn.observer.rules))  # no row was seen: nothing proven
         return txn.native_commit()
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -159,7 +167,8 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
         with _watched(df.sparkSession) as counters, group:  # a progress line on a terminal, per staged file
             # by position: mapInArrow resolves each column by its name, which fails for names with dots or backquotes
             positional = df.select(*(F.col(quoted(n)).alias(f"_{i}") for i, n in enumerate(schema.names)))
-            frame = positional.mapInArrow(_stage(txn, schema, counters), from_arrow_schema(txn.record_schema))
+            records = txn.record_schema.append(pa.field(_FOUND, pa.int64()))
+            frame = positional.mapInArrow(_stage(txn, schema, counters), from_arrow_schema(records))
             rows = [r.asDict() for r in frame.collect()]
     except Exception as e:
         group.settle()  # the failed job's other tasks may still be staging files: let them stop first
@@ -177,6 +186,10 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
         txn.abort()
         raise
     pause("spark-files-staged")
+    for r in rows:
+        found = r.pop(_FOUND)
+        if txn.observer is not None:
+            txn.observer.merge(txn.observer.decode(int(found)))
     return txn.commit(rows)
 
 

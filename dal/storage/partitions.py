@@ -4,8 +4,10 @@ writes them), a table split by partition value, and per-partition totals for the
 
 from __future__ import annotations
 
+import json
+import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 from urllib.parse import quote, unquote
@@ -14,10 +16,94 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.types import NULL_PARTITION, Partition
+from dal.errors import DalError
 
 PartitionValues = tuple[tuple[str, str | None], ...]
+# a dataset property: the types of a plain directory's partition columns, where its files do not record them
+# (JSON: column -> Arrow type name), given to dal.register or taken from a Hive table's partition keys
+PARTITION_TYPES_KEY = "dal.partition_types"
+# the Arrow type of each Hive partition key type (decimal(p,s), varchar(n) and char(n) are parsed)
+HIVE_TYPES = {
+    "tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "integer": pa.int32(), "bigint": pa.int64(),
+    "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_(), "string": pa.string(),
+    "date": pa.date32(), "timestamp": pa.timestamp("us"), "binary": pa.binary(),
+}  # fmt: skip
 
 __all__ = ["NULL_PARTITION", "PartitionValues"]
+
+
+_DECIMAL = re.compile(r"decimal(?:128|256)?\((\d+), *(-?\d+)\)")
+_ZONED = re.compile(r"timestamp\[(s|ms|us|ns), *tz=(.+)\]")
+
+
+def arrow_type(name: str) -> pa.DataType:
+    """The Arrow type ``name`` names (``str(pa.DataType)`` or an alias such as ``date32``), else DalError."""
+    if m := _DECIMAL.fullmatch(name):
+        precision, scale = int(m.group(1)), int(m.group(2))
+        return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+    if m := _ZONED.fullmatch(name):
+        return pa.timestamp(m.group(1), tz=m.group(2))
+    try:
+        return pa.type_for_alias(name)
+    except (ValueError, KeyError):
+        raise DalError(f"{name!r} is not an Arrow type name") from None
+
+
+def check_partition_types(types: object) -> str:
+    """``types`` (column -> Arrow type name, e.g. ``{"date": "date32", "hour": "int32"}``) as the JSON text of
+    the ``PARTITION_TYPES_KEY`` property.
+
+    Raises:
+        DalError: not a mapping of column names to the names of types a partition value can have."""
+    if not isinstance(types, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in types.items()):
+        raise DalError(f"partition_types must map column names to Arrow type names, not {types!r:.100}")
+    out = {}
+    for column, name in types.items():
+        try:
+            typ = arrow_type(name)
+        except DalError:
+            raise DalError(f"partition_types: {name!r} ({column}) is not an Arrow type name") from None
+        if not _partition_typed(typ):
+            raise DalError(f"partition_types: a partition value cannot be {typ} ({column})")
+        out[column] = str(typ)
+    return json.dumps(out, sort_keys=True)
+
+
+def _partition_typed(t: pa.DataType) -> bool:
+    return any(
+        f(t)
+        for f in (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_string,
+                  pa.types.is_large_string, pa.types.is_date, pa.types.is_timestamp, pa.types.is_decimal,
+                  pa.types.is_binary)
+    )  # fmt: skip
+
+
+def hive_partition_type(hive: str) -> pa.DataType | None:
+    """The Arrow type of a Hive partition key type (None: one dal does not know)."""
+    t = hive.strip().lower()
+    if t in HIVE_TYPES:
+        return HIVE_TYPES[t]
+    if re.fullmatch(r"(varchar|char)\(\d+\)", t):
+        return pa.string()
+    if m := re.fullmatch(r"decimal\((\d+), *(\d+)\)", t):
+        return pa.decimal128(int(m.group(1)), int(m.group(2)))
+    return None
+
+
+def declared_types(text: object) -> dict[str, pa.DataType]:
+    """The types a ``PARTITION_TYPES_KEY`` property gives (nothing for text dal cannot read)."""
+    try:
+        d = json.loads(text) if isinstance(text, str) else {}
+        return {str(k): arrow_type(str(v)) for k, v in d.items()} if isinstance(d, dict) else {}
+    except (ValueError, DalError):
+        return {}
+
+
+def infer_type(values: Iterable[str | None]) -> pa.DataType:
+    """A partition column's type from its directory values alone, as pyarrow's hive discovery reads them:
+    integers int64, anything else (dates included: a name cannot say it is one) a string."""
+    present = [v for v in values if v is not None]
+    return pa.int64() if all(v.lstrip("-").isdigit() for v in present) else pa.string()
 
 
 def partition_string(value: Any) -> str | None:

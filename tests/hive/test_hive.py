@@ -286,3 +286,26 @@ def test_maps_structs_and_empty_partition_values_reach_hive(
         r.stderr.startswith("dal: error: hive sync: synced 1 of 2 datasets; hv.odd: column s")
         and r.stderr.count("\n") == 1
     )
+
+
+def test_import_types_partitions_as_hive_declares_them(sqlite_env: Catalog, metastore: str, tmp_path: Path) -> None:
+    """A Hive Parquet table's partition columns are typed by its partition keys (DATE, INT), not guessed from
+    the directory names (dates as strings, an INT as int64): the rows Spark SQL gives, with Hive's types."""
+    results = spark_sql(
+        metastore,
+        tmp_path,
+        "CREATE DATABASE IF NOT EXISTS imp",
+        "CREATE TABLE imp.typed (x DOUBLE) PARTITIONED BY (d DATE, h INT, s STRING) STORED AS PARQUET",
+        "INSERT INTO imp.typed PARTITION (d='2024-04-01', h=5, s='12') VALUES (1.5), (2.5)",
+        "INSERT INTO imp.typed PARTITION (d='2024-04-02', h=23, s='007') VALUES (3.5)",
+        "SELECT x, d, h, s FROM imp.typed",
+    )
+    theirs = sorted((r["x"], r["d"], r["h"], r["s"]) for r in results[-1])
+    (version,) = dal.hive.import_table("imp.typed", uri=metastore)
+    ds = dal.open("imp.typed")
+    schema = ds.arrow_schema()
+    assert [str(schema.field(c).type) for c in ("d", "h", "s")] == ["date32[day]", "int32", "string"]
+    assert version.schema.get("d").type == "date32[day]"  # type: ignore[union-attr]
+    mine = sorted((r["x"], str(r["d"]), r["h"], r["s"]) for r in ds.to_arrow().to_pylist())
+    assert mine == theirs
+    assert ds.filter("d = '2024-04-02' AND h = 23").count() == 1

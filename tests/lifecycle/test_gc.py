@@ -218,3 +218,34 @@ def test_gc_refuses_when_a_kept_file_is_missing(cat: Catalog) -> None:
         lifecycle.gc("g.m", keep_last=1)
     assert files_under(location) == before
     assert all(v.unavailable is None for v in cat.versions("g.m"))
+
+
+def test_adopting_again_after_gc_and_drop_keeps_the_history_honest(cat: Catalog) -> None:
+    """Register a table again after ``dal gc`` and ``dal drop``: the versions gc deleted came back as ordinary
+    versions (Delta: listed as readable, failing when read) or were renumbered (Petastorm: version 3 became
+    version 0). Now the numbers stay and a version whose files are gone is listed as unavailable, saying why;
+    a version whose files are all still there (Delta's v2: the overwrite v3 appends to) reads as delta-rs reads it."""
+    from deltalake import DeltaTable
+
+    for i in range(4):
+        mode = "overwrite" if i == 2 else "append"
+        dal.write(table(10, 100 * i), "ad.delta", mode=mode)
+        dal.write(rows(5, 100 * i), "ad.petastorm", format="petastorm", schema=SCHEMA, mode=mode)
+    locations = {n: cat.get_dataset(n).location for n in ("ad.delta", "ad.petastorm")}
+    last = {n: sorted(dal.open(n).to_arrow().column("id").to_pylist()) for n in locations}
+    gone = {"ad.delta": [True, True, False, False], "ad.petastorm": [True, True, True, False]}
+    for name, location in locations.items():
+        assert lifecycle.gc(name, keep_last=1).expired == (0, 1, 2)
+        lifecycle.drop(name)
+        dal.register(name, location, format=name.removeprefix("ad."))
+        versions = cat.versions(name)
+        assert [(v.number, v.storage_version) for v in versions] == [(i, i) for i in range(4)], name
+        assert [v.unavailable is not None for v in versions] == gone[name], name
+        for v, unreadable in enumerate(gone[name]):
+            if unreadable:
+                with pytest.raises(DalError, match=rf"{name} version {v} .*cannot be read: .*(gone|expired)"):
+                    dal.open(name, v)
+            elif name == "ad.delta":
+                theirs = DeltaTable(location, version=v).to_pyarrow_table().column("id").to_pylist()
+                assert sorted(dal.open(name, v).to_arrow().column("id").to_pylist()) == sorted(theirs)
+        assert sorted(dal.open(name, 3).to_arrow().column("id").to_pylist()) == last[name]

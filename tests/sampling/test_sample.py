@@ -17,7 +17,7 @@ import pytest
 import dal
 import dal.read.plan
 import dal.read.reader
-from dal.errors import DalError
+from dal.errors import DalError, FilterError
 from tests.sampling.conftest import GROUP, ROWS, ids, within
 
 REPO = Path(__file__).resolve().parents[2]
@@ -173,3 +173,64 @@ def test_sample_once_and_empty_scans(data: dal.Dataset) -> None:
     assert empty.sample(0.5).count() == 0 and empty.sample(0.5).to_arrow().num_rows == 0
     with pytest.raises(DalError, match="no rows to sample"):
         empty.sample(rows=3).count()
+
+
+@pytest.fixture
+def days(sqlite_env: Any, tmp_path: Path) -> dal.Dataset:
+    """Ten days, one file each, in two row groups of 1,000 rows: row groups larger than a sample's window."""
+    root = tmp_path / "days"
+    for d in range(10):
+        (root / f"day={d}").mkdir(parents=True)
+        ids_ = np.arange(d * 2000, (d + 1) * 2000)
+        pq_table = pd.DataFrame({"id": ids_, "x": ids_ / 2})
+        pq_table.to_parquet(root / f"day={d}" / "part.parquet", row_group_size=1000, index=False)
+    dal.register("s.days", str(root), format="parquet")
+    return dal.open("s.days")
+
+
+def test_rows_sample_draws_each_epoch_from_all_over_the_scan(days: dal.Dataset) -> None:
+    """sample(rows=3000) of ten days drew each epoch's rows from one window of spread·n rows: 1-2 of the 10 days.
+    The draw now covers its spread·n rows with 16 windows spread over the row groups (in a new random order each
+    epoch): most days every epoch, at the I/O of about 16 row groups. windows=1 is the old, cheapest draw."""
+    n = 300
+    spread = days.scan().sample(rows=n, seed=5)
+    clustered = days.scan().sample(rows=n, seed=5, windows=1)
+    for e in range(8):
+        got = np.asarray(ids(spread.set_epoch(e).to_arrow()))
+        assert len(got) == len(set(got.tolist())) == n
+        assert len(set((got // 2000).tolist())) >= 6, e  # 16 windows over 20 row groups of 10 days
+        one = np.asarray(ids(clustered.set_epoch(e).to_arrow()))
+        assert len(one) == n and len(set((one // 2000).tolist())) <= 3  # 1,200 rows: at most 3 row groups
+        assert len(clustered.set_epoch(e).plan()) <= 3
+    with pytest.raises(FilterError, match="windows= applies to rows="):
+        days.scan().sample(0.1, windows=3)
+    with pytest.raises(FilterError, match="sample windows must be"):
+        days.scan().sample(rows=10, windows=0)
+
+
+def test_rows_sample_keeps_every_rows_chance_with_several_windows(sqlite_env: Any, tmp_path: Path) -> None:
+    """With 16 windows each row's chance is still exactly n/N: per-day totals over many epochs match n/10, for
+    days of unequal sizes and row groups (the per-row-group counts of the draw, exact per epoch)."""
+    from dal.read import sampling
+
+    root = tmp_path / "uneven"
+    sizes = [300, 1700, 900, 2600, 500]
+    for d, size in enumerate(sizes):
+        (root / f"day={d}").mkdir(parents=True)
+        start = sum(sizes[:d])
+        frame = pd.DataFrame({"id": np.arange(start, start + size)})
+        frame.to_parquet(root / f"day={d}" / "part.parquet", row_group_size=[200, 700, 450, 650, 125][d], index=False)
+    dal.register("s.uneven", str(root), format="parquet")
+    scan = dal.open("s.uneven").scan().sample(rows=400, seed=3)
+    tasks = scan.query.all_tasks()
+    day_of = [int(dict(t.partition_values)["day"]) for t in tasks]
+    epochs, total = 1500, sum(sizes)
+    per_day = np.zeros((epochs, len(sizes)))
+    for e in range(epochs):
+        got = sampling._draw_sample(scan.query, scan.sample_, e)
+        assert sum(k for _, k in got.values()) == 400
+        for t, d in zip(tasks, day_of, strict=True):
+            per_day[e, d] += got.get(sampling._key(t), (0, 0))[1]
+    for d, size in enumerate(sizes):
+        mean, se = per_day[:, d].mean(), per_day[:, d].std() / np.sqrt(epochs)
+        assert abs(mean - 400 * size / total) <= 4 * se + 1e-9, (d, mean, 400 * size / total)

@@ -211,7 +211,13 @@ class DeltaFormat(Format):
         raise FormatError(f"committed to {location} but cannot find commit {write_id} in the last 500 versions")
 
     def snapshots(
-        self, location: str, storage_options: Mapping[str, str], *, after: int | None, previous: Schema | None
+        self,
+        location: str,
+        storage_options: Mapping[str, str],
+        *,
+        after: int | None,
+        previous: Schema | None,
+        partition_types: Mapping[str, pa.DataType] | None = None,
     ) -> list[VersionDraft]:
         """Every version after ``after``; versions the log no longer holds (expired, before the first one it
         can rebuild) are described as unavailable, a version missing or corrupt between readable ones is an
@@ -222,6 +228,9 @@ class DeltaFormat(Format):
         expired: list[tuple[int, str | None]] = []
         readable_seen = False
         first = 0 if after is None else after + 1
+        # adopting the whole history (register, a re-adoption after drop): versions whose data files are gone
+        # (deleted by dal gc or a VACUUM) are recorded as unavailable, not as readable versions
+        on_disk = self._data_paths(location, storage_options) if after is None else None
         label = f"reading the Delta log of {uris.mask_url(location)}"
         for v in progress.each(range(first, latest + 1), label, unit="versions"):  # a line on a terminal only
             try:
@@ -243,7 +252,7 @@ class DeltaFormat(Format):
                 (a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)), {}
             )
             try:
-                draft = self._describe(table, v, entry, previous, storage_options)
+                draft = self._describe(table, v, entry, previous, storage_options, on_disk)
             except DalError:
                 raise
             except Exception as e:
@@ -264,8 +273,19 @@ class DeltaFormat(Format):
             raise FormatError(f"{location}: Delta versions {expired[0][0]}..{expired[-1][0]} cannot be loaded")
         return drafts
 
+    @staticmethod
+    def _data_paths(location: str, storage_options: Mapping[str, str]) -> set[str]:
+        """Every file below the table (paths relative to it), in one listing."""
+        return {rel for rel, _size in Location.of(location, storage_options).list()}
+
     def _describe(
-        self, table: Any, v: int, entry: Mapping[str, Any], previous: Schema | None, storage_options: Mapping[str, str]
+        self,
+        table: Any,
+        v: int,
+        entry: Mapping[str, Any],
+        previous: Schema | None,
+        storage_options: Mapping[str, str],
+        present: set[str] | None = None,
     ) -> VersionDraft:
         arrow = _arrow_schema(table)
         schema = from_arrow(arrow)
@@ -276,6 +296,13 @@ class DeltaFormat(Format):
             ownership.below(table.table_uri, a["path"], table=where, entry="an add action's path")
         rows = sum(a["num_records"] or 0 for a in actions)
         missing = None
+        if present is not None:
+            gone = [p for a in actions if "://" not in (p := unquote(a["path"])) and p not in present]
+            if gone:
+                missing = (
+                    f"{len(gone)} data file(s) of Delta version {v} are gone (e.g. {gone[0]}): deleted by dal gc or "
+                    "a VACUUM"
+                )
         if any(a["num_records"] is None for a in actions):
             try:
                 rows = self._count_without_stats(table, actions, storage_options)
@@ -1135,9 +1162,13 @@ class DeltaWrite(WriteTransaction):
         check_time_column(self.opts.time_column, reader.schema.names, "a column of the data")
         fmt = DeltaFormat()
         parts = fmt.check_write(self.location, reader.schema, self.opts)
+        if self.observer is not None:
+            reader = pa.RecordBatchReader.from_batches(reader.schema, self.observed(reader))
         try:
             return fmt.write(self.location, reader, self.opts, parts)
         except DalError as e:
+            if self.observer is not None and self.observer.error is not None:
+                raise self.observer.error from None  # a row broke a declared rule: delta-rs stopped, no commit
             # an error on the way back (a lost response after the store took the commit) may hide a commit
             landed = None if isinstance(e, SchemaMismatch) else self.landed()
             if landed is None:

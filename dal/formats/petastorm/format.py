@@ -534,7 +534,13 @@ class PetastormFormat(Format):
     # -- describing versions ----------------------------------------------------------------------
 
     def snapshots(
-        self, location: str, storage_options: Mapping[str, str], *, after: int | None, previous: Schema | None
+        self,
+        location: str,
+        storage_options: Mapping[str, str],
+        *,
+        after: int | None,
+        previous: Schema | None,
+        partition_types: Mapping[str, pa.DataType] | None = None,
     ) -> list[VersionDraft]:
         loc = Location.of(location, storage_options)
         numbers = committed_numbers(loc)
@@ -552,21 +558,34 @@ class PetastormFormat(Format):
                 )
             return drafts
         label = f"reading the Petastorm records of {uris.mask_url(location)}"
-        for n in progress.each([n for n in numbers if after is None or n > after], label, unit="versions"):
+        # a number without a record below the newest one: a version dal gc removed (records are created one
+        # after another, an abandoned commit keeps its record). Recorded as expired, so that a re-adopted
+        # dataset keeps its numbering and says why those versions cannot be read.
+        start = 0 if after is None else after + 1
+        removed = sorted(set(range(start, numbers[-1])) - set(numbers)) if numbers else []
+        gone, pending = set(removed), []
+        for n in progress.each(sorted([n for n in numbers if n >= start] + removed), label, unit="versions"):
+            if n in gone:
+                pending.append(n)
+                continue
             record = load_commit(loc, n)
             if record is None:  # an abandoned commit: no version
                 continue
+            drafts += [_removed(x, record.committed_at) for x in pending]
             tensors = version_schema(loc, record)
             draft = describe_files(record.files, tensors.to_catalog(), previous=previous, number=n)
             operation = draft.operation
+            if operation == "create" and (pending or drafts):  # versions before it were removed: not a creation
+                operation = record.mode
             if operation == "append" and record.mode == "overwrite":
                 operation = "overwrite"
+            pending = []
             props = {"unischema": tensors.name, "path": record.directory}
             drafts.append(
                 dataclasses.replace(draft, operation=operation, committed_at=record.committed_at, properties=props)
             )
             previous = draft.schema
-        return drafts
+        return drafts + [_removed(x, None) for x in pending]
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -940,11 +959,26 @@ class PetastormWrite(WriteTransaction):
     def write(self, data: Any) -> int:
         fmt, parts = PetastormFormat(), tuple(self.opts.partition_by or ())
         table = fmt.encode(self.schema, _as_tensors(self.schema, _columns(data)), parts)  # validates every value first
+        if self.observer is not None:
+            self.observer.see(table)
         return fmt.write_tensors(
             self.location, self.schema, table, mode=self.opts.mode, partition_by=parts,
             storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
             token=self.opts.token,
         )  # fmt: skip
+
+
+def _removed(number: int, committed_at: datetime | None) -> VersionDraft:
+    """A version whose record and files are gone (expired by ``dal gc``): recorded as unavailable, with the
+    time of the next readable version (its own went with its record)."""
+    return VersionDraft(
+        operation="expired",
+        schema=Schema(),
+        row_count=0,
+        storage_version=number,
+        committed_at=committed_at,
+        properties={"unavailable": f"Petastorm version {number}'s record and files are gone (expired by dal gc)"},
+    )
 
 
 __all__ = ["PetastormFormat", "PetastormWrite", "decode_table"]

@@ -40,6 +40,23 @@ def _registered(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def _wait_until_reading(pid: int) -> None:
+    """Wait until the process's main thread is blocked reading the terminal. "[y/N]:" is drawn before the prompt
+    calls input(), and a SIGINT that lands inside input() before its read() starts is recorded by Python but
+    interrupts nothing (a window of microseconds, which a loaded machine widens): the test would then hang on
+    the read, not on anything a person pressing Ctrl-C could meet."""
+    wchan = Path(f"/proc/{pid}/wchan")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            where = wchan.read_text().strip()
+        except OSError:
+            return
+        if where in {"wait_woken", "n_tty_read"}:
+            return
+        time.sleep(0.05)
+
+
 def _at_prompt(env: dict[str, str], args: list[str], answer: bytes | None) -> tuple[int, str]:
     """Run ``dal`` on a pty (a terminal: stdin, stdout and stderr); at the confirmation prompt send SIGINT
     (what the terminal sends on Ctrl-C) or type ``answer``. The screen: what stdout and stderr drew."""
@@ -58,6 +75,7 @@ def _at_prompt(env: dict[str, str], args: list[str], answer: bytes | None) -> tu
                 break
             if not sent and b"[y/N]:" in screen:
                 if answer is None:
+                    _wait_until_reading(proc.pid)
                     proc.send_signal(signal.SIGINT)
                 else:
                     os.write(master, answer)

@@ -1,0 +1,334 @@
+"""The catalog's plumbing: one database handle with short transactions, backend errors translated at this
+boundary, and the rows <-> frozen values conversions every part of ``Catalog`` shares."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.orm import Session
+
+from catalog import migrate
+from catalog.engine import default_url, display_url, make_engine
+from catalog.errors import (
+    CatalogError,
+    CatalogReadOnly,
+    CatalogUnavailable,
+    DatasetNotFound,
+    VersionNotFound,
+)
+from catalog.models import (
+    DatasetRow,
+    SchemaFieldRow,
+    SchemaRow,
+    TagRow,
+    VersionRow,
+)
+from catalog.types import (
+    MAX_VERSION,
+    DatasetInfo,
+    Field,
+    Schema,
+    VersionInfo,
+    as_utc,
+    validate_name,
+    validate_text,
+    version_ref,
+)
+
+VersionRef = int | str | datetime | date | None  # a date: its midnight UTC
+_TAG_TEXT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+# a format is dal's business (dal.formats): the catalog stores its name, a short lower-case word
+FORMAT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+# version properties: why a version cannot be read any more (expired by gc, vacuumed, log expired), and when
+# dal gc expired it
+UNAVAILABLE = "unavailable"
+EXPIRED_AT = "expired_at"
+FILES_DELETED = "files_deleted_at"  # set by dal gc once the expired version's files are deleted
+MAX_PROPERTIES = 100
+# what recording writes needs on PostgreSQL: rows in every table; updates of datasets (the row lock that
+# serialises publishers) and tags (moving one)
+_WRITE_PRIVILEGES = (
+    ("dal_datasets", "INSERT"),
+    ("dal_datasets", "UPDATE"),
+    ("dal_schemas", "INSERT"),
+    ("dal_schema_fields", "INSERT"),
+    ("dal_versions", "INSERT"),
+    ("dal_partitions", "INSERT"),
+    ("dal_tags", "INSERT"),
+    ("dal_tags", "UPDATE"),
+)
+
+
+def _is_permission_error(e: DBAPIError) -> bool:
+    """A backend's "you may not write": PostgreSQL's insufficient_privilege (42501), SQLite's read-only
+    database (a read-only file, medium or ``mode=ro`` connection)."""
+    orig = e.orig
+    if getattr(orig, "sqlstate", None) == "42501":
+        return True
+    name = str(getattr(orig, "sqlite_errorname", ""))
+    return name.startswith("SQLITE_READONLY") or "attempt to write a readonly database" in str(orig)
+
+
+def like_pattern(pattern: str) -> str:
+    """Translate a shell glob (``*``, ``?``) into a LIKE pattern with ``\\`` as the escape character."""
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped.replace("*", "%").replace("?", "_")
+
+
+def check_properties(properties: Mapping[str, Any] | None) -> dict[str, Any]:
+    """User properties of a dataset: string keys, JSON scalar values (None removes a key)."""
+    if properties is None:
+        return {}
+    if not isinstance(properties, Mapping):
+        raise CatalogError(f"properties must be a mapping of names to values, not {type(properties).__name__}")
+    if len(properties) > MAX_PROPERTIES:
+        raise CatalogError(f"at most {MAX_PROPERTIES} properties at once")
+    out: dict[str, Any] = {}
+    for k, v in properties.items():
+        key = validate_text(k, "property name", max_length=200)
+        if not key or not _TAG_TEXT.fullmatch(key):
+            raise CatalogError(f"property name {k!r} must be 1-100 letters, digits, '_', '.' or '-'")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise CatalogError(f"property {key!r} must be a finite number, not {v}")
+        if v is not None and not isinstance(v, str | int | float | bool):
+            raise CatalogError(f"property {key!r} must be a string, number or bool, not {type(v).__name__}")
+        if isinstance(v, str):
+            validate_text(v, f"property {key!r}")
+        out[key] = v
+    return out
+
+
+class CatalogBase:
+    """A handle on one catalog database (SQLite file or PostgreSQL): sessions, errors, and row conversions.
+
+    Args:
+        url: any SQLAlchemy URL; default ``$DAL_CATALOG_URL`` or the embedded SQLite file.
+        create: create the catalog tables when the database is empty (first use).
+
+    Raises:
+        CatalogUnavailable: the database cannot be reached.
+        CatalogOutOfDate: the database needs ``dal db upgrade``.
+    """
+
+    def __init__(self, url: str | None = None, *, create: bool = True) -> None:
+        self.url = url or default_url()
+        self._engine = make_engine(self.url)
+        self._write_engine = self._engine.execution_options(dal_write=True)
+        if create:
+            with self._translate():
+                migrate.ensure_current(self._engine)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({display_url(self.url)!r})"
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        try:
+            yield
+        except CatalogError:
+            raise
+        except (OperationalError, DBAPIError) as e:
+            if isinstance(e, IntegrityError):
+                raise
+            first = str(e.orig).strip().splitlines()[0] if e.orig is not None else str(e)
+            if isinstance(e, DBAPIError) and _is_permission_error(e):
+                raise CatalogReadOnly(
+                    f"this catalog role cannot write to {display_url(self.url)} ({first}); "
+                    "it can read datasets but not record versions, datasets or tags"
+                ) from e
+            raise CatalogUnavailable(f"catalog {display_url(self.url)} failed: {first}") from e
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with self._translate(), Session(self._engine) as s:
+            yield s
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with self._translate(), Session(self._write_engine) as s, s.begin():
+            yield s
+
+    def check_writable(self) -> None:
+        """Refuse early, before any data is written to storage, when this role cannot record versions.
+
+        PostgreSQL: the privileges recording needs (``has_table_privilege`` / ``has_sequence_privilege``
+        of the current user). SQLite: a write transaction that changes nothing (a read-only file,
+        medium or ``mode=ro`` connection refuses it).
+
+        Raises:
+            CatalogReadOnly: naming what is missing. CatalogUnavailable: the database cannot be reached.
+        """
+        with self._translate(), self._write_engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                tables = list(dict(_WRITE_PRIVILEGES))
+                checks = [f"has_table_privilege(current_user, :t{i}, :p{i})" for i in range(len(_WRITE_PRIVILEGES))]
+                checks += [
+                    f"coalesce(has_sequence_privilege(current_user, pg_get_serial_sequence(:s{i}, 'id'), 'USAGE'), true)"
+                    for i in range(len(tables))
+                ]
+                params = {f"t{i}": t for i, (t, _) in enumerate(_WRITE_PRIVILEGES)}
+                params |= {f"p{i}": p for i, (_, p) in enumerate(_WRITE_PRIVILEGES)}
+                params |= {f"s{i}": t for i, t in enumerate(tables)}
+                row = conn.execute(text(f"SELECT current_user, {', '.join(checks)}"), params).one()
+                user, granted = row[0], list(row[1:])
+                needed = [f"{p} on {t}" for t, p in _WRITE_PRIVILEGES] + [f"USAGE on {t}_id_seq" for t in tables]
+                missing = [what for what, ok in zip(needed, granted, strict=True) if not ok]
+                if missing:
+                    raise CatalogReadOnly(
+                        f"this catalog role ({user}) cannot write to {display_url(self.url)}: it lacks "
+                        + ", ".join(missing)
+                        + "; nothing was written (ask for those grants, or write with another role)"
+                    )
+            else:
+                with conn.begin() as tx:  # BEGIN IMMEDIATE: takes the write lock, as recording would
+                    conn.execute(text("UPDATE dal_datasets SET name = name WHERE 1 = 0"))
+                    tx.rollback()
+
+    def revision(self) -> str | None:
+        """The catalog schema revision recorded in the database (``None`` when never migrated)."""
+        with self._translate(), self._engine.connect() as conn:
+            return migrate.current_revision(conn)
+
+    def upgrade(self) -> tuple[str | None, str]:
+        """Upgrade the catalog schema to this dal's head revision; return (before, after)."""
+        with self._translate():
+            return migrate.upgrade(self._engine)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _dataset_row(self, s: Session, name: str, *, for_update: bool = False) -> DatasetRow:
+        validate_name(name)
+        stmt = select(DatasetRow).where(DatasetRow.name == name)
+        if for_update:
+            stmt = stmt.with_for_update()
+        row = s.scalar(stmt)
+        if row is None:
+            raise DatasetNotFound(f"dataset {name!r}", name, s.scalars(select(DatasetRow.name)).all())
+        return row
+
+    @staticmethod
+    def _tags(s: Session, dataset_id: int) -> Sequence[str]:
+        return s.scalars(select(TagRow.name).where(TagRow.dataset_id == dataset_id)).all()
+
+    def _resolve(self, s: Session, ds: DatasetRow, ref: VersionRef) -> VersionRow:
+        base = select(VersionRow).where(VersionRow.dataset_id == ds.id)
+        ref = version_ref(ref)  # InvalidName for a bool, float, …; ASCII digit strings become ints
+        if ref is None or ref == "latest":
+            row = s.scalar(base.order_by(VersionRow.number.desc()).limit(1))
+            if row is None:
+                raise VersionNotFound(f"any version of {ds.name!r}", hint="the dataset has no versions yet")
+            return row
+        if isinstance(ref, int):
+            row = s.scalar(base.where(VersionRow.number == ref)) if 0 <= ref <= MAX_VERSION else None
+            if row is None:
+                latest = "none yet" if ds.current_version < 0 else f"0..{ds.current_version}"
+                raise VersionNotFound(f"version {ref} of {ds.name!r}", hint=f"versions are {latest}")
+            return row
+        if isinstance(ref, str):
+            text = ref
+            valid = _TAG_TEXT.fullmatch(text) is not None  # never send NUL or other junk to the database
+            tag = s.scalar(select(TagRow).where(TagRow.dataset_id == ds.id, TagRow.name == text)) if valid else None
+            if tag is not None:
+                return s.get_one(VersionRow, tag.version_id)
+            try:
+                ref = datetime.fromisoformat(text)
+            except ValueError:
+                tags = self._tags(s, ds.id)
+                raise VersionNotFound(
+                    f"version {text!r} of {ds.name!r}",
+                    text,
+                    tags,
+                    hint=f"tags are {', '.join(sorted(tags))}" if tags else "it has no tags",
+                ) from None
+        if isinstance(ref, datetime):
+            at = as_utc(ref)
+            row = s.scalar(base.where(VersionRow.created_at <= at).order_by(VersionRow.number.desc()).limit(1))
+            if row is None:
+                first = s.scalar(base.order_by(VersionRow.number).limit(1))
+                hint = f"its first version is from {first.created_at.isoformat()}" if first else "it has no versions"
+                raise VersionNotFound(f"a version of {ds.name!r} as of {at.isoformat()}", hint=hint)
+            return row
+        raise TypeError(f"version must be an int, a tag, a datetime or None, not {type(ref).__name__}")
+
+    @staticmethod
+    def _schema_row(s: Session, dataset_id: int, schema: Schema) -> SchemaRow:
+        fp = schema.fingerprint()
+        row = s.scalar(select(SchemaRow).where(SchemaRow.dataset_id == dataset_id, SchemaRow.fingerprint == fp))
+        if row is None:
+            row = SchemaRow(
+                dataset_id=dataset_id,
+                fingerprint=fp,
+                fields=[
+                    SchemaFieldRow(
+                        position=i,
+                        name=f.name,
+                        type=f.type,
+                        nullable=f.nullable,
+                        dtype=f.dtype,
+                        shape=None if f.shape is None else list(f.shape),
+                        codec=f.codec,
+                    )
+                    for i, f in enumerate(schema.fields)
+                ],
+            )
+            s.add(row)
+        return row
+
+    @staticmethod
+    def _schema(row: SchemaRow) -> Schema:
+        return Schema(
+            tuple(
+                Field(
+                    name=f.name,
+                    type=f.type,
+                    nullable=f.nullable,
+                    dtype=f.dtype,
+                    shape=None if f.shape is None else tuple(f.shape),
+                    codec=f.codec,
+                )
+                for f in row.fields
+            )
+        )
+
+    @staticmethod
+    def _dataset_info(r: DatasetRow) -> DatasetInfo:
+        return DatasetInfo(
+            name=r.name,
+            format=r.format,
+            location=r.location,
+            description=r.description,
+            owner=r.owner,
+            time_column=r.time_column,
+            created_at=r.created_at,
+            updated_at=r.updated_at,
+            latest_version=None if r.current_version < 0 else r.current_version,
+            properties=dict(r.properties or {}),
+        )
+
+    def _version_info(self, name: str, r: VersionRow) -> VersionInfo:
+        return VersionInfo(
+            dataset=name,
+            number=r.number,
+            created_at=r.created_at,
+            operation=r.operation,
+            row_count=r.row_count,
+            file_count=r.file_count,
+            size_bytes=r.size_bytes,
+            storage_version=r.storage_version,
+            schema=self._schema(r.schema),
+            partition_columns=tuple(r.partition_columns or ()),
+            tags=tuple(t.name for t in r.tags),
+            properties=dict(r.properties or {}),
+        )

@@ -1,0 +1,174 @@
+"""Finding datasets: the web UI's search (a glob or a substring of name, description, owner, format, tags,
+columns), its facets, sorting and pages, run in the database."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import func, or_, select
+
+from catalog.base import CatalogBase, like_pattern
+from catalog.errors import (
+    CatalogError,
+)
+from catalog.models import (
+    DatasetRow,
+    SchemaFieldRow,
+    TagRow,
+    VersionRow,
+)
+from catalog.types import (
+    DatasetInfo,
+    validate_text,
+)
+
+
+class CatalogSearch(CatalogBase):
+    """Search, facets and pages of datasets (part of ``Catalog``)."""
+
+    @staticmethod
+    def _search_clause(query: str | None) -> Any:
+        """The WHERE clause of a search: a glob on the name (``weather.*``) or, without wildcards, a
+        case-insensitive substring of the name or description; LIKE metacharacters are escaped, the text is
+        a bound parameter."""
+        if not query:
+            return None
+        if any(c in query for c in "*?"):
+            return DatasetRow.name.like(like_pattern(query), escape="\\")
+        needle = f"%{like_pattern(query.lower())}%"
+        return or_(
+            func.lower(DatasetRow.name).like(needle, escape="\\"),
+            func.lower(DatasetRow.description).like(needle, escape="\\"),
+        )
+
+    @staticmethod
+    def _find_clause(query: str | None, filters: Mapping[str, str] | None, skip: str | None = None) -> list[Any]:
+        """The WHERE clauses of the web UI's search: ``query`` as ``_search_clause`` and, without wildcards, also
+        the owner, the format, a tag or a column name of the latest version containing it; ``filters`` (facets)
+        match exactly: ``format``, ``owner``, ``tag`` (a tag of any version), ``column`` (a column of the latest
+        version, case-insensitive). ``skip``: a facet left out (to count that facet's values)."""
+        from sqlalchemy.orm import aliased
+
+        clauses: list[Any] = []
+        # aliases: the subqueries correlate with the outer dal_datasets only (a query that also joins versions or
+        # tags, as sorting by size and the tag facet do, must not make them correlate with those too)
+        tag, field, version = aliased(TagRow), aliased(SchemaFieldRow), aliased(VersionRow)
+        latest_fields = (
+            select(field.id)
+            .join(version, version.schema_id == field.schema_id)
+            .where(version.dataset_id == DatasetRow.id, version.number == DatasetRow.current_version)
+        )
+        if query and not any(c in query for c in "*?"):
+            needle = f"%{like_pattern(query.lower())}%"
+            clauses.append(
+                or_(
+                    func.lower(DatasetRow.name).like(needle, escape="\\"),
+                    func.lower(DatasetRow.description).like(needle, escape="\\"),
+                    func.lower(DatasetRow.owner).like(needle, escape="\\"),
+                    func.lower(DatasetRow.format).like(needle, escape="\\"),
+                    select(tag.id)
+                    .where(tag.dataset_id == DatasetRow.id, func.lower(tag.name).like(needle, escape="\\"))
+                    .exists(),
+                    latest_fields.where(func.lower(field.name).like(needle, escape="\\")).exists(),
+                )
+            )
+        elif query:
+            clauses.append(DatasetRow.name.like(like_pattern(query), escape="\\"))
+        for key, value in (filters or {}).items():
+            if not value or key == skip:
+                continue
+            if key == "format":
+                clauses.append(DatasetRow.format == value)
+            elif key == "owner":
+                clauses.append(DatasetRow.owner == value)
+            elif key == "tag":
+                clauses.append(select(tag.id).where(tag.dataset_id == DatasetRow.id, tag.name == value).exists())
+            elif key == "column":
+                clauses.append(latest_fields.where(func.lower(field.name) == value.lower()).exists())
+            else:
+                raise CatalogError(f"unknown search facet {key!r} (format, owner, tag, column)")
+        return clauses
+
+    def count_datasets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> int:
+        """How many datasets match ``query`` and ``filters`` (as ``search_datasets``)."""
+        validate_text(query, "query", optional=True, max_length=1000)
+        stmt = select(func.count()).select_from(DatasetRow).where(*self._find_clause(query, filters))
+        with self._read() as s:
+            return int(s.scalar(stmt) or 0)
+
+    def facets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
+        """For the datasets a search finds, how many have each format, owner and tag (the 50 commonest of each),
+        each facet counted under the other filters only (so choosing one still shows the alternatives)."""
+        validate_text(query, "query", optional=True, max_length=1000)
+        out: dict[str, dict[str, int]] = {}
+        with self._read() as s:
+            for facet, column in (("format", DatasetRow.format), ("owner", DatasetRow.owner)):
+                n = func.count()
+                stmt = (
+                    select(column, n)
+                    .where(*self._find_clause(query, filters, skip=facet), column != "")
+                    .group_by(column)
+                    .order_by(n.desc(), column)
+                    .limit(50)
+                )
+                out[facet] = {str(k): int(v) for k, v in s.execute(stmt)}
+            n = func.count(func.distinct(TagRow.dataset_id))
+            stmt = (
+                select(TagRow.name, n)
+                .join(DatasetRow, DatasetRow.id == TagRow.dataset_id)
+                .where(*self._find_clause(query, filters, skip="tag"))
+                .group_by(TagRow.name)
+                .order_by(n.desc(), TagRow.name)
+                .limit(50)
+            )
+            out["tag"] = {str(k): int(v) for k, v in s.execute(stmt)}
+        return out
+
+    def search_datasets(
+        self,
+        query: str | None = None,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        filters: Mapping[str, str] | None = None,
+        sort: str = "name",
+    ) -> list[tuple[DatasetInfo, int | None, int | None]]:
+        """One page of datasets, with the row count and size in bytes of each one's latest version (``None``
+        before its first); LIMIT/OFFSET run in the database. ``query``: a glob on the name, else a substring of
+        the name, description, owner, format, a tag or a column; ``filters``: exact facets (``_find_clause``);
+        ``sort``: ``name``, ``updated``, ``rows`` or ``size``, descending with a leading ``-`` (ties by name)."""
+        validate_text(query, "query", optional=True, max_length=1000)
+        limit, offset = max(0, min(int(limit), 1000)), max(0, int(offset))
+        descending = sort.startswith("-")
+        key = sort.lstrip("-")
+        latest = (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)
+        orders = {
+            "name": DatasetRow.name,
+            "updated": DatasetRow.updated_at,
+            "rows": VersionRow.row_count,
+            "size": VersionRow.size_bytes,
+        }
+        if key not in orders:
+            raise CatalogError(f"sort must be one of {', '.join(orders)} (a leading - for descending), not {sort!r}")
+        order = orders[key].desc() if descending else orders[key].asc()
+        # the page of ids first (the name index walks to the offset), then the latest versions of those rows only
+        page = select(DatasetRow.id, orders[key].label("k"), DatasetRow.name.label("n"))
+        if key in ("rows", "size"):
+            page = page.outerjoin(VersionRow, latest)
+            order = order.nulls_last()
+        page = (
+            page.where(*self._find_clause(query, filters)).order_by(order, DatasetRow.name).limit(limit).offset(offset)
+        )
+        ids = page.subquery()
+        outer = ids.c.k.desc() if descending else ids.c.k.asc()
+        if key in ("rows", "size"):
+            outer = outer.nulls_last()
+        stmt = (
+            select(DatasetRow, VersionRow.row_count, VersionRow.size_bytes)
+            .join(ids, ids.c.id == DatasetRow.id)
+            .outerjoin(VersionRow, latest)
+            .order_by(outer, ids.c.n)
+        )
+        with self._read() as s:
+            return [(self._dataset_info(d), rows, size) for d, rows, size in s.execute(stmt)]

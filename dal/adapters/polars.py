@@ -8,6 +8,7 @@ its own projection into the scan (``select``) and applies its predicate to each 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,9 @@ def to_polars(scan: Scan, lazy: bool = True) -> Any:
             if left is not None and left <= 0:
                 return
 
-    frame = register_io_source(
-        source, schema=schema, explain_name="dal", explain_detail=f"{scan.dataset.name} v{scan.dataset.number}"
-    )
+    # polars 1.3x names the source in explain(); 1.44 dropped those keywords: pass them only where accepted
+    named: dict[str, Any] = {}
+    if "explain_name" in inspect.signature(register_io_source).parameters:
+        named = {"explain_name": "dal", "explain_detail": f"{scan.dataset.name} v{scan.dataset.number}"}
+    frame = register_io_source(source, schema=schema, **named)
     return frame if lazy else frame.collect()

@@ -64,7 +64,19 @@ class TimePartitions:
     """Partition ``day`` holds the day (``YYYY-MM-DD``, or a date column), and partition ``hour`` (optional) the
     hour (0-23), of the time column ``column`` in time zone ``zone`` — for every row whose time is not null.
 
-    ``column`` None: the dataset's time column (filled in when the rule is recorded)."""
+    Passed as ``dal.write(..., time_partitions=TimePartitions(day="date", hour="hour", zone="UTC"))`` or to
+    ``dal.register``, it declares the rule for the dataset: windows then skip the partitions outside them, and
+    dal's writes to the dataset are refused when a row breaks it.
+
+    Args:
+        day: the partition column holding the day.
+        hour: the partition column holding the hour, if any.
+        zone: the IANA time zone the days and hours are cut in.
+        column: the time column; None: the dataset's (filled in when the rule is recorded).
+
+    Raises:
+        DalError: an empty or non-string column name, ``day`` and ``hour`` naming one column, an unknown zone.
+    """
 
     day: str
     hour: str | None = None

@@ -61,7 +61,11 @@ class Scan:
 
     @property
     def arrow_schema(self) -> pa.Schema:
-        return self.dataset.arrow_schema()
+        """The Arrow schema of what the scan returns: columns a format stores in another type (a Delta
+        tensor as binary, uint8 as short) in the type they were written with (``dal.formats.logical``)."""
+        from dal.formats.logical import logical_schema
+
+        return logical_schema(self.dataset.arrow_schema())
 
     @property
     def physical_schema(self) -> pa.Schema | None:

@@ -86,7 +86,7 @@ def read_task(query: Query, task: ReadTask) -> pa.Table:
         table = query.refine(table)  # the exact filter, where the scan's was widened (before slicing)
     if task.offset or task.length is not None:
         table = table.slice(task.offset, task.length)
-    return table
+    return query.restore(table)
 
 
 def read_span(query: Query, tasks: Sequence[ReadTask]) -> pa.Table:
@@ -115,7 +115,7 @@ def read_span(query: Query, tasks: Sequence[ReadTask]) -> pa.Table:
         use_threads=True,
         fragment_scan_options=scan_options(query),
     )
-    return query.refine(table).combine_chunks()
+    return query.restore(query.refine(table).combine_chunks())
 
 
 def ordered_map(fn: Callable[[int], T], n: int, ahead: int) -> Iterator[T]:
@@ -246,13 +246,13 @@ def _scan_spans(query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[i
         fragment = tagged.fragment
         k = owner[(fragment.path, fragment.row_groups[0].id)]
         while current < k:
-            yield pa.Table.from_batches(held, schema=schema)
+            yield query.restore(pa.Table.from_batches(held, schema=schema))
             current, held = current + 1, []
         batch = query.refine(tagged.record_batch)  # the exact filter, where the scan's was widened
         if batch.num_rows:
             held.append(batch)
     while current < len(spans):
-        yield pa.Table.from_batches(held, schema=schema)
+        yield query.restore(pa.Table.from_batches(held, schema=schema))
         current, held = current + 1, []
 
 

@@ -61,7 +61,11 @@ class Scan:
 
     @property
     def arrow_schema(self) -> pa.Schema:
-        return self.dataset.arrow_schema()
+        """The Arrow schema of what the scan returns: columns a format stores in another type (a Delta
+        tensor as binary, uint8 as short) in the type they were written with (``dal.formats.logical``)."""
+        from dal.formats.logical import logical_schema
+
+        return logical_schema(self.dataset.arrow_schema())
 
     @property
     def physical_schema(self) -> pa.Schema | None:
@@ -398,6 +402,36 @@ class Scan:
         from dal.adapters.torch import TorchDataset
 
         return TorchDataset(self, batch_size, **kwargs)
+
+    def to_torch_map(self, **kwargs: Any) -> Any:
+        """A map-style ``torch.utils.data.Dataset`` of this scan's rows by position (``len``, ``ds[i]``,
+        batched ``__getitems__``), for samplers such as ``DistributedSampler`` (see
+        ``dal.adapters.torch.MapDataset``)."""
+        self._log_read()
+        from dal.adapters.torch import MapDataset
+
+        return MapDataset(self, **kwargs)
+
+    def rows(self) -> Any:
+        """Random access to this scan's rows by position: a ``dal.read.access.RowIndex`` (``len(index)``,
+        ``index.take(positions)`` -> Arrow), positions in ``to_arrow()``'s order. Plans once; keep it for
+        repeated access.
+
+        Raises:
+            DalError: a sampled or balanced scan."""
+        self._log_read()
+        from dal.read.access import RowIndex
+
+        return RowIndex(self)
+
+    def take(self, indices: Sequence[int]) -> pa.Table:
+        """The rows at positions ``indices`` (in ``to_arrow()``'s order; negative from the end), in that
+        order, as one Arrow table. Plans on each call: use ``rows()`` for repeated access.
+
+        Raises:
+            IndexError: a position out of range; DalError: a sampled or balanced scan."""
+        index: pa.Table = self.rows().take(indices)
+        return index
 
     def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
         """A prefetching ``tf.data.Dataset`` of dicts with a full element_spec (see ``dal.adapters.tf``)."""

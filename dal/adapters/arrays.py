@@ -38,8 +38,19 @@ def nulls_error(dataset: str, name: str, tensor: str) -> DalError:
     )
 
 
+def fixed_shape(typ: pa.DataType) -> tuple[int, ...] | None:
+    """The shape of a fixed-shape tensor type (fixed-size lists, nested or not, of integers or floats), else None."""
+    shape: list[int] = []
+    while pa.types.is_fixed_size_list(typ):
+        shape.append(typ.list_size)
+        typ = typ.value_type
+    return tuple(shape) if shape and (pa.types.is_integer(typ) or pa.types.is_floating(typ)) else None
+
+
 def numeric_list(typ: pa.DataType) -> bool:
-    """Whether ``typ`` is a list of integers or floats (one level)."""
+    """Whether ``typ`` is a list of integers or floats (one level), or a fixed-shape tensor (``fixed_shape``)."""
+    if fixed_shape(typ) is not None:
+        return True
     if not (pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ)):
         return False
     value = typ.value_type
@@ -47,11 +58,20 @@ def numeric_list(typ: pa.DataType) -> bool:
 
 
 def matrix(column: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
-    """The column as a (rows, n) array when every row is a non-null array of ``n`` non-null numbers;
-    None otherwise (varying lengths, a null array or a null value)."""
+    """The column as a (rows, n) array when every row is a non-null array of ``n`` non-null numbers (a
+    fixed-shape tensor column: (rows, *shape)); None otherwise (varying lengths, a null array or a null value)."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if array.null_count:
         return None
+    shape = fixed_shape(array.type)
+    if shape is not None:  # (rows, *shape): the chunk's one values buffer, viewed, not copied
+        values = array
+        for size in shape:
+            values = values.values.slice(values.offset * size, len(values) * size)
+        if values.null_count:
+            return None
+        tensor: np.ndarray = values.to_numpy(zero_copy_only=False).reshape(len(array), *shape)
+        return tensor
     values = array.flatten()
     if values.null_count:
         return None
@@ -117,7 +137,9 @@ def check_footers(scan: Scan, widths: dict[str, int | None]) -> None:
     """Before reading: a DalError naming the column when a row group's footer shows that its arrays are
     not all of the length found in the first row group (Parquet counts one value per array element, and
     one per empty or null array), so a mismatch is caught at spec time, not mid-epoch."""
-    fixed_widths = {n: w for n, w in widths.items() if w}
+    # a FixedSizeList column holds arrays of its size by its type (a Delta tensor is stored as one binary per row)
+    schema = scan.arrow_schema
+    fixed_widths = {n: w for n, w in widths.items() if w and not pa.types.is_fixed_size_list(schema.field(n).type)}
     if not fixed_widths:
         return
     footers: dict[str, Any] = {}

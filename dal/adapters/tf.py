@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from dal.adapters.arrays import check_footers, check_nulls, fixed, no_null_value, nulls_error, numeric_list, rows
+from dal.adapters.arrays import (
+    check_footers,
+    check_nulls,
+    fixed,
+    fixed_shape,
+    no_null_value,
+    nulls_error,
+    numeric_list,
+    rows,
+)
 from dal.adapters.arrays import widths as array_widths
 from dal.errors import DalError, check_int, require
 
@@ -50,9 +59,15 @@ def element_spec(scan: Scan) -> dict[str, Any]:
         if field is not None and field.codec not in (None, "scalar"):
             spec[name] = _tensor_spec(name, np.dtype(field.dtype), tuple(field.shape or ()))
         elif name in widths:  # numeric arrays: one length in the data -> (None, n), else ragged
-            dtype = tf.as_dtype(typ.value_type.to_pandas_dtype())
+            shape = fixed_shape(typ)
+            element = typ.value_type
+            while pa.types.is_fixed_size_list(element):
+                element = element.value_type
+            dtype = tf.as_dtype(element.to_pandas_dtype())
             width = widths[name]
-            if width is None:
+            if shape is not None:  # a fixed-shape tensor: (None, *shape)
+                spec[name] = tf.TensorSpec((None, *shape), dtype, name=name)
+            elif width is None:
                 spec[name] = tf.RaggedTensorSpec((None, None), dtype, ragged_rank=1, row_splits_dtype=tf.int64)
             else:
                 spec[name] = tf.TensorSpec((None, width), dtype, name=name)

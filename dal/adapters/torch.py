@@ -620,3 +620,46 @@ def _tensor(values: Any) -> Any:
             warnings.simplefilter("ignore", UserWarning)
             return _torch.from_numpy(values)
     return _torch.from_numpy(values)
+
+
+class MapDataset(_data.Dataset):  # type: ignore[misc,name-defined]
+    """A map-style dataset of one pinned version's rows by position (``dal.read.access``): ``len(ds)``,
+    ``ds[i]`` (one row: column -> tensor, or str), ``ds[[i, j, …]]`` / ``ds.batch(indices)`` (one dict of
+    batched tensors, rows in that order). ``DataLoader(ds, batch_size=…, sampler=DistributedSampler(ds))``
+    works: DataLoader fetches each batch with ``__getitems__`` (one ``take``), and the default collate
+    stacks the rows. Positions are the scan's rows in reading order (``to_arrow()``'s order), filters,
+    window and deletion vectors applied, the same in every process.
+
+    Cost: ``take`` decodes each row group it touches whole and keeps recently used ones up to ``cache_bytes``
+    (256 MiB) per process; a global shuffle (``DistributedSampler(shuffle=True)`` / ``RandomSampler``) over a
+    projection larger than that decodes about one row group per row, where the streaming ``to_torch``
+    shuffle reads each row group once per epoch (see docs/training.md).
+
+    Raises:
+        DalError: a sampled or balanced scan; a null a tensor cannot hold (at conversion).
+    """
+
+    def __init__(self, scan: Scan, *, cache_bytes: int | None = None) -> None:
+        from dal.read.access import CACHE_BYTES, RowIndex
+
+        super().__init__()
+        self.index = RowIndex(scan, CACHE_BYTES if cache_bytes is None else cache_bytes)
+        self._convert = TorchDataset(self.index.scan, 1)  # the streaming path's conversion: the same tensors
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def batch(self, indices: Any) -> Batch:
+        """The rows at ``indices`` as one dict of tensors (``(len(indices), …)`` each)."""
+        _rows, columns = self._convert.convert(self.index.take(indices))
+        return _batch(columns)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, int | np.integer):
+            return {k: v[0] for k, v in self.batch([int(index)]).items()}
+        return self.batch(index)
+
+    def __getitems__(self, indices: list[int]) -> list[dict[str, Any]]:
+        """What DataLoader's batched fetch asks for: one row dict per index (one ``take`` for them all)."""
+        columns = self.batch(indices)
+        return [{k: v[j] for k, v in columns.items()} for j in range(len(indices))]

@@ -192,6 +192,21 @@ class Query:
         self.schema = source.arrow_schema()
 
     @cached_property
+    def restorers(self) -> Mapping[str, pa.DataType]:
+        """Columns stored in another type than they were written with, and that type (``dal.formats.logical``)."""
+        from dal.formats.logical import restorers
+
+        wanted = set(self.columns) if self.columns is not None else None
+        return {n: t for n, t in restorers(self.schema).items() if wanted is None or n in wanted}
+
+    def restore(self, table: pa.Table) -> pa.Table:
+        """A table as read from the files, its recorded columns back in their written types (tensors: one
+        contiguous buffer per chunk, no copy per cell)."""
+        from dal.formats.logical import restore
+
+        return restore(table, self.restorers) if self.restorers else table
+
+    @cached_property
     def store(self) -> QueryPlan:
         return self.source.plan_cache.query(self.filters, self.window)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import concurrent.futures as cf
+import math
 import queue
 import threading
 import zlib
@@ -30,7 +31,10 @@ from dal.read.tasks import ReadTask
 # whatever the row-group size of the data (measured: benchmarks/reader_bench.py, peak RSS rows)
 READAHEAD_BUDGET = 128 * 1024 * 1024
 CHUNK_BYTES = 2 * 1024 * 1024  # decoded bytes a chunk aims for: tens of thousands of rows of a few columns
-MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 16_384, 1 << 20
+# a floor that only matters for rows wider than CHUNK_BYTES / MIN_CHUNK_ROWS (8 KiB): tabular rows reach
+# tens of thousands of rows by bytes alone, while image and tensor rows stay near CHUNK_BYTES (a floor of
+# 16,384 rows made 20,000 PNGs decoded before the first batch)
+MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 256, 1 << 20
 READ_THREADS = 4
 CHUNKS_AHEAD = 2  # chunks read ahead of the consumer (each chunk's row groups are decoded in parallel)
 PREFETCH_CHUNKS = 1  # converted chunks queued for the consumer (the pool already reads ahead)
@@ -46,10 +50,27 @@ def scan_options(query: Query) -> pads.ParquetFragmentScanOptions:
     return pads.ParquetFragmentScanOptions(pre_buffer=not uris.is_local(query.source.location))
 
 
-def chunk_rows(query: Query, minimum: int = 0) -> int:
-    """Rows a chunk aims for: CHUNK_BYTES of the projection's decoded size (at least ``minimum``)."""
+def row_bytes(query: Query) -> float:
+    """Bytes a row of the projection takes once read and decoded: its Parquet (uncompressed) size from the
+    footers, plus the decoded size of its tensor fields of fixed shape (a PNG or a compressed ndarray
+    decodes to ``itemsize * prod(shape)`` bytes, held beside its encoded bytes while a chunk converts)."""
     rg_bytes, rg_rows = query.row_group_bytes()
-    per_row = max(rg_bytes / max(rg_rows, 1), 1.0)
+    per_row = rg_bytes / max(rg_rows, 1)
+    wanted = set(query.columns) if query.columns is not None else None
+    for f in query.source.schema:
+        if (wanted is not None and f.name not in wanted) or f.codec in (None, "scalar") or not f.dtype:
+            continue
+        shape = f.shape or ()
+        if all(d is not None for d in shape):
+            per_row += np.dtype(f.dtype).itemsize * math.prod(d for d in shape if d is not None)
+    return max(per_row, 1.0)
+
+
+def chunk_rows(query: Query, minimum: int = 0) -> int:
+    """Rows a chunk aims for: CHUNK_BYTES of the projection's decoded size (``row_bytes``), within
+    [MIN_CHUNK_ROWS, MAX_CHUNK_ROWS], at least ``minimum``. A chunk is made of whole row groups (or the
+    ranges sharding cut), so one holds at least a row group."""
+    per_row = row_bytes(query)
     return max(minimum, int(min(MAX_CHUNK_ROWS, max(MIN_CHUNK_ROWS, CHUNK_BYTES // per_row))))
 
 
@@ -86,7 +107,7 @@ def read_task(query: Query, task: ReadTask) -> pa.Table:
         table = query.refine(table)  # the exact filter, where the scan's was widened (before slicing)
     if task.offset or task.length is not None:
         table = table.slice(task.offset, task.length)
-    return table
+    return query.restore(table)
 
 
 def read_span(query: Query, tasks: Sequence[ReadTask]) -> pa.Table:
@@ -115,7 +136,7 @@ def read_span(query: Query, tasks: Sequence[ReadTask]) -> pa.Table:
         use_threads=True,
         fragment_scan_options=scan_options(query),
     )
-    return query.refine(table).combine_chunks()
+    return query.restore(query.refine(table).combine_chunks())
 
 
 def ordered_map(fn: Callable[[int], T], n: int, ahead: int) -> Iterator[T]:
@@ -246,13 +267,13 @@ def _scan_spans(query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[i
         fragment = tagged.fragment
         k = owner[(fragment.path, fragment.row_groups[0].id)]
         while current < k:
-            yield pa.Table.from_batches(held, schema=schema)
+            yield query.restore(pa.Table.from_batches(held, schema=schema))
             current, held = current + 1, []
         batch = query.refine(tagged.record_batch)  # the exact filter, where the scan's was widened
         if batch.num_rows:
             held.append(batch)
     while current < len(spans):
-        yield pa.Table.from_batches(held, schema=schema)
+        yield query.restore(pa.Table.from_batches(held, schema=schema))
         current, held = current + 1, []
 
 

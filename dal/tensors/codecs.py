@@ -240,7 +240,9 @@ class _ArrayCodec(Codec):
 
     def _decode_cells(self, array: pa.Array) -> list[np.ndarray | None]:
         cells: list[np.ndarray | None] = []
-        for row, b in enumerate(array.to_pylist()):
+        # the encoded cells become Python bytes a slice at a time, not a whole chunk's worth at once
+        pieces = ((start, array.slice(start, DECODE_SLICE).to_pylist()) for start in range(0, len(array), DECODE_SLICE))
+        for row, b in ((start + i, b) for start, piece in pieces for i, b in enumerate(piece)):
             try:
                 cells.append(None if b is None else self._decode_one(b))
             except DalError:  # a missing extra (OpenCV) says so itself
@@ -248,6 +250,9 @@ class _ArrayCodec(Codec):
             except Exception as e:  # numpy, zipfile and OpenCV raise many types on damaged bytes
                 raise FormatError(f"row {row}: not a valid {self.describe()} cell ({type(e).__name__}: {e})") from e
         return cells
+
+
+DECODE_SLICE = 256  # cells of a chunk held as Python bytes at once while decoding
 
 
 def _empty(dtype: str, shape: tuple[int | None, ...]) -> Any:

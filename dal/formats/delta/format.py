@@ -36,6 +36,7 @@ from dal.formats.catalog_schema import from_arrow
 from dal.formats.delta.staging import FILE_SCHEMA, write_files
 from dal.formats.delta.types import ConformedReader, check_writable, describe_mismatch
 from dal.formats.directory import aged_files, missing_files, vanished
+from dal.formats.logical import logical_schema, written_type
 from dal.storage import ownership, uris
 from dal.storage.location import Location
 from dal.storage.partitions import PartitionValues, blank_partitions_as_null, partition_totals
@@ -147,8 +148,16 @@ class DeltaFormat(Format):
             )
         if table is None or replaces_schema(opts):
             return parts
-        current = _arrow_schema(table)
+        current = logical_schema(_arrow_schema(table))  # recorded columns as written (dal.formats.logical)
         missing, new, changed = describe_mismatch(current, schema)
+        changed += [
+            f"{f.name} ({f.type} -> {schema.field(f.name).type})"
+            for f in _arrow_schema(table)
+            if written_type(f) is not None
+            and f.name in schema.names
+            and not schema.field(f.name).type.equals(current.field(f.name).type)
+            and not any(c.startswith(f"{f.name} (") for c in changed)
+        ]
         problems = []
         if changed:
             problems.append("columns with another type: " + ", ".join(changed))
@@ -168,11 +177,14 @@ class DeltaFormat(Format):
         """Write local ``data`` with delta-rs as one version laid out by ``parts`` (from ``check_write``)."""
         dl = _dl()
         props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
+        current = None
         if not replaces_schema(opts) and self.exists(location, opts.storage_options):
-            data = _with_missing_columns(data, _arrow_schema(self._table(location, opts.storage_options)))
+            current = _arrow_schema(self._table(location, opts.storage_options))
+            data = _with_missing_columns(data, logical_schema(current))
         # an empty partition value is null to every reader (delta-rs, Spark, dal) and Hive: written where nulls go
         data = blank_partitions_as_null(data, parts)
-        conformed = ConformedReader(data)  # unsigned -> signed, ns -> us, … refusing values that do not fit
+        # unsigned -> signed, tensors -> binary, ns -> us, … refusing values that do not fit
+        conformed = ConformedReader(data, current)
         try:
             dl.write_deltalake(
                 location,
@@ -288,7 +300,7 @@ class DeltaFormat(Format):
         present: set[str] | None = None,
     ) -> VersionDraft:
         arrow = _arrow_schema(table)
-        schema = from_arrow(arrow)
+        schema = from_arrow(logical_schema(arrow))  # recorded columns as written
         parts = tuple(table.metadata().partition_columns)
         actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
         where = f"{uris.mask_url(str(table.table_uri))} (Delta version {v})"

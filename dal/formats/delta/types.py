@@ -28,6 +28,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from dal.errors import SchemaMismatch
+from dal.formats.logical import ARROW_TYPE_KEY, encode_tensor, recorded, stored_field, tensor_shape
 
 
 def _refusal(t: pa.DataType) -> str | None:
@@ -101,7 +102,8 @@ def problems(schema: pa.Schema) -> list[str]:
 
     out.extend(f"columns {d} differ only in case (Delta names are case-insensitive)" for d in _duplicates(schema.names))
     for f in schema:
-        walk(f.name, f.type, False)
+        if tensor_shape(f.type) is None:  # a fixed-shape tensor is stored as binary (float16 included)
+            walk(f.name, f.type, False)
     if ntz and all(ntz.values()):
         out.extend(
             f"{p}: delta-rs cannot create a table whose only timestamps without time zone are inside maps (it "
@@ -144,9 +146,25 @@ def _target(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def target_schema(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with the types dal converts before writing (see the module docstring) converted."""
-    return pa.schema([f.with_type(_target(f.type)) for f in schema], metadata=schema.metadata)
+def _target_field(f: pa.Field, current: pa.Schema | None) -> pa.Field:
+    """How column ``f`` is stored: a type Delta holds, with the written type recorded when that differs
+    (``dal.formats.logical``) — except in a column a table already holds without that record (written before
+    dal recorded types), which keeps its stored type."""
+    old = current is not None and f.name in current.names
+    if old and ARROW_TYPE_KEY not in (current.field(f.name).metadata or {}):  # type: ignore[union-attr]
+        return f.with_type(_target(f.type))
+    if tensor_shape(f.type) is not None:
+        return stored_field(f, pa.binary())
+    if recorded(f.type):
+        return stored_field(f, _target(f.type))
+    return f.with_type(_target(f.type))
+
+
+def target_schema(schema: pa.Schema, current: pa.Schema | None = None) -> pa.Schema:
+    """``schema`` with the types dal converts before writing (see the module docstring) converted, the written
+    types of fixed-shape tensors and unsigned columns recorded in their metadata (``current``: the table's
+    stored schema, when it exists)."""
+    return pa.schema([_target_field(f, current) for f in schema], metadata=schema.metadata)
 
 
 def _why(source: pa.DataType, message: str) -> str:
@@ -181,9 +199,9 @@ class ConformedReader:
     ``to_batches(max_chunksize=…)``).
     """
 
-    def __init__(self, source: pa.RecordBatchReader) -> None:
+    def __init__(self, source: pa.RecordBatchReader, current: pa.Schema | None = None) -> None:
         self.source = source
-        self.schema = target_schema(source.schema)
+        self.schema = target_schema(source.schema, current)
         self.error: SchemaMismatch | None = None
         nested = any(_nested(f.type) for f in source.schema)
         self.reader = (
@@ -197,7 +215,13 @@ class ConformedReader:
             columns = []
             for i, f in enumerate(self.schema):
                 col = batch.column(i)
-                if not col.type.equals(f.type):
+                if pa.types.is_binary(f.type) and tensor_shape(col.type) is not None:
+                    try:
+                        col = encode_tensor(col, f.name)
+                    except SchemaMismatch as e:
+                        self.error = e
+                        raise
+                elif not col.type.equals(f.type):
                     try:
                         col = col.cast(f.type, safe=True)
                     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:

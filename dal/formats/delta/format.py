@@ -14,6 +14,7 @@ from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from catalog.types import Schema, VersionDraft, VersionInfo
@@ -34,8 +35,10 @@ from dal.formats.base import (
 )
 from dal.formats.catalog_schema import from_arrow
 from dal.formats.delta.staging import FILE_SCHEMA, write_files
+from dal.formats.delta.stats import prunable_bounds
 from dal.formats.delta.types import ConformedReader, check_writable, describe_mismatch
 from dal.formats.directory import aged_files, missing_files, vanished
+from dal.formats.index import FileIndex
 from dal.storage import ownership, uris
 from dal.storage.location import Location
 from dal.storage.partitions import PartitionValues, blank_partitions_as_null, partition_totals
@@ -371,11 +374,17 @@ class DeltaFormat(Format):
         return table
 
     def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:
+        return self.file_index(location, version, storage_options).data_files()
+
+    def file_index(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> FileIndex:
+        """The version's add actions as columns (paths confined below the table, sorted), with the statistics
+        planning may prune by (``dal.formats.delta.stats.prunable_bounds``)."""
         table = self._pinned(location, version, storage_options)
         where = f"{version.dataset} version {version.number} (Delta version {version.storage_version})"
         try:
             parts = tuple(table.metadata().partition_columns)
-            actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+            actions = pa.table(table.get_add_actions(flatten=True))
+            schema = _arrow_schema(table)
         except Exception as e:
             raise FormatError(f"{where}: cannot list its data files: {_short(e)}") from e
         deleted: dict[str, tuple[int, ...]] = {}
@@ -384,14 +393,12 @@ class DeltaFormat(Format):
                 deleted = _deleted_rows(table)
             except Exception as e:
                 raise FormatError(f"{where}: cannot read its deletion vectors: {_short(e)}") from e
-        out = []
-        for a in actions:
-            rel = ownership.below(location, a["path"], table=where, entry="an add action's path")
-            uri = uris.join(location, *rel.split("/"))
-            dv = deleted.get(rel, deleted.get(unquote(a["path"]), ()))
-            out.append(DataFile(uri, a["size_bytes"], a["num_records"], _values(a, parts), dv))
-        out.sort(key=lambda f: f.uri)  # deterministic order for planning and sharding
-        return out
+        paths = ownership.below_all(location, actions.column("path"), table=where, entry="an add action's path")
+        actions = actions.set_column(actions.column_names.index("path"), "path", paths)
+        mapped = self.physical_schema(schema) is not None  # statistics then name physical columns: not used
+        actions = prunable_bounds(actions, schema, parts, with_stats=not mapped)
+        actions = actions.take(pc.sort_indices(actions.column("path")))  # deterministic order for planning
+        return FileIndex(location, actions, parts, deleted)
 
     def external_location(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> str:
         """The table root, when this version's files are exactly the data files there and need no Delta

@@ -6,6 +6,8 @@ import json
 import logging
 import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -58,6 +60,10 @@ SUPPORTED_READER_FEATURES = frozenset(
     }
 )
 COLUMN_MAPPING_KEY = "delta.columnMapping.physicalName"
+# delta-rs tables of pinned versions, by the VersionInfo object that pins them (kept alive beside: the id is
+# checked against the very object, so it never names another version)
+_PINNED: OrderedDict[tuple[int, str], tuple[VersionInfo, dict[str, str], Any]] = OrderedDict()
+_PINNED_LOCK = threading.Lock()
 
 
 def _dl() -> Any:
@@ -354,6 +360,22 @@ class DeltaFormat(Format):
         return total
 
     def _pinned(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> Any:
+        """delta-rs's table at the version ``version`` pins, loaded once per ``VersionInfo`` object (an opened
+        ``Dataset`` asks for its schema, then its files: one log replay serves both)."""
+        key = (id(version), location)
+        with _PINNED_LOCK:
+            held = _PINNED.get(key)
+            if held is not None and held[0] is version and held[1] == dict(storage_options):
+                _PINNED.move_to_end(key)
+                return held[2]
+        table = self._load_pinned(location, version, storage_options)
+        with _PINNED_LOCK:
+            _PINNED[key] = (version, dict(storage_options), table)
+            while len(_PINNED) > 8:
+                _PINNED.popitem(last=False)
+        return table
+
+    def _load_pinned(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> Any:
         where = f"{version.dataset} version {version.number} (Delta version {version.storage_version})"
         if version.storage_version is None:
             raise FormatError(f"{version.dataset} version {version.number} pins no Delta version")

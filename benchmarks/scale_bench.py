@@ -39,6 +39,14 @@ CASES = {"partition": "part = 77", "stats": "id = 777", "none": None}
 
 
 def _rss_mb() -> float:
+    """This process's peak RSS (``VmHWM``: since its exec; ``ru_maxrss`` would carry the parent's)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

@@ -76,7 +76,7 @@ def test_plan_of_20k_files_equals_brute_force(big: tuple[str, list[LogFile]], mo
         planned = sorted(os.path.relpath(f.uri, root) for f in scan.query.files)
         expected = sorted(f.path for f in files if brute(f))
         assert planned == expected, name
-        assert scan.query.total_files == FILES
+    assert ds.scan().query.total_files == FILES
 
     # the pyarrow dataset (one fragment per file) holds the files that survive, not the table's 20,000
     made: list[int] = []

@@ -20,6 +20,7 @@ from dal.scan import Scan
 if TYPE_CHECKING:
     import pandas as pd
 
+    from dal.formats.index import FileIndex
     from dal.read.sharding import Remainder
 
 
@@ -66,10 +67,24 @@ class Dataset:
     @translating("reading {self.name} version {self.number}")
     def files(self) -> list[DataFile]:
         """The data files this version pins, in a deterministic order (listed once: a version is immutable)."""
-        files: list[DataFile] = self.plan_cache.value(
-            "files", lambda: self._format.files(self.location, self.version, self.storage_options)
-        )
+
+        def listed() -> list[DataFile]:
+            index = self.file_index()
+            if index is not None:
+                return index.data_files()
+            return self._format.files(self.location, self.version, self.storage_options)
+
+        files: list[DataFile] = self.plan_cache.value("files", listed)
         return list(files)
+
+    @translating("reading {self.name} version {self.number}")
+    def file_index(self) -> FileIndex | None:
+        """The files with their recorded statistics as columns (formats that record them; else None), listed
+        once: planning prunes them before making one object per file."""
+        index: FileIndex | None = self.plan_cache.value(
+            "index", lambda: self._format.file_index(self.location, self.version, self.storage_options)
+        )
+        return index
 
     @translating("reading {self.name} version {self.number}")
     def arrow_schema(self) -> pa.Schema:

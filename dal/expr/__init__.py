@@ -16,13 +16,15 @@ like any comparison and never overflows on the type's minimum.
 typed literals; ``to_arrow(expr)`` turns a bound tree into a pyarrow compute expression.
 
 The package: ``tree`` (the nodes and the ``Visitor`` base every walk derives from), ``sql`` (parse_sql,
-to_sql), ``bind`` (types and literals), ``arrow`` (to_arrow, pushdown). The names below are its public face;
+to_sql), ``bind`` (types and literals), ``arrow`` (to_arrow, pushdown), ``stats`` (may_match: pruning files by
+their recorded bounds). The names below are its public face;
 modules inside dal import them from here (``from dal import expr as E``).
 """
 
 from dal.expr.arrow import pushdown, to_arrow
 from dal.expr.bind import bind
 from dal.expr.sql import as_expr, parse_sql, to_sql
+from dal.expr.stats import ColumnBounds, may_match
 from dal.expr.tree import (
     AbsOf,
     And,
@@ -47,6 +49,7 @@ __all__ = [
     "AbsOf",
     "And",
     "Col",
+    "ColumnBounds",
     "Compare",
     "CompareOp",
     "Expr",
@@ -63,6 +66,7 @@ __all__ = [
     "as_expr",
     "bind",
     "col",
+    "may_match",
     "parse_sql",
     "pushdown",
     "to_arrow",

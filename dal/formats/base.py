@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import pyarrow as pa
 
@@ -14,6 +14,9 @@ from dal.errors import DalError, FormatError, SchemaMismatch
 from dal.formats.names import DEFAULT_FORMAT as DEFAULT_FORMAT  # re-exported: what dal.write/register use
 from dal.storage.timeparts import RuleCheck
 from dal.tensors.schema import TensorSchema
+
+if TYPE_CHECKING:
+    from dal.formats.index import FileIndex
 
 WriteMode = Literal["append", "overwrite"]
 SchemaMode = Literal["merge", "overwrite"] | None
@@ -279,6 +282,11 @@ class Format(ABC):
     @abstractmethod
     def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:
         """The data files of one pinned version (refusing features the plain reader cannot honour)."""
+
+    def file_index(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> FileIndex | None:
+        """The version's files as columns with their recorded statistics, for pruning before any file is
+        opened (``dal.formats.index``); None when the format records none (planning then uses ``files``)."""
+        return None
 
     @abstractmethod
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:

@@ -7,7 +7,7 @@ physical names, matched to the logical schema, nested fields included).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -46,14 +46,20 @@ def partition_expression(values: Sequence[tuple[str, str | None]], schema: pa.Sc
 
 
 def dataset_from_files(
-    files: Sequence[DataFile], schema: pa.Schema, location: str, storage_options: Mapping[str, str]
+    files: Sequence[DataFile],
+    schema: pa.Schema,
+    location: str,
+    storage_options: Mapping[str, str],
+    path_of: Callable[[str], str] | None = None,
 ) -> pads.FileSystemDataset:
-    """One fragment per file; columns missing from a file (partition columns) come from its expression."""
+    """One fragment per file; columns missing from a file (partition columns) come from its expression.
+    ``path_of``: a file's path in the location's filesystem (default: resolved from its URI, file by file)."""
     fs, _ = uris.filesystem(location, storage_options)
     fmt = parquet_format()
+    path = path_of or (lambda uri: uris.filesystem(uri, storage_options)[1])
     fragments = [
         fmt.make_fragment(
-            uris.filesystem(f.uri, storage_options)[1],
+            path(f.uri),
             filesystem=fs,
             partition_expression=partition_expression(f.partition_values, schema),
             # sizes from the log/manifest spare a HEAD request per file on object stores

@@ -32,9 +32,11 @@ from dal import expr as E
 from dal.errors import FilterError, FormatError
 from dal.formats.base import DataFile
 from dal.formats.fragments import dataset_from_files, partition_expression, read_exact, row_group_starts
+from dal.formats.index import FileIndex
 from dal.read.sharding import Remainder, assign, share
 from dal.read.tasks import ReadTask
 from dal.storage import timeparts
+from dal.storage.location import Location
 from dal.storage.timeparts import TimePartitions
 
 _log = logging.getLogger("dal")
@@ -63,6 +65,7 @@ class Pinned(Protocol):
     @property
     def plan_cache(self) -> PlanCache: ...
     def files(self) -> list[DataFile]: ...
+    def file_index(self) -> FileIndex | None: ...
     def arrow_schema(self) -> pa.Schema: ...
     def physical_schema(self) -> pa.Schema | None: ...
     def decode(self, table: pa.Table) -> dict[str, Any]: ...
@@ -270,10 +273,32 @@ class Query:
 
     @cached_property
     def files(self) -> list[DataFile]:
-        files = self.source.files()
+        """The files partitions, recorded statistics and the window's time partitions do not rule out, before any
+        is opened: with a ``FileIndex`` (Delta's log), the bounds of every file are weighed at once
+        (``dal.expr.stats.may_match``) and only the survivors become ``DataFile`` objects."""
+        index = self.source.file_index()
+        if index is None:
+            files = self.source.files()
+        elif self.condition is None:
+            files = index.data_files()
+        else:
+            schema = self.schema
+            keep = E.may_match(self.condition, schema, lambda c: index.bounds(c, schema), len(index))
+            files = index.data_files(np.flatnonzero(keep))
         if self.window is not None:
             files = prune_time_partitions(files, self.window, self.time_rule)
         return files
+
+    @cached_property
+    def total_files(self) -> int:
+        """How many files the version has (before any pruning)."""
+        index = self.source.file_index()
+        return len(index) if index is not None else len(self.source.files())
+
+    @cached_property
+    def location(self) -> Location:
+        """The version's root, resolved once: file paths below it are joined as strings (no per-file resolve)."""
+        return Location.of(self.source.location, self.source.storage_options)
 
     @cached_property
     def time_rule(self) -> TimePartitions | None:
@@ -292,14 +317,14 @@ class Query:
         held = self.__dict__.get("_pa_dataset")
         if held is None or held[0] != os.getpid():
             src = self.source
-            held = (os.getpid(), dataset_from_files(self.files, self.schema, src.location, src.storage_options))
+            dataset = dataset_from_files(self.files, self.schema, src.location, src.storage_options, self.local_path)
+            held = (os.getpid(), dataset)
             self.__dict__["_pa_dataset"] = held
         return held[1]
 
     def local_path(self, uri: str) -> str:
-        from dal.storage import uris
-
-        return uris.filesystem(uri, self.source.storage_options)[1]
+        """``uri``'s path inside the version's filesystem."""
+        return self.location.path_of(uri)
 
     def filter_columns(self) -> list[str]:
         """The columns the filters and window name."""
@@ -350,13 +375,13 @@ class Query:
                     exact = mapped or bool(deleted)
                     tasks.append(ReadTask(uri, rg.id, values, rg.num_rows, deleted=gone, exact=exact))
         tasks.sort(key=lambda t: (t.uri, t.row_group))
-        store.pruning = (len(self.source.files()), kept_files, groups, len(tasks))
+        store.pruning = (self.total_files, kept_files, groups, len(tasks))
         _log.debug(
             "%s version %d: pruned %d of %d files, then %d of %d row groups",
             self.source.name,
             self.source.number,
-            len(self.files) - kept_files,
-            len(self.files),
+            self.total_files - kept_files,
+            self.total_files,
             groups - len(tasks),
             groups,
         )

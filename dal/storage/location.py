@@ -52,6 +52,15 @@ class Location:
         root = self._fs[1]
         return f"{root}/{rel.strip('/')}" if rel.strip("/") else root
 
+    def path_of(self, uri: str) -> str:
+        """The path in :attr:`fs` of ``uri``: joined as a string when it lies below this location (whose root was
+        resolved once), else resolved on its own."""
+        base = self.uri.rstrip("/\\") + (os.sep if self.local else "/")
+        if uri.startswith(base) and len(uri) > len(base):
+            rel = uri[len(base) :]
+            return self.path(rel.replace(os.sep, "/") if self.local else rel)
+        return uris.filesystem(uri, self.storage_options)[1]
+
     def child(self, rel: str) -> str:
         """The URI of ``rel`` (what readers and the catalog see)."""
         return uris.join(self.uri, *[p for p in rel.split("/") if p])

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import unquote, urlsplit
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from dal.errors import FormatError, NotOwned
@@ -412,6 +413,32 @@ def below(root: str, path: str, *, table: str, entry: str, encoded: bool = True)
     return rel
 
 
+# what makes a path need more than the plain-relative check of ``_below``: anything to decode or resolve
+_NOT_PLAIN = r"^$|^[./]|/$|%|:|//|/\.|\x00"
+
+
+def below_all(root: str, paths: pa.Array, *, table: str, entry: str) -> pa.Array:
+    """:func:`below` for a column of encoded paths (a log's add actions) at once: plain relative paths, the
+    common case, are checked in one vectorised pass; the others one by one.
+
+    Raises:
+        FormatError: a path leaves the root (naming the table and the entry).
+    """
+    import pyarrow.compute as pc
+
+    if isinstance(paths, pa.ChunkedArray):
+        paths = paths.combine_chunks()
+    if paths.null_count:
+        below(root, "", table=table, entry=entry)  # raises: a missing path is not a path
+    special = pc.match_substring_regex(paths, _NOT_PLAIN).to_numpy(zero_copy_only=False)
+    if not special.any():
+        return paths
+    out = paths.to_pylist()
+    for i in special.nonzero()[0]:
+        out[i] = below(root, out[i], table=table, entry=entry)
+    return pa.array(out, pa.string())
+
+
 def resolve(root: str, path: str, *, table: str, entry: str, encoded: bool = True) -> str:
     """The URI of a path metadata names, inside ``root`` (see :func:`below`).
 
@@ -421,6 +448,6 @@ def resolve(root: str, path: str, *, table: str, entry: str, encoded: bool = Tru
     return uris.join(root, *below(root, path, table=table, entry=entry, encoded=encoded).split("/"))
 
 
-__all__ = ["CONVERSIONS", "RANGES", "SENTINEL", "CacheLayout", "Listed", "Listing", "below", "check_cache_root",
+__all__ = ["CONVERSIONS", "RANGES", "SENTINEL", "CacheLayout", "Listed", "Listing", "below", "below_all", "check_cache_root",
            "claim_cache_root", "conversion_contents", "conversion_entry", "inside", "listing", "remove_empty_dirs",
            "remove_file", "remove_tree", "resolve"]  # fmt: skip

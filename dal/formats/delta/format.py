@@ -6,6 +6,8 @@ import json
 import logging
 import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -14,6 +16,7 @@ from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from catalog.types import Schema, VersionDraft, VersionInfo
@@ -34,8 +37,10 @@ from dal.formats.base import (
 )
 from dal.formats.catalog_schema import from_arrow
 from dal.formats.delta.staging import FILE_SCHEMA, write_files
+from dal.formats.delta.stats import prunable_bounds
 from dal.formats.delta.types import ConformedReader, check_writable, describe_mismatch
 from dal.formats.directory import aged_files, missing_files, vanished
+from dal.formats.index import FileIndex
 from dal.formats.logical import logical_schema, written_type
 from dal.storage import ownership, uris
 from dal.storage.location import Location
@@ -56,6 +61,10 @@ SUPPORTED_READER_FEATURES = frozenset(
     }
 )
 COLUMN_MAPPING_KEY = "delta.columnMapping.physicalName"
+# delta-rs tables of pinned versions, by the VersionInfo object that pins them (kept alive beside: the id is
+# checked against the very object, so it never names another version)
+_PINNED: OrderedDict[tuple[int, str], tuple[VersionInfo, dict[str, str], Any]] = OrderedDict()
+_PINNED_LOCK = threading.Lock()
 
 
 def _dl() -> Any:
@@ -363,6 +372,22 @@ class DeltaFormat(Format):
         return total
 
     def _pinned(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> Any:
+        """delta-rs's table at the version ``version`` pins, loaded once per ``VersionInfo`` object (an opened
+        ``Dataset`` asks for its schema, then its files: one log replay serves both)."""
+        key = (id(version), location)
+        with _PINNED_LOCK:
+            held = _PINNED.get(key)
+            if held is not None and held[0] is version and held[1] == dict(storage_options):
+                _PINNED.move_to_end(key)
+                return held[2]
+        table = self._load_pinned(location, version, storage_options)
+        with _PINNED_LOCK:
+            _PINNED[key] = (version, dict(storage_options), table)
+            while len(_PINNED) > 8:
+                _PINNED.popitem(last=False)
+        return table
+
+    def _load_pinned(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> Any:
         where = f"{version.dataset} version {version.number} (Delta version {version.storage_version})"
         if version.storage_version is None:
             raise FormatError(f"{version.dataset} version {version.number} pins no Delta version")
@@ -383,11 +408,17 @@ class DeltaFormat(Format):
         return table
 
     def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:
+        return self.file_index(location, version, storage_options).data_files()
+
+    def file_index(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> FileIndex:
+        """The version's add actions as columns (paths confined below the table, sorted), with the statistics
+        planning may prune by (``dal.formats.delta.stats.prunable_bounds``)."""
         table = self._pinned(location, version, storage_options)
         where = f"{version.dataset} version {version.number} (Delta version {version.storage_version})"
         try:
             parts = tuple(table.metadata().partition_columns)
-            actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+            actions = pa.table(table.get_add_actions(flatten=True))
+            schema = _arrow_schema(table)
         except Exception as e:
             raise FormatError(f"{where}: cannot list its data files: {_short(e)}") from e
         deleted: dict[str, tuple[int, ...]] = {}
@@ -396,14 +427,12 @@ class DeltaFormat(Format):
                 deleted = _deleted_rows(table)
             except Exception as e:
                 raise FormatError(f"{where}: cannot read its deletion vectors: {_short(e)}") from e
-        out = []
-        for a in actions:
-            rel = ownership.below(location, a["path"], table=where, entry="an add action's path")
-            uri = uris.join(location, *rel.split("/"))
-            dv = deleted.get(rel, deleted.get(unquote(a["path"]), ()))
-            out.append(DataFile(uri, a["size_bytes"], a["num_records"], _values(a, parts), dv))
-        out.sort(key=lambda f: f.uri)  # deterministic order for planning and sharding
-        return out
+        paths = ownership.below_all(location, actions.column("path"), table=where, entry="an add action's path")
+        actions = actions.set_column(actions.column_names.index("path"), "path", paths)
+        mapped = self.physical_schema(schema) is not None  # statistics then name physical columns: not used
+        actions = prunable_bounds(actions, schema, parts, with_stats=not mapped)
+        actions = actions.take(pc.sort_indices(actions.column("path")))  # deterministic order for planning
+        return FileIndex(location, actions, parts, deleted)
 
     def external_location(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> str:
         """The table root, when this version's files are exactly the data files there and need no Delta

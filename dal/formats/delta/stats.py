@@ -161,3 +161,49 @@ class FileStats:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), allow_nan=False)
+
+
+def prunable_bounds(
+    actions: pa.Table, schema: pa.Schema, partition_columns: tuple[str, ...], *, with_stats: bool = True
+) -> pa.Table:
+    """The columns of delta-rs's flattened add actions planning uses (``dal.formats.index.FileIndex``), with
+    every bound made safe to prune by, whichever writer wrote it: timestamps widened by a millisecond each
+    way (Delta keeps milliseconds, truncated), a string max of ``STRING_PREFIX`` characters or more dropped
+    (writers truncate it), and no bounds for decimals and booleans (a writer may have passed them through a
+    float), nested or dotted names (``min.a.b`` would be ambiguous), or any column when ``with_stats`` is
+    False (column mapping: the log names physical columns)."""
+    keep = ["path", "size_bytes", "num_records", *(f"partition.{c}" for c in partition_columns)]
+    out = actions.select([c for c in keep if c in actions.column_names])
+    if not with_stats:
+        return out
+    for f in schema:
+        t = f.type
+        usable = (
+            pa.types.is_integer(t)
+            or pa.types.is_floating(t)
+            or pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+            or pa.types.is_date(t)
+            or pa.types.is_timestamp(t)
+        )
+        if f.name in partition_columns or "." in f.name or not usable:
+            continue
+        names = [f"min.{f.name}", f"max.{f.name}", f"null_count.{f.name}"]
+        if not all(n in actions.column_names for n in names):
+            continue
+        lo, hi, nulls = (actions.column(n) for n in names)
+        if pa.types.is_timestamp(lo.type) and pa.types.is_timestamp(hi.type):
+            lo, hi = _widened(lo, -1), _widened(hi, 1)
+        elif pa.types.is_string(hi.type) or pa.types.is_large_string(hi.type):
+            hi = pc.if_else(pc.less(pc.utf8_length(hi), STRING_PREFIX), hi, pa.scalar(None, hi.type))
+        out = out.append_column(names[0], lo).append_column(names[1], hi).append_column(names[2], nulls)
+    return out
+
+
+def _widened(bound: pa.ChunkedArray, direction: int) -> pa.ChunkedArray | pa.Array:
+    """A timestamp bound moved one millisecond outwards (NULL where that would overflow)."""
+    step = pa.scalar(timedelta(milliseconds=direction), pa.duration(bound.type.unit))
+    try:
+        return pc.add_checked(bound, step)
+    except pa.ArrowInvalid:
+        return pa.nulls(len(bound), bound.type)

@@ -1,0 +1,229 @@
+"""Planning at scale: dal's open + plan against delta-rs's load + file listing, measured in the same run.
+
+    python benchmarks/scale_bench.py                      # 5,000 and 50,000 files, a 1,000,000-file log
+    python benchmarks/scale_bench.py --sizes 5000 --log-only 200000 --s3 1000
+
+Tables: Delta tables written by delta-rs with one partition (one file, one row) per ``part`` value; a
+log-only table (``tests/reader/delta_log.py``: add actions with statistics in 1,000 partitions, a checkpoint, no
+data files).
+For each: a partition filter (``part = 77``), a statistics filter (``id = 777``, prunable by the log's
+min/max) and no filter. dal: a fresh process opens the dataset and plans (``Scan.plan()``: the row-group
+tasks, footers of the surviving files read; for the log-only table, whose files do not exist, the files the
+plan keeps). delta-rs: ``DeltaTable(...)`` plus ``file_uris(partition filter)`` / ``get_add_actions()``
+(with statistics, which delta-rs does not prune by) / ``file_uris()``. Each figure is the best of
+``--repeat`` runs, each in a fresh process (dal: after one ``dal.open`` that connects to the catalog; the timed
+open is a second, fresh ``Dataset``); memory is the process's peak RSS (imports included: pyarrow, delta-rs,
+dal ~ 150-200 MB before any table).
+``--s3 N``: a table of N files on the moto S3 emulator, and the requests planning makes there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+CASES = {"partition": "part = 77", "stats": "id = 777", "none": None}
+
+
+def _rss_mb() -> float:
+    """This process's peak RSS (``VmHWM``: since its exec; ``ru_maxrss`` would carry the parent's)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(engine: str, case: str, location: str, name: str, files_only: bool, options: dict[str, str]) -> None:
+    """One measurement in this (fresh) process: prints seconds, files kept and peak RSS growth as JSON."""
+    import deltalake
+
+    import dal
+
+    where = {"partition": dal.col("part") == 77, "stats": dal.col("id") == 777}.get(case)
+    if engine == "dal":
+        dal.open(name, storage_options=options or None)  # the process's catalog connection, not the table's cost
+    t = time.perf_counter()
+    if engine == "dal":
+        ds = dal.open(name, storage_options=options or None)
+        scan = ds.scan() if where is None else ds.filter(where)
+        kept = len(scan.query.files) if files_only else len({task.uri for task in scan.plan()})
+    else:
+        opts = dal.storage.uris.object_store_options(options) if options else None
+        table = deltalake.DeltaTable(location, storage_options=opts)
+        if case == "partition":
+            kept = len(table.file_uris(partition_filters=[("part", "=", "77")]))
+        elif case == "stats":
+            kept = table.get_add_actions(flatten=True).num_rows  # delta-rs: the stats, unpruned
+        else:
+            kept = len(table.file_uris())
+    print(json.dumps({"seconds": time.perf_counter() - t, "kept": kept, "rss_mb": _rss_mb()}))
+
+
+def measure(engine: str, case: str, location: str, name: str, *, files_only: bool, repeat: int,
+            env: dict[str, str], options: dict[str, str] | None = None) -> dict[str, float]:  # fmt: skip
+    best: dict[str, float] | None = None
+    for _ in range(repeat):
+        cmd = [sys.executable, __file__, "--child", engine, case, location, name, json.dumps(options or {})]
+        if files_only:
+            cmd.append("--files-only")
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        if out.returncode:
+            raise SystemExit(f"{engine} {case} on {location} failed:\n{out.stderr[-2000:]}")
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        if best is None or got["seconds"] < best["seconds"]:
+            best = got
+    assert best is not None
+    return best
+
+
+def delta_rs_table(root: str, files: int, options: dict[str, str] | None = None) -> float:
+    """``files`` one-row files, one partition each, written by delta-rs; returns the seconds it took."""
+    import deltalake
+    import pyarrow as pa
+
+    t = time.perf_counter()
+    data = pa.table({"id": pa.array(range(files), pa.int64()), "part": pa.array(range(files), pa.int64())})
+    opts = None
+    if options:
+        import dal
+
+        opts = dal.storage.uris.object_store_options(options)
+    deltalake.write_deltalake(root, data, partition_by=["part"], storage_options=opts)
+    return time.perf_counter() - t
+
+
+def report(rows: list[tuple[str, str, dict[str, float], dict[str, float]]]) -> None:
+    print(
+        "| table | filter | dal open + plan | delta-rs load + list | ratio | files kept (dal / delta-rs) | peak RSS dal / delta-rs |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for table, case, d, r in rows:
+        ratio = d["seconds"] / r["seconds"] if r["seconds"] else float("nan")
+        print(
+            f"| {table} | {CASES[case] or 'none'} | {d['seconds']:.3f} s | {r['seconds']:.3f} s | {ratio:.1f}x | "
+            f"{d['kept']:,} / {r['kept']:,} | {d['rss_mb']:.0f} / {r['rss_mb']:.0f} MB |"
+        )
+
+
+def s3_requests(files: int, work: Path, env: dict[str, str], repeat: int) -> None:
+    """A delta-rs table of ``files`` files on moto; requests the server logs while dal plans each case."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log_path = work / "moto.log"
+    log = open(log_path, "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
+    )
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        import boto3
+
+        endpoint = f"http://127.0.0.1:{port}"
+        options = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+                   "AWS_REGION": "us-east-1"}  # fmt: skip
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
+                     region_name="us-east-1").create_bucket(Bucket="scale")  # fmt: skip
+        uri = f"s3://scale/t{files}"
+        took = delta_rs_table(uri, files, options)
+        import dal
+
+        os.environ.update(env)
+        dal.register(f"s3.t{files}", uri, format="delta", storage_options=options)
+        print(f"\nS3 (moto on loopback), {files:,} files written by delta-rs in {took:.0f} s:")
+        print("| filter | requests while dal opens + plans | of which GET | time |")
+        print("|---|---|---|---|")
+        for case in CASES:
+            log.flush()
+            before = log_path.read_text().count("\n")
+            got = measure("dal", case, uri, f"s3.t{files}", files_only=False, repeat=1, env=env, options=options)
+            time.sleep(0.5)
+            lines = log_path.read_text().splitlines()[before:]
+            requests = [ln for ln in lines if re.search(r'"(GET|HEAD|PUT|POST|DELETE) ', ln)]
+            gets = [ln for ln in requests if '"GET ' in ln]
+            print(f"| {CASES[case] or 'none'} | {len(requests)} | {len(gets)} | {got['seconds']:.2f} s |")
+    finally:
+        server.terminate()
+        server.wait()
+        log.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="5000,50000", help="files per delta-rs table (comma-separated)")
+    ap.add_argument("--log-only", type=int, default=1_000_000, help="files of the log-only table (0: none)")
+    ap.add_argument("--s3", type=int, default=0, help="files of a table on the moto S3 emulator (0: none)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--child", nargs=5)
+    ap.add_argument("--files-only", action="store_true")
+    args = ap.parse_args()
+    if args.child:
+        engine, case, location, name, options = args.child
+        child(engine, case, location, name, args.files_only, json.loads(options))
+        return
+    work = Path(tempfile.mkdtemp(prefix="dal-scale-bench-"))
+    env = dict(os.environ, DAL_HOME=str(work / "home"), PYTHONPATH=str(REPO))
+    os.environ["DAL_HOME"] = env["DAL_HOME"]
+    import dal
+
+    rows = []
+    try:
+        for n in [int(x) for x in args.sizes.split(",") if x]:
+            root = str(work / f"t{n}")
+            took = delta_rs_table(root, n)
+            t = time.perf_counter()
+            dal.register(f"scale.t{n}", root, format="delta")
+            print(f"{n:,} files: written by delta-rs in {took:.0f} s, registered in {time.perf_counter() - t:.1f} s",
+                  flush=True)  # fmt: skip
+            for case in CASES:
+                d = measure("dal", case, root, f"scale.t{n}", files_only=False, repeat=args.repeat, env=env)
+                r = measure("delta-rs", case, root, "", files_only=False, repeat=args.repeat, env=env)
+                rows.append((f"{n:,} files", case, d, r))
+        if args.log_only:
+            from tests.reader.delta_log import write_table
+
+            n = args.log_only
+            root = str(work / "log")
+            t = time.perf_counter()
+            write_table(root, n, rows=1, parts=1000, unstated=0, placeholders=False, commits=1,
+                        before_adds=lambda: dal.register("scale.log", root, format="delta"))  # fmt: skip
+            made = time.perf_counter() - t
+            t = time.perf_counter()
+            dal.sync("scale.log")
+            print(f"{n:,}-file log: written in {made:.0f} s, synced in {time.perf_counter() - t:.0f} s", flush=True)
+            for case in CASES:
+                d = measure("dal", case, root, "scale.log", files_only=True, repeat=args.repeat, env=env)
+                r = measure("delta-rs", case, root, "", files_only=True, repeat=args.repeat, env=env)
+                rows.append((f"{n:,} files (log only)", case, d, r))
+        print(f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, best of {args.repeat} fresh processes:\n")
+        report(rows)
+        if args.s3:
+            s3_requests(args.s3, work, env, args.repeat)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

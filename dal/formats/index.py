@@ -1,0 +1,104 @@
+"""A version's data files as columns — what a table format's log records of each (path, size, rows, partition
+values, per-column min / max / NULL counts) — so planning prunes them before making one object per file.
+
+Formats that record per-file statistics (Delta's add actions) hand planning a ``FileIndex``; ``data_files``
+then builds ``DataFile`` objects for the files that survive only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dal.expr.stats import ColumnBounds
+from dal.formats.base import DataFile
+from dal.storage import uris
+
+
+@dataclass(frozen=True, eq=False)
+class FileIndex:
+    """The files of one pinned version, one row each, in a deterministic order (by path).
+
+    ``files`` holds ``path`` (relative to ``location``, '/'-separated, already confined below it),
+    ``size_bytes``, ``num_records`` (NULL: unknown), and per column ``c``: ``partition.c`` for partition
+    columns, ``min.c`` / ``max.c`` / ``null_count.c`` where the log records statistics (bounds the format has
+    made safe: a truncated bound is widened or NULL). ``deleted``: deletion-vector positions by path.
+    """
+
+    location: str
+    files: pa.Table
+    partition_columns: tuple[str, ...]
+    deleted: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.files.num_rows)
+
+    def _column(self, name: str) -> pa.Array | None:
+        if name not in self.files.column_names:
+            return None
+        return self.files.column(name).combine_chunks()
+
+    def bounds(self, column: str, schema: pa.Schema) -> ColumnBounds | None:
+        """``column``'s bounds in every file: its partition value, else its statistics; None when unknown."""
+        typ = schema.field(column).type
+        rows = self._column("num_records")
+        if column in self.partition_columns:
+            values = self._column(f"partition.{column}")
+            if values is None:
+                return None
+            try:
+                values = values.cast(typ)
+            except (pa.ArrowException, ValueError):
+                return None
+            null = values.is_null().to_numpy(zero_copy_only=False).astype(bool)
+            return ColumnBounds(values, values, null, null)
+        lo, hi, nulls = (self._column(f"{k}.{column}") for k in ("min", "max", "null_count"))
+        try:
+            lo = lo.cast(typ) if lo is not None and lo.type != typ else lo
+            hi = hi.cast(typ) if hi is not None and hi.type != typ else hi
+        except (pa.ArrowException, ValueError):
+            lo = hi = None
+        if nulls is None:
+            some = np.ones(len(self), dtype=bool)
+            none_valued = np.zeros(len(self), dtype=bool)
+        else:
+            some = pc.fill_null(pc.greater(nulls, 0), True).to_numpy(zero_copy_only=False).astype(bool)
+            every = pc.equal(nulls, rows) if rows is not None else pa.nulls(len(self), pa.bool_())
+            none_valued = pc.fill_null(every, False).to_numpy(zero_copy_only=False).astype(bool)
+        if lo is None and hi is None and nulls is None:
+            return None
+        return ColumnBounds(lo, hi, some, none_valued)
+
+    def data_files(self, rows: Sequence[int] | np.ndarray | None = None) -> list[DataFile]:
+        """The files at ``rows`` (all when None) as ``DataFile`` objects, in index order."""
+        table = self.files if rows is None else self.files.take(pa.array(np.asarray(rows, dtype=np.int64)))
+        paths = table.column("path").to_pylist()
+        sizes = table.column("size_bytes").to_pylist()
+        counts = table.column("num_records").to_pylist()
+        parts = [(c, table.column(f"partition.{c}").to_pylist()) for c in self.partition_columns]
+        # the root was normalised once (resolved locally); the paths are confined below it: joined as strings
+        prefix = uris.join(self.location, "x")[:-1]
+        sep = os.sep if uris.is_local(self.location) else "/"
+        out = []
+        for i, rel in enumerate(paths):
+            values = tuple((c, None if v[i] is None else _text(v[i])) for c, v in parts)
+            out.append(
+                DataFile(
+                    prefix + (rel if sep == "/" else rel.replace("/", sep)),
+                    sizes[i],
+                    counts[i],
+                    values,
+                    self.deleted.get(rel, ()),
+                )
+            )
+        return out
+
+
+def _text(value: object) -> str:
+    """A partition value as the catalog and ``DataFile`` spell it (``str`` of the log's typed value)."""
+    return str(value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import pyarrow as pa
 
@@ -18,8 +18,15 @@ from dal.read.stats import ReadStats, StatsBox
 from dal.scan import Scan
 
 if TYPE_CHECKING:
+    import duckdb
     import pandas as pd
+    import polars as pl
+    import ray.data
+    import tensorflow as tf
+    from pyspark.sql import DataFrame as SparkDataFrame
+    from pyspark.sql import SparkSession
 
+    from dal.adapters.torch import TorchDataset
     from dal.read.sharding import Remainder
 
 
@@ -177,28 +184,36 @@ class Dataset:
     def sequences(self, length: int, step: int = 1, **kwargs: Any) -> Iterator[pa.Table]:
         return self.scan().sequences(length, step, **kwargs)
 
-    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
+    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> TorchDataset:
         """This whole version as a torch IterableDataset (see ``Scan.to_torch``)."""
         return self.scan().to_torch(batch_size, **kwargs)
 
-    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
+    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> tf.data.Dataset:
         """This whole version as a tf.data.Dataset (see ``Scan.to_tf``)."""
         return self.scan().to_tf(batch_size, **kwargs)
 
-    def to_spark(self, spark: Any = None) -> Any:
+    def to_spark(self, spark: SparkSession | None = None) -> SparkDataFrame:
         """This exact version as a Spark DataFrame (delta-spark ``versionAsOf`` when its classes are present,
         otherwise plain Parquet over this version's file list with partition columns restored)."""
         return self.scan().to_spark(spark)
 
-    def to_polars(self, lazy: bool = True) -> Any:
+    @overload
+    def to_polars(self, lazy: Literal[True] = ...) -> pl.LazyFrame: ...
+    @overload
+    def to_polars(self, lazy: Literal[False]) -> pl.DataFrame: ...
+    @overload
+    def to_polars(self, lazy: bool) -> pl.LazyFrame | pl.DataFrame: ...
+    def to_polars(self, lazy: bool = True) -> pl.LazyFrame | pl.DataFrame:
         """This whole version as a polars LazyFrame (see ``Scan.to_polars``)."""
         return self.scan().to_polars(lazy)
 
-    def to_duckdb(self, connection: Any = None, name: str | None = None) -> Any:
+    def to_duckdb(
+        self, connection: duckdb.DuckDBPyConnection | None = None, name: str | None = None
+    ) -> duckdb.DuckDBPyRelation:
         """This whole version as a DuckDB relation (see ``Scan.to_duckdb``)."""
         return self.scan().to_duckdb(connection, name)
 
-    def to_ray(self, **read_args: Any) -> Any:
+    def to_ray(self, **read_args: Any) -> ray.data.Dataset:
         """This whole version as a Ray Dataset (see ``Scan.to_ray``)."""
         return self.scan().to_ray(**read_args)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +32,12 @@ from dal.read import reader, sampling
 from dal.read.sharding import Remainder, wrapped
 from dal.read.tasks import ReadTask
 from dal.scan import Scan
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import tensorflow as tf
+
+    from dal.adapters.torch import TorchDataset
 
 MIX_TAG = 0x31
 
@@ -217,7 +223,7 @@ class Mix:
             return pa.Table.from_batches([], schema=self.schema())
         return pa.concat_tables(chunks)
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         return self.to_arrow().to_pandas()
 
     def schema(self) -> pa.Schema:
@@ -231,12 +237,12 @@ class Mix:
             ]
         )
 
-    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
+    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> TorchDataset:
         from dal.adapters.torch import TorchDataset
 
         return TorchDataset(self, batch_size, **kwargs)  # type: ignore[arg-type]  # Mix offers the Scan API the adapters use
 
-    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
+    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> tf.data.Dataset:
         from dal.adapters.tf import to_tf
 
         return to_tf(self, batch_size, **kwargs)  # type: ignore[arg-type]  # likewise

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from dataclasses import replace as _with  # sample()/balance() take an argument named replace
 from datetime import date, datetime, timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +36,15 @@ from dal.read.stats import ReadStats, Recorder, StatsBox
 from dal.read.tasks import ReadTask
 
 if TYPE_CHECKING:
+    import duckdb
     import pandas as pd
+    import polars as pl
+    import ray.data
+    import tensorflow as tf
+    from pyspark.sql import DataFrame as SparkDataFrame
+    from pyspark.sql import SparkSession
+
+    from dal.adapters.torch import TorchDataset
 
 __all__ = ["PLAN_CACHE", "Scan", "Window"]
 T = TypeVar("T")
@@ -392,44 +400,53 @@ class Scan:
     def to_pandas(self) -> pd.DataFrame:
         return self.to_arrow().to_pandas()
 
-    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
+    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> TorchDataset:
         """A ``torch.utils.data.IterableDataset`` of dicts of tensors (see ``dal.adapters.torch``)."""
         self._log_read()  # here, in the calling process (DataLoader workers plan in theirs)
         from dal.adapters.torch import TorchDataset
 
         return TorchDataset(self, batch_size, **kwargs)
 
-    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
+    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> tf.data.Dataset:
         """A prefetching ``tf.data.Dataset`` of dicts with a full element_spec (see ``dal.adapters.tf``)."""
         self._log_read()
         from dal.adapters.tf import to_tf
 
         return to_tf(self, batch_size, **kwargs)
 
-    def to_spark(self, spark: Any = None) -> Any:
+    def to_spark(self, spark: SparkSession | None = None) -> SparkDataFrame:
         """This scan as a Spark DataFrame of the pinned version, projection and filters pushed into Spark."""
         if self.sample_ is not None:
             raise FilterError("to_spark does not draw dal samples: use DataFrame.sample / sampleBy in Spark")
         self._log_read()
         from dal.spark.read import scan_to_spark
 
-        return scan_to_spark(self, spark)
+        frame: SparkDataFrame = scan_to_spark(self, spark)
+        return frame
 
-    def to_polars(self, lazy: bool = True) -> Any:
+    @overload
+    def to_polars(self, lazy: Literal[True] = ...) -> pl.LazyFrame: ...
+    @overload
+    def to_polars(self, lazy: Literal[False]) -> pl.DataFrame: ...
+    @overload
+    def to_polars(self, lazy: bool) -> pl.LazyFrame | pl.DataFrame: ...
+    def to_polars(self, lazy: bool = True) -> pl.LazyFrame | pl.DataFrame:
         """A polars LazyFrame (or DataFrame) reading this scan (see ``dal.adapters.polars``)."""
         self._log_read()
         from dal.adapters.polars import to_polars
 
         return to_polars(self, lazy)
 
-    def to_duckdb(self, connection: Any = None, name: str | None = None) -> Any:
+    def to_duckdb(
+        self, connection: duckdb.DuckDBPyConnection | None = None, name: str | None = None
+    ) -> duckdb.DuckDBPyRelation:
         """A DuckDB relation over this scan, also view ``name`` when given (see ``dal.adapters.duckdb``)."""
         self._log_read()
         from dal.adapters.duckdb import to_duckdb
 
         return to_duckdb(self, connection, name)
 
-    def to_ray(self, **read_args: Any) -> Any:
+    def to_ray(self, **read_args: Any) -> ray.data.Dataset:
         """A Ray Data ``Dataset`` read by dal's reader on the Ray workers (see ``dal.adapters.ray``)."""
         if self.sample_ is not None:  # Ray's read tasks cut the plan by chunks: they cannot draw dal's rows
             raise FilterError("to_ray does not draw dal samples: use Dataset.random_sample / groupby in Ray Data")

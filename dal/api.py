@@ -52,7 +52,11 @@ _log = logging.getLogger("dal")
 
 def get_catalog(catalog: CatalogLike = None) -> Catalog:
     """The catalog at ``catalog`` (a URL or a Catalog; default ``$DAL_CATALOG_URL`` or the embedded SQLite
-    file), opened once per process and URL."""
+    file), opened once per process and URL.
+
+    Args:
+        catalog: A URL, a Catalog (returned as is), or None for the default.
+    """
     if isinstance(catalog, Catalog):
         return catalog
     key = catalog or default_url()
@@ -83,6 +87,15 @@ def open(
     disk, so later epochs read them from there (``dal.storage.rangecache``): at most ``cache_size`` bytes (an int or
     '20GB'; default ``$DAL_CACHE_SIZE``, else 10 GiB) under ``cache_dir`` (default ``$DAL_FILE_CACHE_DIR``,
     else ``<DAL_HOME>/filecache``). Local datasets are read in place.
+
+    Args:
+        name: The dataset's catalog name.
+        version: None (latest), a number, a tag, or a time.
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+        cache: ``'local'`` to keep remote files on local disk.
+        cache_size: The file cache's limit (bytes or '20GB').
+        cache_dir: The file cache's folder.
 
     Raises:
         DatasetNotFound / VersionNotFound (with close names), InvalidName; DalError for a bad cache option.
@@ -162,6 +175,25 @@ def write(
     any data is written; a write that fails before its storage commit leaves the table and the catalog
     as they were. A first write killed after its storage commit is recorded by the next write (or
     ``sync``, at the default location): the table carries this dataset's name in its first commit.
+
+    Args:
+        data: A pyarrow Table/RecordBatchReader, pandas DataFrame, dict of arrays or Spark DataFrame.
+        name: The dataset's catalog name.
+        format: ``delta`` or ``petastorm``.
+        partition_by: Partition columns (a new dataset).
+        mode: ``append`` or ``overwrite``.
+        schema_mode: ``merge`` (add new columns) or ``overwrite`` (replace the schema); None: the schema must match.
+        time_column: The column that orders rows in time.
+        time_partitions: A time partition column's rule.
+        description: What the dataset holds.
+        tags: Tags for the new version.
+        path: Where to store a new dataset (default: the warehouse).
+        schema: A TensorSchema for tensor fields (petastorm).
+        compression: Parquet codec.
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+        inputs: Upstream datasets, recorded as declared lineage.
+        track: Record the read datasets of this process as inferred lineage.
 
     Raises:
         InvalidName, SchemaMismatch (naming the columns), TagExists, DatasetExists, FormatError,
@@ -503,6 +535,17 @@ def register(
     types of a plain Parquet directory's partition columns (e.g. ``{"date": "date32", "hour": "int32"}``,
     Arrow type names) where its files do not record them.
 
+    Args:
+        name: The new dataset's name.
+        uri: Where the table is.
+        format: ``delta``, ``petastorm`` or ``parquet``.
+        description: What the dataset holds.
+        time_column: The column that orders rows in time.
+        time_partitions: How a time partition column derives from the time column.
+        partition_types: Types of partition columns, by name.
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
     Raises:
         FormatError: no table of that format at ``uri``. DatasetExists: the name is taken.
         SchemaMismatch: the time column or a time partition is not a column (partition) of the table.
@@ -553,6 +596,15 @@ def sync(
     A dataset not in the catalog whose first write was stopped before it was recorded (a table at its
     default location whose first commit names it) is recorded now.
     Returns the versions this call recorded, oldest first.
+
+    Args:
+        name: The dataset's catalog name.
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
+    Raises:
+        DatasetNotFound: no such dataset.
+        DalError: the table cannot be read (nothing recorded).
     """
     validate.check(storage_options=storage_options, catalog=catalog)
     cat = get_catalog(catalog)

@@ -29,6 +29,22 @@ def lineage_cmd(ctx: click.Context, name: str, version: str | None, depth: int, 
         emit_json(out)
         return
     click.echo(f"{name} @ version {out['version']}")
+    _print_written_by(out)
+    click.echo("upstream:" + ("" if out["upstream"] else " none"))
+    for u in out["upstream"]:
+        where = f" where {u['filters']}" if u.get("filters") else ""
+        was = f" (read as {u['recorded_as']})" if u.get("recorded_as") else ""
+        click.echo(printable(f"  {u['dataset']} @ {u['version']}{where}{was}  [{u.get('how') or 'inferred'}]"))
+    click.echo("downstream:" + ("" if out["downstream"] else " none"))
+    _print_tree(out["downstream"], "  ")
+    if out["upstream"] or out["downstream"]:
+        click.echo(
+            "declared: named by the writer (dal.write inputs=); inferred: read by its process since its previous write"
+        )
+
+
+def _print_written_by(out: dict[str, Any]) -> None:
+    """The ``written by / at / dal / program / git / spark`` lines of ``dal lineage`` (only those recorded)."""
     git = out.get("git") or {}
     spark = out.get("spark") or {}
     for label, value in (
@@ -43,17 +59,6 @@ def lineage_cmd(ctx: click.Context, name: str, version: str | None, depth: int, 
             click.echo(f"  {label}: {value}")
     if not out.get("time"):
         click.echo("  no lineage recorded (not written by dal.write)")
-    click.echo("upstream:" + ("" if out["upstream"] else " none"))
-    for u in out["upstream"]:
-        where = f" where {u['filters']}" if u.get("filters") else ""
-        was = f" (read as {u['recorded_as']})" if u.get("recorded_as") else ""
-        click.echo(printable(f"  {u['dataset']} @ {u['version']}{where}{was}  [{u.get('how') or 'inferred'}]"))
-    click.echo("downstream:" + ("" if out["downstream"] else " none"))
-    _print_tree(out["downstream"], "  ")
-    if out["upstream"] or out["downstream"]:
-        click.echo(
-            "declared: named by the writer (dal.write inputs=); inferred: read by its process since its previous write"
-        )
 
 
 def _print_tree(nodes: Sequence[dict[str, Any]], indent: str) -> None:

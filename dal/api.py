@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -30,6 +30,7 @@ from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, Tag
 from dal.formats.base import (
     DEFAULT_COMPRESSION,
     DEFAULT_FORMAT,
+    Format,
     SchemaMode,
     WriteMode,
     WriteOptions,
@@ -52,7 +53,11 @@ _log = logging.getLogger("dal")
 
 def get_catalog(catalog: CatalogLike = None) -> Catalog:
     """The catalog at ``catalog`` (a URL or a Catalog; default ``$DAL_CATALOG_URL`` or the embedded SQLite
-    file), opened once per process and URL."""
+    file), opened once per process and URL.
+
+    Args:
+        catalog: A URL, a Catalog (returned as is), or None for the default.
+    """
     if isinstance(catalog, Catalog):
         return catalog
     key = catalog or default_url()
@@ -83,6 +88,15 @@ def open(
     disk, so later epochs read them from there (``dal.storage.rangecache``): at most ``cache_size`` bytes (an int or
     '20GB'; default ``$DAL_CACHE_SIZE``, else 10 GiB) under ``cache_dir`` (default ``$DAL_FILE_CACHE_DIR``,
     else ``<DAL_HOME>/filecache``). Local datasets are read in place.
+
+    Args:
+        name: The dataset's catalog name.
+        version: None (latest), a number, a tag, or a time.
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+        cache: ``'local'`` to keep remote files on local disk.
+        cache_size: The file cache's limit (bytes or '20GB').
+        cache_dir: The file cache's folder.
 
     Raises:
         DatasetNotFound / VersionNotFound (with close names), InvalidName; DalError for a bad cache option.
@@ -163,6 +177,25 @@ def write(
     as they were. A first write killed after its storage commit is recorded by the next write (or
     ``sync``, at the default location): the table carries this dataset's name in its first commit.
 
+    Args:
+        data: A pyarrow Table/RecordBatchReader, pandas DataFrame, dict of arrays or Spark DataFrame.
+        name: The dataset's catalog name.
+        format: ``delta`` or ``petastorm``.
+        partition_by: Partition columns (a new dataset).
+        mode: ``append`` or ``overwrite``.
+        schema_mode: ``merge`` (add new columns) or ``overwrite`` (replace the schema); None: the schema must match.
+        time_column: The column that orders rows in time.
+        time_partitions: A time partition column's rule.
+        description: What the dataset holds.
+        tags: Tags for the new version.
+        path: Where to store a new dataset (default: the warehouse).
+        schema: A TensorSchema for tensor fields (petastorm).
+        compression: Parquet codec.
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+        inputs: Upstream datasets, recorded as declared lineage.
+        track: Record the read datasets of this process as inferred lineage.
+
     Raises:
         InvalidName, SchemaMismatch (naming the columns), TagExists, DatasetExists, FormatError,
         CatalogReadOnly (this role cannot record versions: nothing was written),
@@ -172,61 +205,25 @@ def write(
     validate.check(partition_by=partition_by, tags=tags, format=format, description=description,
                    time_column=time_column, path=path, storage_options=storage_options, catalog=catalog)  # fmt: skip
     timeparts.check(time_partitions)
-    validate_name(name)
-    if mode not in ("append", "overwrite"):
-        raise DalError(f"mode must be 'append' or 'overwrite', not {mode!r}")
-    if is_spark_dataframe(data):
-        from dal.spark.write import check_frame
-
-        check_frame(data)  # a streaming DataFrame is refused before anything runs
-    codec = check_compression(compression)
-    if schema_mode not in (None, "merge", "overwrite"):
-        raise DalError(f"schema_mode must be None, 'merge' or 'overwrite', not {schema_mode!r}")
-    if schema_mode == "overwrite" and mode != "overwrite":
-        raise DalError("schema_mode='overwrite' replaces the schema and needs mode='overwrite'")
-    tags = tuple(validate_tag(t) for t in (tags or ()))
+    codec, tags = _check_write(data, name, mode, schema_mode, compression, tags)
     cat = get_catalog(catalog)
     declared = inputs if inputs is not None else lineage.declared()
     declared_inputs = None if declared is None else _declared_inputs(declared, cat)
     fmt = get_format(format)
     options = dict(storage_options or {})
 
-    try:
-        existing = cat.get_dataset(name)
-    except DatasetNotFound:
-        existing = None
-    rule = _declared_rule(time_partitions, time_column, existing)
-    if existing is None:
-        location = uris.normalize(path) if path else uris.default_location(name)
-
-        def create() -> None:
-            cat.create_dataset(name, format=format, location=location, description=description or "",
-                               time_column=time_column, exist_ok=True, unique_location=True)  # fmt: skip
-            if rule is not None:
-                cat.update_dataset(name, properties={timeparts.DATASET_KEY: rule.to_json()})
-
-        if fmt.exists(location, options):
-            if fmt.written_for(location, options) != name:
-                raise DatasetExists(
-                    f"a {format} table already exists at {location} but is not in the catalog; "
-                    f"adopt it first with dal.register({name!r}, {location!r})"
-                )
-            # a first write of this dataset committed there and was not recorded (killed, or racing this
-            # one): record it now, then write on top of it like any later write, with its checks
-            cat.check_writable()
-            create()
-            sync(name, storage_options=options, catalog=cat)
-            existing = cat.get_dataset(name)
-    if existing is not None:
-        if existing.format != format:
-            raise DalError(f"{name} is a {existing.format} dataset; cannot write format={format!r} to it")
-        if path is not None and uris.normalize(path) != existing.location:
-            raise DalError(f"{name} lives at {existing.location}, not {uris.normalize(path)}")
-        location = existing.location
-        taken = sorted(set(cat.tags(name)) & set(tags))
-        if taken:
-            raise TagExists(f"{name}: tag(s) {', '.join(taken)} exist already; move them with dal tag --force")
-
+    existing, location, rule, create = _target(
+        cat,
+        name,
+        format,
+        fmt,
+        options,
+        path=path,
+        tags=tags,
+        description=description,
+        time_column=time_column,
+        time_partitions=time_partitions,
+    )
     cat.check_writable()  # before anything reaches storage: a commit nobody may record helps no one
 
     new = existing is None or existing.latest_version is None
@@ -272,24 +269,20 @@ def write(
 
         # storage committed: now record it (and anything other writers committed before it). From here on any
         # error is CommittedNotRecorded: the rows are stored, and a retry would store them twice
-        try:
-            if existing is None:
-                create()
-            else:
-                current = cat.get_dataset(name)  # renamed or dropped while this write ran: not recorded under it
-                if current.location != location:
-                    raise DalError(f"{name} is now the dataset at {current.location}, not {location}")
-                if description is not None or time_column is not None or time_partitions is not None:
-                    props = {timeparts.DATASET_KEY: rule.to_json()} if time_partitions is not None and rule else None
-                    cat.update_dataset(name, description=description, time_column=time_column, properties=props)
-            recorded = sync(name, storage_options=options, catalog=cat)
-            version = next((v for v in recorded if v.storage_version == storage_version), None)
-            if version is None:  # recorded meanwhile by a concurrent writer's sync
-                version = next((v for v in cat.versions(name) if v.storage_version == storage_version), None)
-            if version is None:
-                raise FormatError(f"storage version {storage_version} is not among the versions sync found")
-        except Exception as e:
-            raise _not_recorded(cat, name, format, location, storage_version, e, first=existing is None) from e
+        version = _record(
+            cat,
+            name,
+            format,
+            location,
+            options,
+            storage_version,
+            existing,
+            create,
+            description=description,
+            time_column=time_column,
+            time_partitions=time_partitions,
+            rule=rule,
+        )
         if track:
             lineage.done(window, mark)  # committed: the next write's inferred inputs start after this one
         try:  # only the version this write committed (not others' commits that sync recorded with it)
@@ -301,16 +294,7 @@ def write(
             version = _record_rule(cat, version, txn.observer, mode)
         except DalError as e:  # a rule not recorded only means windows do not prune this version's partitions
             _log.warning("%s version %d: time partitions not recorded (%s)", name, version.number, e)
-        try:
-            for t in tags:
-                version = cat.tag(name, version.number, t)
-        except Exception as e:  # recorded: a retry would duplicate the rows
-            kind = type(e) if isinstance(e, TagExists | CatalogUnavailable | CatalogReadOnly) else DalError
-            raise kind(
-                f"{name}: the data was written and recorded as version {version.number}, but tagging it failed "
-                f"({_first_line(e)}); do NOT retry the write: tag it with `dal tag {_holder(cat, name, location)} "
-                f"{version.number} TAG`"
-            ) from e
+        version = _tag_written(cat, name, location, version, tags)
     except BaseException as e:
         if run is not None:
             run.fail(e)
@@ -318,6 +302,152 @@ def write(
     if run is not None:
         run.complete(version)
     _log.info("committed %s as version %d (storage version %s)", name, version.number, version.storage_version)
+    return version
+
+
+def _check_write(
+    data: Any, name: str, mode: str, schema_mode: SchemaMode, compression: str, tags: Sequence[str] | None
+) -> tuple[str, tuple[str, ...]]:
+    """``dal.write``'s own argument checks, before the catalog is opened: returns the compression codec and the
+    checked tags.
+
+    Raises:
+        InvalidName, DalError: a bad name, mode, schema mode, compression or tag, or a streaming DataFrame.
+    """
+    validate_name(name)
+    if mode not in ("append", "overwrite"):
+        raise DalError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    if is_spark_dataframe(data):
+        from dal.spark.write import check_frame
+
+        check_frame(data)  # a streaming DataFrame is refused before anything runs
+    codec = check_compression(compression)
+    if schema_mode not in (None, "merge", "overwrite"):
+        raise DalError(f"schema_mode must be None, 'merge' or 'overwrite', not {schema_mode!r}")
+    if schema_mode == "overwrite" and mode != "overwrite":
+        raise DalError("schema_mode='overwrite' replaces the schema and needs mode='overwrite'")
+    return codec, tuple(validate_tag(t) for t in (tags or ()))
+
+
+def _target(
+    cat: Catalog,
+    name: str,
+    format: str,
+    fmt: Format,
+    options: dict[str, str],
+    *,
+    path: str | None,
+    tags: tuple[str, ...],
+    description: str | None,
+    time_column: str | None,
+    time_partitions: TimePartitions | None,
+) -> tuple[DatasetInfo | None, str, TimePartitions | None, Callable[[], None]]:
+    """Where ``dal.write`` writes: the dataset (None for a new one), its location, its declared time-partition
+    rule, and how to create it in the catalog once the data is committed. A first write that committed but was
+    not recorded is adopted here (recorded, then written on top of).
+
+    Raises:
+        DatasetExists: a table of another dataset is at the location. TagExists: a tag is taken.
+        DalError: another format, or another location than the dataset's.
+    """
+
+    def create() -> None:
+        cat.create_dataset(name, format=format, location=location, description=description or "",
+                           time_column=time_column, exist_ok=True, unique_location=True)  # fmt: skip
+        if rule is not None:
+            cat.update_dataset(name, properties={timeparts.DATASET_KEY: rule.to_json()})
+
+    try:
+        existing = cat.get_dataset(name)
+    except DatasetNotFound:
+        existing = None
+    rule = _declared_rule(time_partitions, time_column, existing)
+    if existing is None:
+        location = uris.normalize(path) if path else uris.default_location(name)
+
+        if fmt.exists(location, options):
+            if fmt.written_for(location, options) != name:
+                raise DatasetExists(
+                    f"a {format} table already exists at {location} but is not in the catalog; "
+                    f"adopt it first with dal.register({name!r}, {location!r})"
+                )
+            # a first write of this dataset committed there and was not recorded (killed, or racing this
+            # one): record it now, then write on top of it like any later write, with its checks
+            cat.check_writable()
+            create()
+            sync(name, storage_options=options, catalog=cat)
+            existing = cat.get_dataset(name)
+    if existing is not None:
+        if existing.format != format:
+            raise DalError(f"{name} is a {existing.format} dataset; cannot write format={format!r} to it")
+        if path is not None and uris.normalize(path) != existing.location:
+            raise DalError(f"{name} lives at {existing.location}, not {uris.normalize(path)}")
+        location = existing.location
+        taken = sorted(set(cat.tags(name)) & set(tags))
+        if taken:
+            raise TagExists(f"{name}: tag(s) {', '.join(taken)} exist already; move them with dal tag --force")
+    return existing, location, rule, create
+
+
+def _record(
+    cat: Catalog,
+    name: str,
+    format: str,
+    location: str,
+    options: dict[str, str],
+    storage_version: int,
+    existing: DatasetInfo | None,
+    create: Callable[[], None],
+    *,
+    description: str | None,
+    time_column: str | None,
+    time_partitions: TimePartitions | None,
+    rule: TimePartitions | None,
+) -> VersionInfo:
+    """Record a committed write in the catalog (creating a new dataset, updating what the write changed) and
+    return the version that holds ``storage_version``.
+
+    Raises:
+        CommittedNotRecorded: any failure (the rows are stored: a retry would store them twice).
+    """
+    try:
+        if existing is None:
+            create()
+        else:
+            current = cat.get_dataset(name)  # renamed or dropped while this write ran: not recorded under it
+            if current.location != location:
+                raise DalError(f"{name} is now the dataset at {current.location}, not {location}")
+            if description is not None or time_column is not None or time_partitions is not None:
+                props = {timeparts.DATASET_KEY: rule.to_json()} if time_partitions is not None and rule else None
+                cat.update_dataset(name, description=description, time_column=time_column, properties=props)
+        recorded = sync(name, storage_options=options, catalog=cat)
+        version = next((v for v in recorded if v.storage_version == storage_version), None)
+        if version is None:  # recorded meanwhile by a concurrent writer's sync
+            version = next((v for v in cat.versions(name) if v.storage_version == storage_version), None)
+        if version is None:
+            raise FormatError(f"storage version {storage_version} is not among the versions sync found")
+    except Exception as e:
+        raise _not_recorded(cat, name, format, location, storage_version, e, first=existing is None) from e
+    return version
+
+
+def _tag_written(cat: Catalog, name: str, location: str, version: VersionInfo, tags: Sequence[str]) -> VersionInfo:
+    """Tag the version a write recorded.
+
+    Raises:
+        TagExists, CatalogUnavailable, CatalogReadOnly, DalError: tagging failed; the message says the data is
+            recorded and must not be written again.
+    """
+    try:
+        for t in tags:
+            version = cat.tag(name, version.number, t)
+    except Exception as e:  # recorded: a retry would duplicate the rows
+        kind = type(e) if isinstance(e, TagExists | CatalogUnavailable | CatalogReadOnly) else DalError
+        raise kind(
+            f"{name}: the data was written and recorded as version {version.number}, but tagging it failed "
+            f"({_first_line(e)}); do NOT retry the write: tag it with `dal tag {_holder(cat, name, location)} "
+            f"{version.number} TAG`"
+        ) from e
     return version
 
 
@@ -503,6 +633,17 @@ def register(
     types of a plain Parquet directory's partition columns (e.g. ``{"date": "date32", "hour": "int32"}``,
     Arrow type names) where its files do not record them.
 
+    Args:
+        name: The new dataset's name.
+        uri: Where the table is.
+        format: ``delta``, ``petastorm`` or ``parquet``.
+        description: What the dataset holds.
+        time_column: The column that orders rows in time.
+        time_partitions: How a time partition column derives from the time column.
+        partition_types: Types of partition columns, by name.
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
     Raises:
         FormatError: no table of that format at ``uri``. DatasetExists: the name is taken.
         SchemaMismatch: the time column or a time partition is not a column (partition) of the table.
@@ -553,6 +694,15 @@ def sync(
     A dataset not in the catalog whose first write was stopped before it was recorded (a table at its
     default location whose first commit names it) is recorded now.
     Returns the versions this call recorded, oldest first.
+
+    Args:
+        name: The dataset's catalog name.
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
+    Raises:
+        DatasetNotFound: no such dataset.
+        DalError: the table cannot be read (nothing recorded).
     """
     validate.check(storage_options=storage_options, catalog=catalog)
     cat = get_catalog(catalog)

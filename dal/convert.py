@@ -65,6 +65,18 @@ def convert(
       job twice gives the same data (the version before stays readable by its number); ``mode='append'`` adds
       ``df``'s rows to the latest version's (running it twice stores them twice).
 
+    Args:
+        df: The Spark DataFrame.
+        name: Catalog name to record it as (default: a cache-only conversion).
+        mode: ``overwrite`` or ``append`` (as ``dal.write``).
+        cache_dir: Cache folder or object-store URL (default ``$DAL_CACHE_DIR``).
+        dtype: Float type that floating columns are cast to (None: kept).
+        row_group_size_bytes: Target Parquet row-group size.
+        compression: Parquet codec.
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        inputs: Upstream datasets to record as lineage.
+
     Raises:
         DalError: not a Spark DataFrame, a bad option, or a cache folder that cannot be used; anything
         ``dal.write`` raises (e.g. ``SchemaMismatch`` for a column Delta cannot hold).
@@ -188,6 +200,11 @@ def infer_schema(
     DataFrame, as petastorm's converter does: scalar columns get a ScalarCodec, MLlib vectors and numeric
     arrays an NdarrayCodec with the shape in ``shapes`` or the one found in the data (``None`` for a
     dimension whose length varies). Pass the result (edited, e.g. images given an ImageCodec) as ``schema=``.
+
+    Args:
+        df: A Spark DataFrame.
+        name: The schema's name.
+        shapes: Tensor shapes by column (None for a free dimension).
 
     Raises:
         SchemaMismatch: a column no codec holds (structs, maps, arrays of strings), or a bad ``shapes``.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import pyarrow as pa
 
@@ -18,8 +18,15 @@ from dal.read.stats import ReadStats, StatsBox
 from dal.scan import Scan
 
 if TYPE_CHECKING:
+    import duckdb
     import pandas as pd
+    import polars as pl
+    import ray.data
+    import tensorflow as tf
+    from pyspark.sql import DataFrame as SparkDataFrame
+    from pyspark.sql import SparkSession
 
+    from dal.adapters.torch import TorchDataset
     from dal.formats.index import FileIndex
     from dal.read.sharding import Remainder
 
@@ -109,15 +116,28 @@ class Dataset:
         return self.select(*columns)
 
     def to_arrow(self, columns: list[str] | None = None) -> pa.Table:
-        """This version as one Arrow table (tensor fields as stored; see ``to_numpy`` for decoded)."""
+        """This version as one Arrow table (tensor fields as stored; see ``to_numpy`` for decoded).
+
+        Args:
+            columns: Only these columns (default: all).
+        """
         return self._scan_of(columns).to_arrow()
 
     def iter_batches(self, batch_size: int = 65_536, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
-        """Stream record batches of ``batch_size`` rows (the last may be shorter), in file order."""
+        """Stream record batches of ``batch_size`` rows (the last may be shorter), in file order.
+
+        Args:
+            batch_size: Rows per batch.
+            columns: Only these columns (default: all).
+        """
         return self._scan_of(columns).iter_batches(batch_size)
 
     def to_pandas(self, columns: list[str] | None = None) -> pd.DataFrame:
-        """A DataFrame; tensor fields (ndarray, image codecs) are decoded into NumPy arrays per cell."""
+        """A DataFrame; tensor fields (ndarray, image codecs) are decoded into NumPy arrays per cell.
+
+        Args:
+            columns: Only these columns (default: all).
+        """
         table = self.to_arrow(columns)
         if not self._has_tensors(table.column_names):
             return table.to_pandas()
@@ -128,11 +148,20 @@ class Dataset:
 
     def to_numpy(self, columns: list[str] | None = None) -> dict[str, Any]:
         """Each column as NumPy: tensor fields decoded and stacked to (rows, *shape) when their shapes agree,
-        else a list of arrays; scalar fields as 1-d arrays of their dtype."""
+        else a list of arrays; scalar fields as 1-d arrays of their dtype.
+
+        Args:
+            columns: Only these columns (default: all).
+        """
         return self.decode(self.to_arrow(columns))
 
     def iter_numpy(self, batch_size: int = 1024, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
-        """Stream decoded batches (as ``to_numpy``) of at most ``batch_size`` rows."""
+        """Stream decoded batches (as ``to_numpy``) of at most ``batch_size`` rows.
+
+        Args:
+            batch_size: Rows per batch at most.
+            columns: Only these columns (default: all).
+        """
         for batch in self.iter_batches(batch_size, columns):
             yield self.decode(pa.Table.from_batches([batch]))
 
@@ -141,6 +170,9 @@ class Dataset:
 
     def decode(self, table: pa.Table) -> dict[str, Any]:
         """Columns of ``table`` as NumPy, tensor fields decoded by their codecs (see ``to_numpy``).
+
+        Args:
+            table: Rows of this dataset (as read).
 
         Raises:
             FormatError: a value its codec cannot decode."""
@@ -154,6 +186,7 @@ class Dataset:
         return self._format.native_url(self.location, self.version, self.storage_options)
 
     def count(self) -> int:
+        """The number of rows of this version, as the catalog recorded it (nothing is read)."""
         return self.version.row_count
 
     def stats(self) -> ReadStats:
@@ -167,54 +200,137 @@ class Dataset:
         return Scan(self)
 
     def select(self, *columns: str) -> Scan:
+        """A scan of this version reading only ``columns`` (see ``Scan.select``).
+
+        Args:
+            *columns: Column names.
+        """
         return self.scan().select(*columns)
 
     def filter(self, condition: Any) -> Scan:
+        """A scan of this version keeping the rows matching ``condition`` (see ``Scan.filter``).
+
+        Args:
+            condition: A ``dal.col`` expression or a SQL WHERE string.
+        """
         return self.scan().filter(condition)
 
     def window(self, start: Any, end: Any, column: str | None = None) -> Scan:
+        """A scan of the rows with ``start <= column < end`` (see ``Scan.window``).
+
+        Args:
+            start: Lower bound (None: open).
+            end: Upper bound, excluded (None: open).
+            column: The time column (default: the dataset's).
+        """
         return self.scan().window(start, end, column)
 
     def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> Scan:
+        """This rank's share of the rows (see ``Scan.shard``).
+
+        Args:
+            rank: This process's rank.
+            world_size: The number of ranks.
+            remainder: ``pad`` (equal rows: some repeated), ``drop`` (equal rows: the rest dropped) or ``keep``.
+        """
         return self.scan().shard(rank, world_size, remainder)
 
     def shuffle(self, seed: int, buffer_size: int = 10_000) -> Scan:
+        """A scan reading this version in a seeded per-epoch order (see ``Scan.shuffle``).
+
+        Args:
+            seed: The order's seed.
+            buffer_size: Rows a chunk holds at least.
+        """
         return self.scan().shuffle(seed, buffer_size)
 
     def sample(self, fraction: float | None = None, **kwargs: Any) -> Scan:
-        """A per-epoch random sample of this version's rows (see ``Scan.sample``)."""
+        """A per-epoch random sample of this version's rows (see ``Scan.sample``).
+
+        Args:
+            fraction: Probability of keeping each row.
+            **kwargs: As ``Scan.sample`` (rows, seed, replace, spread, windows).
+        """
         return self.scan().sample(fraction, **kwargs)
 
     def balance(self, by: str, weights: dict[Any, float] | str = "uniform", **kwargs: Any) -> Scan:
-        """Class-balanced draws per epoch (see ``Scan.balance``)."""
+        """Class-balanced draws per epoch (see ``Scan.balance``).
+
+        Args:
+            by: The class column.
+            weights: Share per class, or ``uniform``.
+            **kwargs: As ``Scan.balance`` (rows, seed, replace).
+        """
         return self.scan().balance(by, weights, **kwargs)
 
     def sequences(self, length: int, step: int = 1, **kwargs: Any) -> Iterator[pa.Table]:
+        """Fixed-length, time-ordered windows of rows (see ``Scan.sequences``).
+
+        Args:
+            length: Rows per window.
+            step: Rows between window starts.
+            **kwargs: As ``Scan.sequences`` (column, by, max_gap).
+        """
         return self.scan().sequences(length, step, **kwargs)
 
-    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
-        """This whole version as a torch IterableDataset (see ``Scan.to_torch``)."""
+    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> TorchDataset:
+        """This whole version as a torch IterableDataset (see ``Scan.to_torch``).
+
+        Args:
+            batch_size: Rows per batch.
+            **kwargs: As ``Scan.to_torch``.
+        """
         return self.scan().to_torch(batch_size, **kwargs)
 
-    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
-        """This whole version as a tf.data.Dataset (see ``Scan.to_tf``)."""
+    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> tf.data.Dataset:
+        """This whole version as a tf.data.Dataset (see ``Scan.to_tf``).
+
+        Args:
+            batch_size: Rows per batch.
+            **kwargs: As ``Scan.to_tf``.
+        """
         return self.scan().to_tf(batch_size, **kwargs)
 
-    def to_spark(self, spark: Any = None) -> Any:
+    def to_spark(self, spark: SparkSession | None = None) -> SparkDataFrame:
         """This exact version as a Spark DataFrame (delta-spark ``versionAsOf`` when its classes are present,
-        otherwise plain Parquet over this version's file list with partition columns restored)."""
+        otherwise plain Parquet over this version's file list with partition columns restored).
+
+        Args:
+            spark: The SparkSession (default: the active one).
+        """
         return self.scan().to_spark(spark)
 
-    def to_polars(self, lazy: bool = True) -> Any:
-        """This whole version as a polars LazyFrame (see ``Scan.to_polars``)."""
+    @overload
+    def to_polars(self, lazy: Literal[True] = ...) -> pl.LazyFrame: ...
+    @overload
+    def to_polars(self, lazy: Literal[False]) -> pl.DataFrame: ...
+    @overload
+    def to_polars(self, lazy: bool) -> pl.LazyFrame | pl.DataFrame: ...
+    def to_polars(self, lazy: bool = True) -> pl.LazyFrame | pl.DataFrame:
+        """This whole version as a polars LazyFrame (see ``Scan.to_polars``).
+
+        Args:
+            lazy: A LazyFrame (True) or a collected DataFrame (False).
+        """
         return self.scan().to_polars(lazy)
 
-    def to_duckdb(self, connection: Any = None, name: str | None = None) -> Any:
-        """This whole version as a DuckDB relation (see ``Scan.to_duckdb``)."""
+    def to_duckdb(
+        self, connection: duckdb.DuckDBPyConnection | None = None, name: str | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """This whole version as a DuckDB relation (see ``Scan.to_duckdb``).
+
+        Args:
+            connection: A DuckDB connection (default: a new in-memory one).
+            name: Also register the relation as this view.
+        """
         return self.scan().to_duckdb(connection, name)
 
-    def to_ray(self, **read_args: Any) -> Any:
-        """This whole version as a Ray Dataset (see ``Scan.to_ray``)."""
+    def to_ray(self, **read_args: Any) -> ray.data.Dataset:
+        """This whole version as a Ray Dataset (see ``Scan.to_ray``).
+
+        Args:
+            **read_args: ``ray.data.read_datasource``'s keyword arguments.
+        """
         return self.scan().to_ray(**read_args)
 
     def __repr__(self) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +32,12 @@ from dal.read import reader, sampling
 from dal.read.sharding import Remainder, wrapped
 from dal.read.tasks import ReadTask
 from dal.scan import Scan
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import tensorflow as tf
+
+    from dal.adapters.torch import TorchDataset
 
 MIX_TAG = 0x31
 
@@ -45,6 +51,13 @@ def mix(
     rows: int | None = None,
 ) -> Mix:
     """One stream drawing from ``scans`` in proportion to ``weights`` (default: equal); see ``dal.mixing``.
+
+    Args:
+        scans: The Scans (or Datasets) to draw from.
+        weights: Relative share of each (default: equal).
+        seed: Seed of the interleaving (epochs differ).
+        stop: ``shortest`` (the epoch ends when a member runs out) or ``longest`` (members start over until the last runs out).
+        rows: Rows per epoch (default: set by ``stop``).
 
     Raises:
         DalError: no scans, a sharded member, weights not one positive number per scan, a bad ``stop``
@@ -170,11 +183,22 @@ class Mix:
     # -- builder -------------------------------------------------------------------------------------
 
     def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> Mix:
-        """This rank's share of the mixed stream (equal rows per rank by default; see ``Scan.shard``)."""
+        """This rank's share of the mixed stream (equal rows per rank by default; see ``Scan.shard``).
+
+        Args:
+            rank: This process's rank.
+            world_size: The number of ranks.
+            remainder: ``pad`` (equal rows: some repeated), ``drop`` (equal rows: the rest dropped) or ``keep``.
+        """
         checked = self.scans[0].shard(rank, world_size, remainder)
         return replace(self, shard_=checked.shard_)
 
     def set_epoch(self, epoch: int) -> Mix:
+        """The mix for another epoch (new draws and interleaving).
+
+        Args:
+            epoch: The epoch number.
+        """
         return replace(self, epoch=check_int(epoch, "epoch", minimum=0, maximum=2**63 - 1))
 
     # -- planning ------------------------------------------------------------------------------------
@@ -193,12 +217,22 @@ class Mix:
         return MixRows(self, members)
 
     def count(self) -> int:
+        """Rows of one epoch of this rank's mixed stream."""
         return sampling.length(sampling.rank_ranges(self.epoch_rows().total, self.shard_))
 
     # -- reading -------------------------------------------------------------------------------------
 
     def iter_chunks(self, tasks: Any = None, *, skip_rows: int = 0, convert: Any = None) -> Iterator[Any]:
-        """The rank's mixed rows as chunks (tables of the selected columns), the first ``skip_rows`` dropped."""
+        """The rank's mixed rows as chunks (tables of the selected columns), the first ``skip_rows`` dropped.
+
+        Args:
+            tasks: Must be None (a mix plans its own members).
+            skip_rows: Drop the first rows (resuming).
+            convert: Applied to each chunk.
+
+        Raises:
+            FilterError: tasks given (a mix is read whole: its rank's share).
+        """
         if tasks is not None:
             raise FilterError("a mix is read whole (its rank's share), not by tasks")
         skip_rows = check_int(skip_rows, "skip_rows", minimum=0)
@@ -206,18 +240,26 @@ class Mix:
         yield from sampling.read_units(units, convert)
 
     def iter_batches(self, batch_size: int = 65_536, *, num_epochs: int = 1) -> Iterator[pa.RecordBatch]:
+        """Record batches of exactly ``batch_size`` rows of the mixed stream (the last may be shorter).
+
+        Args:
+            batch_size: Rows per batch.
+            num_epochs: Epochs to read in a row.
+        """
         batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=2**31 - 1)
         num_epochs = check_int(num_epochs, "num_epochs", minimum=0)
         for e in range(num_epochs):
             yield from reader.rebatch(self.set_epoch(self.epoch + e).iter_chunks(), batch_size)
 
     def to_arrow(self) -> pa.Table:
+        """One epoch of the mixed stream as one Arrow table."""
         chunks = list(self.iter_chunks())
         if not chunks:
             return pa.Table.from_batches([], schema=self.schema())
         return pa.concat_tables(chunks)
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
+        """One epoch of the mixed stream as a pandas DataFrame."""
         return self.to_arrow().to_pandas()
 
     def schema(self) -> pa.Schema:
@@ -231,12 +273,24 @@ class Mix:
             ]
         )
 
-    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
+    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> TorchDataset:
+        """The mixed stream as a torch IterableDataset (as ``Scan.to_torch``).
+
+        Args:
+            batch_size: Rows per batch.
+            **kwargs: As ``Scan.to_torch``.
+        """
         from dal.adapters.torch import TorchDataset
 
         return TorchDataset(self, batch_size, **kwargs)  # type: ignore[arg-type]  # Mix offers the Scan API the adapters use
 
-    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
+    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> tf.data.Dataset:
+        """The mixed stream as a tf.data.Dataset (as ``Scan.to_tf``).
+
+        Args:
+            batch_size: Rows per batch.
+            **kwargs: As ``Scan.to_tf``.
+        """
         from dal.adapters.tf import to_tf
 
         return to_tf(self, batch_size, **kwargs)  # type: ignore[arg-type]  # likewise

@@ -165,10 +165,17 @@ def count_text(n: float) -> str:
 
 
 def size_text(n: float) -> str:
-    """Bytes as 512 B, 1.5 KB, 48.0 MB (powers of 1024)."""
+    """Bytes for people in binary units: ``512 B``, ``1.5 KiB``, ``48.0 MiB``.
+
+    The one size formatter of dal: the progress line, the CLI (``dal.cli.output``), the web UI and read stats
+    all print sizes with it.
+
+    Args:
+        n: A byte count (or a rate in bytes per second).
+    """
     value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(value) < 1024 or unit == "TB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
             return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")  # pragma: no cover

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from dataclasses import replace as _with  # sample()/balance() take an argument named replace
 from datetime import date, datetime, timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +36,16 @@ from dal.read.stats import ReadStats, Recorder, StatsBox
 from dal.read.tasks import ReadTask
 
 if TYPE_CHECKING:
+    import duckdb
     import pandas as pd
+    import polars as pl
+    import ray.data
+    import tensorflow as tf
+    from pyspark.sql import DataFrame as SparkDataFrame
+    from pyspark.sql import SparkSession
+
+    from dal.adapters.torch import MapDataset, TorchDataset
+    from dal.read.access import RowIndex
 
 __all__ = ["PLAN_CACHE", "Scan", "Window"]
 T = TypeVar("T")
@@ -90,7 +99,14 @@ class Scan:
     # -- builder --------------------------------------------------------------------------------
 
     def select(self, *columns: str) -> Scan:
-        """Read only these columns (only their bytes are read)."""
+        """Read only these columns (only their bytes are read).
+
+        Args:
+            *columns: Column names.
+
+        Raises:
+            FilterError: no columns, or a name the dataset does not have.
+        """
         if len(columns) == 1 and isinstance(columns[0], list | tuple):
             columns = tuple(columns[0])
         if not columns:  # a table of no columns has no rows to show: count() counts without reading columns
@@ -103,7 +119,11 @@ class Scan:
 
     def filter(self, condition: E.Expr | str) -> Scan:
         """Keep rows matching ``condition`` (``dal.col`` expressions or a SQL WHERE string); several
-        filters combine with AND."""
+        filters combine with AND.
+
+        Args:
+            condition: A ``dal.col`` expression or a SQL WHERE string.
+        """
         bound = E.bind(E.as_expr(condition), self.arrow_schema)
         return replace(self, filters=(*self.filters, bound), stats_=StatsBox())
 
@@ -117,6 +137,14 @@ class Scan:
         Time-partitioned directories (``date=…``, ``date=…/hour=…``) are pruned only when dal knows how they
         derive from the time column (``dal.storage.timeparts``); otherwise the window is a filter, still pushed down to
         partition values and row-group statistics.
+
+        Args:
+            start: Lower bound (None: open).
+            end: Upper bound, excluded (None: open).
+            column: The time column (default: the dataset's).
+
+        Raises:
+            FilterError: no time column, a bad bound, or an empty window.
         """
         column = column or self.dataset.info.time_column
         if column is None:
@@ -145,7 +173,16 @@ class Scan:
 
     def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> Scan:
         """This rank's share of the rows: disjoint from other ranks', deterministic, and by default the
-        same number of rows on every rank (``remainder``: "pad" | "drop" | "keep", see dal.read.sharding)."""
+        same number of rows on every rank (``remainder``: "pad" | "drop" | "keep", see dal.read.sharding).
+
+        Args:
+            rank: This process's rank.
+            world_size: The number of ranks.
+            remainder: ``pad`` (equal rows: some repeated), ``drop`` (equal rows: the rest dropped) or ``keep``.
+
+        Raises:
+            FilterError: a bad rank, world size or remainder, or a scan sharded already.
+        """
         if not isinstance(world_size, int) or world_size < 1:
             raise FilterError(f"world_size must be a positive int, got {world_size!r}")
         if not isinstance(rank, int) or not 0 <= rank < world_size:
@@ -158,7 +195,12 @@ class Scan:
         """Permute row groups per epoch, and rows inside each chunk read (chunks hold whole row groups and
         at least ``buffer_size`` rows; no per-row buffer).
 
-        The order is a pure function of (seed, epoch, version, shard): the same on every run."""
+        The order is a pure function of (seed, epoch, version, shard): the same on every run.
+
+        Args:
+            seed: The order's seed.
+            buffer_size: Rows a chunk holds at least.
+        """
         seed = check_int(seed, "shuffle seed", minimum=0)
         buffer_size = check_int(buffer_size, "shuffle buffer_size", minimum=1, maximum=2**31 - 1)
         return replace(self, shuffle_=(seed, buffer_size), stats_=StatsBox())
@@ -182,7 +224,19 @@ class Scan:
         (in a random order each epoch), so an epoch's rows come from all over the scan at the I/O of about
         ``windows`` row groups plus spread·n rows; ``windows=1`` reads the least but draws each epoch from a few
         neighbouring row groups. Every row's chance is exactly n/N. ``replace=True``: with replacement. See
-        ``dal.read.sampling``."""
+        ``dal.read.sampling``.
+
+        Args:
+            fraction: Probability of keeping each row.
+            rows: Exactly this many rows instead.
+            seed: The draws' seed.
+            replace: Draw with replacement.
+            spread: How many chunks a draw spreads over.
+            windows: Contiguous windows per epoch.
+
+        Raises:
+            FilterError: neither or both of fraction/rows, or a bad value.
+        """
         if self.sample_ is not None:
             raise FilterError("this scan is already sampled or balanced: sample or balance once")
         checked = sampling.check_sample(fraction, rows, seed, replace, spread, windows)
@@ -201,7 +255,18 @@ class Scan:
         of the epoch's rows (``"uniform"``: every class alike; classes left out of ``weights`` are left
         out). ``rows``: rows per epoch (default: as many as the scarcest class allows without
         replacement, the scan's row count with). Per-class counts come from one pass over ``by`` per
-        pinned version (cached). See ``dal.read.sampling``."""
+        pinned version (cached). See ``dal.read.sampling``.
+
+        Args:
+            by: The class column.
+            weights: Share per class, or ``uniform``.
+            rows: Rows per epoch.
+            seed: The draws' seed.
+            replace: Draw with replacement.
+
+        Raises:
+            FilterError: an unknown column or class, or a bad weight.
+        """
         if self.sample_ is not None:
             raise FilterError("this scan is already sampled or balanced: sample or balance once")
         self._check_columns([by], "balance")
@@ -210,7 +275,11 @@ class Scan:
         return _with(self, sample_=checked, stats_=StatsBox())
 
     def set_epoch(self, epoch: int) -> Scan:
-        """The scan for another epoch (a new order when shuffling)."""
+        """The scan for another epoch (a new order when shuffling).
+
+        Args:
+            epoch: The epoch number.
+        """
         return replace(self, epoch=check_int(epoch, "epoch", minimum=0, maximum=2**63 - 1))
 
     # -- planning (dal.read.plan) -----------------------------------------------------------------------
@@ -267,7 +336,15 @@ class Scan:
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def split(self, index: int, parts: int) -> list[ReadTask]:
-        """One of ``parts`` disjoint pieces of this scan's plan (e.g. a DataLoader worker's), by rows."""
+        """One of ``parts`` disjoint pieces of this scan's plan (e.g. a DataLoader worker's), by rows.
+
+        Args:
+            index: Which piece.
+            parts: How many pieces.
+
+        Raises:
+            FilterError: a bad index or count, or a sampled scan (split by rows instead).
+        """
         if not isinstance(parts, int) or isinstance(parts, bool) or parts < 1:
             raise FilterError(f"parts must be a positive int, got {parts!r}")
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < parts:
@@ -287,7 +364,11 @@ class Scan:
         return sum(self.task_rows(self.plan()))
 
     def task_rows(self, tasks: Sequence[ReadTask]) -> list[int]:
-        """Rows each of these tasks (of this scan's plan or a split of it) yields, counted, not read."""
+        """Rows each of these tasks (of this scan's plan or a split of it) yields, counted, not read.
+
+        Args:
+            tasks: Read tasks of this scan.
+        """
         with translate_missing(self.dataset):
             return self.query.task_rows(tasks)
 
@@ -295,7 +376,14 @@ class Scan:
 
     def chunk_spans(self, tasks: Sequence[ReadTask]) -> list[tuple[int, int]]:
         """How ``tasks`` group into chunks: ``[(first, end)]`` task indices, from footer row counts only
-        (no filter is evaluated), so the grouping is known before reading and the same on resumption."""
+        (no filter is evaluated), so the grouping is known before reading and the same on resumption.
+
+        Args:
+            tasks: Read tasks of this scan.
+
+        Raises:
+            FilterError: a sampled or balanced scan (read by rows, not by tasks).
+        """
         if self.sample_ is not None:
             raise FilterError("a sampled or balanced scan is read by rows (iter_chunks / to_torch), not by tasks")
         floor = self.shuffle_[1] if self.shuffle_ is not None else 0
@@ -315,7 +403,16 @@ class Scan:
 
         ``tasks``: part of the plan (e.g. a DataLoader worker's ``split``; default: ``plan()``).
         ``skip_rows``: resume after this many rows of the stream (only the chunk holding that row is read
-        again). ``convert``: applied to each chunk on the reading thread (e.g. decoding tensor fields)."""
+        again). ``convert``: applied to each chunk on the reading thread (e.g. decoding tensor fields).
+
+        Args:
+            tasks: Read these tasks (default: this scan's plan).
+            skip_rows: Drop the first rows (resuming).
+            convert: Applied to each chunk in the reading thread.
+
+        Raises:
+            FilterError: tasks given for a sampled or balanced scan.
+        """
         skip_rows = check_int(skip_rows, "skip_rows", minimum=0)
         if self.sample_ is not None:  # virtual rows: the rank's share of the epoch's selection
             if tasks is not None:
@@ -379,7 +476,13 @@ class Scan:
     ) -> Iterator[pa.RecordBatch]:
         """Record batches of exactly ``batch_size`` rows (the last of each epoch may be shorter): slices
         of the chunks ``iter_chunks`` reads ahead. With ``num_epochs``, epochs run ``epoch, epoch+1, …``
-        (each reshuffled when shuffling). ``tasks`` reads part of the plan (first epoch only)."""
+        (each reshuffled when shuffling). ``tasks`` reads part of the plan (first epoch only).
+
+        Args:
+            batch_size: Rows per batch.
+            num_epochs: Epochs to read in a row.
+            tasks: Read these tasks (default: the plan).
+        """
         batch_size = check_int(batch_size, "batch_size", minimum=1, maximum=2**31 - 1)
         num_epochs = check_int(num_epochs, "num_epochs", minimum=0)
         for e in range(num_epochs):
@@ -387,6 +490,7 @@ class Scan:
             yield from reader.rebatch(scan.iter_chunks(tasks if e == 0 else None), batch_size)
 
     def to_arrow(self) -> pa.Table:
+        """All the rows of this scan as one Arrow table (its columns, in read order)."""
         chunks = list(self.iter_chunks())
         if not chunks:
             schema = self.arrow_schema
@@ -394,25 +498,34 @@ class Scan:
         return pa.concat_tables(chunks)
 
     def to_pandas(self) -> pd.DataFrame:
+        """All the rows of this scan as a pandas DataFrame (``to_arrow().to_pandas()``)."""
         return self.to_arrow().to_pandas()
 
-    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> Any:
-        """A ``torch.utils.data.IterableDataset`` of dicts of tensors (see ``dal.adapters.torch``)."""
+    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> TorchDataset:
+        """A ``torch.utils.data.IterableDataset`` of dicts of tensors (see ``dal.adapters.torch``).
+
+        Args:
+            batch_size: Rows per batch.
+            **kwargs: ``TorchDataset``'s options (device, drop_last, transform, …).
+        """
         self._log_read()  # here, in the calling process (DataLoader workers plan in theirs)
         from dal.adapters.torch import TorchDataset
 
         return TorchDataset(self, batch_size, **kwargs)
 
-    def to_torch_map(self, **kwargs: Any) -> Any:
+    def to_torch_map(self, **kwargs: Any) -> MapDataset:
         """A map-style ``torch.utils.data.Dataset`` of this scan's rows by position (``len``, ``ds[i]``,
-        batched ``__getitems__``), for samplers such as ``DistributedSampler`` (see
-        ``dal.adapters.torch.MapDataset``)."""
+        batched ``__getitems__``), for samplers such as ``DistributedSampler``.
+
+        Args:
+            **kwargs: ``dal.adapters.torch.MapDataset``'s options.
+        """
         self._log_read()
         from dal.adapters.torch import MapDataset
 
         return MapDataset(self, **kwargs)
 
-    def rows(self) -> Any:
+    def rows(self) -> RowIndex:
         """Random access to this scan's rows by position: a ``dal.read.access.RowIndex`` (``len(index)``,
         ``index.take(positions)`` -> Arrow), positions in ``to_arrow()``'s order. Plans once; keep it for
         repeated access.
@@ -433,38 +546,75 @@ class Scan:
         index: pa.Table = self.rows().take(indices)
         return index
 
-    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> Any:
-        """A prefetching ``tf.data.Dataset`` of dicts with a full element_spec (see ``dal.adapters.tf``)."""
+    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> tf.data.Dataset:
+        """A prefetching ``tf.data.Dataset`` of dicts with a full element_spec (see ``dal.adapters.tf``).
+
+        Args:
+            batch_size: Rows per batch.
+            **kwargs: ``dal.adapters.tf.to_tf``'s options (prefetch, transform, …).
+        """
         self._log_read()
         from dal.adapters.tf import to_tf
 
         return to_tf(self, batch_size, **kwargs)
 
-    def to_spark(self, spark: Any = None) -> Any:
-        """This scan as a Spark DataFrame of the pinned version, projection and filters pushed into Spark."""
+    def to_spark(self, spark: SparkSession | None = None) -> SparkDataFrame:
+        """This scan as a Spark DataFrame of the pinned version, projection and filters pushed into Spark.
+
+        Args:
+            spark: The SparkSession (default: the active one).
+
+        Raises:
+            FilterError: a sampled scan (Spark samples itself).
+        """
         if self.sample_ is not None:
             raise FilterError("to_spark does not draw dal samples: use DataFrame.sample / sampleBy in Spark")
         self._log_read()
         from dal.spark.read import scan_to_spark
 
-        return scan_to_spark(self, spark)
+        frame: SparkDataFrame = scan_to_spark(self, spark)
+        return frame
 
-    def to_polars(self, lazy: bool = True) -> Any:
-        """A polars LazyFrame (or DataFrame) reading this scan (see ``dal.adapters.polars``)."""
+    @overload
+    def to_polars(self, lazy: Literal[True] = ...) -> pl.LazyFrame: ...
+    @overload
+    def to_polars(self, lazy: Literal[False]) -> pl.DataFrame: ...
+    @overload
+    def to_polars(self, lazy: bool) -> pl.LazyFrame | pl.DataFrame: ...
+    def to_polars(self, lazy: bool = True) -> pl.LazyFrame | pl.DataFrame:
+        """A polars LazyFrame (or DataFrame) reading this scan (see ``dal.adapters.polars``).
+
+        Args:
+            lazy: A LazyFrame (True) or a collected DataFrame (False).
+        """
         self._log_read()
         from dal.adapters.polars import to_polars
 
         return to_polars(self, lazy)
 
-    def to_duckdb(self, connection: Any = None, name: str | None = None) -> Any:
-        """A DuckDB relation over this scan, also view ``name`` when given (see ``dal.adapters.duckdb``)."""
+    def to_duckdb(
+        self, connection: duckdb.DuckDBPyConnection | None = None, name: str | None = None
+    ) -> duckdb.DuckDBPyRelation:
+        """A DuckDB relation over this scan, also view ``name`` when given (see ``dal.adapters.duckdb``).
+
+        Args:
+            connection: A DuckDB connection (default: a new in-memory one).
+            name: Also register the relation as this view.
+        """
         self._log_read()
         from dal.adapters.duckdb import to_duckdb
 
         return to_duckdb(self, connection, name)
 
-    def to_ray(self, **read_args: Any) -> Any:
-        """A Ray Data ``Dataset`` read by dal's reader on the Ray workers (see ``dal.adapters.ray``)."""
+    def to_ray(self, **read_args: Any) -> ray.data.Dataset:
+        """A Ray Data ``Dataset`` read by dal's reader on the Ray workers (see ``dal.adapters.ray``).
+
+        Args:
+            **read_args: ``ray.data.read_datasource``'s keyword arguments.
+
+        Raises:
+            FilterError: a sampled scan, or an unknown Ray argument.
+        """
         if self.sample_ is not None:  # Ray's read tasks cut the plan by chunks: they cannot draw dal's rows
             raise FilterError("to_ray does not draw dal samples: use Dataset.random_sample / groupby in Ray Data")
         self._log_read()
@@ -491,6 +641,13 @@ class Scan:
         Windows never cross entities (``by``, e.g. a station id) and never span a jump in ``column``
         larger than ``max_gap`` (like Petastorm's NGram delta threshold). The scan's rows are sorted by
         (``by``, ``column``) in memory, so narrow the scan (select / window / shard) to what fits.
+
+        Args:
+            length: Rows per window.
+            step: Rows between window starts.
+            column: The time column (default: the dataset's).
+            by: Entity column windows never cross.
+            max_gap: Largest time step inside a window.
 
         Raises:
             FilterError: a bad length / step, or unknown columns.

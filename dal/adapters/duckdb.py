@@ -8,13 +8,15 @@ stream (``__arrow_c_stream__``) starts a fresh read of the scan each time it is 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from dal.errors import FilterError, require
 
 if TYPE_CHECKING:
+    import duckdb
+
     from dal.scan import Scan
 
 __all__ = ["to_duckdb"]
@@ -34,14 +36,16 @@ class _Stream:
         return reader.__arrow_c_stream__(requested_schema)
 
 
-def to_duckdb(scan: Scan, connection: Any = None, name: str | None = None) -> Any:
+def to_duckdb(
+    scan: Scan, connection: duckdb.DuckDBPyConnection | None = None, name: str | None = None
+) -> duckdb.DuckDBPyRelation:
     """A DuckDB relation over ``scan`` on ``connection`` (default: ``duckdb.connect()``, in memory),
     also registered as view ``name`` when given."""
-    duckdb = require("duckdb", "duckdb")
+    db = require("duckdb", "duckdb")
     if name is not None and (not isinstance(name, str) or not name.isidentifier()):
         raise FilterError(f"a DuckDB view name must be an identifier, not {name!r}")
-    con = connection if connection is not None else duckdb.connect()
-    relation = con.from_arrow(_Stream(scan))
+    con = connection if connection is not None else db.connect()
+    relation: duckdb.DuckDBPyRelation = con.from_arrow(_Stream(scan))
     if name is not None:
         relation.create_view(name, replace=True)
     return relation

@@ -17,6 +17,8 @@ import pyarrow as pa
 from dal.errors import require
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from dal.scan import Scan
 
 __all__ = ["to_polars"]
@@ -27,7 +29,7 @@ def _empty(scan: Scan) -> pa.Table:
     return pa.Table.from_batches([], schema=pa.schema([schema.field(n) for n in scan.output_names]))
 
 
-def to_polars(scan: Scan, lazy: bool = True) -> Any:
+def to_polars(scan: Scan, lazy: bool = True) -> pl.LazyFrame | pl.DataFrame:
     """``scan`` as a polars ``LazyFrame`` (``lazy=True``) or a collected ``DataFrame``."""
     pl = require("polars", "polars")
     from polars.io.plugins import register_io_source

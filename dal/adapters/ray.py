@@ -27,6 +27,8 @@ import pyarrow as pa
 from dal.errors import FilterError, check_int, require
 
 if TYPE_CHECKING:
+    import ray.data
+
     from dal.read.tasks import ReadTask
     from dal.scan import Scan
 
@@ -150,7 +152,7 @@ def _check_read_args(rd: Any, read_args: dict[str, Any]) -> None:
         check_int(read_args["concurrency"], "concurrency", minimum=1)
 
 
-def to_ray(scan: Scan, **read_args: Any) -> Any:
+def to_ray(scan: Scan, **read_args: Any) -> ray.data.Dataset:
     """A Ray ``Dataset`` of ``scan`` (``read_args``: ``ray.data.read_datasource``'s, e.g.
     ``override_num_blocks``, ``concurrency``, ``ray_remote_args``). Nothing is read until Ray executes it;
     ``ray.init`` is Ray's (it starts a local Ray when none is running)."""
@@ -161,4 +163,5 @@ def to_ray(scan: Scan, **read_args: Any) -> Any:
     if not scan.output_names:
         raise FilterError("to_ray needs at least one column (Ray counts no rows in blocks without columns)")
     scan._log_read()  # the read log records a filtered read now, as to_spark does
-    return rd.read_datasource(_datasource(scan), **read_args)
+    dataset: ray.data.Dataset = rd.read_datasource(_datasource(scan), **read_args)
+    return dataset

@@ -74,23 +74,45 @@ class Col:
         return hash(("col", self.name))
 
     def isin(self, values: Iterable[object]) -> IsIn:
+        """The column's value is one of ``values`` (SQL ``IN``; a null is never in).
+
+        Args:
+            values: The values (literals of one type).
+
+        Raises:
+            FilterError: ``values`` is not a list of values (a string, or not iterable).
+        """
         if isinstance(values, str | bytes) or not isinstance(values, Iterable):
             raise FilterError(f"isin takes a list of values, not {type(values).__name__} {values!r}")
         return IsIn(self, tuple(Lit(v) for v in values))
 
     def is_null(self) -> IsNull:
+        """The column's value is null (SQL ``IS NULL``)."""
         return IsNull(self)
 
     def between(self, low: object, high: object) -> Expr:
-        """``low <= col <= high`` (inclusive, as SQL's BETWEEN)."""
+        """``low <= col <= high`` (inclusive, as SQL's BETWEEN).
+
+        Args:
+            low: Lower bound, included.
+            high: Upper bound, included.
+        """
         return (self >= low) & (self <= high)
 
     def like(self, pattern: str) -> Like:
-        """SQL ``LIKE``: ``%`` matches any run of characters, ``_`` one character, ``\\`` escapes them."""
+        """SQL ``LIKE``: ``%`` matches any run of characters, ``_`` one character, ``\\`` escapes them.
+
+        Args:
+            pattern: The SQL pattern.
+        """
         return Like(self, like_pattern(pattern), False)
 
     def ilike(self, pattern: str) -> Like:
-        """``like``, ignoring case."""
+        """``like``, ignoring case.
+
+        Args:
+            pattern: The SQL pattern.
+        """
         return Like(self, like_pattern(pattern), True)
 
     def lower(self) -> StrFunc:
@@ -214,7 +236,14 @@ class Like(Expr):
 
 
 def col(name: str) -> Col:
-    """A column of the dataset, for building filters: ``dal.col("label") == 1``."""
+    """A column of the dataset, for building filters: ``dal.col("label") == 1``.
+
+    Args:
+        name: The column's name (a nested field as ``a.b``).
+
+    Raises:
+        FilterError: ``name`` is not a string.
+    """
     if not isinstance(name, str):
         raise FilterError(f"dal.col takes a column name (a string), not {type(name).__name__}")
     return Col(name)

@@ -75,13 +75,3 @@ def tags(cat: Catalog, name: str) -> dict[str, Any]:
 def to_json(obj: Any) -> str:
     """The CLI's JSON text (indented; datetimes and other values as ``str``)."""
     return json.dumps(obj, indent=2, default=str)
-
-
-def size_text(n: int) -> str:
-    """A byte count for people: ``512 B``, ``1.5 KiB``, ``3.2 GiB``."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"

@@ -30,6 +30,7 @@ from catalog.urls import mask_text, mask_url
 from dal import lineage
 from dal.errors import is_foreign, one_line, translate
 from dal.ops import views
+from dal.progress import size_text
 from dal.ui.charts import Bar, Node, bar_chart, hbar_chart, lineage_graph
 from dal.ui.preview import preview
 
@@ -158,7 +159,7 @@ def _human_int(n: object) -> str:
 
 
 def _human_size(n: object) -> str:
-    return "-" if n is None else views.size_text(int(n))  # type: ignore[call-overload]
+    return "-" if n is None else size_text(int(n))  # type: ignore[call-overload]
 
 
 def _lineage(cat: Catalog, name: str, version: str | int | VersionInfo | None, depth: int) -> dict[str, Any]:
@@ -534,11 +535,11 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
                 return bar_chart(bars, title=f"{what} per version", element_id=f"{what}-chart")
 
             rows_chart = per_version(lambda v: v.row_count, lambda v: f"{v.row_count:,} rows", "rows")
-            bytes_chart = per_version(lambda v: v.size_bytes, lambda v: views.size_text(v.size_bytes), "bytes")
+            bytes_chart = per_version(lambda v: v.size_bytes, lambda v: size_text(v.size_bytes), "bytes")
         if parts:
             shown = sorted(parts, key=lambda p: -p.size_bytes)[:MAX_PARTITION_BARS]
             parts_chart = hbar_chart(
-                [Bar(p.key, p.size_bytes, f"{views.size_text(p.size_bytes)}, {p.row_count:,} rows") for p in shown],
+                [Bar(p.key, p.size_bytes, f"{size_text(p.size_bytes)}, {p.row_count:,} rows") for p in shown],
                 title=f"size per partition (largest {len(shown)} of {len(parts)})"
                 if len(parts) > len(shown)
                 else "size per partition",

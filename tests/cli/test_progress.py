@@ -325,7 +325,7 @@ def test_percentage_rate_and_eta(tty: tuple[FakeTTY, Clock]) -> None:
         clock.t += 10
         t.update(done=25, files=2, bytes=3 * 1024 * 1024)
         line = t.line()
-    assert line == "writing d: 25/100 rows  25% · 2 files · 3.0 MB · 2.5 rows/s · ETA 0:30"
+    assert line == "writing d: 25/100 rows  25% · 2 files · 3.0 MiB · 2.5 rows/s · ETA 0:30"
     t2 = progress.Task("x", total=None, unit="versions", clock=clock)
     clock.t += 2
     t2.update(done=7, fraction=0.5)  # a fraction from elsewhere (Spark's tasks): percentage and ETA
@@ -401,7 +401,7 @@ def test_ascii_terminal(tty: tuple[FakeTTY, Clock]) -> None:
     t = progress.Task("w", total=4, stream=ascii_tty, clock=clock, width=12)
     clock.t += 1
     t.update(done=1, bytes=2048)
-    assert t.line() == "w: 1/4 rows  25% - 2.0 KB - 1 rows/s - ETA 0:03"
+    assert t.line() == "w: 1/4 rows  25% - 2.0 KiB - 1 rows/s - ETA 0:03"
     assert t._fit(t.line()) == "w: 1/4 row~"  # 11 characters: never the last column
 
 
@@ -479,8 +479,8 @@ def test_formatting_helpers() -> None:
     assert progress.count_text(4_500_000) == "4.5M"
     assert progress.count_text(2.5) == "2.5"
     assert progress.size_text(512) == "512 B"
-    assert progress.size_text(1536) == "1.5 KB"
-    assert progress.size_text(48 * 1024**2) == "48.0 MB"
+    assert progress.size_text(1536) == "1.5 KiB"
+    assert progress.size_text(48 * 1024**2) == "48.0 MiB"
     assert progress.duration_text(5) == "0:05"
     assert progress.duration_text(754) == "12:34"
     assert progress.duration_text(3723) == "1:02:03"

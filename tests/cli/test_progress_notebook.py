@@ -57,7 +57,7 @@ def test_a_write_in_a_notebook_cell_shows_a_tqdm_bar(tmp_path: Path) -> None:
         assert "\r" in err, err
         final = err.replace("\r", "\n").splitlines()
         done = [line for line in final if line.startswith("writing nb.rows: 100%")]
-        assert done and "200000/200000" in done[-1] and "rows/s" in done[-1] and "1.5 MB" in done[-1], err
+        assert done and "200000/200000" in done[-1] and "rows/s" in done[-1] and "1.5 MiB" in done[-1], err
         assert "Traceback" not in err and "Warning" not in err, err
     else:  # tqdm's widget: a display of a widget view
         assert any("application/vnd.jupyter.widget-view+json" in d for d in shown), shown

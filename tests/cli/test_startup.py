@@ -117,7 +117,7 @@ def test_completion_of_names_and_tags(catalog_url: str) -> None:
 
 
 def test_completion_of_many_names_offers_the_next_part(tmp_path: Path) -> None:
-    from dal.cli.app import COMPLETION_LIMIT
+    from dal.cli.complete import COMPLETION_LIMIT
 
     url = f"sqlite:///{tmp_path}/catalog.db"
     cat = Catalog(url)

@@ -1,0 +1,411 @@
+"""Browse and edit the catalog's datasets: ls, show, versions, schema, diff, partitions, files, profiles, tag,
+untag, rename, set."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from catalog.urls import mask_url
+from dal.cli.base import catalog_of, json_option, limit_option, reader_of, version_option
+from dal.cli.complete import complete_names, complete_tags, complete_versions
+from dal.cli.output import emit_json, print_table, size_text
+from dal.errors import printable
+from dal.ops import views
+from dal.ops.views import dataset_dict
+
+if TYPE_CHECKING:
+    from catalog import VersionInfo
+
+
+@click.command("ls")
+@click.argument("pattern", required=False, shell_complete=complete_names)
+@limit_option
+@json_option
+@click.pass_context
+def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool) -> None:
+    """List datasets; PATTERN is a glob on names (weather.*) or a substring of name or description."""
+    reader = reader_of(ctx)
+    datasets = reader.list_datasets(pattern, limit=limit + 1) if limit else reader.list_datasets(pattern)
+    more = bool(limit) and len(datasets) > limit
+    datasets = datasets[:limit] if limit else datasets
+    if more:
+        click.echo(f"dal: listed the first {limit:,} datasets by name; more match (--limit N, or --limit 0: all)",
+                   err=True)  # fmt: skip
+    if as_json:
+        # the row count and size of each one's latest version, as /api/datasets has them (one more query)
+        sizes = reader.latest_sizes(pattern, limit=limit or None) if datasets else {}
+        out = []
+        for d in datasets:
+            item = dataset_dict(d)
+            item["latest_row_count"], item["latest_size_bytes"] = sizes.get(d.name, (None, None))
+            out.append(item)
+        emit_json(out)
+        return
+    if not datasets:
+        click.echo("no datasets" + (f" match {pattern!r}" if pattern else " yet"))
+        return
+    print_table(
+        None,
+        ["name", "format", "latest", "updated", "description"],
+        [
+            (
+                d.name,
+                d.format,
+                "-" if d.latest_version is None else d.latest_version,
+                d.updated_at.strftime("%Y-%m-%d %H:%M"),
+                d.description,
+            )
+            for d in datasets
+        ],
+    )
+
+
+@click.command("show")
+@click.argument("name", shell_complete=complete_names)
+@click.option("--property", "prop", default=None, metavar="KEY", help="Print only this property's value.")
+@json_option
+@click.pass_context
+def show_cmd(ctx: click.Context, name: str, prop: str | None, as_json: bool) -> None:
+    """Show a dataset: location, owner, time column and its newest version (--property KEY: one property)."""
+    cat = reader_of(ctx)
+    if prop is not None:
+        value = _property(cat.get_dataset(name), prop)
+        if as_json:
+            emit_json({"dataset": name, "property": prop, "value": value})
+        else:
+            click.echo(printable(value if isinstance(value, str) else json.dumps(value)))
+        return
+    if as_json:
+        emit_json(views.show(cat, name))
+        return
+    ds = cat.get_dataset(name)
+    latest = cat.version(name) if ds.latest_version is not None else None
+    rows: list[tuple[str, object]] = [
+        ("name", ds.name),
+        ("format", ds.format),
+        ("location", mask_url(ds.location)),
+        ("description", ds.description or "-"),
+        ("owner", ds.owner or "-"),
+        ("time column", ds.time_column or "-"),
+        ("created", ds.created_at.isoformat(timespec="seconds")),
+        ("updated", ds.updated_at.isoformat(timespec="seconds")),
+    ]
+    if latest is None:
+        rows.append(("versions", "none yet"))
+    else:
+        rows += [
+            ("latest version", latest.number),
+            ("rows", f"{latest.row_count:,}"),
+            ("files", latest.file_count),
+            ("size", size_text(latest.size_bytes)),
+            ("columns", len(latest.schema)),
+            ("partitioned by", ", ".join(latest.partition_columns) or "-"),
+            ("tags", ", ".join(latest.tags) or "-"),
+        ]
+    print_table(None, ["field", "value"], rows)
+
+
+def _property(info: Any, key: str) -> Any:
+    """One property of a dataset (``dal set --property`` sets them); a missing key names the ones there are."""
+    from catalog.errors import NotFound, suggest
+
+    if key not in info.properties:
+        known = ", ".join(sorted(info.properties)) or "none"
+        raise NotFound(f"{info.name} has no property {key!r}{suggest(key, info.properties)} (properties: {known})")
+    return info.properties[key]
+
+
+def _version_rows(versions: Sequence[VersionInfo]) -> list[tuple[object, ...]]:
+    return [
+        (
+            v.number,
+            v.created_at.strftime("%Y-%m-%d %H:%M"),
+            v.operation,
+            f"{v.row_count:,}",
+            size_text(v.size_bytes),
+            ", ".join(v.tags),
+            "expired" if v.unavailable else "",
+        )
+        for v in versions
+    ]
+
+
+@click.command("versions")
+@click.argument("name", shell_complete=complete_names)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the newest N versions.")
+@json_option
+@click.pass_context
+def versions_cmd(ctx: click.Context, name: str, limit: int | None, as_json: bool) -> None:
+    """List the versions of a dataset, oldest first."""
+    if as_json:
+        emit_json(views.versions(reader_of(ctx), name, limit))
+        return
+    reader = reader_of(ctx)
+    versions = reader.versions(name) if limit is None else reader.versions(name, limit=limit)
+    if not versions:
+        click.echo(f"{name} has no versions yet")
+        return
+    print_table(
+        name,
+        # files, storage versions and seconds: --json (80 columns hold these)
+        ["version", "created (UTC)", "operation", "rows", "size", "tags", "status"],
+        _version_rows(versions),
+    )
+
+
+@click.command("schema")
+@click.argument("name", shell_complete=complete_names)
+@version_option
+@json_option
+@click.pass_context
+def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
+    """Show the schema of one version (tensor fields with dtype, shape and codec)."""
+    if as_json:
+        emit_json(views.schema(catalog_of(ctx), name, version))
+        return
+    v = catalog_of(ctx).version(name, version)
+    print_table(
+        f"{name} @ version {v.number}",
+        ["#", "column", "type", "nullable", "tensor"],
+        [
+            (
+                i,
+                f.name + (" (partition)" if f.name in v.partition_columns else ""),
+                f.type,
+                "yes" if f.nullable else "no",
+                f.describe() if f.is_tensor else "",
+            )
+            for i, f in enumerate(v.schema)
+        ],
+    )
+
+
+@click.command("diff")
+@click.argument("name", shell_complete=complete_names)
+@click.argument("old", shell_complete=complete_versions)
+@click.argument("new", shell_complete=complete_versions)
+@json_option
+@click.pass_context
+def diff_cmd(ctx: click.Context, name: str, old: str, new: str, as_json: bool) -> None:
+    """Compare the schemas of two versions (numbers, tags or timestamps)."""
+    cat = catalog_of(ctx)
+    if as_json:
+        emit_json(views.diff(cat, name, old, new))
+        return
+    d = cat.diff(name, old, new)
+    a, b = cat.version(name, old), cat.version(name, new)
+    rows: list[tuple[object, ...]] = [("+", f.name, "", f.describe()) for f in d.added]
+    rows += [("-", f.name, f.describe(), "") for f in d.removed]
+    rows += [("~", c.name, _field_text(c.old), _field_text(c.new)) for c in d.changed]
+    if rows:
+        print_table(f"{name}: schema {d.old_version} -> {d.new_version}", ["", "column", "old", "new"], rows)
+    else:
+        click.echo(f"{name}: schema unchanged from version {d.old_version} to {d.new_version}")
+    click.echo(f"rows: {a.row_count:,} -> {b.row_count:,} ({b.row_count - a.row_count:+,})")
+
+
+def _field_text(f: Any) -> str:
+    return f"{f.describe()}{'' if f.nullable else ' not null'}"
+
+
+@click.command("partitions")
+@click.argument("name", shell_complete=complete_names)
+@version_option
+@json_option
+@click.pass_context
+def partitions_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
+    """List the partitions present in one version, with row counts."""
+    cat = catalog_of(ctx)
+    if as_json:
+        emit_json(views.partitions(cat, name, version))
+        return
+    v = cat.version(name, version)
+    parts = cat.partitions(name, v.number)
+    if not v.partition_columns:
+        click.echo(f"{name} @ version {v.number} is not partitioned ({v.row_count:,} rows)")
+        return
+    print_table(
+        f"{name} @ version {v.number} by {', '.join(v.partition_columns)}",
+        ["partition", "rows", "files", "size"],
+        [(p.key, f"{p.row_count:,}", p.file_count, size_text(p.size_bytes)) for p in parts],
+    )
+
+
+@click.command("files")
+@click.argument("name", shell_complete=complete_names)
+@click.argument("version", required=False, shell_complete=complete_versions)
+@json_option
+@click.pass_context
+def files_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
+    """List the data files of a version (default: the latest): path, partition, rows, size."""
+    from dal import api
+
+    ds = api.open(name, version, catalog=catalog_of(ctx))
+    files = ds.files()
+    root = mask_url(ds.location).rstrip("/") + "/"
+    entries: list[dict[str, Any]] = [
+        {
+            "path": mask_url(f.uri),
+            "partition": "/".join(f"{k}={'' if v is None else v}" for k, v in f.partition_values),
+            "rows": f.row_count,
+            "size_bytes": f.size_bytes,
+            "deleted_rows": len(f.deleted_rows),
+        }
+        for f in files
+    ]
+    if as_json:
+        emit_json({"dataset": name, "version": ds.number, "location": mask_url(ds.location), "files": entries})
+        return
+    if not entries:
+        click.echo(f"{name} @ version {ds.number}: no data files")
+        return
+
+    def short(path: str) -> str:
+        plain = path.split("://", 1)[-1]
+        base = root.split("://", 1)[-1]
+        return plain[len(base) :] if plain.startswith(base) else path
+
+    total = sum(f.size_bytes for f in files)
+    print_table(
+        f"{name} @ version {ds.number}: {len(entries):,} files, {size_text(total)} under {printable(mask_url(ds.location))}",
+        ["file", "rows", "size"],
+        [
+            (short(e["path"]), "?" if e["rows"] is None else f"{e['rows']:,}", size_text(e["size_bytes"]))
+            for e in entries
+        ],
+    )
+
+
+@click.command("profiles")
+@json_option
+def profiles_cmd(as_json: bool) -> None:
+    """List the named catalogs of the config file (passwords masked; ${VAR} left as written)."""
+    from catalog.home import config_path, default_profile, load_config, profiles
+
+    config = load_config()
+    found = profiles(config)
+    default = default_profile(config)
+    if as_json:
+        emit_json({"config": str(config_path()), "default": default,
+                    "profiles": {n: mask_url(u) for n, u in found.items()}})  # fmt: skip
+        return
+    if not found:
+        click.echo(f"no catalog profiles in {printable(str(config_path()))}")
+        return
+    print_table(
+        f"profiles in {config_path()}",
+        ["profile", "catalog", ""],
+        [(n, mask_url(u), "default" if n == default else "") for n, u in sorted(found.items())],
+    )
+
+
+@click.command("tag")
+@click.argument("name", shell_complete=complete_names)
+@click.argument("version", shell_complete=complete_versions)
+@click.argument("tag")
+@click.option("--force", is_flag=True, help="Move the tag if it is on another version.")
+@json_option
+@click.pass_context
+def tag_cmd(ctx: click.Context, name: str, version: str, tag: str, force: bool, as_json: bool) -> None:
+    """Tag a version (e.g. dal tag weather.radar 3 prod)."""
+    v = catalog_of(ctx).tag(name, version, tag, force=force)
+    if as_json:
+        emit_json(v.to_dict())
+    else:
+        click.echo(f"{name}: tagged version {v.number} as {tag!r} (tags: {', '.join(v.tags)})")
+
+
+@click.command("untag")
+@click.argument("name", shell_complete=complete_names)
+@click.argument("tag", shell_complete=complete_tags)
+@json_option
+@click.pass_context
+def untag_cmd(ctx: click.Context, name: str, tag: str, as_json: bool) -> None:
+    """Remove a tag from a dataset."""
+    catalog_of(ctx).untag(name, tag)
+    if as_json:
+        emit_json({"dataset": name, "removed_tag": tag, "tags": catalog_of(ctx).tags(name)})
+    else:
+        click.echo(f"{name}: removed tag {tag!r}")
+
+
+# -- lifecycle: drop, rename, set, head, stats, gc -------------------------------------------------------
+
+
+def _properties(pairs: Sequence[str]) -> dict[str, Any]:
+    """``k=v`` pairs; ``k=`` removes the property ``k``."""
+    out: dict[str, Any] = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{p!r} is not KEY=VALUE (KEY= removes KEY)", param_hint="--property")
+        out[key] = value if value != "" else None
+    return out
+
+
+@click.command("rename")
+@click.argument("old", shell_complete=complete_names)
+@click.argument("new")
+@json_option
+@click.pass_context
+def rename_cmd(ctx: click.Context, old: str, new: str, as_json: bool) -> None:
+    """Rename a dataset (versions, tags and data stay where they are)."""
+    from dal.ops import lifecycle
+
+    info = lifecycle.rename(old, new, catalog=catalog_of(ctx))
+    if as_json:
+        emit_json(dataset_dict(info))
+    else:
+        click.echo(f"renamed {old} to {new}")
+
+
+@click.command("set")
+@click.argument("name", shell_complete=complete_names)
+@click.option("--description", default=None, help="What the dataset holds.")
+@click.option("--owner", default=None, help="Who answers for it (a user or team).")
+@click.option("--time-column", default=None, help="The column that orders rows in time.")
+@click.option("--property", "props", multiple=True, metavar="KEY=VALUE", help="Set a property (KEY= removes it).")
+@json_option
+@click.pass_context
+def set_cmd(
+    ctx: click.Context,
+    name: str,
+    description: str | None,
+    owner: str | None,
+    time_column: str | None,
+    props: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Change a dataset's description, owner, time column or properties."""
+    from dal.ops import lifecycle
+
+    properties = _properties(props)
+    if description is None and owner is None and time_column is None and not properties:
+        raise click.UsageError("nothing to set: give --description, --owner, --time-column or --property")
+    info = lifecycle.set_info(name, description=description, owner=owner, time_column=time_column,
+                              properties=properties or None, catalog=catalog_of(ctx))  # fmt: skip
+    if as_json:
+        emit_json(dataset_dict(info))
+    else:
+        click.echo(f"updated {name}")
+
+
+#: The commands this module adds to ``dal`` (dal.cli.app registers them).
+COMMANDS: tuple[click.Command, ...] = (
+    ls_cmd,
+    show_cmd,
+    versions_cmd,
+    schema_cmd,
+    diff_cmd,
+    partitions_cmd,
+    files_cmd,
+    profiles_cmd,
+    tag_cmd,
+    untag_cmd,
+    rename_cmd,
+    set_cmd,
+)

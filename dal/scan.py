@@ -541,6 +541,9 @@ class Scan:
         """The rows at positions ``indices`` (in ``to_arrow()``'s order; negative from the end), in that
         order, as one Arrow table. Plans on each call: use ``rows()`` for repeated access.
 
+        Args:
+            indices: Row positions (negative ones count from the end).
+
         Raises:
             IndexError: a position out of range; DalError: a sampled or balanced scan."""
         index: pa.Table = self.rows().take(indices)

@@ -30,9 +30,22 @@ HEAVY = {
 FRAMEWORKS = {"pyspark", "torch", "tensorflow"}
 
 
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """ids of the nodes under ``if TYPE_CHECKING:`` (annotations only: never imported at run time)."""
+    return {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+
+
 def imports(path: Path, *, top_level_only: bool) -> set[str]:
+    """The top-level packages ``path`` imports at run time (imports under ``if TYPE_CHECKING:`` excluded)."""
     tree = ast.parse(path.read_text())
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    hidden = _type_checking_only(tree)
+    nodes = tree.body if top_level_only else [n for n in ast.walk(tree) if id(n) not in hidden]
     found: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.Import):

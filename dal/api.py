@@ -1,4 +1,8 @@
-"""The public functions: open, write, register, sync; the default catalog from ``$DAL_CATALOG_URL``."""
+"""The public functions: open, write, register, sync; the default catalog from ``$DAL_CATALOG_URL``.
+
+Why one module: the public functions, mostly their docstrings and argument checks; ``write``'s steps are
+separate helpers (check, target, record, tag).
+"""
 
 from __future__ import annotations
 

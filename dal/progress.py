@@ -31,6 +31,9 @@ tqdm's notebook widget; without, tqdm's text bar, which the notebook redraws in 
 cell's stream output). That is tqdm.auto's choice, made here without its warning when ipywidgets is missing.
 tqdm, not rich: rich's live display needs ipywidgets in a notebook and shows nothing in place without it, and
 tqdm bars are what HF datasets and Ray show in the same cells.
+
+Why one module: the terminal line, the notebook bars and the injectable clock share one task model; most of
+the length is rate/ETA formatting that both front-ends use.
 """
 
 from __future__ import annotations

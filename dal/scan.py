@@ -12,6 +12,9 @@ Every builder call returns a new Scan and validates its arguments (unknown colum
 malformed SQL, a bad rank, an empty window) before any data is read. Terminals delegate along the data
 flow: ``dal.read.plan`` turns the scan into ReadTasks (pruning, shuffling row groups, sharding: list
 arithmetic), ``dal.read`` reads them in large chunks on threads, and batches are slices of the chunks.
+
+Why one module: ``Scan`` is the public reading value: each builder method and terminal is a few lines that
+delegate to ``dal.read`` or ``dal.adapters``; most of the length is their docstrings.
 """
 
 from __future__ import annotations

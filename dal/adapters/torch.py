@@ -28,6 +28,9 @@ stopped in. torchdata's ``StatefulDataLoader(data, batch_size=None, num_workers=
 its workers each worker's state counts the rows of that worker's share). With ``num_canonical_shards``
 the order is elastic (see ``dal.read.feed``): the same global order at any world size and worker count, and
 a checkpoint resumes at another world size.
+
+Why one module: one ``IterableDataset`` and its map-style sibling: the rank/worker split, start-method
+capture, resumption state and batch assembly are one contract tested together (the rank matrix).
 """
 
 from __future__ import annotations

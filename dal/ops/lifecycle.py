@@ -17,6 +17,10 @@ Deleting data is the dangerous part, so the rules are few and strict:
   did not finish are expiring again for it, until a gc marks their files deleted).
 * ``drop --purge`` refuses while a write is in flight at the location; a purge stopped half-way is finished
   by the next one (the catalog entry goes last).
+
+Why one module: each day-2 operation is a short function over the catalog and a ``Format``, and they share the
+confirmation, ownership and progress preamble that makes deletion safe; one file keeps the destructive entry
+points in one place to review.
 """
 
 from __future__ import annotations

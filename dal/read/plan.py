@@ -4,6 +4,10 @@ Pure arithmetic over footers: files whose partitions the filter or window rule o
 groups whose statistics rule them out; shuffling permutes the tasks per (seed, epoch) and sharding cuts
 the result into row ranges (``dal.read.sharding``). A version is immutable, so everything here is cached per
 opened version in a bounded ``PlanCache``.
+
+Why one module: pruning, counting, ordering and the plan cache are one pipeline over one pinned version's file
+index and footers; each stage is a small function, and splitting them would spread one cache's invariants over
+several files.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ columns). Every count is decided before any data column is read, from footers (o
 so every rank knows the epoch's length; unpicked row groups are never read. Which rows of a picked row
 group are taken is drawn when it is read, by a generator seeded by (seed, epoch, row group): the whole
 selection is a pure function of (seed, epoch, version, filters).
+
+Why one module: the three virtual row sources (scan rows, picked rows, mixed rows) share the chunk arithmetic
+that maps a row range to the chunks holding it.
 """
 
 from __future__ import annotations

@@ -34,6 +34,9 @@ Arrow RecordBatch, tensor fields encoded) and returns Arrow or pandas of exactly
 columns that keep a tensor field's name and storage type are decoded by its codec.
 
 Framework-free: the adapters call ``bind`` (validation, before any read) and ``Bound.apply`` (per chunk).
+
+Why one module: the checks of a ``TransformSpec`` (fields edited, removed, typed) and their application to a
+chunk use the same schema-edit rules; split apart, a check would live away from what it checks.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ folder and uses the winner's.
 
 The cache may also live on object storage (``s3://``, ``gs://``, ``az://``: ``remote_*`` below, the same
 protocol with a conditional PUT for the marker), shared by the machines that reach it.
+
+Why one module: the cache's publish / claim / lease / sweep protocol (markers, sentinel, entry names) is one
+protocol with one set of invariants; its deletions go through ``dal.storage.ownership``.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ Layout under the cache root (``<dal home>/filecache``, ``$DAL_FILE_CACHE_DIR`` o
 - The root is dal's only once marked (``.dal-cache``, written when a reader first uses it, see
   ``dal.storage.ownership``): eviction and ``clear`` delete only the names above, in such a root, never
   following a link.
+
+Why one module: one cache protocol (byte ranges, eviction, cross-process locking and its ownership sentinel)
+whose invariants are easiest to review in one place.
 """
 
 from __future__ import annotations

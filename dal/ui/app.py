@@ -3,6 +3,9 @@
 Pages are server-rendered Jinja templates (autoescaped) with inline SVG charts: no JavaScript, no CDN.
 A strict Content-Security-Policy forbids scripts altogether, so an escaping slip could not run one either.
 Only GET and HEAD are served (anything else is 405), and with a token every request must carry it.
+
+Why one module: the routes and their view functions (markup lives in the templates); each route is short, and
+the security rules (GET/HEAD only, token, CSP, redirects) apply to all of them here.
 """
 
 from __future__ import annotations

@@ -171,6 +171,8 @@ def write(
     """
     validate.check(partition_by=partition_by, tags=tags, format=format, description=description,
                    time_column=time_column, path=path, storage_options=storage_options, catalog=catalog)  # fmt: skip
+    if schema is not None and not isinstance(schema, TensorSchema):
+        raise DalError(f"schema must be a dal.TensorSchema (or None), not {type(schema).__name__}")
     timeparts.check(time_partitions)
     validate_name(name)
     if mode not in ("append", "overwrite"):

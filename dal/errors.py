@@ -80,7 +80,12 @@ def check_int(value: object, what: str, *, minimum: int | None = None, maximum: 
     else ``FilterError`` naming the argument."""
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise FilterError(f"{what} must be an integer, not {type(value).__name__} {one_line(repr(value))[:80]}")
-    number = operator.index(value)  # type: ignore[arg-type]
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # a NumPy array has __index__ but refuses unless it is one integer
+        raise FilterError(
+            f"{what} must be an integer, not {type(value).__name__} {one_line(repr(value))[:80]}"
+        ) from None
     if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
         bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
         raise FilterError(f"{what} must be {bounds}, not {number if abs(number) < 10**30 else 'a huge number'}")

@@ -27,6 +27,12 @@ def _options(value: object) -> None:
         return
     if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise DalError(f"storage_options must be a mapping of strings to strings, not {type(value).__name__}")
+    for k, v in value.items():
+        validate_text(k, "a storage_options key", max_length=10_000)
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:  # the value itself is never shown: it may be a credential
+            raise DalError(f"storage_options[{k!r}] is not valid Unicode text (an unpaired surrogate)") from None
 
 
 def _catalog(value: object) -> None:
@@ -40,6 +46,8 @@ def _catalog(value: object) -> None:
 def _location(value: object, what: str) -> None:
     if value is not None and not isinstance(value, str | os.PathLike):
         raise DalError(f"{what} must be a path or URL string, not {type(value).__name__}")
+    if isinstance(value, str):
+        validate_text(value, what, max_length=10_000)  # no NUL, no unpaired surrogate
 
 
 _CHECKS: dict[str, Any] = {

@@ -45,11 +45,25 @@ def _sqlite_begin(conn: Any) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-def make_engine(url: str) -> Engine:
+def missing_catalog(path: Path, url: str) -> CatalogUnavailable:
+    """The error for reading an SQLite catalog file that does not exist (nothing is created by a read)."""
+    return CatalogUnavailable(
+        f"no catalog at {display_url(url)} ({path} does not exist): check --catalog / DAL_CATALOG_URL / the "
+        "profile; a new catalog is created by the first write (dal write, dal register) or by `dal db upgrade`"
+    )
+
+
+def make_engine(url: str, *, must_exist: bool = False) -> Engine:
     """An engine for a catalog URL (SQLite files get WAL and a busy timeout; Postgres uses psycopg 3).
 
+    Args:
+        url: the catalog URL.
+        must_exist: for reads: an SQLite file that does not exist is an error, and neither it nor its
+            folder is created.
+
     Raises:
-        CatalogUnavailable: the URL is malformed or its driver is not installed (with the install hint).
+        CatalogUnavailable: the URL is malformed, its driver is not installed (with the install hint), or
+            (``must_exist``) the SQLite file does not exist.
     """
     if not isinstance(url, str | URL) or "\x00" in str(url):
         raise CatalogUnavailable(f"invalid catalog URL {mask_url(url)!r}: expected a URL string without NUL")
@@ -62,7 +76,10 @@ def make_engine(url: str) -> Engine:
         if parsed.database and parsed.database.startswith("file:"):
             pass  # an SQLite URI (``?uri=true``, e.g. ``mode=ro``): opened as given, no folder to create
         elif parsed.database and parsed.database != ":memory:":
-            folder = Path(parsed.database).expanduser().parent
+            file = Path(parsed.database).expanduser()
+            folder = file.parent
+            if must_exist and not file.is_file():
+                raise missing_catalog(file, str(url))
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as e:

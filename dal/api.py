@@ -50,15 +50,23 @@ CatalogLike = Catalog | str | None
 _log = logging.getLogger("dal")
 
 
-def get_catalog(catalog: CatalogLike = None) -> Catalog:
+def get_catalog(catalog: CatalogLike = None, *, must_exist: bool = False) -> Catalog:
     """The catalog at ``catalog`` (a URL or a Catalog; default ``$DAL_CATALOG_URL`` or the embedded SQLite
-    file), opened once per process and URL."""
+    file), opened once per process and URL.
+
+    Args:
+        catalog: a catalog URL or a ``Catalog``.
+        must_exist: for reads: an SQLite catalog file that does not exist is an error (nothing is created).
+
+    Raises:
+        CatalogUnavailable: the catalog cannot be opened (or, ``must_exist``, its SQLite file is missing).
+    """
     if isinstance(catalog, Catalog):
         return catalog
     key = catalog or default_url()
     with _lock:
         if key not in _catalogs:
-            _catalogs[key] = Catalog(key)
+            _catalogs[key] = Catalog(key, must_exist=must_exist)
         return _catalogs[key]
 
 
@@ -85,7 +93,8 @@ def open(
     else ``<DAL_HOME>/filecache``). Local datasets are read in place.
 
     Raises:
-        DatasetNotFound / VersionNotFound (with close names), InvalidName; DalError for a bad cache option.
+        DatasetNotFound / VersionNotFound (with close names), InvalidName; DalError for a bad cache option;
+        CatalogUnavailable: the catalog cannot be opened (a missing SQLite catalog file is not created).
     """
     validate.check(storage_options=storage_options, catalog=catalog)
     file_cache = None
@@ -97,7 +106,7 @@ def open(
         file_cache = rangecache.FileCache.create(cache_dir, cache_size)
     elif cache_size is not None or cache_dir is not None:
         raise DalError("cache_size and cache_dir apply to a cached read: pass cache='local' too")
-    cat = get_catalog(catalog)
+    cat = get_catalog(catalog, must_exist=True)  # a read: a mistyped catalog URL creates nothing
     info = cat.get_dataset(name)
     pinned = cat.version(name, version)
     unavailable = pinned.properties.get("unavailable")  # recorded by sync: expired log, data files gone

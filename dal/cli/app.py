@@ -118,11 +118,13 @@ class _State:
         self._lite: LiteCatalog | None = None
         self._lite_tried = False
 
-    def catalog(self, *, create: bool = True) -> Catalog:
+    def catalog(self, *, create: bool = True, must_exist: bool = False) -> Catalog:
+        """The full catalog; ``must_exist`` for read-only commands (a missing SQLite file is an error, not a
+        new catalog: a mistyped --catalog must not create folders and an empty catalog)."""
         if self._catalog is None:
             from catalog import Catalog
 
-            self._catalog = Catalog(self.url, create=create)
+            self._catalog = Catalog(self.url, create=create, must_exist=must_exist)
         return self._catalog
 
     def reader(self) -> CatalogReader:
@@ -132,7 +134,7 @@ class _State:
             from catalog import lite
 
             self._lite = lite.connect(self.url)
-        return self._lite if self._lite is not None else self.catalog()
+        return self._lite if self._lite is not None else self.catalog(must_exist=True)
 
     def close(self) -> None:
         if self._lite is not None:
@@ -141,6 +143,11 @@ class _State:
 
 def _catalog(ctx: click.Context) -> Catalog:
     return ctx.ensure_object(_State).catalog()
+
+
+def _read_catalog(ctx: click.Context) -> Catalog:
+    """The full catalog for a read-only command: never created by it (see ``_State.catalog``)."""
+    return ctx.ensure_object(_State).catalog(must_exist=True)
 
 
 def _reader(ctx: click.Context) -> CatalogReader:
@@ -525,9 +532,9 @@ def versions_cmd(ctx: click.Context, name: str, limit: int | None, as_json: bool
 def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
     """Show the schema of one version (tensor fields with dtype, shape and codec)."""
     if as_json:
-        _emit_json(views.schema(_catalog(ctx), name, version))
+        _emit_json(views.schema(_read_catalog(ctx), name, version))
         return
-    v = _catalog(ctx).version(name, version)
+    v = _read_catalog(ctx).version(name, version)
     _table(
         f"{name} @ version {v.number}",
         ["#", "column", "type", "nullable", "tensor"],
@@ -552,7 +559,7 @@ def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool
 @click.pass_context
 def diff_cmd(ctx: click.Context, name: str, old: str, new: str, as_json: bool) -> None:
     """Compare the schemas of two versions (numbers, tags or timestamps)."""
-    cat = _catalog(ctx)
+    cat = _read_catalog(ctx)
     if as_json:
         _emit_json(views.diff(cat, name, old, new))
         return
@@ -579,7 +586,7 @@ def _field_text(f: Any) -> str:
 @click.pass_context
 def partitions_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
     """List the partitions present in one version, with row counts."""
-    cat = _catalog(ctx)
+    cat = _read_catalog(ctx)
     if as_json:
         _emit_json(views.partitions(cat, name, version))
         return
@@ -604,7 +611,7 @@ def files_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool)
     """List the data files of a version (default: the latest): path, partition, rows, size."""
     from dal import api
 
-    ds = api.open(name, version, catalog=_catalog(ctx))
+    ds = api.open(name, version, catalog=_read_catalog(ctx))
     files = ds.files()
     root = mask_url(ds.location).rstrip("/") + "/"
     entries: list[dict[str, Any]] = [
@@ -841,7 +848,7 @@ def lineage_cmd(ctx: click.Context, name: str, version: str | None, depth: int, 
     """Show what built a version (upstream, program, git commit, Spark app) and what was built from it."""
     from dal import lineage
 
-    out = lineage.lineage(_catalog(ctx), name, version, depth=depth)
+    out = lineage.lineage(_read_catalog(ctx), name, version, depth=depth)
     if as_json:
         _emit_json(out)
         return
@@ -897,7 +904,7 @@ def head_cmd(
     from dal.ops import lifecycle
 
     cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    v, records = lifecycle.head(name, version, n=rows, columns=cols, where=where, catalog=_catalog(ctx))
+    v, records = lifecycle.head(name, version, n=rows, columns=cols, where=where, catalog=_read_catalog(ctx))
     if as_json:
         _emit_json({"dataset": name, "version": v.number, "rows": records})
         return
@@ -917,7 +924,7 @@ def stats_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool)
     """Per-column statistics of a version from file footers (rows, nulls, min, max; distinct for partitions)."""
     from dal.ops import lifecycle
 
-    st = lifecycle.stats(name, version, catalog=_catalog(ctx))
+    st = lifecycle.stats(name, version, catalog=_read_catalog(ctx))
     if as_json:
         _emit_json(st.to_dict())
         return
@@ -1218,7 +1225,7 @@ def ui_cmd(ctx: click.Context, host: str, port: int, token: str | None) -> None:
     """Serve a read-only web page and JSON API over the catalog (needs dal-catalog[ui])."""
     from dal.ui import serve
 
-    serve(_catalog(ctx), host=host, port=port, token=token)
+    serve(_read_catalog(ctx), host=host, port=port, token=token)
 
 
 def _quiet(_ctx: click.Context, _param: click.Parameter, value: bool) -> bool:

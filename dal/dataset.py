@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from catalog.types import DatasetInfo, Schema, VersionInfo
-from dal.errors import FilterError, translating
+from dal.errors import FilterError, require, translating
 from dal.formats.base import DataFile, Format
 from dal.formats.registry import get_format
 from dal.read.plan import PlanCache
@@ -103,10 +103,10 @@ class Dataset:
 
     def to_pandas(self, columns: list[str] | None = None) -> pd.DataFrame:
         """A DataFrame; tensor fields (ndarray, image codecs) are decoded into NumPy arrays per cell."""
+        pd = require("pandas", "pandas")  # before reading: pyarrow's to_pandas says only "No module named 'pandas'"
         table = self.to_arrow(columns)
         if not self._has_tensors(table.column_names):
             return table.to_pandas()
-        import pandas as pd
 
         decoded = self.decode(table)
         return pd.DataFrame({k: list(v) if not _is_1d(v) else v for k, v in decoded.items()})

@@ -64,14 +64,33 @@ class NotOwned(DalError):
 
 
 def require(module: str, extra: str) -> Any:
-    """Import an optional module or raise ``MissingDependency`` with the pip command to run."""
+    """Import an optional module.
+
+    Args:
+        module: the module to import (``"pandas"``, ``"deltalake"``).
+        extra: the ``dal-catalog`` extra that installs it, named in the error.
+
+    Raises:
+        MissingDependency: the module is not installed (the pip command to run), or it is installed but fails
+            to import (what failed: a missing module it needs, a shared library that does not load).
+    """
     import importlib
 
+    install = f"pip install 'dal-catalog[{extra}]'"
     try:
         return importlib.import_module(module)
-    except ImportError as e:
+    except ModuleNotFoundError as e:
+        missing = e.name or ""
+        if missing and (module == missing or module.startswith(missing + ".")):  # the package itself is absent
+            raise MissingDependency(f"{module} is needed for this; install it with: {install}") from e
         raise MissingDependency(
-            f"{module} is needed for this; install it with: pip install 'dal-catalog[{extra}]'"
+            f"{module} is installed but cannot be imported: it needs {missing or 'a module'} ({one_line(e)}); "
+            f"repair the installation, e.g. {install}"
+        ) from e
+    except ImportError as e:  # installed, but it (or a shared library it loads) fails to load
+        raise MissingDependency(
+            f"{module} is installed but fails to load: {one_line(e)}; repair the installation (e.g. pip install "
+            f"--force-reinstall {module}, or {install})"
         ) from e
 
 

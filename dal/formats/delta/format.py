@@ -357,8 +357,9 @@ class DeltaFormat(Format):
         reason = version.properties.get(UNAVAILABLE_KEY)
         if reason:
             raise FormatError(f"{where} cannot be read: {reason}")
+        dl = _dl()  # a missing extra is a MissingDependency naming it, not "delta-rs cannot load it"
         try:
-            table = _dl().DeltaTable(location, version=version.storage_version, storage_options=_opts(storage_options))
+            table = dl.DeltaTable(location, version=version.storage_version, storage_options=_opts(storage_options))
             features = set(table.protocol().reader_features or [])
         except Exception as e:
             raise FormatError(f"{where}: delta-rs cannot load it: {_short(e)}") from e

@@ -209,6 +209,7 @@ def write(
     rule = _declared_rule(time_partitions, time_column, existing)
     if existing is None:
         location = uris.normalize(path) if path else uris.default_location(name)
+        uris.check_credentials(location, options)
 
         def create() -> None:
             cat.create_dataset(name, format=format, location=location, description=description or "",
@@ -533,6 +534,7 @@ def register(
     fmt = get_format(format)
     location = uris.normalize(uri)
     options = dict(storage_options or {})
+    uris.check_credentials(location, options)  # gs:// without any credentials: at once, not after minutes
     if not fmt.exists(location, options):
         raise FormatError(f"no {format} table at {location}")
     cat.create_dataset(name, format=format, location=location, description=description, time_column=time_column,

@@ -195,6 +195,21 @@ def is_foreign(e: BaseException) -> bool:
     return isinstance(e, OSError) or module.split(".")[0] in FOREIGN_MODULES
 
 
+def is_panic(e: BaseException) -> bool:
+    """A Rust panic surfacing through pyo3 (``pyo3_runtime.PanicException``, a ``BaseException``)."""
+    return type(e).__name__ == "PanicException" and (type(e).__module__ or "").startswith("pyo3")
+
+
+def translate_panic(what: str) -> DalError:
+    """The ``DalError`` for a Rust panic while doing ``what``: the panic's own text is not shown (it can quote
+    a credential, and is not a message for users)."""
+    return FormatError(
+        f"{one_line(what)} failed: the Rust storage library (delta-rs / object_store) stopped on an internal "
+        "error; check storage_options and the AWS_/AZURE_/GOOGLE_ environment for malformed values, and run with "
+        "DAL_DEBUG=1 to see the library's message"
+    )
+
+
 def translate(e: BaseException, what: str, *, local: bool = False) -> DalError:
     """A ``FormatError`` for a foreign error while doing ``what`` (e.g. ``"reading weather.radar version 3"``):
     one line, credentials masked, with a hint for object-store errors that give none (never when ``local``:
@@ -212,6 +227,10 @@ def translated(what: str) -> Iterator[None]:
     except Exception as e:
         if is_foreign(e):
             raise translate(e, what) from e
+        raise
+    except BaseException as e:  # a pyo3 PanicException is not an Exception
+        if is_panic(e):
+            raise translate_panic(what) from e
         raise
 
 
@@ -243,6 +262,10 @@ def translating(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
                     if is_foreign(e):
                         raise translate(e, describe(args, kwargs)) from e
                     raise
+                except BaseException as e:  # a pyo3 PanicException is not an Exception
+                    if is_panic(e):
+                        raise translate_panic(describe(args, kwargs)) from e
+                    raise
 
             return gen  # type: ignore[return-value]
 
@@ -253,6 +276,10 @@ def translating(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
             except Exception as e:
                 if is_foreign(e):
                     raise translate(e, describe(args, kwargs)) from e
+                raise
+            except BaseException as e:  # a pyo3 PanicException is not an Exception
+                if is_panic(e):
+                    raise translate_panic(describe(args, kwargs)) from e
                 raise
 
         return call
@@ -281,11 +308,13 @@ __all__ = [
     "VersionConflict",
     "VersionNotFound",
     "check_int",
+    "is_panic",
     "one_line",
     "printable",
     "require",
     "storage_hint",
     "translate",
+    "translate_panic",
     "translated",
     "translating",
 ]

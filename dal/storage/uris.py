@@ -15,6 +15,7 @@ from catalog.urls import has_credentials
 from catalog.urls import mask_text as mask_text  # re-exported: dal's one masking of URLs in text
 from catalog.urls import mask_url as mask_url
 from dal.errors import DalError
+from dal.validate import check_header_values
 
 ENV_WAREHOUSE = "DAL_WAREHOUSE"
 StorageOptions = Mapping[str, str]
@@ -249,6 +250,7 @@ def object_store_options(options: StorageOptions | None) -> dict[str, str] | Non
     an http:// endpoint, and conditional put (safe concurrent commits, no lock table) unless the caller
     chose a locking mode (``AWS_S3_LOCKING_PROVIDER``, ``AWS_S3_ALLOW_UNSAFE_RENAME``, ``aws_conditional_put``)."""
     out = dict(options or {})
+    check_header_values(out)
     if not _option(out, "AWS_ACCESS_KEY_ID", "key", "access_key_id", "aws_skip_signature", "skip_signature"):
         out |= _shared_credentials()  # the Rust clients read no AWS profile; pyarrow's does (it would upload)
     keys = {k.lower() for k in out}

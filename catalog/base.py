@@ -111,15 +111,17 @@ class CatalogBase:
     Args:
         url: any SQLAlchemy URL; default ``$DAL_CATALOG_URL`` or the embedded SQLite file.
         create: create the catalog tables when the database is empty (first use).
+        must_exist: for read-only use: an SQLite catalog file that does not exist is a
+            ``CatalogUnavailable`` (saying how to create one); neither the file nor its folder is created.
 
     Raises:
         CatalogUnavailable: the database cannot be reached.
         CatalogOutOfDate: the database needs ``dal db upgrade``.
     """
 
-    def __init__(self, url: str | None = None, *, create: bool = True) -> None:
+    def __init__(self, url: str | None = None, *, create: bool = True, must_exist: bool = False) -> None:
         self.url = url or default_url()
-        self._engine = make_engine(self.url)
+        self._engine = make_engine(self.url, must_exist=must_exist)
         self._write_engine = self._engine.execution_options(dal_write=True)
         if create:
             with self._translate():

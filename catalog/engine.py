@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -39,17 +41,54 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cur.close()
 
 
+def _sqlite_pragmas_read_only(dbapi_connection: Any, _record: Any) -> None:
+    # no journal_mode: switching a read-only file to WAL is a write
+    dbapi_connection.isolation_level = None
+    cur = dbapi_connection.cursor()
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
+    cur.close()
+
+
+def _read_only_uri(file: Path) -> dict[str, str] | None:
+    """The SQLite URI options that read ``file`` where this user cannot write it or its folder (None where it
+    can): ``mode=ro``, plus ``immutable=1`` when no writer is active (no ``-wal`` file beside it). A WAL
+    database needs its ``-shm`` index, which SQLite cannot create in a folder the user may not write, so a
+    plain ``mode=ro`` open fails there; with a ``-wal`` present a writer keeps the ``-shm`` and ``mode=ro``
+    reads through it."""
+    folder = file.parent
+    if os.access(file, os.W_OK) and os.access(folder, os.W_OK):
+        return None
+    options = {"mode": "ro"}
+    if not os.access(folder, os.W_OK) and not file.with_name(file.name + "-wal").exists():
+        options["immutable"] = "1"
+    return options
+
+
 def _sqlite_begin(conn: Any) -> None:
     # write transactions take the database lock up front, so two publishers never deadlock on upgrade
     immediate = conn.get_execution_options().get("dal_write", False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-def make_engine(url: str) -> Engine:
+def missing_catalog(path: Path, url: str) -> CatalogUnavailable:
+    """The error for reading an SQLite catalog file that does not exist (nothing is created by a read)."""
+    return CatalogUnavailable(
+        f"no catalog at {display_url(url)} ({path} does not exist): check --catalog / DAL_CATALOG_URL / the "
+        "profile; a new catalog is created by the first write (dal write, dal register) or by `dal db upgrade`"
+    )
+
+
+def make_engine(url: str, *, must_exist: bool = False) -> Engine:
     """An engine for a catalog URL (SQLite files get WAL and a busy timeout; Postgres uses psycopg 3).
 
+    Args:
+        url: the catalog URL.
+        must_exist: for reads: an SQLite file that does not exist is an error, and neither it nor its
+            folder is created.
+
     Raises:
-        CatalogUnavailable: the URL is malformed or its driver is not installed (with the install hint).
+        CatalogUnavailable: the URL is malformed, its driver is not installed (with the install hint), or
+            (``must_exist``) the SQLite file does not exist.
     """
     if not isinstance(url, str | URL) or "\x00" in str(url):
         raise CatalogUnavailable(f"invalid catalog URL {mask_url(url)!r}: expected a URL string without NUL")
@@ -60,9 +99,21 @@ def make_engine(url: str) -> Engine:
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database.startswith("file:"):
-            pass  # an SQLite URI (``?uri=true``, e.g. ``mode=ro``): opened as given, no folder to create
+            # an SQLite URI (``?uri=true``, e.g. ``mode=ro``): opened as given (no folder to create), except that
+            # mode=ro on a WAL file in a folder this user cannot write also needs immutable=1 (see _read_only_uri)
+            file = Path(unquote(parsed.database[len("file:") :].partition("?")[0]))
+            if parsed.query.get("mode") == "ro" and "immutable" not in parsed.query and file.is_file():
+                options = _read_only_uri(file) or {}
+                if "immutable" in options:
+                    parsed = parsed.update_query_dict({"immutable": "1"})
         elif parsed.database and parsed.database != ":memory:":
-            folder = Path(parsed.database).expanduser().parent
+            file = Path(parsed.database).expanduser()
+            folder = file.parent
+            if must_exist and not file.is_file():
+                raise missing_catalog(file, str(url))
+            read_only = _read_only_uri(file) if file.is_file() and not parsed.query else None
+            if read_only is not None:  # a catalog this user may read but not write: reads work, writes refused
+                parsed = parsed.set(database=f"file:{quote(str(file.absolute()))}", query={**read_only, "uri": "true"})
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as e:
@@ -81,6 +132,7 @@ def make_engine(url: str) -> Engine:
         hint = " (pip install 'dal-catalog[postgres]')" if parsed.get_backend_name() == "postgresql" else ""
         raise CatalogUnavailable(f"no database driver for {display_url(parsed)}: {e}{hint}") from e
     if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+        read_only_file = str(parsed.database or "").startswith("file:") and parsed.query.get("mode") == "ro"
+        event.listen(engine, "connect", _sqlite_pragmas_read_only if read_only_file else _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
     return engine

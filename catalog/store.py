@@ -66,9 +66,11 @@ class Catalog(LineageEdges, CatalogSearch):
     Args:
         url: any SQLAlchemy URL; default ``$DAL_CATALOG_URL`` or the embedded SQLite file.
         create: create the catalog tables when the database is empty (first use).
+        must_exist: for read-only use: an SQLite catalog file that does not exist is a
+            ``CatalogUnavailable`` (saying how to create one); neither the file nor its folder is created.
 
     Raises:
-        CatalogUnavailable: the database cannot be reached.
+        CatalogUnavailable: the database cannot be reached (or, ``must_exist``, the SQLite file is missing).
         CatalogOutOfDate: the database needs ``dal db upgrade``.
     """
 

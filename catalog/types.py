@@ -61,6 +61,10 @@ def validate_text(value: object, what: str, *, optional: bool = False, max_lengt
         raise CatalogError(f"{what} contains a NUL character")
     if len(value) > max_length:
         raise CatalogError(f"{what} is longer than {max_length} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:  # '\udc80': Python text no database, file name or terminal can hold
+        raise CatalogError(f"{what} is not valid Unicode text: an unpaired surrogate at position {e.start}") from None
     return value
 
 

@@ -55,19 +55,23 @@ CatalogLike = Catalog | str | None
 _log = logging.getLogger("dal")
 
 
-def get_catalog(catalog: CatalogLike = None) -> Catalog:
+def get_catalog(catalog: CatalogLike = None, *, must_exist: bool = False) -> Catalog:
     """The catalog at ``catalog`` (a URL or a Catalog; default ``$DAL_CATALOG_URL`` or the embedded SQLite
     file), opened once per process and URL.
 
     Args:
         catalog: A URL, a Catalog (returned as is), or None for the default.
+        must_exist: for reads: an SQLite catalog file that does not exist is an error (nothing is created).
+
+    Raises:
+        CatalogUnavailable: the catalog cannot be opened (or, ``must_exist``, its SQLite file is missing).
     """
     if isinstance(catalog, Catalog):
         return catalog
     key = catalog or default_url()
     with _lock:
         if key not in _catalogs:
-            _catalogs[key] = Catalog(key)
+            _catalogs[key] = Catalog(key, must_exist=must_exist)
         return _catalogs[key]
 
 
@@ -103,7 +107,8 @@ def open(
         cache_dir: The file cache's folder.
 
     Raises:
-        DatasetNotFound / VersionNotFound (with close names), InvalidName; DalError for a bad cache option.
+        DatasetNotFound / VersionNotFound (with close names), InvalidName; DalError for a bad cache option;
+        CatalogUnavailable: the catalog cannot be opened (a missing SQLite catalog file is not created).
     """
     validate.check(storage_options=storage_options, catalog=catalog)
     file_cache = None
@@ -115,7 +120,7 @@ def open(
         file_cache = rangecache.FileCache.create(cache_dir, cache_size)
     elif cache_size is not None or cache_dir is not None:
         raise DalError("cache_size and cache_dir apply to a cached read: pass cache='local' too")
-    cat = get_catalog(catalog)
+    cat = get_catalog(catalog, must_exist=True)  # a read: a mistyped catalog URL creates nothing
     info = cat.get_dataset(name)
     pinned = cat.version(name, version)
     unavailable = pinned.properties.get("unavailable")  # recorded by sync: expired log, data files gone
@@ -208,6 +213,8 @@ def write(
     """
     validate.check(partition_by=partition_by, tags=tags, format=format, description=description,
                    time_column=time_column, path=path, storage_options=storage_options, catalog=catalog)  # fmt: skip
+    if schema is not None and not isinstance(schema, TensorSchema):
+        raise DalError(f"schema must be a dal.TensorSchema (or None), not {type(schema).__name__}")
     timeparts.check(time_partitions)
     codec, tags = _check_write(data, name, mode, schema_mode, compression, tags)
     cat = get_catalog(catalog)
@@ -368,6 +375,7 @@ def _target(
     rule = _declared_rule(time_partitions, time_column, existing)
     if existing is None:
         location = uris.normalize(path) if path else uris.default_location(name)
+        uris.check_credentials(location, options)
 
         if fmt.exists(location, options):
             if fmt.written_for(location, options) != name:
@@ -667,6 +675,7 @@ def register(
     fmt = get_format(format)
     location = uris.normalize(uri)
     options = dict(storage_options or {})
+    uris.check_credentials(location, options)  # gs:// without any credentials: at once, not after minutes
     if not fmt.exists(location, options):
         raise FormatError(f"no {format} table at {location}")
     cat.create_dataset(name, format=format, location=location, description=description, time_column=time_column,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import pyarrow as pa
 
 from catalog.types import DatasetInfo, Schema, VersionInfo
-from dal.errors import FilterError, translating
+from dal.errors import FilterError, require, translating
 from dal.formats.base import DataFile, Format
 from dal.formats.registry import get_format
 from dal.read.plan import PlanCache
@@ -138,10 +138,10 @@ class Dataset:
         Args:
             columns: Only these columns (default: all).
         """
+        pd = require("pandas", "pandas")  # before reading: pyarrow's to_pandas says only "No module named 'pandas'"
         table = self.to_arrow(columns)
         if not self._has_tensors(table.column_names):
             return table.to_pandas()
-        import pandas as pd
 
         decoded = self.decode(table)
         return pd.DataFrame({k: list(v) if not _is_1d(v) else v for k, v in decoded.items()})

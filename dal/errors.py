@@ -64,14 +64,33 @@ class NotOwned(DalError):
 
 
 def require(module: str, extra: str) -> Any:
-    """Import an optional module or raise ``MissingDependency`` with the pip command to run."""
+    """Import an optional module.
+
+    Args:
+        module: the module to import (``"pandas"``, ``"deltalake"``).
+        extra: the ``dal-catalog`` extra that installs it, named in the error.
+
+    Raises:
+        MissingDependency: the module is not installed (the pip command to run), or it is installed but fails
+            to import (what failed: a missing module it needs, a shared library that does not load).
+    """
     import importlib
 
+    install = f"pip install 'dal-catalog[{extra}]'"
     try:
         return importlib.import_module(module)
-    except ImportError as e:
+    except ModuleNotFoundError as e:
+        missing = e.name or ""
+        if missing and (module == missing or module.startswith(missing + ".")):  # the package itself is absent
+            raise MissingDependency(f"{module} is needed for this; install it with: {install}") from e
         raise MissingDependency(
-            f"{module} is needed for this; install it with: pip install 'dal-catalog[{extra}]'"
+            f"{module} is installed but cannot be imported: it needs {missing or 'a module'} ({one_line(e)}); "
+            f"repair the installation, e.g. {install}"
+        ) from e
+    except ImportError as e:  # installed, but it (or a shared library it loads) fails to load
+        raise MissingDependency(
+            f"{module} is installed but fails to load: {one_line(e)}; repair the installation (e.g. pip install "
+            f"--force-reinstall {module}, or {install})"
         ) from e
 
 
@@ -80,7 +99,12 @@ def check_int(value: object, what: str, *, minimum: int | None = None, maximum: 
     else ``FilterError`` naming the argument."""
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise FilterError(f"{what} must be an integer, not {type(value).__name__} {one_line(repr(value))[:80]}")
-    number = operator.index(value)  # type: ignore[arg-type]
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # a NumPy array has __index__ but refuses unless it is one integer
+        raise FilterError(
+            f"{what} must be an integer, not {type(value).__name__} {one_line(repr(value))[:80]}"
+        ) from None
     if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
         bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
         raise FilterError(f"{what} must be {bounds}, not {number if abs(number) < 10**30 else 'a huge number'}")
@@ -171,6 +195,21 @@ def is_foreign(e: BaseException) -> bool:
     return isinstance(e, OSError) or module.split(".")[0] in FOREIGN_MODULES
 
 
+def is_panic(e: BaseException) -> bool:
+    """A Rust panic surfacing through pyo3 (``pyo3_runtime.PanicException``, a ``BaseException``)."""
+    return type(e).__name__ == "PanicException" and (type(e).__module__ or "").startswith("pyo3")
+
+
+def translate_panic(what: str) -> DalError:
+    """The ``DalError`` for a Rust panic while doing ``what``: the panic's own text is not shown (it can quote
+    a credential, and is not a message for users)."""
+    return FormatError(
+        f"{one_line(what)} failed: the Rust storage library (delta-rs / object_store) stopped on an internal "
+        "error; check storage_options and the AWS_/AZURE_/GOOGLE_ environment for malformed values, and run with "
+        "DAL_DEBUG=1 to see the library's message"
+    )
+
+
 def translate(e: BaseException, what: str, *, local: bool = False) -> DalError:
     """A ``FormatError`` for a foreign error while doing ``what`` (e.g. ``"reading weather.radar version 3"``):
     one line, credentials masked, with a hint for object-store errors that give none (never when ``local``:
@@ -188,6 +227,10 @@ def translated(what: str) -> Iterator[None]:
     except Exception as e:
         if is_foreign(e):
             raise translate(e, what) from e
+        raise
+    except BaseException as e:  # a pyo3 PanicException is not an Exception
+        if is_panic(e):
+            raise translate_panic(what) from e
         raise
 
 
@@ -219,6 +262,10 @@ def translating(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
                     if is_foreign(e):
                         raise translate(e, describe(args, kwargs)) from e
                     raise
+                except BaseException as e:  # a pyo3 PanicException is not an Exception
+                    if is_panic(e):
+                        raise translate_panic(describe(args, kwargs)) from e
+                    raise
 
             return gen  # type: ignore[return-value]
 
@@ -229,6 +276,10 @@ def translating(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
             except Exception as e:
                 if is_foreign(e):
                     raise translate(e, describe(args, kwargs)) from e
+                raise
+            except BaseException as e:  # a pyo3 PanicException is not an Exception
+                if is_panic(e):
+                    raise translate_panic(describe(args, kwargs)) from e
                 raise
 
         return call
@@ -257,11 +308,13 @@ __all__ = [
     "VersionConflict",
     "VersionNotFound",
     "check_int",
+    "is_panic",
     "one_line",
     "printable",
     "require",
     "storage_hint",
     "translate",
+    "translate_panic",
     "translated",
     "translating",
 ]

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dal import expr as E
-from dal.errors import FilterError, check_int, translating
+from dal.errors import FilterError, check_int, require, translating
 from dal.read import reader, sampling
 from dal.read.plan import PLAN_CACHE, Pinned, Query, Window, as_datetime, cut, translate_missing, window_expr
 from dal.read.sharding import Remainder, share
@@ -502,6 +502,7 @@ class Scan:
 
     def to_pandas(self) -> pd.DataFrame:
         """All the rows of this scan as a pandas DataFrame (``to_arrow().to_pandas()``)."""
+        require("pandas", "pandas")  # before reading: pyarrow's to_pandas says only "No module named 'pandas'"
         return self.to_arrow().to_pandas()
 
     def to_torch(self, batch_size: int = 256, **kwargs: Any) -> TorchDataset:

@@ -27,6 +27,45 @@ def _options(value: object) -> None:
         return
     if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise DalError(f"storage_options must be a mapping of strings to strings, not {type(value).__name__}")
+    for k, v in value.items():
+        validate_text(k, "a storage_options key", max_length=10_000)
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:  # the value itself is never shown: it may be a credential
+            raise DalError(f"storage_options[{k!r}] is not valid Unicode text (an unpaired surrogate)") from None
+    check_header_values(value)  # control characters; credentials in plain ASCII (a Rust client panicked)
+
+
+# credentials Rust's object_store puts into HTTP headers (unchecked: a control character made it panic, a
+# pyo3 PanicException that escapes ``except Exception``), from storage_options or the environment
+_HEADER_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_TOKEN",
+                       "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_KEY", "AZURE_STORAGE_TOKEN",
+                       "AZURE_STORAGE_CLIENT_SECRET", "GOOGLE_BEARER_TOKEN")  # fmt: skip
+
+
+def check_header_values(options: Mapping[str, str]) -> None:
+    """Refuse storage options a client would put into an HTTP header unchecked: a control character in any
+    option, or anything but printable ASCII in a credential (options first, else the environment). The
+    value is never shown: it may be a secret.
+
+    Raises:
+        DalError: naming the option and where it came from.
+    """
+    lowered = {k.lower(): (k, v, "storage_options") for k, v in options.items()}
+    for name in _HEADER_CREDENTIALS:
+        if name.lower() not in lowered and os.environ.get(name):
+            lowered[name.lower()] = (name, os.environ[name], "the environment")
+    credentials = {n.lower() for n in _HEADER_CREDENTIALS}
+    for key, (name, value, source) in lowered.items():
+        bad = next((i for i, c in enumerate(value) if ord(c) < 0x20 or ord(c) == 0x7F), None)
+        if bad is None and key in credentials:
+            bad = next((i for i, c in enumerate(value) if not c.isascii()), None)
+        if bad is not None:
+            what = "a control" if ord(value[bad]) < 0x20 or ord(value[bad]) == 0x7F else "a non-ASCII"
+            raise DalError(
+                f"storage option {name} (from {source}) has {what} character at position {bad}: credentials and "
+                "options are plain text an HTTP header can carry; check how it was set (its value is not shown)"
+            )
 
 
 def _catalog(value: object) -> None:
@@ -40,6 +79,8 @@ def _catalog(value: object) -> None:
 def _location(value: object, what: str) -> None:
     if value is not None and not isinstance(value, str | os.PathLike):
         raise DalError(f"{what} must be a path or URL string, not {type(value).__name__}")
+    if isinstance(value, str):
+        validate_text(value, what, max_length=10_000)  # no NUL, no unpaired surrogate
 
 
 _CHECKS: dict[str, Any] = {

@@ -99,12 +99,14 @@ class State:
         self._lite: LiteCatalog | None = None
         self._lite_tried = False
 
-    def catalog(self, *, create: bool = True) -> Catalog:
-        """The full catalog (SQLAlchemy); ``create=False`` never creates or migrates one."""
+    def catalog(self, *, create: bool = True, must_exist: bool = False) -> Catalog:
+        """The full catalog (SQLAlchemy); ``create=False`` never creates or migrates one; ``must_exist`` for
+        read-only commands (a missing SQLite file is an error, not a new catalog: a mistyped --catalog must
+        not create folders and an empty catalog)."""
         if self._catalog is None:
             from catalog import Catalog
 
-            self._catalog = Catalog(self.url, create=create)
+            self._catalog = Catalog(self.url, create=create, must_exist=must_exist)
         return self._catalog
 
     def reader(self) -> CatalogReader:
@@ -114,7 +116,7 @@ class State:
             from catalog import lite
 
             self._lite = lite.connect(self.url)
-        return self._lite if self._lite is not None else self.catalog()
+        return self._lite if self._lite is not None else self.catalog(must_exist=True)
 
     def close(self) -> None:
         """Close the quick reader, if one was opened."""
@@ -125,6 +127,21 @@ class State:
 def catalog_of(ctx: click.Context) -> Catalog:
     """The full catalog of this invocation (``--catalog``/``--profile`` or the default)."""
     return ctx.ensure_object(State).catalog()
+
+
+def embedded_catalog_missing(ctx: click.Context) -> bool:
+    """Whether this invocation reads the embedded default catalog (no --catalog, profile or
+    $DAL_CATALOG_URL named another) and that file does not exist yet: a fresh machine, where listing shows
+    "no datasets yet" (creating nothing), unlike a named catalog that is missing (a typo: an error)."""
+    from catalog.home import data_dir
+
+    file = data_dir() / "catalog.db"
+    return ctx.ensure_object(State).url == f"sqlite:///{file}" and not file.exists()
+
+
+def read_catalog_of(ctx: click.Context) -> Catalog:
+    """The full catalog for a read-only command: never created by it (see ``State.catalog``)."""
+    return ctx.ensure_object(State).catalog(must_exist=True)
 
 
 def reader_of(ctx: click.Context) -> CatalogReader:

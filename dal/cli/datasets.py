@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from catalog.urls import mask_url
-from dal.cli.base import catalog_of, json_option, limit_option, reader_of, version_option
+from dal.cli.base import (
+    catalog_of,
+    embedded_catalog_missing,
+    json_option,
+    limit_option,
+    read_catalog_of,
+    reader_of,
+    version_option,
+)
 from dal.cli.complete import complete_names, complete_tags, complete_versions
 from dal.cli.output import emit_json, print_table, size_text
 from dal.errors import printable
@@ -28,6 +36,12 @@ if TYPE_CHECKING:
 @click.pass_context
 def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool) -> None:
     """List datasets; PATTERN is a glob on names (weather.*) or a substring of name or description."""
+    if embedded_catalog_missing(ctx):  # a fresh machine: nothing to list, and nothing is created
+        if as_json:
+            emit_json([])
+        else:
+            click.echo("no datasets yet (the first write creates the catalog)")
+        return
     reader = reader_of(ctx)
     datasets = reader.list_datasets(pattern, limit=limit + 1) if limit else reader.list_datasets(pattern)
     more = bool(limit) and len(datasets) > limit
@@ -165,9 +179,9 @@ def versions_cmd(ctx: click.Context, name: str, limit: int | None, as_json: bool
 def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
     """Show the schema of one version (tensor fields with dtype, shape and codec)."""
     if as_json:
-        emit_json(views.schema(catalog_of(ctx), name, version))
+        emit_json(views.schema(read_catalog_of(ctx), name, version))
         return
-    v = catalog_of(ctx).version(name, version)
+    v = read_catalog_of(ctx).version(name, version)
     print_table(
         f"{name} @ version {v.number}",
         ["#", "column", "type", "nullable", "tensor"],
@@ -192,7 +206,7 @@ def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool
 @click.pass_context
 def diff_cmd(ctx: click.Context, name: str, old: str, new: str, as_json: bool) -> None:
     """Compare the schemas of two versions (numbers, tags or timestamps)."""
-    cat = catalog_of(ctx)
+    cat = read_catalog_of(ctx)
     if as_json:
         emit_json(views.diff(cat, name, old, new))
         return
@@ -219,7 +233,7 @@ def _field_text(f: Any) -> str:
 @click.pass_context
 def partitions_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
     """List the partitions present in one version, with row counts."""
-    cat = catalog_of(ctx)
+    cat = read_catalog_of(ctx)
     if as_json:
         emit_json(views.partitions(cat, name, version))
         return
@@ -244,7 +258,7 @@ def files_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool)
     """List the data files of a version (default: the latest): path, partition, rows, size."""
     from dal import api
 
-    ds = api.open(name, version, catalog=catalog_of(ctx))
+    ds = api.open(name, version, catalog=read_catalog_of(ctx))
     files = ds.files()
     root = mask_url(ds.location).rstrip("/") + "/"
     entries: list[dict[str, Any]] = [

@@ -60,7 +60,10 @@ def parse_duration(text: str) -> timedelta:
     m = _DURATION.fullmatch(text) if isinstance(text, str) else None
     if m is None or len(m.group(1)) > 9:
         raise DalError(f"{text!r} is not a duration: write a number and a unit, e.g. 30d, 12h, 15m, 45s or 2w")
-    return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+    try:
+        return timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+    except OverflowError:  # 999999999w: beyond what a timedelta holds (about 2.7 million years)
+        raise DalError(f"{text!r} is too long a duration: at most {timedelta.max.days:,} days") from None
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
@@ -466,8 +469,12 @@ def _choose(
     newest = live[-keep_last:] if keep_last else live[-1:]
     protected = {v.number for v in newest} | ({live[-1].number} if live else set())
     expiring, kept, tagged = [], [], []
+    try:
+        cutoff = None if older_than is None else now - older_than
+    except OverflowError:  # older than the year 1: no version is that old
+        cutoff = datetime.min.replace(tzinfo=now.tzinfo)
     for v in live:
-        old = older_than is None or v.created_at <= now - older_than
+        old = cutoff is None or v.created_at <= cutoff
         if v.number in protected or not old:
             kept.append(v)
         elif v.tags and not force:

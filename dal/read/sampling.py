@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dal.errors import DalError, FilterError, check_int
+from dal.errors import DalError, FilterError, check_int, one_line
 from dal.read import reader
 from dal.read.plan import Query, translate_missing
 from dal.read.sharding import share
@@ -153,10 +153,13 @@ def check_balance(by: object, weights: object, rows: object, seed: object, repla
     seed = check_int(seed, "balance seed", minimum=0, maximum=2**63 - 1)
     replace = _flag(replace, "balance replace")
     n = check_int(rows, "balance rows", minimum=1, maximum=MAX_ROWS) if rows is not None else None
-    if weights is None or weights == "uniform":
+    if weights is None or (isinstance(weights, str) and weights == "uniform"):  # `array == str` is elementwise
         return Balance(by, seed, None, n, replace)
     if not isinstance(weights, dict) or not weights:
-        raise FilterError(f"balance weights must be 'uniform' or a non-empty dict class -> weight, not {weights!r}")
+        shown = one_line(repr(weights))[:80]
+        raise FilterError(
+            f"balance weights must be 'uniform' or a non-empty dict class -> weight, not {type(weights).__name__} {shown}"
+        )
     pairs = []
     for k, w in weights.items():
         value = _number(w, f"balance weight of class {k!r}")

@@ -50,7 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.types import Schema
-from dal.errors import DalError
+from dal.errors import DalError, require
 from dal.tensors.codecs import shape_matches
 
 if TYPE_CHECKING:
@@ -421,7 +421,7 @@ def _columns(out: Any) -> Mapping[str, Any]:
 
 
 def _to_pandas(decoded: Mapping[str, Any], rows: int) -> Any:
-    import pandas as pd
+    pd = require("pandas", "pandas")
 
     data: dict[str, Any] = {}
     for name, values in decoded.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -14,6 +15,7 @@ from catalog.urls import has_credentials
 from catalog.urls import mask_text as mask_text  # re-exported: dal's one masking of URLs in text
 from catalog.urls import mask_url as mask_url
 from dal.errors import DalError
+from dal.validate import check_header_values
 
 ENV_WAREHOUSE = "DAL_WAREHOUSE"
 StorageOptions = Mapping[str, str]
@@ -185,6 +187,50 @@ def _azure(uri: str, options: StorageOptions) -> tuple[pafs.FileSystem, str]:
     return pafs.AzureFileSystem(**kwargs), f"{container}{parts.path}".rstrip("/")
 
 
+_GCS_CREDENTIAL_OPTIONS = ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_PATH", "GOOGLE_SERVICE_ACCOUNT_KEY",
+                           "GOOGLE_APPLICATION_CREDENTIALS", "SERVICE_ACCOUNT", "SERVICE_ACCOUNT_KEY",
+                           "GOOGLE_SKIP_SIGNATURE", "GOOGLE_BASE_URL", "GOOGLE_BEARER_TOKEN")  # fmt: skip
+METADATA_PROBE_S = 1.0
+
+
+def _gcs_metadata_server() -> tuple[str, int]:
+    """Where Google's clients look for the instance-metadata server (``GCE_METADATA_HOST``, else the link-local
+    address ``metadata.google.internal`` resolves to on Google Cloud)."""
+    host = os.environ.get("GCE_METADATA_HOST") or os.environ.get("GCE_METADATA_IP") or "169.254.169.254"
+    name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
+    return name, int(port) if port.isdigit() else 80
+
+
+def check_credentials(location: str, options: StorageOptions) -> None:
+    """Fail fast where an object store has no credential source at all, instead of letting delta-rs/obstore
+    retry the instance-metadata endpoint for minutes: for ``gs://``, no service account or token in
+    ``options`` or the environment, no application-default credentials file, and no metadata server
+    answering within ``METADATA_PROBE_S`` seconds (S3 has its own check in ``_s3``).
+
+    Raises:
+        DalError: no credentials can be found (nothing was sent).
+    """
+    if provider(location) != "google":
+        return
+    if _option(options, *_GCS_CREDENTIAL_OPTIONS):  # in the options (any case) or the environment
+        return
+    config = Path(os.environ.get("CLOUDSDK_CONFIG") or "~/.config/gcloud").expanduser()
+    if (config / "application_default_credentials.json").is_file():
+        return
+    host, port = _gcs_metadata_server()
+    try:
+        socket.create_connection((host, port), timeout=METADATA_PROBE_S).close()
+        return  # a metadata server answers: on Google Cloud, its service account is the credential
+    except OSError:
+        pass
+    raise DalError(
+        f"no GCS credentials for {mask_url(location)}: pass GOOGLE_SERVICE_ACCOUNT (a key file path) or "
+        "GOOGLE_APPLICATION_CREDENTIALS in storage_options or the environment, run `gcloud auth "
+        "application-default login`, or GOOGLE_SKIP_SIGNATURE=true for a public bucket (no metadata server "
+        f"answered at {host}:{port}; refused before any request was sent)"
+    )
+
+
 def _gcs(options: StorageOptions) -> pafs.FileSystem:
     """pyarrow's GCS client: default Google credentials (``GOOGLE_APPLICATION_CREDENTIALS``, metadata server),
     anonymous with ``google_skip_signature=true``, another endpoint with ``google_base_url`` (delta-rs' keys)."""
@@ -204,6 +250,7 @@ def object_store_options(options: StorageOptions | None) -> dict[str, str] | Non
     an http:// endpoint, and conditional put (safe concurrent commits, no lock table) unless the caller
     chose a locking mode (``AWS_S3_LOCKING_PROVIDER``, ``AWS_S3_ALLOW_UNSAFE_RENAME``, ``aws_conditional_put``)."""
     out = dict(options or {})
+    check_header_values(out)
     if not _option(out, "AWS_ACCESS_KEY_ID", "key", "access_key_id", "aws_skip_signature", "skip_signature"):
         out |= _shared_credentials()  # the Rust clients read no AWS profile; pyarrow's does (it would upload)
     keys = {k.lower() for k in out}

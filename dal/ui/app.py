@@ -115,7 +115,9 @@ class _Guard:
             if from_query is not None:
                 # keep the token out of the address bar, history and links: a cookie from now on
                 rest = [(k, v) for k, v in parse_qsl(request.url.query, keep_blank_values=True) if k != "token"]
-                response = RedirectResponse(request.url.path + (f"?{urlencode(rest)}" if rest else ""), 303)
+                # one leading slash: '//evil.com/' or '/\\evil.com/' as a Location is another site to a browser
+                path = "/" + request.url.path.lstrip("/\\")
+                response = RedirectResponse(path + (f"?{urlencode(rest)}" if rest else ""), 303)
                 response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
                 await response(scope, receive, send_with_headers)
                 return

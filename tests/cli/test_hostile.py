@@ -255,10 +255,12 @@ def test_register_of_a_corrupt_common_metadata_is_a_format_error(
 def test_uncreatable_catalog_or_home_is_one_line(tmp_path: Path) -> None:
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
-    proc = run_cli("ls", env={"DAL_HOME": str(blocker / "home")})
+    proc = run_cli("db", "upgrade", env={"DAL_HOME": str(blocker / "home")})
     assert_one_error_line(proc.returncode, proc.stdout, proc.stderr, expect="cannot create the catalog's folder")
-    proc = run_cli("--catalog", f"sqlite:///{blocker}/sub/catalog.db", "ls")
+    proc = run_cli("--catalog", f"sqlite:///{blocker}/sub/catalog.db", "db", "upgrade")
     assert_one_error_line(proc.returncode, proc.stdout, proc.stderr, expect="cannot create the catalog's folder")
+    proc = run_cli("--catalog", f"sqlite:///{blocker}/sub/catalog.db", "ls")  # a read creates nothing
+    assert_one_error_line(proc.returncode, proc.stdout, proc.stderr, expect="no catalog at")
 
 
 def test_s3_without_credentials_fails_fast_before_writing(
@@ -313,6 +315,7 @@ def test_a_bug_is_one_line_asking_for_a_report(sqlite_url: str, monkeypatch: pyt
 
     from catalog.lite import LiteCatalog
 
+    Catalog(sqlite_url).close()  # dal ls reads a catalog, it creates none
     monkeypatch.setattr(Catalog, "list_datasets", broken)
     monkeypatch.setattr(LiteCatalog, "list_datasets", broken)  # dal ls reads an existing catalog through it
     result = CliRunner().invoke(cli, ["--catalog", sqlite_url, "ls"])

@@ -27,6 +27,7 @@ def test_a_taken_port_is_one_line(tmp_path: object) -> None:
         port = taken.getsockname()[1]
         with pytest.raises(DalError, match=rf"cannot listen on 127.0.0.1:{port}: .*--port"):
             serve(Catalog(f"sqlite:///{tmp_path}/c.db"), port=port)
+        Catalog(f"sqlite:///{tmp_path}/c.db").close()  # dal ui reads a catalog: it creates none
         proc = subprocess.run(
             [sys.executable, "-m", "dal.cli", "--catalog", f"sqlite:///{tmp_path}/c.db", "ui", "--port", str(port)],
             capture_output=True,

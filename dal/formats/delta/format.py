@@ -272,6 +272,8 @@ class DeltaFormat(Format):
             entry: dict[str, Any] = next(
                 (a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)), {}
             )
+            if not _metadata(entry).get(WRITE_ID_KEY):  # another writer's statistics: checked against footers
+                _check_counts(location, v, actions, storage_options)
             try:
                 draft = self._describe(table, v, entry, previous, storage_options, on_disk)
             except DalError:
@@ -394,8 +396,10 @@ class DeltaFormat(Format):
         reason = version.properties.get(UNAVAILABLE_KEY)
         if reason:
             raise FormatError(f"{where} cannot be read: {reason}")
+        dl = _dl()  # a missing extra is a MissingDependency naming it, not "delta-rs cannot load it"
+        options = _opts(storage_options)  # a refused option is its own error, not "delta-rs cannot load it"
         try:
-            table = _dl().DeltaTable(location, version=version.storage_version, storage_options=_opts(storage_options))
+            table = dl.DeltaTable(location, version=version.storage_version, storage_options=options)
             features = set(table.protocol().reader_features or [])
         except Exception as e:
             raise FormatError(f"{where}: delta-rs cannot load it: {_short(e)}") from e
@@ -1064,6 +1068,45 @@ def _check_paths(location: str, version: int, actions: Iterable[Mapping[str, Any
             path = deletion_vector_path(dv) if isinstance(dv, dict) else None
             if path is not None:
                 ownership.below(location, path, table=table, entry=f"{article} {kind} action's deletion vector")
+
+
+def _check_counts(
+    location: str, version: int, actions: Iterable[Mapping[str, Any]], storage_options: Mapping[str, str]
+) -> None:
+    """Refuse a commit another writer made whose ``numRecords`` statistics disagree with the Parquet footers
+    of the files it adds (``count()`` and the catalog's row counts come from these statistics, a read from
+    the files: a log claiming 10**12 rows for a 10-row file made them differ). One footer per file added,
+    read once over a table's history; dal's own commits carry the counts it wrote and are not re-read.
+
+    Raises:
+        FormatError: naming the table, the version, the file and both counts."""
+    import pyarrow.parquet as pq
+
+    fs = root = None
+    for action in actions:
+        a = action.get("add")
+        if not isinstance(a, dict) or not isinstance(a.get("stats"), str):
+            continue
+        try:
+            claimed = json.loads(a["stats"]).get("numRecords")
+        except (ValueError, AttributeError):
+            continue
+        if claimed is None:
+            continue
+        if fs is None:
+            fs, root = uris.filesystem(location, storage_options)
+        rel = ownership.below(location, str(a["path"]), table=location, entry="an add action's path")
+        try:
+            with fs.open_input_file(uris.join(str(root), rel)) as fh:
+                actual = pq.ParquetFile(fh).metadata.num_rows
+        except FileNotFoundError:
+            continue  # gone (gc, VACUUM): the version is recorded as unavailable elsewhere
+        if not isinstance(claimed, int) or isinstance(claimed, bool) or claimed != actual:
+            raise FormatError(
+                f"{uris.mask_url(location)} (Delta version {version}): the log says {rel} holds "
+                f"{str(claimed)[:40]} rows (numRecords) but its Parquet footer says {actual:,}; dal will not "
+                "record a row count its reads would not return"
+            )
 
 
 def commit_info(location: str, version: int, storage_options: Mapping[str, str]) -> dict[str, Any] | None:

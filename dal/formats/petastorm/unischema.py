@@ -31,6 +31,7 @@ from __future__ import annotations
 import io
 import pickle
 import pickletools
+import reprlib
 import struct
 from collections import OrderedDict, defaultdict
 from collections.abc import Mapping
@@ -179,8 +180,8 @@ class _DType:
         dtype = self.dtype
         if len(state) == 9 and state[8] is not None and dtype.kind in "mM":
             unit, count = state[8][0], state[8][1]
-            unit = unit.decode("latin1") if isinstance(unit, bytes) else str(unit)
-            if not unit.isalpha() or not isinstance(count, int):
+            unit = unit.decode("latin1") if isinstance(unit, bytes) else unit
+            if not isinstance(unit, str) or not unit.isalpha() or not isinstance(count, int):
                 raise pickle.UnpicklingError("numpy.dtype: malformed datetime unit")
             dtype = np.dtype(f"{dtype.kind}8[{'' if count == 1 else count}{unit}]")
         if state[1] in ("<", ">") and dtype.byteorder not in ("|",):
@@ -298,16 +299,49 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 
 _MAX_PICKLE = 16 * 2**20  # a Unischema or row-group index is kilobytes; a bigger one is not metadata
-_MEMO_OPS = {"PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET"}
+# a Unischema nests about 6 deep (Unischema > OrderedDict > field > codec > Spark type > its state)
+_MAX_DEPTH = 64
+# elements counted as written out: a memo-shared "billion laughs" list of 830 bytes stands for 2**100 of them,
+# which str() or a walk would never finish; no pickle of _MAX_PICKLE bytes needs more without sharing
+_MAX_ELEMENTS = _MAX_PICKLE
+_MEMO_PUT = {"PUT", "BINPUT", "LONG_BINPUT"}
+_MEMO_GET = {"GET", "BINGET", "LONG_BINGET"}
+_MUTATORS = {"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"}  # the first operand is kept
 _OPCODES = {op.code: op for op in pickletools.opcodes}
 
 
+class _Shape:
+    """What the prescan knows of one value on the unpickler's stack: nesting depth and elements written out
+    (the same ``_Shape`` wherever the memo shares the value, so a container filled later counts in full)."""
+
+    __slots__ = ("depth", "size")
+
+    def __init__(self, children: list[_Shape] = []) -> None:  # noqa: B006 - never mutated
+        self.depth = 0
+        self.size = 1
+        self.adopt(children)
+
+    def adopt(self, children: list[_Shape]) -> None:
+        for child in children:
+            self.depth = max(self.depth, child.depth + 1)
+            self.size = min(self.size + child.size, _MAX_ELEMENTS + 1)
+        if self.depth > _MAX_DEPTH:
+            raise pickle.UnpicklingError(f"nested deeper than {_MAX_DEPTH} levels")
+        if self.size > _MAX_ELEMENTS:
+            raise pickle.UnpicklingError(f"more than {_MAX_ELEMENTS:,} elements (counting shared ones each time)")
+
+
 def _prescan(data: bytes) -> None:
-    """Walk the opcodes without running any before unpickling: refuse oversized pickles and memo indexes
-    beyond the pickle's own length (``p4294967295`` would make the unpickler allocate a 32 GiB memo)."""
+    """Walk the opcodes without running any before unpickling, tracking the shape of what each would build:
+    refuse oversized pickles, memo indexes beyond the pickle's own length (``p4294967295`` would make the
+    unpickler allocate a 32 GiB memo), values nested deeper than ``_MAX_DEPTH`` (a 200,000-deep list) and
+    more than ``_MAX_ELEMENTS`` elements counted as written out (memo-shared "billion laughs")."""
     if len(data) > _MAX_PICKLE:
         raise pickle.UnpicklingError(f"{len(data)} bytes is too large for petastorm metadata")
     f = io.BytesIO(data)
+    stack: list[_Shape] = []
+    marks: list[int] = []
+    memo: dict[int, _Shape] = {}
     while True:
         code = f.read(1)
         op = _OPCODES.get(code.decode("latin1"))
@@ -319,10 +353,55 @@ def _prescan(data: bytes) -> None:
             arg = f.readline()
         else:
             arg = op.arg.reader(f)
-        if op.name in _MEMO_OPS and not (isinstance(arg, int) and 0 <= arg <= len(data)):
+        if op.name in _MEMO_PUT | _MEMO_GET and not (isinstance(arg, int) and 0 <= arg <= len(data)):
             raise pickle.UnpicklingError(f"memo index {arg!r} out of range")
+        try:
+            _step(op, arg, stack, marks, memo)
+        except IndexError:
+            raise pickle.UnpicklingError(f"malformed pickle: {op.name} on too short a stack") from None
         if op.name == "STOP":
             return
+
+
+def _step(op: Any, arg: Any, stack: list[_Shape], marks: list[int], memo: dict[int, _Shape]) -> None:
+    """``op``'s effect on the shapes of the unpickler's stack (see ``_prescan``)."""
+    name, before, after = op.name, op.stack_before, op.stack_after
+    if name == "MARK":
+        marks.append(len(stack))
+    elif name in _MEMO_PUT or name == "MEMOIZE":
+        memo[len(memo) if name == "MEMOIZE" else arg] = stack[-1]
+    elif name in _MEMO_GET:
+        if arg not in memo:
+            raise pickle.UnpicklingError(f"memo index {arg} was never stored")
+        stack.append(memo[arg])
+    elif name == "DUP":
+        stack.append(stack[-1])
+    else:
+        if pickletools.markobject in before:
+            mark = marks.pop()
+            start = mark - before.index(pickletools.markobject)
+            if start < 0:
+                raise IndexError
+        else:
+            start = len(stack) - len(before)
+            if start < 0:
+                raise IndexError
+        operands = stack[start:]
+        del stack[start:]
+        if name in _MUTATORS:
+            operands[0].adopt(operands[1:])
+            stack.append(operands[0])
+        elif after:
+            stack.append(_Shape(operands))
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+
+
+def _short(value: Any) -> str:
+    """A bounded repr for messages: a few elements and levels of a value that came out of a pickle."""
+    return _REPR.repr(value)
 
 
 def _load(data: bytes, what: str) -> Any:
@@ -340,7 +419,7 @@ def _field_dtype(value: Any, field: str) -> Any:
         return value.value
     if isinstance(value, _DType):
         return value.dtype
-    raise FormatError(f"field {field!r}: its dtype {value!r} is not a numpy type petastorm writes")
+    raise FormatError(f"field {field!r}: its dtype {_short(value)} is not a numpy type petastorm writes")
 
 
 def _storage(stub: Any, stored: pa.DataType | None) -> pa.DataType | None:
@@ -367,7 +446,10 @@ def _codec(stub: Any, field: str, stored: pa.DataType | None) -> Codec | None:
     if kind == "CompressedNdarrayCodec":
         return CompressedNdarrayCodec()
     if kind == "CompressedImageCodec":
-        fmt = str(state.get("_image_codec", ".png")).lstrip(".")
+        image_codec = state.get("_image_codec", ".png")
+        if not isinstance(image_codec, str):
+            raise FormatError(f"field {field!r}: its image codec is a {type(image_codec).__name__}, not a string")
+        fmt = image_codec.lstrip(".")
         try:
             return ImageCodec(fmt, int(state.get("_quality", 80)))
         except ValueError as e:
@@ -400,7 +482,7 @@ def loads_unischema(data: bytes, stored: pa.Schema | None = None) -> TensorSchem
         if not isinstance(name, str) or not isinstance(shape, (tuple, list)):
             raise FormatError("petastorm schema metadata has a malformed field")
         if not all(d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0) for d in shape):
-            raise FormatError(f"field {name!r} has a malformed shape {shape!r}")
+            raise FormatError(f"field {name!r} has a malformed shape {_short(shape)}")
         codec = value[3] if len(value) > 3 else None
         nullable = bool(value[4]) if len(value) > 4 else False
         column = stored.field(name) if stored is not None and name in stored.names else None
@@ -411,8 +493,11 @@ def loads_unischema(data: bytes, stored: pa.Schema | None = None) -> TensorSchem
             )
         except (TypeError, ValueError) as e:
             raise FormatError(f"field {name!r}: {e}") from e
+    name = state.get("_name", "unischema")
+    if not isinstance(name, str):  # never str() a pickled structure: it may stand for billions of elements
+        raise FormatError(f"petastorm schema metadata has a {type(name).__name__} as its name, not a string")
     try:
-        return TensorSchema(str(state.get("_name", "unischema")), fields)
+        return TensorSchema(name, fields)
     except DalError as e:
         raise FormatError(f"petastorm schema metadata: {e}") from e
 
@@ -440,7 +525,7 @@ def loads_rowgroup_indexes(data: bytes) -> dict[str, RowGroupIndex]:
     out = {}
     for key, indexer in obj.items():
         if not isinstance(indexer, _Stub) or indexer.kind not in _INDEXER_STUBS:
-            raise FormatError(f"petastorm row-group index {key!r} is not a petastorm indexer")
+            raise FormatError(f"petastorm row-group index {_short(key)} is not a petastorm indexer")
         state = vars(indexer)
         data_ = state.get("_index_data")
         try:
@@ -451,9 +536,11 @@ def loads_rowgroup_indexes(data: bytes) -> dict[str, RowGroupIndex]:
             else:
                 raise TypeError(type(data_).__name__)
         except (TypeError, ValueError) as e:
-            raise FormatError(f"petastorm row-group index {key!r} has malformed data ({e})") from e
-        name = str(state.get("_index_name", key))
-        out[str(key)] = RowGroupIndex(name, str(state.get("_column_name", "")), indexer.kind, pieces)
+            raise FormatError(f"petastorm row-group index {_short(key)} has malformed data ({e})") from e
+        name, column = state.get("_index_name", key), state.get("_column_name", "")
+        if not (isinstance(key, str) and isinstance(name, str) and isinstance(column, str)):
+            raise FormatError(f"petastorm row-group index {_short(key)}: its names are not strings")
+        out[key] = RowGroupIndex(name, column, indexer.kind, pieces)
     return out
 
 

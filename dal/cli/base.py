@@ -140,7 +140,8 @@ def embedded_catalog_missing(ctx: click.Context) -> bool:
 
 
 def read_catalog_of(ctx: click.Context) -> Catalog:
-    """The full catalog for a read-only command: never created by it (see ``State.catalog``)."""
+    """The full catalog for a command that needs datasets already recorded (reads; tag, rename, set, drop, gc):
+    never created by it (see ``State.catalog``)."""
     return ctx.ensure_object(State).catalog(must_exist=True)
 
 

@@ -11,7 +11,6 @@ import click
 
 from catalog.urls import mask_url
 from dal.cli.base import (
-    catalog_of,
     embedded_catalog_missing,
     json_option,
     limit_option,
@@ -326,7 +325,7 @@ def profiles_cmd(as_json: bool) -> None:
 @click.pass_context
 def tag_cmd(ctx: click.Context, name: str, version: str, tag: str, force: bool, as_json: bool) -> None:
     """Tag a version (e.g. dal tag weather.radar 3 prod)."""
-    v = catalog_of(ctx).tag(name, version, tag, force=force)
+    v = read_catalog_of(ctx).tag(name, version, tag, force=force)
     if as_json:
         emit_json(v.to_dict())
     else:
@@ -340,9 +339,9 @@ def tag_cmd(ctx: click.Context, name: str, version: str, tag: str, force: bool, 
 @click.pass_context
 def untag_cmd(ctx: click.Context, name: str, tag: str, as_json: bool) -> None:
     """Remove a tag from a dataset."""
-    catalog_of(ctx).untag(name, tag)
+    read_catalog_of(ctx).untag(name, tag)
     if as_json:
-        emit_json({"dataset": name, "removed_tag": tag, "tags": catalog_of(ctx).tags(name)})
+        emit_json({"dataset": name, "removed_tag": tag, "tags": read_catalog_of(ctx).tags(name)})
     else:
         click.echo(f"{name}: removed tag {tag!r}")
 
@@ -370,7 +369,7 @@ def rename_cmd(ctx: click.Context, old: str, new: str, as_json: bool) -> None:
     """Rename a dataset (versions, tags and data stay where they are)."""
     from dal.ops import lifecycle
 
-    info = lifecycle.rename(old, new, catalog=catalog_of(ctx))
+    info = lifecycle.rename(old, new, catalog=read_catalog_of(ctx))
     if as_json:
         emit_json(dataset_dict(info))
     else:
@@ -401,7 +400,7 @@ def set_cmd(
     if description is None and owner is None and time_column is None and not properties:
         raise click.UsageError("nothing to set: give --description, --owner, --time-column or --property")
     info = lifecycle.set_info(name, description=description, owner=owner, time_column=time_column,
-                              properties=properties or None, catalog=catalog_of(ctx))  # fmt: skip
+                              properties=properties or None, catalog=read_catalog_of(ctx))  # fmt: skip
     if as_json:
         emit_json(dataset_dict(info))
     else:

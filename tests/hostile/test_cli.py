@@ -39,6 +39,14 @@ READ_ONLY = [
     ["head", "a.b"],
     ["stats", "a.b"],
     ["ui", "--port", "0"],
+    # commands that change datasets already recorded: on a catalog that does not exist there is nothing to
+    # change, so they do not create one either
+    ["tag", "a.b", "0", "t"],
+    ["untag", "a.b", "t"],
+    ["rename", "a.b", "c.d"],
+    ["set", "a.b", "--description", "x"],
+    ["drop", "a.b", "--yes"],
+    ["gc", "a.b"],
 ]
 
 

@@ -204,7 +204,7 @@ def translate_panic(what: str) -> DalError:
     """The ``DalError`` for a Rust panic while doing ``what``: the panic's own text is not shown (it can quote
     a credential, and is not a message for users)."""
     return FormatError(
-        f"{one_line(what)} failed: the Rust storage library (delta-rs / object_store) stopped on an internal "
+        f"{one_line(what)} failed: the Rust storage library stopped on an internal "
         "error; check storage_options and the AWS_/AZURE_/GOOGLE_ environment for malformed values, and run with "
         "DAL_DEBUG=1 to see the library's message"
     )

@@ -40,6 +40,7 @@ from dal.formats.delta.staging import FILE_SCHEMA, write_files
 from dal.formats.delta.stats import prunable_bounds
 from dal.formats.delta.types import ConformedReader, check_writable, describe_mismatch
 from dal.formats.directory import aged_files, missing_files, vanished
+from dal.formats.footers import checked_rows
 from dal.formats.index import FileIndex
 from dal.formats.logical import logical_schema, written_type
 from dal.storage import ownership, uris
@@ -370,7 +371,7 @@ class DeltaFormat(Format):
                 continue
             rel = ownership.below(table.table_uri, a["path"], table=str(table.table_uri), entry="an add action's path")
             with fs.open_input_file(uris.join(root, rel)) as fh:
-                total += pq.ParquetFile(fh).metadata.num_rows
+                total += checked_rows(pq.ParquetFile(fh).metadata, f"{uris.mask_url(table.table_uri)}: {rel}")
         return total
 
     def _pinned(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> Any:
@@ -1098,7 +1099,9 @@ def _check_counts(
         rel = ownership.below(location, str(a["path"]), table=location, entry="an add action's path")
         try:
             with fs.open_input_file(uris.join(str(root), rel)) as fh:
-                actual = pq.ParquetFile(fh).metadata.num_rows
+                actual = checked_rows(
+                    pq.ParquetFile(fh).metadata, f"{uris.mask_url(location)} (Delta version {version}): {rel}"
+                )
         except FileNotFoundError:
             continue  # gone (gc, VACUUM): the version is recorded as unavailable elsewhere
         if not isinstance(claimed, int) or isinstance(claimed, bool) or claimed != actual:

@@ -59,5 +59,15 @@ def checked_rows(meta: pq.FileMetaData, where: str) -> int:
     return total
 
 
+def most_rows(size_bytes: int) -> int:
+    """The most rows a Parquet file of ``size_bytes`` bytes can hold (the bound :func:`checked_rows` applies
+    to a column chunk): a claim beyond it (a log's ``numRecords``) is refused without reading the file.
+
+    Args:
+        size_bytes: the file's size.
+    """
+    return (max(size_bytes, 0) // PAGE_BYTES) * PAGE_VALUES
+
+
 def _implausible(where: str, what: str) -> FormatError:
     return FormatError(f"{where}: implausible Parquet footer: {what}; dal will not count or read rows it cannot hold")

@@ -23,6 +23,7 @@ import dal
 from catalog import Catalog
 from catalog.errors import DatasetNotFound
 from dal.errors import FormatError
+from dal.ops import lifecycle
 
 
 def _claim(table: Path, version: int, rows: object) -> None:
@@ -168,3 +169,44 @@ def test_a_file_that_starts_lying_after_registration_is_refused_when_read(
         ds.to_arrow()
     with pytest.raises(FormatError, match="implausible Parquet footer"):
         ds.filter(dal.col("a") > 3).count()
+
+
+def test_a_hand_edited_dal_commit_is_refused_without_reading_its_files(sqlite_env: Catalog) -> None:
+    dal.write(pa.table({"a": list(range(10))}), "x.own", format="delta")
+    location = Path(dal.open("x.own").location.removeprefix("file://"))
+    lifecycle.drop("x.own")  # the catalog forgets it; the table stays
+    _claim(location, 0, 10**12)  # the commit still carries dal's write id: its footers are not compared
+    with pytest.raises(FormatError, match=r"holds 1,000,000,000,000 rows \(numRecords\) but a Parquet file of"):
+        dal.register("x.own", str(location))
+    with pytest.raises(DatasetNotFound):
+        sqlite_env.get_dataset("x.own")
+
+
+def test_a_lie_known_only_from_a_checkpoint_is_refused(sqlite_env: Catalog, tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    write_deltalake(str(tmp_path / "t"), pa.table({"a": list(range(10))}))
+    _claim(tmp_path / "t", 0, 10**12)
+    write_deltalake(str(tmp_path / "t"), pa.table({"a": [10]}), mode="append")
+    DeltaTable(str(tmp_path / "t")).create_checkpoint()
+    (tmp_path / "t" / "_delta_log" / f"{0:020d}.json").unlink()  # the lying add is in the checkpoint only
+    with pytest.raises(FormatError, match=r"Delta version 1\): the log says .* holds 1,000,000,000,000 rows"):
+        dal.register("x.checkpointed", str(tmp_path / "t"))
+    with pytest.raises(DatasetNotFound):
+        sqlite_env.get_dataset("x.checkpointed")
+
+
+def test_a_small_lie_a_checkpoint_carries_is_refused_when_read(sqlite_env: Catalog, tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    write_deltalake(str(tmp_path / "t"), pa.table({"a": list(range(10))}))
+    _claim(tmp_path / "t", 0, 11)  # within what the file's size allows: only its footer can tell
+    write_deltalake(str(tmp_path / "t"), pa.table({"a": [10]}), mode="append")
+    DeltaTable(str(tmp_path / "t")).create_checkpoint()
+    (tmp_path / "t" / "_delta_log" / f"{0:020d}.json").unlink()
+    dal.register("x.checkpointed", str(tmp_path / "t"))
+    ds = dal.open("x.checkpointed")
+    with pytest.raises(FormatError, match=r"holds 10 rows by its Parquet footer but the version says 11"):
+        ds.to_arrow()
+    with pytest.raises(FormatError, match="by its Parquet footer but the version says 11"):
+        ds.filter(dal.col("a") >= 0).to_arrow()

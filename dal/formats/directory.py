@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft
 from dal.errors import FormatError
+from dal.formats.footers import checked_rows
 from dal.storage import ownership
 from dal.storage.location import Location
 from dal.storage.partitions import parse_partition_dir, partition_totals
@@ -75,7 +76,8 @@ def scan_directory(loc: Location, directory: str = "") -> list[FileEntry]:
     out = []
     for rel, size in data_files(loc, directory):
         meta = pq.read_metadata(loc.path(f"{directory}/{rel}" if directory else rel), filesystem=loc.fs)
-        out.append(FileEntry(rel, size, meta.num_rows, meta.num_row_groups))
+        rows = checked_rows(meta, loc.uri.rstrip("/") + "/" + (f"{directory}/{rel}" if directory else rel))
+        out.append(FileEntry(rel, size, rows, meta.num_row_groups))
     return out
 
 

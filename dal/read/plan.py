@@ -35,11 +35,12 @@ from catalog.types import DatasetInfo, Schema, VersionInfo
 from dal import expr as E
 from dal.errors import FilterError, FormatError
 from dal.formats.base import DataFile
+from dal.formats.footers import checked_rows
 from dal.formats.fragments import dataset_from_files, partition_expression, read_exact, row_group_starts
 from dal.formats.index import FileIndex
 from dal.read.sharding import Remainder, assign, share
 from dal.read.tasks import ReadTask
-from dal.storage import timeparts
+from dal.storage import timeparts, uris
 from dal.storage.location import Location
 from dal.storage.timeparts import TimePartitions
 
@@ -371,6 +372,14 @@ class Query:
                 pieces = fragment.split_by_row_group(filter=pruning[0], schema=pruning[1])
             else:
                 pieces = fragment.split_by_row_group(schema=self.schema)
+            rows = checked_rows(fragment.metadata, uris.mask_url(uri))  # the footer split_by_row_group read
+            claimed = uri_of[uri].row_count if uri in uri_of else None
+            if claimed is not None and claimed != rows:  # a log/record count the catalog's count() came from
+                raise FormatError(
+                    f"{self.source.name} version {self.source.number}: {uris.mask_url(uri)} holds {rows:,} rows "
+                    f"by its Parquet footer but the version says {claimed:,}: dal will not read a version whose "
+                    "row count it cannot return"
+                )
             kept_files, groups = kept_files + 1, groups + fragment.num_row_groups
             starts = row_group_starts(fragment.path, fragment.filesystem) if deleted else []
             for piece in pieces:

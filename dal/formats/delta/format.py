@@ -40,6 +40,7 @@ from dal.formats.delta.staging import FILE_SCHEMA, write_files
 from dal.formats.delta.stats import prunable_bounds
 from dal.formats.delta.types import ConformedReader, check_writable, describe_mismatch
 from dal.formats.directory import aged_files, missing_files, vanished
+from dal.formats.footers import checked_rows, most_rows
 from dal.formats.index import FileIndex
 from dal.formats.logical import logical_schema, written_type
 from dal.storage import ownership, uris
@@ -317,6 +318,7 @@ class DeltaFormat(Format):
         where = f"{uris.mask_url(str(table.table_uri))} (Delta version {v})"
         for a in actions:  # checkpointed ones too, whose commits may be gone
             ownership.below(table.table_uri, a["path"], table=where, entry="an add action's path")
+            _check_claim(where, a)
         rows = sum(a["num_records"] or 0 for a in actions)
         missing = None
         if present is not None:
@@ -370,7 +372,7 @@ class DeltaFormat(Format):
                 continue
             rel = ownership.below(table.table_uri, a["path"], table=str(table.table_uri), entry="an add action's path")
             with fs.open_input_file(uris.join(root, rel)) as fh:
-                total += pq.ParquetFile(fh).metadata.num_rows
+                total += checked_rows(pq.ParquetFile(fh).metadata, f"{uris.mask_url(table.table_uri)}: {rel}")
         return total
 
     def _pinned(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> Any:
@@ -1070,6 +1072,24 @@ def _check_paths(location: str, version: int, actions: Iterable[Mapping[str, Any
                 ownership.below(location, path, table=table, entry=f"{article} {kind} action's deletion vector")
 
 
+def _check_claim(where: str, add: Mapping[str, Any]) -> None:
+    """Refuse an add action whose ``numRecords`` no file of its size could hold, without reading the file: the
+    check for the counts :func:`_check_counts` does not compare with footers (dal's own commits, files known
+    only from a checkpoint), so a hand-edited log claiming 10**12 rows for a small file is not recorded.
+
+    Raises:
+        FormatError: naming the table, the version, the file and the claim."""
+    claimed, size = add.get("num_records"), add.get("size_bytes")
+    if claimed is None or not isinstance(size, int):
+        return
+    if claimed < 0 or claimed > most_rows(size):
+        raise FormatError(
+            f"{where}: the log says {add['path']} holds {claimed:,} rows (numRecords) but a Parquet file of "
+            f"{size:,} bytes holds at most {most_rows(size):,}; dal will not record a row count its reads would "
+            "not return"
+        )
+
+
 def _check_counts(
     location: str, version: int, actions: Iterable[Mapping[str, Any]], storage_options: Mapping[str, str]
 ) -> None:
@@ -1098,7 +1118,9 @@ def _check_counts(
         rel = ownership.below(location, str(a["path"]), table=location, entry="an add action's path")
         try:
             with fs.open_input_file(uris.join(str(root), rel)) as fh:
-                actual = pq.ParquetFile(fh).metadata.num_rows
+                actual = checked_rows(
+                    pq.ParquetFile(fh).metadata, f"{uris.mask_url(location)} (Delta version {version}): {rel}"
+                )
         except FileNotFoundError:
             continue  # gone (gc, VACUUM): the version is recorded as unavailable elsewhere
         if not isinstance(claimed, int) or isinstance(claimed, bool) or claimed != actual:

@@ -74,6 +74,9 @@ class WriteOptions:
         return token_of(self.write_id)
 
 
+TARGET_FILE_SIZE = 128 * 1024 * 1024  # bytes per data file that dal optimize and Spark writes aim for
+
+
 def commit_metadata(write_id: str, dataset: str = "") -> dict[str, str]:
     """The key/values a write stamps into its commit: its id (to find it again) and the dataset's name."""
     return {WRITE_ID_KEY: write_id, **({DATASET_KEY: dataset} if dataset else {})}
@@ -348,3 +351,13 @@ class Format(ABC):
 
     def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:  # noqa: B027
         """After gc deleted ``deleted``: remove the directories it left behind."""
+
+    def compact(self, location: str, latest: VersionInfo, opts: WriteOptions, target_file_size: int) -> int | None:
+        """Rewrite ``latest``'s rows into fewer files (about ``target_file_size`` bytes each) as a new storage
+        version stamped with ``opts.commit_metadata``; return its number, or None when there was nothing to
+        compact. The same rows, schema and partitioning; older versions stay readable.
+
+        Raises:
+            DalError: this format cannot be compacted by dal.
+        """
+        raise DalError(f"{self.name} datasets cannot be optimized by dal")

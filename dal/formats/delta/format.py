@@ -217,6 +217,28 @@ class DeltaFormat(Format):
             raise translate(e, f"writing Delta table {location}", local=uris.is_local(location)) from e
         return self.find_commit(location, opts)
 
+    def compact(self, location: str, latest: VersionInfo, opts: WriteOptions, target_file_size: int) -> int | None:
+        """delta-rs's ``optimize.compact``: one commit (``OPTIMIZE``, ``dataChange: false``) that adds the
+        bin-packed files and removes the small ones; the old files stay for older versions until gc."""
+        dl = _dl()
+        table = self._table(location, opts.storage_options)
+        if table.version() != latest.storage_version:
+            raise DalError(
+                f"{location} has Delta version {table.version()}, the catalog's latest is {latest.storage_version}: "
+                "run `dal sync` first"
+            )
+        try:
+            metrics = table.optimize.compact(
+                target_size=target_file_size,
+                commit_properties=dl.CommitProperties(custom_metadata=dict(opts.commit_metadata)),
+                writer_properties=dl.WriterProperties(compression=_DELTA_RS_CODECS[opts.compression]),
+            )
+        except Exception as e:
+            raise translate(e, f"compacting Delta table {location}", local=uris.is_local(location)) from e
+        if not int(metrics.get("numFilesAdded", 0)) and not int(metrics.get("numFilesRemoved", 0)):
+            return None  # already compact: delta-rs committed nothing
+        return self.find_commit(location, opts)
+
     def find_commit(self, location: str, opts: WriteOptions) -> int:
         """The version our commit got (others may have committed after it), matched by its write id.
 

@@ -42,6 +42,9 @@ def check_compression(value: object) -> str:
     return codec
 
 
+TARGET_FILE_SIZE = 128 * 1024 * 1024  # bytes per data file that dal optimize and writes aim for
+
+
 @dataclass(frozen=True)
 class WriteOptions:
     """How to write: validated by ``dal.api`` before a format sees them."""
@@ -56,6 +59,7 @@ class WriteOptions:
     tensor_schema_inferred: bool = False  # tensor_schema was inferred from the data, not given by the caller
     time_column: str | None = None
     compression: str = DEFAULT_COMPRESSION  # Parquet codec of the data files (one of COMPRESSIONS)
+    target_file_size: int = TARGET_FILE_SIZE  # bytes per data file to aim for (Spark: fewer tasks; delta-rs: its own)
 
     @property
     def dataset(self) -> str:
@@ -72,9 +76,6 @@ class WriteOptions:
         from dal.storage.intents import token_of
 
         return token_of(self.write_id)
-
-
-TARGET_FILE_SIZE = 128 * 1024 * 1024  # bytes per data file that dal optimize and Spark writes aim for
 
 
 def commit_metadata(write_id: str, dataset: str = "") -> dict[str, str]:

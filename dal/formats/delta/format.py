@@ -204,6 +204,7 @@ class DeltaFormat(Format):
                 schema_mode=opts.schema_mode,
                 storage_options=_opts(opts.storage_options),
                 commit_properties=props,
+                target_file_size=opts.target_file_size,
                 writer_properties=dl.WriterProperties(compression=_DELTA_RS_CODECS[opts.compression]),
             )
         except (dl.exceptions.SchemaMismatchError, pa.ArrowInvalid, pa.ArrowTypeError) as e:

@@ -169,3 +169,27 @@ def test_cli_one_line_and_json(cat: Catalog) -> None:
     }
     code, out, err = run(cat, "optimize", "o.c", "--target-file-size", "lots")
     assert code == 2 and "is not a size" in err
+
+
+def test_partitioned_petastorm_keeps_its_partitions(cat: Catalog) -> None:
+    schema = TensorSchema(
+        "P",
+        [
+            TensorField("id", np.int64, (), ScalarCodec()),
+            TensorField("cam", np.int32, (), ScalarCodec()),
+            TensorField("x", np.float32, (2,), NdarrayCodec()),
+        ],
+    )
+    for i in range(8):
+        rows = [{"id": j, "cam": np.int32(j % 3), "x": np.full(2, j, np.float32)} for j in (2 * i, 2 * i + 1)]
+        dal.write(rows, "o.pp", format="petastorm", schema=schema if i == 0 else None, partition_by=["cam"])
+    before = cat.version("o.pp")
+    expected = dal.open("o.pp").to_arrow().sort_by("id")
+    result = lifecycle.optimize("o.pp")
+    assert result.files_before == 16 and result.files_after == 3
+    new = cat.version("o.pp")
+    assert new.partition_columns == before.partition_columns == ("cam",) and new.schema == before.schema
+    assert dal.open("o.pp").to_arrow().sort_by("id").equals(expected)
+    assert sorted(dal.open("o.pp").filter("cam = 1").to_arrow()["id"].to_pylist()) == [
+        j for j in range(16) if j % 3 == 1
+    ]

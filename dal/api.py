@@ -34,6 +34,7 @@ from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, Tag
 from dal.formats.base import (
     DEFAULT_COMPRESSION,
     DEFAULT_FORMAT,
+    TARGET_FILE_SIZE,
     Format,
     SchemaMode,
     WriteMode,
@@ -153,6 +154,7 @@ def write(
     path: str | None = None,
     schema: TensorSchema | None = None,
     compression: str = DEFAULT_COMPRESSION,
+    target_file_size: int = TARGET_FILE_SIZE,
     storage_options: Mapping[str, str] | None = None,
     catalog: CatalogLike = None,
     inputs: Sequence[Any] | None = None,
@@ -167,6 +169,9 @@ def write(
     ``format='petastorm'`` takes a ``TensorSchema`` (``schema=``; an existing dataset keeps its own) and
     data as a pandas DataFrame, a dict of columns or a list of row dicts holding NumPy arrays.
     ``compression`` is the Parquet codec of the new files: snappy (default), gzip, zstd, lz4, brotli or none.
+    ``target_file_size`` (bytes, default 128 MiB) is the file size a write aims for: a Spark DataFrame whose
+    estimated size (Spark's plan statistics) fits in fewer files than it has partitions is coalesced to that
+    many first (partitions are never added); delta-rs splits its files at it.
 
     Time partitions (``dal.storage.timeparts``): when ``partition_by`` has a ``date``/``day``/``dt``/``ds`` column
     (and an ``hour`` one) and every row written has the day (hour) of ``time_column`` there, in UTC, the data's
@@ -200,6 +205,7 @@ def write(
         path: Where to store a new dataset (default: the warehouse).
         schema: A TensorSchema for tensor fields (petastorm).
         compression: Parquet codec.
+        target_file_size: Bytes per data file to aim for (Spark: fewer tasks when the data is small).
         storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
         catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
         inputs: Upstream datasets, recorded as declared lineage.
@@ -216,6 +222,8 @@ def write(
     if schema is not None and not isinstance(schema, TensorSchema):
         raise DalError(f"schema must be a dal.TensorSchema (or None), not {type(schema).__name__}")
     timeparts.check(time_partitions)
+    if isinstance(target_file_size, bool) or not isinstance(target_file_size, int) or target_file_size < 1:
+        raise DalError(f"target_file_size must be a positive number of bytes, not {target_file_size!r}")
     codec, tags = _check_write(data, name, mode, schema_mode, compression, tags)
     cat = get_catalog(catalog)
     declared = inputs if inputs is not None else lineage.declared()
@@ -254,6 +262,7 @@ def write(
         tensor_schema_inferred=inferred,
         time_column=time_column,
         compression=codec,
+        target_file_size=target_file_size,
     )
     latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
     txn = fmt.begin(location, opts, latest)  # refuses options that do not fit, before anything is written

@@ -1,4 +1,4 @@
-"""Delete and clean up: drop (--purge), gc, the converter's and file caches (cache ls/clear), and the catalog
+"""Delete and clean up: drop (--purge), gc, optimize (compaction), the converter's and file caches (cache ls/clear), and the catalog
 database itself (db upgrade/status). Every deletion goes through dal.ops.lifecycle, dal.spark.convert_cache or
 dal.storage.rangecache, which delete only what they can prove is theirs (dal/storage/ownership.py)."""
 
@@ -122,6 +122,45 @@ def gc_cmd(
     if dry_run:
         for rel in r.deleted:
             click.echo(f"  {printable(rel)}")
+
+
+def _size(_ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    from dal.storage.rangecache import parse_size
+
+    try:
+        return parse_size(value)
+    except DalError:
+        raise click.BadParameter(f"{value!r} is not a size such as 64MB, 128MiB or 1GiB", param=param) from None
+
+
+@click.command("optimize")
+@click.argument("name", shell_complete=complete_names)
+@click.option(
+    "--target-file-size",
+    callback=_size,
+    default=None,
+    help="Bytes per file to aim for (128MiB by default; 64MB, 1GiB, 5000000).",
+)
+@json_option
+@click.pass_context
+def optimize_cmd(ctx: click.Context, name: str, target_file_size: int | None, as_json: bool) -> None:
+    """Compact the latest version's small files into a new version with the same rows (gc reclaims the old)."""
+    from dal.formats.base import TARGET_FILE_SIZE
+    from dal.ops import lifecycle
+
+    target = TARGET_FILE_SIZE if target_file_size is None else target_file_size
+    r = lifecycle.optimize(name, target_file_size=target, catalog=catalog_of(ctx))
+    if as_json:
+        emit_json(r.to_dict())
+    elif r.version is None:
+        click.echo(f"{name}: already compact ({r.files_before} file(s), {size_text(r.bytes_before)}); nothing written")
+    else:
+        click.echo(
+            f"{name}: version {r.version}: {r.files_before} file(s) ({size_text(r.bytes_before)}) compacted into "
+            f"{r.files_after} ({size_text(r.bytes_after)}); `dal gc` reclaims the old files once they expire"
+        )
 
 
 @click.group("db", cls=Group)
@@ -272,4 +311,4 @@ def cache_clear_cmd(cache_dir: str | None, force: bool, files: bool, as_json: bo
 
 
 #: The commands this module adds to ``dal`` (dal.cli.app registers them).
-COMMANDS: tuple[click.Command, ...] = (drop_cmd, gc_cmd, db_group, cache_group)
+COMMANDS: tuple[click.Command, ...] = (drop_cmd, gc_cmd, optimize_cmd, db_group, cache_group)

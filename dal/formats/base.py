@@ -42,6 +42,9 @@ def check_compression(value: object) -> str:
     return codec
 
 
+TARGET_FILE_SIZE = 128 * 1024 * 1024  # bytes per data file that dal optimize and writes aim for
+
+
 @dataclass(frozen=True)
 class WriteOptions:
     """How to write: validated by ``dal.api`` before a format sees them."""
@@ -56,6 +59,7 @@ class WriteOptions:
     tensor_schema_inferred: bool = False  # tensor_schema was inferred from the data, not given by the caller
     time_column: str | None = None
     compression: str = DEFAULT_COMPRESSION  # Parquet codec of the data files (one of COMPRESSIONS)
+    target_file_size: int = TARGET_FILE_SIZE  # bytes per data file to aim for (Spark: fewer tasks; delta-rs: its own)
 
     @property
     def dataset(self) -> str:
@@ -348,3 +352,13 @@ class Format(ABC):
 
     def tidy(self, location: str, storage_options: Mapping[str, str], deleted: Sequence[str]) -> None:  # noqa: B027
         """After gc deleted ``deleted``: remove the directories it left behind."""
+
+    def compact(self, location: str, latest: VersionInfo, opts: WriteOptions, target_file_size: int) -> int | None:
+        """Rewrite ``latest``'s rows into fewer files (about ``target_file_size`` bytes each) as a new storage
+        version stamped with ``opts.commit_metadata``; return its number, or None when there was nothing to
+        compact. The same rows, schema and partitioning; older versions stay readable.
+
+        Raises:
+            DalError: this format cannot be compacted by dal.
+        """
+        raise DalError(f"{self.name} datasets cannot be optimized by dal")

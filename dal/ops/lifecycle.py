@@ -1,4 +1,5 @@
-"""Day-2 operations on catalog datasets: drop (and purge), rename, set, head, stats and gc (retention).
+"""Day-2 operations on catalog datasets: drop (and purge), rename, set, head, stats, optimize (compaction) and gc
+(retention).
 
 Deleting data is the dangerous part, so the rules are few and strict:
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -42,7 +44,7 @@ from dal import progress, validate
 from dal._testhooks import pause
 from dal.api import CatalogLike, get_catalog, sync
 from dal.errors import DalError, FilterError, FormatError, translating
-from dal.formats.base import DataFile, Format, Retention
+from dal.formats.base import TARGET_FILE_SIZE, DataFile, Format, Retention, WriteOptions, commit_metadata
 from dal.formats.registry import get_format
 from dal.storage import intents, ownership, uris
 from dal.storage.location import Location
@@ -580,6 +582,87 @@ def gc(
     return result
 
 
+# -- optimize -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Optimized:
+    """What ``optimize`` did: the version it recorded (None: already compact) and the files before and after."""
+
+    dataset: str
+    version: int | None
+    files_before: int
+    files_after: int
+    bytes_before: int
+    bytes_after: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "version": self.version,
+            "files_before": self.files_before,
+            "files_after": self.files_after,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+        }
+
+
+@translating("optimizing {name}")
+def optimize(
+    name: str,
+    *,
+    target_file_size: int = TARGET_FILE_SIZE,
+    storage_options: Mapping[str, str] | None = None,
+    catalog: CatalogLike = None,
+) -> Optimized:
+    """Compact the latest version's small files into a new version with the same rows, schema and partitioning.
+
+    Delta: delta-rs's ``optimize.compact`` (files bin-packed towards ``target_file_size`` within each partition;
+    the commit changes no data). Petastorm: the rows rewritten into one file per partition value as a new
+    version. Older versions stay readable; ``dal gc`` reclaims their small files once they expire.
+
+    Args:
+        name: The dataset's catalog name.
+        target_file_size: Bytes per file to aim for (Delta).
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
+    Raises:
+        DatasetNotFound: no such dataset.
+        DalError: a dataset dal registered read-only (plain Parquet, an adopted Petastorm dataset), one with no
+            versions, or a ``target_file_size`` that is not a positive integer.
+    """
+    validate.check(storage_options=storage_options, catalog=catalog)
+    if isinstance(target_file_size, bool) or not isinstance(target_file_size, int) or target_file_size < 1:
+        raise DalError(f"target_file_size must be a positive number of bytes, not {target_file_size!r}")
+    cat = get_catalog(catalog)
+    info = cat.get_dataset(name)
+    fmt = _written_by_dal(info)
+    if fmt is None:
+        raise DalError(f"{name} is a {info.format} dataset dal registered read-only: optimize does not rewrite it")
+    options = dict(storage_options or {})
+    if info.latest_version is None:
+        raise DalError(f"{name} has no versions to optimize")
+    sync(name, storage_options=options, catalog=cat)  # compact what storage holds now, recorded
+    cat.check_writable()
+    latest = cat.version(name)
+    before = fmt.files(info.location, latest, options)
+    opts = WriteOptions(
+        mode="overwrite", storage_options=options, commit_metadata=commit_metadata(uuid.uuid4().hex, name)
+    )
+    with intents.registered(Location.of(info.location, options), opts.write_id, name):
+        with progress.task(f"optimizing {name}", total=latest.row_count):  # a line on a terminal only
+            storage_version = fmt.compact(info.location, latest, opts, target_file_size)
+    if storage_version is None:
+        size = sum(f.size_bytes for f in before)
+        return Optimized(name, None, len(before), len(before), size, size)
+    recorded = [v for v in sync(name, storage_options=options, catalog=cat) if v.storage_version == storage_version]
+    version = recorded[0] if recorded else next(v for v in cat.versions(name) if v.storage_version == storage_version)
+    after = fmt.files(info.location, version, options)
+    return Optimized(name, version.number, len(before), len(after), sum(f.size_bytes for f in before),
+                     sum(f.size_bytes for f in after))  # fmt: skip
+
+
 def _everything(rel: str, age: float) -> bool:
     return True
 
@@ -594,5 +677,5 @@ def _unexpired(v: VersionInfo) -> VersionInfo:
     return dataclasses.replace(v, properties={k: x for k, x in v.properties.items() if k != UNAVAILABLE})
 
 
-__all__ = ["ColumnStats", "Dropped", "GcResult", "Stats", "drop", "gc", "head", "parse_duration", "purge_plan",
-           "rename", "set_info", "stats"]  # fmt: skip
+__all__ = ["ColumnStats", "Dropped", "GcResult", "Optimized", "Stats", "drop", "gc", "head", "optimize",
+           "parse_duration", "purge_plan", "rename", "set_info", "stats"]  # fmt: skip

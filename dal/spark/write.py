@@ -128,18 +128,46 @@ def check_frame(df: Any, what: str = "dal.write") -> None:
         )
 
 
+def estimated_bytes(df: Any) -> int | None:
+    """Spark's estimate of the DataFrame's size in bytes (its optimized plan's statistics); None when Spark has
+    none (Spark Connect, or a plan whose estimate is Spark's "unknown": the largest long)."""
+    try:
+        raw = df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()  # a Scala BigInt (py4j: an int)
+        size = int(raw if isinstance(raw, int) else raw.toString())
+    except Exception:
+        return None
+    return size if 0 <= size < 2**63 - 1 else None
+
+
+def sized(df: Any, target_file_size: int) -> Any:
+    """``df`` coalesced to ``ceil(estimated bytes / target_file_size)`` partitions when that is fewer than it has
+    (each task writes its own files, so 200 tiny partitions would be 200 tiny files); otherwise unchanged.
+    A coalesce only merges partitions (no shuffle) and never adds any: a large DataFrame keeps its partitioning."""
+    size = estimated_bytes(df)
+    if size is None:
+        return df
+    try:
+        partitions = int(df.rdd.getNumPartitions())
+    except Exception:  # Spark Connect: no RDD
+        return df
+    wanted = max(1, -(-size // target_file_size))
+    return df.coalesce(wanted) if wanted < partitions else df
+
+
 def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
     """Write a Spark DataFrame as one new storage version through ``txn`` (from ``fmt.begin``); return its number.
 
     With the format's native Spark writer on the classpath (``Format.spark_source``), Spark writes and commits;
     otherwise the executors stage files (``mapInArrow``) and the driver commits them all as ONE version.
     Raises ``SchemaMismatch`` (naming the column, or the field and the row of the Spark task) before anything
-    is committed.
+    is committed. A DataFrame smaller than its partition count times ``opts.target_file_size`` is coalesced
+    first (``sized``).
     """
     location, opts = txn.location, txn.opts
     from dal.spark.frames import prepare, quoted
 
     df = prepare(df)  # MLlib vectors (dense or sparse) as float arrays of their size; nothing else changes
+    df = sized(df, opts.target_file_size)  # few files of about the target size, not one tiny file per partition
     problems = type_problems(df.schema, txn.format_title)  # before anything is written (arrow_schema fails on some)
     if problems:
         raise SchemaMismatch(

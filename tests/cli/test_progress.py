@@ -517,7 +517,8 @@ def test_spark_write_through_the_converter_counts_staged_files(
     tty: tuple[FakeTTY, Clock], spark: Any, tmp_path: Path
 ) -> None:
     """dal.convert's line (its write, under the converter's name) follows the executors' staged files
-    (accumulators), ending at the exact totals of the version it wrote, as delta-rs lists its files."""
+    (accumulators), ending at the exact totals of the version it wrote, as delta-rs lists its files (one file:
+    the small DataFrame is coalesced towards dal.write's target file size)."""
     stream, _ = tty
     df = spark.range(0, 10_000, numPartitions=2).selectExpr("id", "id * 2 AS x")  # type: ignore[attr-defined]
     ds = dal.convert(df, cache_dir=str(tmp_path / "cache"))
@@ -526,7 +527,8 @@ def test_spark_write_through_the_converter_counts_staged_files(
     table = DeltaTable(ds.info.location)
     assert v.file_count == len(table.file_uris()) and table.to_pyarrow_table().num_rows == 10_000
     summary = (
-        f"converting the DataFrame: 10,000 rows, {v.file_count} files, {progress.size_text(v.size_bytes)} in 0.0 s\n"
+        f"converting the DataFrame: 10,000 rows, {v.file_count} file{'s' if v.file_count != 1 else ''}, "
+        f"{progress.size_text(v.size_bytes)} in 0.0 s\n"
     )
     assert stream.getvalue().endswith(summary), stream.getvalue()
     frames_drawn = frames(stream)

@@ -62,7 +62,8 @@ def expected_rows(n: int, start: int = 0) -> set[tuple[Any, ...]]:
 
 def test_distributed_write_is_one_delta_version_with_partitions_and_stats(cat: Catalog, spark: Any) -> None:
     df = sensor_frame(spark)
-    v = dal.write(df, "spark.sensors", partition_by=["date", "hour"], time_column="ts")
+    # target_file_size=1: keep the four Spark partitions (a small DataFrame is otherwise coalesced to one task)
+    v = dal.write(df, "spark.sensors", partition_by=["date", "hour"], time_column="ts", target_file_size=1)
     location = cat.get_dataset("spark.sensors").location
     table = deltalake.DeltaTable(location)
     assert table.version() == 0 and (v.number, v.storage_version, v.row_count) == (0, 0, 600)

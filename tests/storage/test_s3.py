@@ -94,7 +94,8 @@ def test_spark_writes_and_reads_delta_on_s3_without_s3a(
     bucket, options = s3
     monkeypatch.setenv("DAL_WAREHOUSE", f"s3://{bucket}/wh")
     df = spark.createDataFrame(frame(60).assign(ts=lambda d: d.ts.dt.tz_localize(None))).repartition(3)
-    v = dal.write(df, "s3.spark", partition_by=["date"], storage_options=options)  # executors write with pyarrow's S3
+    # executors write with pyarrow's S3 (target_file_size=1: the three tasks each stage their files)
+    v = dal.write(df, "s3.spark", partition_by=["date"], storage_options=options, target_file_size=1)
     assert (v.row_count, v.storage_version) == (60, 0) and v.file_count >= 3
     dal.write(frame(5, 500), "s3.spark", storage_options=options)  # a later version the pinned reads must not see
     pinned = dal.open("s3.spark", 0, storage_options=options)

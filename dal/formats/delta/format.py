@@ -205,6 +205,7 @@ class DeltaFormat(Format):
                 schema_mode=opts.schema_mode,
                 storage_options=_opts(opts.storage_options),
                 commit_properties=props,
+                target_file_size=opts.target_file_size,
                 writer_properties=dl.WriterProperties(compression=_DELTA_RS_CODECS[opts.compression]),
             )
         except (dl.exceptions.SchemaMismatchError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
@@ -216,6 +217,28 @@ class DeltaFormat(Format):
                 raise conformed.error from None
             # one line, masked, with a hint for an object store's error
             raise translate(e, f"writing Delta table {location}", local=uris.is_local(location)) from e
+        return self.find_commit(location, opts)
+
+    def compact(self, location: str, latest: VersionInfo, opts: WriteOptions, target_file_size: int) -> int | None:
+        """delta-rs's ``optimize.compact``: one commit (``OPTIMIZE``, ``dataChange: false``) that adds the
+        bin-packed files and removes the small ones; the old files stay for older versions until gc."""
+        dl = _dl()
+        table = self._table(location, opts.storage_options)
+        if table.version() != latest.storage_version:
+            raise DalError(
+                f"{location} has Delta version {table.version()}, the catalog's latest is {latest.storage_version}: "
+                "run `dal sync` first"
+            )
+        try:
+            metrics = table.optimize.compact(
+                target_size=target_file_size,
+                commit_properties=dl.CommitProperties(custom_metadata=dict(opts.commit_metadata)),
+                writer_properties=dl.WriterProperties(compression=_DELTA_RS_CODECS[opts.compression]),
+            )
+        except Exception as e:
+            raise translate(e, f"compacting Delta table {location}", local=uris.is_local(location)) from e
+        if not int(metrics.get("numFilesAdded", 0)) and not int(metrics.get("numFilesRemoved", 0)):
+            return None  # already compact: delta-rs committed nothing
         return self.find_commit(location, opts)
 
     def find_commit(self, location: str, opts: WriteOptions) -> int:

@@ -517,6 +517,40 @@ class PetastormFormat(Format):
                 ) from e
             raise
 
+    def compact(self, location: str, latest: VersionInfo, opts: WriteOptions, target_file_size: int) -> int | None:
+        """The latest version's encoded rows (read back as stored, codecs untouched) rewritten as an overwrite:
+        one file per partition value (``write_files``), a new version directory; older versions keep theirs.
+        The version's rows are held in memory while they are rewritten."""
+        assert latest.storage_version is not None
+        loc = Location.of(location, opts.storage_options)
+        record = self._record(loc, latest.storage_version)
+        if record is None:
+            raise DalError(f"{loc.uri} is a Petastorm dataset dal did not write (adopted): dal does not rewrite it")
+        numbers = committed_numbers(loc)
+        if numbers and numbers[-1] != record.version:
+            raise DalError(
+                f"{loc.uri} has Petastorm version {numbers[-1]}, the catalog's latest is {record.version}: "
+                "run `dal sync` first"
+            )
+        parts = list(latest.partition_columns)
+        groups = {partition_dir(partition_values(f.path)) for f in record.files}
+        if len(record.files) <= max(1, len(groups)):
+            return None  # one file per partition already
+        schema = version_schema(loc, record)
+        arrow = schema.arrow_schema()
+        tables = []
+        for f in record.files:
+            t = pq.read_table(loc.path(f"{record.directory}/{f.path}"), filesystem=loc.fs)
+            values = dict(partition_values(f.path))
+            for c in parts:
+                t = t.append_column(c, pa.array([values.get(c)] * t.num_rows, pa.string()).cast(arrow.field(c).type))
+            tables.append(t.select(arrow.names).cast(arrow))
+        table = pa.concat_tables(tables) if tables else arrow.empty_table()
+        return self.write_tensors(
+            location, schema, table, mode="overwrite", partition_by=parts, storage_options=opts.storage_options,
+            dataset=opts.dataset, compression=opts.compression, token=opts.token,
+        )  # fmt: skip
+
     def written_for(self, location: str, storage_options: Mapping[str, str]) -> str:
         """The catalog name the first version at ``location`` was written for ("" if unknown or none)."""
         loc = Location.of(location, storage_options)

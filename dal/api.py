@@ -34,7 +34,6 @@ from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, Tag
 from dal.formats.base import (
     DEFAULT_COMPRESSION,
     DEFAULT_FORMAT,
-    TARGET_FILE_SIZE,
     Format,
     SchemaMode,
     WriteMode,
@@ -154,7 +153,7 @@ def write(
     path: str | None = None,
     schema: TensorSchema | None = None,
     compression: str = DEFAULT_COMPRESSION,
-    target_file_size: int = TARGET_FILE_SIZE,
+    target_file_size: int | None = None,
     storage_options: Mapping[str, str] | None = None,
     catalog: CatalogLike = None,
     inputs: Sequence[Any] | None = None,
@@ -169,9 +168,12 @@ def write(
     ``format='petastorm'`` takes a ``TensorSchema`` (``schema=``; an existing dataset keeps its own) and
     data as a pandas DataFrame, a dict of columns or a list of row dicts holding NumPy arrays.
     ``compression`` is the Parquet codec of the new files: snappy (default), gzip, zstd, lz4, brotli or none.
-    ``target_file_size`` (bytes, default 128 MiB) is the file size a write aims for: a Spark DataFrame whose
-    estimated size (Spark's plan statistics) fits in fewer files than it has partitions is coalesced to that
-    many first (partitions are never added); delta-rs splits its files at it.
+    ``target_file_size`` (bytes, e.g. 128 MiB as ``dal optimize`` uses) is the file size a write aims for: a
+    Spark DataFrame whose estimated size (Spark's plan statistics) fits in fewer files than it has partitions is
+    coalesced to that many first (partitions are never added); delta-rs splits its files at it. Default None:
+    the DataFrame's own partitioning (a coalesce also narrows the work upstream of the write to that many tasks,
+    and Spark's estimate can be far below the real size, so it is not done unasked); ``dal optimize`` compacts
+    small files after the fact.
 
     Time partitions (``dal.storage.timeparts``): when ``partition_by`` has a ``date``/``day``/``dt``/``ds`` column
     (and an ``hour`` one) and every row written has the day (hour) of ``time_column`` there, in UTC, the data's
@@ -222,7 +224,9 @@ def write(
     if schema is not None and not isinstance(schema, TensorSchema):
         raise DalError(f"schema must be a dal.TensorSchema (or None), not {type(schema).__name__}")
     timeparts.check(time_partitions)
-    if isinstance(target_file_size, bool) or not isinstance(target_file_size, int) or target_file_size < 1:
+    if target_file_size is not None and (
+        isinstance(target_file_size, bool) or not isinstance(target_file_size, int) or target_file_size < 1
+    ):
         raise DalError(f"target_file_size must be a positive number of bytes, not {target_file_size!r}")
     codec, tags = _check_write(data, name, mode, schema_mode, compression, tags)
     cat = get_catalog(catalog)

@@ -151,7 +151,7 @@ def optimize_cmd(ctx: click.Context, name: str, target_file_size: int | None, as
     from dal.ops import lifecycle
 
     target = TARGET_FILE_SIZE if target_file_size is None else target_file_size
-    r = lifecycle.optimize(name, target_file_size=target, catalog=catalog_of(ctx))
+    r = lifecycle.optimize(name, target_file_size=target, catalog=read_catalog_of(ctx))
     if as_json:
         emit_json(r.to_dict())
     elif r.version is None:

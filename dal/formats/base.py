@@ -59,7 +59,9 @@ class WriteOptions:
     tensor_schema_inferred: bool = False  # tensor_schema was inferred from the data, not given by the caller
     time_column: str | None = None
     compression: str = DEFAULT_COMPRESSION  # Parquet codec of the data files (one of COMPRESSIONS)
-    target_file_size: int = TARGET_FILE_SIZE  # bytes per data file to aim for (Spark: fewer tasks; delta-rs: its own)
+    # bytes per data file to aim for (Spark: fewer tasks; delta-rs: its own); None: the writer's own sizes (Spark:
+    # one file set per partition, as the DataFrame is partitioned)
+    target_file_size: int | None = None
 
     @property
     def dataset(self) -> str:

@@ -139,10 +139,12 @@ def estimated_bytes(df: Any) -> int | None:
     return size if 0 <= size < 2**63 - 1 else None
 
 
-def sized(df: Any, target_file_size: int) -> Any:
+def sized(df: Any, target_file_size: int | None) -> Any:
     """``df`` coalesced to ``ceil(estimated bytes / target_file_size)`` partitions when that is fewer than it has
     (each task writes its own files, so 200 tiny partitions would be 200 tiny files); otherwise unchanged.
     A coalesce only merges partitions (no shuffle) and never adds any: a large DataFrame keeps its partitioning."""
+    if target_file_size is None:  # not asked: the DataFrame's partitioning, as Spark's own writers keep it
+        return df
     size = estimated_bytes(df)
     if size is None:
         return df
@@ -160,8 +162,8 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
     With the format's native Spark writer on the classpath (``Format.spark_source``), Spark writes and commits;
     otherwise the executors stage files (``mapInArrow``) and the driver commits them all as ONE version.
     Raises ``SchemaMismatch`` (naming the column, or the field and the row of the Spark task) before anything
-    is committed. A DataFrame smaller than its partition count times ``opts.target_file_size`` is coalesced
-    first (``sized``).
+    is committed. With ``opts.target_file_size``, a DataFrame smaller than its partition count times it is
+    coalesced first (``sized``).
     """
     location, opts = txn.location, txn.opts
     from dal.spark.frames import prepare, quoted

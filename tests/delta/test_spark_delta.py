@@ -62,7 +62,7 @@ def expected_rows(n: int, start: int = 0) -> set[tuple[Any, ...]]:
 
 def test_distributed_write_is_one_delta_version_with_partitions_and_stats(cat: Catalog, spark: Any) -> None:
     df = sensor_frame(spark)
-    # target_file_size=1: keep the four Spark partitions (a small DataFrame is otherwise coalesced to one task)
+    # target_file_size=1: the four Spark partitions stay four tasks (as without a target)
     v = dal.write(df, "spark.sensors", partition_by=["date", "hour"], time_column="ts", target_file_size=1)
     location = cat.get_dataset("spark.sensors").location
     table = deltalake.DeltaTable(location)

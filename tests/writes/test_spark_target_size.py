@@ -1,6 +1,6 @@
-"""Spark writes aim at a file size: a DataFrame of 200 tiny partitions becomes a few files, not 200 (coalesced by
-Spark's size estimate before staging), a smaller ``target_file_size`` gives more files, and every row is written
-exactly once."""
+"""Spark writes aim at a file size when asked: with ``target_file_size`` a DataFrame of 200 tiny partitions becomes
+a few files, not 200 (coalesced by Spark's size estimate before staging), a smaller target gives more files, and
+every row is written exactly once; without it the DataFrame's partitioning is kept."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def tiny_partitions(spark: Any) -> Any:
 
 
 def test_two_hundred_tiny_partitions_become_few_files_every_row_once(sqlite_env: Catalog, spark: Any) -> None:
-    dal.write(tiny_partitions(spark), "ts.default")
+    dal.write(tiny_partitions(spark), "ts.default", target_file_size=128 * 1024 * 1024)
     assert 1 <= len(data_files(sqlite_env, "ts.default")) <= 2
     got = dal.open("ts.default").to_arrow().sort_by("id").to_pydict()
     assert got["id"] == list(range(400)) and got["twice"] == [2 * i for i in range(400)]
@@ -41,10 +41,19 @@ def test_two_hundred_tiny_partitions_become_few_files_every_row_once(sqlite_env:
 
 
 def test_partitioned_write_keeps_partitions(sqlite_env: Catalog, spark: Any) -> None:
-    dal.write(tiny_partitions(spark), "ts.part", partition_by=["k"])
+    dal.write(tiny_partitions(spark), "ts.part", partition_by=["k"], target_file_size=128 * 1024 * 1024)
     files = data_files(sqlite_env, "ts.part")
     assert {p.parent.name for p in files} == {f"k={i}" for i in range(7)} and len(files) <= 14
     assert sorted(dal.open("ts.part").to_arrow()["id"].to_pylist()) == list(range(400))
+
+
+def test_without_a_target_the_partitioning_is_kept(sqlite_env: Catalog, spark: Any) -> None:
+    """Not asked, dal does not coalesce: a coalesce narrows the work upstream of the write too, and Spark's size
+    estimate can be far below the real size (decision in docs/writing.md)."""
+    df = spark.range(0, 40, numPartitions=4).selectExpr("id")
+    dal.write(df, "ts.kept")
+    assert len(data_files(sqlite_env, "ts.kept")) == 4
+    assert sorted(dal.open("ts.kept").to_arrow()["id"].to_pylist()) == list(range(40))
 
 
 def test_target_file_size_is_checked_before_anything_is_written(sqlite_env: Catalog, spark: Any) -> None:

@@ -111,8 +111,8 @@ def test_a_streaming_dataframe_is_refused_and_foreach_batch_writes_it(
     # The recipe runs in a process of its own: foreachBatch calls back into Python through py4j's callback
     # server, whose state in this long-lived test session's gateway other tests may have changed (in the whole
     # suite the JVM's call back was never answered and the query never finished).
-    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON",)}
-    env |= {"DAL_CATALOG_URL": sqlite_url, "DAL_HOME": str(tmp_path / "home")}
+    env = dict(os.environ)  # the executors run this Python (it has pyarrow and dal), as the session's do
+    env |= {"DAL_CATALOG_URL": sqlite_url, "DAL_HOME": str(tmp_path / "home"), "PYSPARK_PYTHON": sys.executable}
     script = FOREACH_BATCH.format(repo=str(REPO), source=str(source), checkpoint=str(tmp_path / "checkpoint"))
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)  # fmt: skip

@@ -195,6 +195,8 @@ class DeltaFormat(Format):
         data = blank_partitions_as_null(data, parts)
         # unsigned -> signed, tensors -> binary, ns -> us, … refusing values that do not fit
         conformed = ConformedReader(data, current)
+        # a target only when one was asked for: otherwise delta-rs's own default (the keyword left out)
+        sizing = {} if opts.target_file_size is None else {"target_file_size": opts.target_file_size}
         try:
             dl.write_deltalake(
                 location,
@@ -205,8 +207,8 @@ class DeltaFormat(Format):
                 schema_mode=opts.schema_mode,
                 storage_options=_opts(opts.storage_options),
                 commit_properties=props,
-                target_file_size=opts.target_file_size,
                 writer_properties=dl.WriterProperties(compression=_DELTA_RS_CODECS[opts.compression]),
+                **sizing,
             )
         except (dl.exceptions.SchemaMismatchError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
             if conformed.error is not None:

@@ -139,7 +139,7 @@ def embedded_catalog_missing(ctx: click.Context) -> bool:
     return ctx.ensure_object(State).url == f"sqlite:///{file}" and not file.exists()
 
 
-def read_catalog_of(ctx: click.Context) -> Catalog:
+def existing_catalog_of(ctx: click.Context) -> Catalog:
     """The full catalog for a command that needs datasets already recorded (reads; tag, rename, set, drop, gc):
     never created by it (see ``State.catalog``)."""
     return ctx.ensure_object(State).catalog(must_exist=True)

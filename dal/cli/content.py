@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from dal.cli.base import json_option, read_catalog_of, version_option
+from dal.cli.base import existing_catalog_of, json_option, version_option
 from dal.cli.complete import complete_names, complete_versions
 from dal.cli.output import emit_json, print_table, short_text, size_text
 from dal.errors import printable
@@ -24,7 +24,7 @@ def lineage_cmd(ctx: click.Context, name: str, version: str | None, depth: int, 
     """Show what built a version (upstream, program, git commit, Spark app) and what was built from it."""
     from dal import lineage
 
-    out = lineage.lineage(read_catalog_of(ctx), name, version, depth=depth)
+    out = lineage.lineage(existing_catalog_of(ctx), name, version, depth=depth)
     if as_json:
         emit_json(out)
         return
@@ -85,7 +85,7 @@ def head_cmd(
     from dal.ops import lifecycle
 
     cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    v, records = lifecycle.head(name, version, n=rows, columns=cols, where=where, catalog=read_catalog_of(ctx))
+    v, records = lifecycle.head(name, version, n=rows, columns=cols, where=where, catalog=existing_catalog_of(ctx))
     if as_json:
         emit_json({"dataset": name, "version": v.number, "rows": records})
         return
@@ -105,7 +105,7 @@ def stats_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool)
     """Per-column statistics of a version from file footers (rows, nulls, min, max; distinct for partitions)."""
     from dal.ops import lifecycle
 
-    st = lifecycle.stats(name, version, catalog=read_catalog_of(ctx))
+    st = lifecycle.stats(name, version, catalog=existing_catalog_of(ctx))
     if as_json:
         emit_json(st.to_dict())
         return

@@ -12,9 +12,9 @@ import click
 from catalog.urls import mask_url
 from dal.cli.base import (
     embedded_catalog_missing,
+    existing_catalog_of,
     json_option,
     limit_option,
-    read_catalog_of,
     reader_of,
     version_option,
 )
@@ -178,9 +178,9 @@ def versions_cmd(ctx: click.Context, name: str, limit: int | None, as_json: bool
 def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
     """Show the schema of one version (tensor fields with dtype, shape and codec)."""
     if as_json:
-        emit_json(views.schema(read_catalog_of(ctx), name, version))
+        emit_json(views.schema(existing_catalog_of(ctx), name, version))
         return
-    v = read_catalog_of(ctx).version(name, version)
+    v = existing_catalog_of(ctx).version(name, version)
     print_table(
         f"{name} @ version {v.number}",
         ["#", "column", "type", "nullable", "tensor"],
@@ -205,7 +205,7 @@ def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool
 @click.pass_context
 def diff_cmd(ctx: click.Context, name: str, old: str, new: str, as_json: bool) -> None:
     """Compare the schemas of two versions (numbers, tags or timestamps)."""
-    cat = read_catalog_of(ctx)
+    cat = existing_catalog_of(ctx)
     if as_json:
         emit_json(views.diff(cat, name, old, new))
         return
@@ -232,7 +232,7 @@ def _field_text(f: Any) -> str:
 @click.pass_context
 def partitions_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
     """List the partitions present in one version, with row counts."""
-    cat = read_catalog_of(ctx)
+    cat = existing_catalog_of(ctx)
     if as_json:
         emit_json(views.partitions(cat, name, version))
         return
@@ -257,7 +257,7 @@ def files_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool)
     """List the data files of a version (default: the latest): path, partition, rows, size."""
     from dal import api
 
-    ds = api.open(name, version, catalog=read_catalog_of(ctx))
+    ds = api.open(name, version, catalog=existing_catalog_of(ctx))
     files = ds.files()
     root = mask_url(ds.location).rstrip("/") + "/"
     entries: list[dict[str, Any]] = [
@@ -325,7 +325,7 @@ def profiles_cmd(as_json: bool) -> None:
 @click.pass_context
 def tag_cmd(ctx: click.Context, name: str, version: str, tag: str, force: bool, as_json: bool) -> None:
     """Tag a version (e.g. dal tag weather.radar 3 prod)."""
-    v = read_catalog_of(ctx).tag(name, version, tag, force=force)
+    v = existing_catalog_of(ctx).tag(name, version, tag, force=force)
     if as_json:
         emit_json(v.to_dict())
     else:
@@ -339,9 +339,9 @@ def tag_cmd(ctx: click.Context, name: str, version: str, tag: str, force: bool, 
 @click.pass_context
 def untag_cmd(ctx: click.Context, name: str, tag: str, as_json: bool) -> None:
     """Remove a tag from a dataset."""
-    read_catalog_of(ctx).untag(name, tag)
+    existing_catalog_of(ctx).untag(name, tag)
     if as_json:
-        emit_json({"dataset": name, "removed_tag": tag, "tags": read_catalog_of(ctx).tags(name)})
+        emit_json({"dataset": name, "removed_tag": tag, "tags": existing_catalog_of(ctx).tags(name)})
     else:
         click.echo(f"{name}: removed tag {tag!r}")
 
@@ -369,7 +369,7 @@ def rename_cmd(ctx: click.Context, old: str, new: str, as_json: bool) -> None:
     """Rename a dataset (versions, tags and data stay where they are)."""
     from dal.ops import lifecycle
 
-    info = lifecycle.rename(old, new, catalog=read_catalog_of(ctx))
+    info = lifecycle.rename(old, new, catalog=existing_catalog_of(ctx))
     if as_json:
         emit_json(dataset_dict(info))
     else:
@@ -400,7 +400,7 @@ def set_cmd(
     if description is None and owner is None and time_column is None and not properties:
         raise click.UsageError("nothing to set: give --description, --owner, --time-column or --property")
     info = lifecycle.set_info(name, description=description, owner=owner, time_column=time_column,
-                              properties=properties or None, catalog=read_catalog_of(ctx))  # fmt: skip
+                              properties=properties or None, catalog=existing_catalog_of(ctx))  # fmt: skip
     if as_json:
         emit_json(dataset_dict(info))
     else:

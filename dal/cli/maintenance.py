@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from catalog.urls import mask_url
-from dal.cli.base import Group, State, json_option, read_catalog_of
+from dal.cli.base import Group, State, existing_catalog_of, json_option
 from dal.cli.complete import complete_names
 from dal.cli.output import emit_json, print_table, size_text
 from dal.errors import DalError, printable
@@ -27,7 +27,7 @@ def drop_cmd(ctx: click.Context, name: str, purge: bool, yes: bool, force: bool,
     """Remove a dataset (versions and tags) from the catalog; --purge also deletes its data."""
     from dal.ops import lifecycle
 
-    cat = read_catalog_of(ctx)
+    cat = existing_catalog_of(ctx)
     info = cat.get_dataset(name)
     if not yes:
         if as_json or not sys.stdin.isatty():
@@ -99,7 +99,7 @@ def gc_cmd(
     from dal.ops import lifecycle
 
     r = lifecycle.gc(name, keep_last=keep_last, older_than=older_than, dry_run=dry_run, force=force,
-                     safe_age=safe_age, catalog=read_catalog_of(ctx))  # fmt: skip
+                     safe_age=safe_age, catalog=existing_catalog_of(ctx))  # fmt: skip
     if as_json:
         emit_json(r.to_dict())
         return
@@ -151,7 +151,7 @@ def optimize_cmd(ctx: click.Context, name: str, target_file_size: int | None, as
     from dal.ops import lifecycle
 
     target = TARGET_FILE_SIZE if target_file_size is None else target_file_size
-    r = lifecycle.optimize(name, target_file_size=target, catalog=read_catalog_of(ctx))
+    r = lifecycle.optimize(name, target_file_size=target, catalog=existing_catalog_of(ctx))
     if as_json:
         emit_json(r.to_dict())
     elif r.version is None:

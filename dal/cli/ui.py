@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dal.cli.base import read_catalog_of
+from dal.cli.base import existing_catalog_of
 
 
 @click.command("ui")
@@ -16,4 +16,4 @@ def ui_cmd(ctx: click.Context, host: str, port: int, token: str | None) -> None:
     """Serve a read-only web page and JSON API over the catalog (needs dal-catalog[ui])."""
     from dal.ui import serve
 
-    serve(read_catalog_of(ctx), host=host, port=port, token=token)
+    serve(existing_catalog_of(ctx), host=host, port=port, token=token)

@@ -523,25 +523,55 @@ class _Shipped(Batch):
         return _Shipped(self, self.token)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        layout: dict[str, Any] = dict.fromkeys(self)
+        # CPU tensor columns packed into one buffer, each at a 64-byte boundary (aligned for every dtype's
+        # view): through NumPy where it has the dtype (one call per column; torch's view chain costs ~4),
+        # else as torch bytes; anything else (string lists, CUDA tensors) pickled as it is
+        parts: list[Any] = []
+        layout: dict[str, Any] = dict.fromkeys(self)  # column order kept
         total = 0
         for k, v in self.items():
-            if isinstance(v, _torch.Tensor) and v.device.type == "cpu":
-                layout[k] = (total, v.numel() * v.element_size(), v.dtype, tuple(v.shape))
-                total += -(-layout[k][1] // 64) * 64  # aligned for every dtype's view
-        data = bytearray(total)
-        for k, place in layout.items():
-            if place is not None and place[1]:
-                flat = self[k].contiguous().view(-1).view(_torch.uint8).numpy()
-                data[place[0] : place[0] + place[1]] = memoryview(flat)
-        return (_unship, (layout, data, {k: v for k, v in self.items() if layout[k] is None}, self.token))
+            if not isinstance(v, _torch.Tensor) or not v.is_cpu:
+                continue
+            if v.dtype in _NUMPY_DTYPES:
+                flat: Any = v.numpy()
+                if not flat.flags.c_contiguous:
+                    flat = np.ascontiguousarray(flat)
+                layout[k] = (total, flat.nbytes, flat.dtype.str, flat.shape)
+            else:
+                flat = v.contiguous().view(-1).view(_torch.uint8).numpy()
+                layout[k] = (total, flat.nbytes, v.dtype, tuple(v.shape))
+            pad = -flat.nbytes % 64
+            parts.extend((flat, bytes(pad)) if pad else (flat,))
+            total += flat.nbytes + pad
+        rest = {k: v for k, v in self.items() if layout[k] is None}
+        return (_unship, (layout, bytearray(b"".join(parts)), rest, self.token))
+
+
+# torch dtypes NumPy holds the same bytes for (bfloat16 and the float8s it has not: those go as torch bytes)
+_NUMPY_DTYPES = frozenset(
+    getattr(_torch, name)
+    for name in ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+                 "complex64", "complex128", "uint16", "uint32", "uint64")  # fmt: skip
+    if hasattr(_torch, name)
+)
 
 
 def _unship(layout: dict[str, Any], data: bytearray, rest: dict[str, Any], token: str) -> dict[str, Any]:
-    """A shipped batch as a plain dict (collating, if any, happened in the worker)."""
+    """A shipped batch as a plain dict (collating, if any, happened in the worker): each tensor column a
+    view of the one received (writable) buffer."""
     _READ_BY_WORKERS[token] = True
-    whole = _torch.frombuffer(data, dtype=_torch.uint8) if len(data) else _torch.empty(0, dtype=_torch.uint8)
-    return {k: rest[k] if p is None else whole[p[0] : p[0] + p[1]].view(p[2]).view(p[3]) for k, p in layout.items()}
+    whole = np.frombuffer(data, dtype=np.uint8)
+    out: dict[str, Any] = {}
+    for k, place in layout.items():
+        if place is None:
+            out[k] = rest[k]
+            continue
+        a, b, dtype, shape = place
+        if isinstance(dtype, str):
+            out[k] = _torch.from_numpy(whole[a : a + b].view(dtype).reshape(shape))
+        else:
+            out[k] = _torch.from_numpy(whole[a : a + b]).view(dtype).view(shape)
+    return out
 
 
 def _take(columns: Columns, a: int, b: int) -> Columns:

@@ -548,12 +548,8 @@ class _Shipped(Batch):
 
 
 # torch dtypes NumPy holds the same bytes for (bfloat16 and the float8s it has not: those go as torch bytes)
-_NUMPY_DTYPES = frozenset(
-    getattr(_torch, name)
-    for name in ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
-                 "complex64", "complex128", "uint16", "uint32", "uint64")  # fmt: skip
-    if hasattr(_torch, name)
-)
+_NUMPY_NAMES = "bool uint8 int8 int16 int32 int64 float16 float32 float64 complex64 complex128 uint16 uint32 uint64"
+_NUMPY_DTYPES = frozenset(getattr(_torch, name) for name in _NUMPY_NAMES.split() if hasattr(_torch, name))
 
 
 def _unship(layout: dict[str, Any], data: bytearray, rest: dict[str, Any], token: str) -> dict[str, Any]:

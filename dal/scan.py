@@ -442,8 +442,10 @@ class Scan:
             chunks = reader.read_chunks(
                 self.query, tasks, spans, permute=self._permute(), skip=skip_rows, convert=recorder.counting(convert)
             )
-            for k, (rows, chunk) in enumerate(chunks):
-                recorder.handed(rows, tasks[spans[k][0] : spans[k][1]])
+            last = -1
+            for k, (rows, chunk) in chunks:  # k: the span the chunk came from (a span may come in slices)
+                recorder.handed(rows, tasks[spans[k][0] : spans[k][1]] if k != last else ())
+                last = k
                 yield chunk
         finally:
             self._record(recorder)

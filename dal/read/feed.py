@@ -160,16 +160,22 @@ def plain_stream(scan: Scan, skip: int) -> Stream[Any]:
             rows_reader = reader.RowReader(scan.query, tasks, spans, counts, _permute(scan))
         return rows_reader
 
-    if not skip:
+    target = reader.chunk_rows(scan.query)
+    wide = any(sum(t.num_rows for t in tasks[a:b]) > 2 * target for a, b in spans)
+    if not skip and not wide:
         # the common case reads straight through: no counts needed (a filtered count would read twice)
         units: list[Unit] = [_span_unit(scan, tasks, s) for s in spans]
         return Stream(units, -1, 0)
+    # resuming, or row groups of many chunks' decoded size (images, tensors: a unit of chunk_rows keeps
+    # a worker's first message and its memory proportional to the chunk; a worker reading a slice reads
+    # the row group's encoded bytes and decodes only the slice)
     r = reader_of()
     units = []
     i = max(next((k for k in range(len(r.spans)) if r.starts[k + 1] > skip), len(r.spans)), 0)
     for k in range(i, len(r.spans)):
-        lo = max(skip, r.starts[k])
-        units.append(_rows_unit(r, [(lo, r.starts[k + 1])]))
+        lo, hi = max(skip, r.starts[k]), r.starts[k + 1]
+        step = target if hi - lo > 2 * target else max(hi - lo, 1)
+        units.extend(_rows_unit(r, [(a, min(a + step, hi))]) for a in range(lo, hi, step))
     return Stream(units, r.total - skip, 0)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import concurrent.futures as cf
+import functools
 import math
 import queue
 import threading
@@ -180,37 +181,54 @@ def read_chunks(
     permute: tuple[int, int] | None = None,
     skip: int = 0,
     convert: Callable[[pa.Table], T] | None = None,
-) -> Iterator[T]:
-    """The chunks of ``tasks`` (``spans`` of task indices from ``groups``), in order, each one table
-    (one contiguous buffer per column), rows permuted by ``(seed, epoch)`` when given, the first ``skip``
-    rows of the first chunk dropped (resumption), then ``convert`` applied — all off the caller's thread
-    (``convert`` may run on two threads at once, on different chunks)."""
+) -> Iterator[tuple[int, Any]]:
+    """The chunks of ``tasks`` (``spans`` of task indices from ``groups``), in order, as ``(k, chunk)``: k
+    the span it came from. Each is one table (one contiguous buffer per column), rows permuted by
+    ``(seed, epoch)`` when given, the first ``skip`` rows of the first span dropped (resumption), then
+    ``convert`` applied — all off the caller's thread (``convert`` may run on two threads at once, on
+    different chunks). A span of more than twice ``chunk_rows`` (one row group of images or tensors holds
+    many chunks' decoded bytes) comes as consecutive slices of ``chunk_rows``, each converted on its own:
+    the first batch waits for one slice's decoding, not the row group's, and decoded memory stays
+    proportional to the chunk, not to the row group."""
+    target = chunk_rows(query)
 
-    def finish(k: int, table: pa.Table) -> Any:
+    def arrange(k: int, table: pa.Table) -> pa.Table:
         table = combine([table], tasks[spans[k][0]], permute)
-        if k == 0 and skip:
-            table = table.slice(skip)
+        return table.slice(skip) if k == 0 and skip else table
+
+    def finish(table: pa.Table) -> Any:
         return convert(table) if convert is not None else table
 
-    def tables() -> Iterator[Any]:
+    def jobs() -> Iterator[tuple[int, Callable[[], Any]]]:
+        for k, table in enumerate(stream_spans(query, tasks, spans)):
+            if table.num_rows <= 2 * target:
+                yield k, functools.partial(lambda k, table: finish(arrange(k, table)), k, table)
+                continue
+            whole = arrange(k, table)  # the permutation is the row group's: slices of it keep the order
+            for a in range(0, whole.num_rows, target):
+                yield k, functools.partial(finish, whole.slice(a, target))
+
+    def tables() -> Iterator[tuple[int, Any]]:
         if FINISH_THREADS <= 1:
-            for k, table in enumerate(stream_spans(query, tasks, spans)):
-                yield finish(k, table)
+            for k, job in jobs():
+                yield k, job()
             return
         # the scanner's tables arrive in order on this thread; the permutation, the gather and ``convert``
         # (decoding tensor fields) run on FINISH_THREADS (NumPy's shuffle, Arrow's take and the codecs
         # release the GIL), so they overlap each other and the scan
         with cf.ThreadPoolExecutor(max_workers=FINISH_THREADS, thread_name_prefix="dal-finish") as pool:
-            pending: deque[cf.Future[Any]] = deque()
+            pending: deque[tuple[int, cf.Future[Any]]] = deque()
             try:
-                for k, table in enumerate(stream_spans(query, tasks, spans)):
-                    pending.append(pool.submit(finish, k, table))
+                for k, job in jobs():
+                    pending.append((k, pool.submit(job)))
                     if len(pending) >= FINISH_THREADS:
-                        yield pending.popleft().result()
+                        done, future = pending.popleft()
+                        yield done, future.result()
                 while pending:
-                    yield pending.popleft().result()
+                    done, future = pending.popleft()
+                    yield done, future.result()
             finally:
-                for f in pending:
+                for _, f in pending:
                     f.cancel()
 
     with translate_missing(query.source):

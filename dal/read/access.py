@@ -92,6 +92,7 @@ class RowIndex:
                 return held
         with translate_missing(self.scan.dataset):
             table = reader.read_task(self.scan.query, self.tasks[t])
+        reader.check_rows(self.scan.query, [self.tasks[t]], table)  # positions come from the footers' counts
         with self._lock:
             self._cache[t] = table
             held_bytes = sum(x.nbytes for x in self._cache.values())

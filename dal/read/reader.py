@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
 
+from dal.errors import FormatError
 from dal.formats.fragments import parquet_format
 from dal.read.plan import Query, translate_missing
 from dal.read.tasks import ReadTask
@@ -201,6 +202,7 @@ def read_chunks(
 
     def jobs() -> Iterator[tuple[int, Callable[[], Any]]]:
         for k, table in enumerate(stream_spans(query, tasks, spans)):
+            check_rows(query, tasks[spans[k][0] : spans[k][1]], table)
             if table.num_rows <= 2 * target:
                 yield k, functools.partial(lambda k, table: finish(arrange(k, table)), k, table)
                 continue
@@ -233,6 +235,29 @@ def read_chunks(
 
     with translate_missing(query.source):
         yield from prefetch(tables(), PREFETCH_CHUNKS)
+
+
+def check_rows(query: Query, tasks: Sequence[ReadTask], table: pa.Table) -> None:
+    """Unfiltered whole row groups decode to the rows their footers claim: ``count()``, sharding and
+    resumption take those counts as true, so a footer that lies consistently (every count in it agreeing,
+    the file's pages holding fewer or more rows) is a ``FormatError`` naming the files, not a count that
+    differs from the rows read."""
+    if query.condition is not None or not tasks or not all(_simple(t) for t in tasks):
+        return
+    claimed = sum(t.num_rows for t in tasks)
+    if table.num_rows == claimed:
+        return
+    # which row group: read one by one (only here, on the way to the error)
+    for t in tasks if len(tasks) > 1 else ():
+        held = read_task(query, t).num_rows
+        if held != t.num_rows:
+            claimed, table, tasks = t.num_rows, read_task(query, t), [t]
+            break
+    where = tasks[0].uri.rsplit("/", 1)[-1] + (f", row group {tasks[0].row_group}" if len(tasks) == 1 else " …")
+    raise FormatError(
+        f"{query.source.name}: {where}: the Parquet footer says {claimed:,} rows but the pages hold "
+        f"{table.num_rows:,} (a damaged or rewritten file)"
+    )
 
 
 def _simple(task: ReadTask) -> bool:
@@ -327,6 +352,7 @@ class RowReader:
             a, b = self.spans[i]
             with translate_missing(self.query.source):
                 table = read_span(self.query, self.tasks[a:b])
+            check_rows(self.query, self.tasks[a:b], table)
             self._last = (i, combine([table], self.tasks[a], self.permute))
         return self._last[1]
 

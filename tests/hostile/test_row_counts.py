@@ -210,3 +210,27 @@ def test_a_small_lie_a_checkpoint_carries_is_refused_when_read(sqlite_env: Catal
         ds.to_arrow()
     with pytest.raises(FormatError, match="by its Parquet footer but the version says 11"):
         ds.filter(dal.col("a") >= 0).to_arrow()
+
+
+def test_a_footer_lying_consistently_is_refused_when_read(sqlite_env: Catalog, tmp_path: Path) -> None:
+    """A footer whose every count agrees on 8,000 rows (77 written) passes the plausibility bounds at
+    register; reading the file finds 77 and refuses, so no read path hands out rows that disagree with
+    ``count()`` (which is the footers' 8,000)."""
+    _honest(tmp_path / "plain" / "part-0.parquet")
+    _honest(tmp_path / "plain" / "part-1.parquet")
+    _lie(tmp_path / "plain" / "part-1.parquet", 8_000, values=True)  # rows only: refused at register (above)
+    dal.register("x.quiet", str(tmp_path / "plain"), format="parquet")
+    ds = dal.open("x.quiet")
+    assert ds.count() == ROWS + 8_000  # what the footers say: count() reads no pages
+    for read in (
+        lambda: ds.to_arrow(),
+        lambda: list(ds.scan().iter_batches(64)),
+        lambda: ds.scan().rows().take([0, 100]),
+        lambda: list(ds.scan().shuffle(seed=1).to_arrow()),
+    ):
+        with pytest.raises(
+            FormatError, match=r"part-1\.parquet, row group 0: the Parquet footer says 8,000 rows but the pages hold 77"
+        ):
+            read()
+    # filtered reads cannot tell (a filter drops rows) and read what the pages hold
+    assert len(ds.filter("a >= 0").to_arrow()) == 2 * ROWS

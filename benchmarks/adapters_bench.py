@@ -7,7 +7,8 @@ Rows (each path's best of ``--rounds`` interleaved rounds, after one warm-up run
 - hand-written pyarrow -> torch: ``pyarrow.dataset(files).to_batches(65536)``, one ``torch.from_numpy`` per
   column per chunk, 1024-row slices, ``torch.stack`` per step;
 - ``to_torch`` iterated directly (threads: num_workers=0), ``to_torch(...).loader(num_workers=2)`` (worker
-  processes ship whole chunks), a plain ``DataLoader(to_torch(...), num_workers=2)``, and shuffled;
+  processes ship whole chunks), a plain ``DataLoader(to_torch(...), batch_size=None)`` with 0 and 2 workers,
+  DataLoader's own limit (a prepared batch handed out again and again: nothing read), and shuffled;
 - hand-written tf.data: a generator of 65k-row NumPy chunks, ``rebatch(1024)``; ``to_tf``;
 - the Python cost of one 1024 x 5 batch (slicing converted chunks, no I/O);
 - petastorm 0.13.1's ``petastorm.pytorch.DataLoader`` (legacy venv; torch is lent from this venv);
@@ -36,6 +37,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import reader_bench  # noqa: E402
+from torch.utils.data import IterableDataset  # noqa: E402
 
 import dal  # noqa: E402
 
@@ -111,6 +113,35 @@ def dal_torch(ds: dal.Dataset, workers: int = 0, *, shuffle: bool = False, plain
         loader = LOADERS.setdefault(workers, data.loader(num_workers=workers))
         return steps(loader)
     return steps(data)
+
+
+def dataloader_ceiling(rows: int, workers: int) -> int:
+    """DataLoader's own cost per batch, nothing read: an IterableDataset handing out one prepared 1024 x 5
+    batch ``rows / 1024`` times (split across the workers), through ``DataLoader(batch_size=None)``. No
+    dataset fed through a plain DataLoader can go faster than this on the same machine."""
+    from torch.utils.data import DataLoader
+
+    return steps(DataLoader(Prepared(rows), batch_size=None, num_workers=workers))
+
+
+class Prepared(IterableDataset):  # type: ignore[misc]
+    """See ``dataloader_ceiling`` (a class at module level: spawn workers unpickle it)."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        import torch
+        from torch.utils.data import get_worker_info
+
+        from dal.adapters.torch import Batch
+
+        info = get_worker_info()
+        workers = info.num_workers if info is not None else 1
+        batch = Batch({c: torch.zeros(BATCH, dtype=torch.int32 if c == "label" else torch.float32) for c in COLUMNS})
+        for _ in range(self.rows // BATCH // workers):
+            yield batch
 
 
 def hand_tf(files: list[str]) -> int:
@@ -315,6 +346,9 @@ def main() -> None:
         "direct": lambda: dal_torch(ds),
         "loader2": lambda: dal_torch(ds, 2),
         "plain2": lambda: dal_torch(ds, 2, plain_loader=True),
+        "plain0": lambda: dal_torch(ds, 0, plain_loader=True),
+        "ceiling0": lambda: dataloader_ceiling(ds.count(), 0),
+        "ceiling2": lambda: dataloader_ceiling(ds.count(), 2),
         "shuffled": lambda: dal_torch(ds, shuffle=True),
         "hand tf": lambda: hand_tf(files),
         "tf": lambda: dal_tf(ds),
@@ -334,7 +368,10 @@ def main() -> None:
         ("hand-written pyarrow -> torch loop (the limit)", hand, hand, "1.0", cpu["hand torch"]),
         ("to_torch, iterated directly (num_workers=0)", best["direct"], hand, ">= 0.9", cpu["direct"]),
         ("to_torch(...).loader(num_workers=2)", best["loader2"], hand, ">= 0.7", cpu["loader2"]),
-        ("DataLoader(to_torch(...), num_workers=2)", best["plain2"], hand, "", cpu["plain2"]),
+        ("DataLoader(to_torch(...), batch_size=None, num_workers=0)", best["plain0"], hand, ">= 0.9", cpu["plain0"]),
+        ("DataLoader(to_torch(...), batch_size=None, num_workers=2)", best["plain2"], hand, ">= 0.5", cpu["plain2"]),
+        ("DataLoader's own limit, num_workers=0 (nothing read)", best["ceiling0"], hand, "", cpu["ceiling0"]),
+        ("DataLoader's own limit, num_workers=2 (nothing read)", best["ceiling2"], hand, "", cpu["ceiling2"]),
         ("to_torch shuffled (seed), num_workers=0", best["shuffled"], hand, ">= 0.7", cpu["shuffled"]),
         ("hand-written tf.data loop (the limit)", hand_t, hand_t, "1.0", cpu["hand tf"]),
         ("to_tf", best["tf"], hand_t, ">= 0.8", cpu["tf"]),

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import Row, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -319,7 +319,15 @@ class CatalogBase:
             properties=dict(r.properties or {}),
         )
 
-    def _version_info(self, name: str, r: VersionRow) -> VersionInfo:
+    def _version_info(
+        self,
+        name: str,
+        r: VersionRow | Row[*tuple[Any, ...]],
+        schema: Schema | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> VersionInfo:
+        """The frozen value of a version: from its ORM row (its schema and tags loaded through it), or from a
+        row of the version's columns with its ``schema`` and ``tags`` (``Catalog.versions``, in bulk)."""
         return VersionInfo(
             dataset=name,
             number=r.number,
@@ -329,8 +337,8 @@ class CatalogBase:
             file_count=r.file_count,
             size_bytes=r.size_bytes,
             storage_version=r.storage_version,
-            schema=self._schema(r.schema),
+            schema=self._schema(r.schema) if schema is None else schema,
             partition_columns=tuple(r.partition_columns or ()),
-            tags=tuple(t.name for t in r.tags),
+            tags=tuple(t.name for t in r.tags) if tags is None else tuple(tags),
             properties=dict(r.properties or {}),
         )

@@ -402,23 +402,7 @@ class Catalog(LineageEdges, CatalogSearch):
                     if version_id in wanted:
                         tags.setdefault(version_id, []).append(tag)
             schemas = {sid: self._schema(s.get_one(SchemaRow, sid)) for sid in dict.fromkeys(r.schema_id for r in rows)}
-            return [
-                VersionInfo(
-                    dataset=name,
-                    number=r.number,
-                    created_at=r.created_at,
-                    operation=r.operation,
-                    row_count=r.row_count,
-                    file_count=r.file_count,
-                    size_bytes=r.size_bytes,
-                    storage_version=r.storage_version,
-                    schema=schemas[r.schema_id],
-                    partition_columns=tuple(r.partition_columns or ()),
-                    tags=tuple(tags.get(r.id, ())),
-                    properties=dict(r.properties or {}),
-                )
-                for r in rows
-            ]
+            return [self._version_info(name, r, schemas[r.schema_id], tags.get(r.id, ())) for r in rows]
 
     def version(self, name: str, ref: VersionRef = None) -> VersionInfo:
         """Resolve ``ref`` to one version of ``name``.

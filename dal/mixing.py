@@ -127,7 +127,7 @@ def _check_schemas(members: list[Scan]) -> None:
 @dataclass(frozen=True)
 class Mix:
     """A plan for reading several scans as one stream; nothing is read until a terminal call. Offers what
-    the training adapters use of a ``Scan`` (``shard``, ``set_epoch``, ``iter_chunks``, ``to_torch``, …);
+    the training adapters use of a ``Scan`` (``dal.read.feed.RowSource``: ``shard``, ``set_epoch``, ``iter_chunks``, …);
     decoding and TensorFlow specs use the first scan's schema (the others agree on the selected columns)."""
 
     scans: tuple[Scan, ...]
@@ -282,7 +282,7 @@ class Mix:
         """
         from dal.adapters.torch import TorchDataset
 
-        return TorchDataset(self, batch_size, **kwargs)  # type: ignore[arg-type]  # Mix offers the Scan API the adapters use
+        return TorchDataset(self, batch_size, **kwargs)
 
     def to_tf(self, batch_size: int = 256, **kwargs: Any) -> tf.data.Dataset:
         """The mixed stream as a tf.data.Dataset (as ``Scan.to_tf``).
@@ -293,7 +293,7 @@ class Mix:
         """
         from dal.adapters.tf import to_tf
 
-        return to_tf(self, batch_size, **kwargs)  # type: ignore[arg-type]  # likewise
+        return to_tf(self, batch_size, **kwargs)
 
 
 class MixRows(sampling.Rows):

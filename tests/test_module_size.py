@@ -1,8 +1,6 @@
 """The house rule of issue #24: no module over ~500 lines without a stated reason in its docstring.
 
-A module past the limit says why it is one module (a paragraph starting "Why one module:"). The two format
-modules still waiting for their split are listed by name, so the list shrinks as they are split and a new
-long module cannot join it silently.
+A module past the limit says why it is one module (a paragraph starting "Why one module:").
 """
 
 from __future__ import annotations
@@ -12,8 +10,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = 550  # "~500"
-# not split yet (log / write / gc for Delta; format / commit for Petastorm): see the closing note of #24
-NOT_YET_SPLIT = {"dal/formats/delta/format.py", "dal/formats/petastorm/format.py"}
 
 
 def _long_modules() -> dict[str, str]:
@@ -26,11 +22,5 @@ def _long_modules() -> dict[str, str]:
 
 
 def test_every_long_module_says_why_it_is_one_module() -> None:
-    missing = sorted(
-        path for path, doc in _long_modules().items() if path not in NOT_YET_SPLIT and "Why one module:" not in doc
-    )
+    missing = sorted(path for path, doc in _long_modules().items() if "Why one module:" not in doc)
     assert missing == []
-
-
-def test_the_not_yet_split_list_holds_only_long_modules() -> None:
-    assert NOT_YET_SPLIT <= set(_long_modules())

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from dal.errors import DalError
 
 if TYPE_CHECKING:
-    from dal.scan import Scan
+    from dal.read.feed import RowSource
 
 PEEK_TASKS = 8  # row groups read at most to find the length of a column's arrays
 
@@ -93,7 +93,7 @@ def rows(column: pa.Array | pa.ChunkedArray) -> list[np.ndarray | None]:
     return [None if v is None else np.asarray(v) for v in array.to_numpy(zero_copy_only=False)]
 
 
-def widths(scan: Scan, names: list[str]) -> dict[str, int | None]:
+def widths(scan: RowSource, names: list[str]) -> dict[str, int | None]:
     """For each numeric array column of ``names``: the length of its arrays, when its first non-empty row
     group of the scan holds arrays of one length (FixedSizeList columns: their size); None when they vary.
     Reads only those columns of at most ``PEEK_TASKS`` row groups (nothing when the types decide)."""
@@ -133,7 +133,7 @@ def fixed(name: str, dataset: str, column: pa.Array | pa.ChunkedArray, width: in
     return m
 
 
-def check_footers(scan: Scan, widths: dict[str, int | None]) -> None:
+def check_footers(scan: RowSource, widths: dict[str, int | None]) -> None:
     """Before reading: a DalError naming the column when a row group's footer shows that its arrays are
     not all of the length found in the first row group (Parquet counts one value per array element, and
     one per empty or null array), so a mismatch is caught at spec time, not mid-epoch."""

@@ -39,14 +39,14 @@ from dal.adapters.arrays import widths as array_widths
 from dal.errors import DalError, check_int, require
 
 if TYPE_CHECKING:
-    from dal.scan import Scan
+    from dal.read.feed import RowSource
 
 
 def _tf() -> Any:
     return require("tensorflow", "tf")
 
 
-def element_spec(scan: Scan) -> dict[str, Any]:
+def element_spec(scan: RowSource) -> dict[str, Any]:
     """The TensorSpec (RaggedTensorSpec for variable shapes) of every column the scan yields, batched."""
     tf = _tf()
     spec: dict[str, Any] = {}
@@ -100,11 +100,11 @@ def _no_null_form(typ: pa.DataType) -> bool:
     return no_null_value(typ) or pa.types.is_string(typ) or pa.types.is_large_string(typ)
 
 
-def _nulls(scan: Scan, name: str) -> DalError:
+def _nulls(scan: RowSource, name: str) -> DalError:
     return nulls_error(scan.dataset.name, name, "TensorFlow")
 
 
-def _plain(scan: Scan, name: str) -> bool:
+def _plain(scan: RowSource, name: str) -> bool:
     """Whether a column has no tensor codec (its Arrow values are what it holds)."""
     field = scan.dataset.schema.get(name)
     return field is None or field.codec in (None, "scalar")
@@ -149,7 +149,7 @@ def _ragged(values: Any, spec: Any) -> Any:
 
 
 def to_tf(
-    scan: Scan,
+    scan: RowSource,
     batch_size: int = 256,
     *,
     prefetch: int | None = None,
@@ -194,7 +194,7 @@ def to_tf(
 
 
 def _dataset(
-    scan: Scan,
+    scan: RowSource,
     spec: dict[str, Any],
     convert: Callable[[pa.Table], dict[str, Any]],
     batch_size: int,
@@ -214,7 +214,7 @@ def _dataset(
     return data.prefetch(prefetch if prefetch is not None else tf.data.AUTOTUNE)
 
 
-def _transformed(scan: Scan, batch_size: int, prefetch: int | None, transform: Any, output_schema: Any) -> Any:
+def _transformed(scan: RowSource, batch_size: int, prefetch: int | None, transform: Any, output_schema: Any) -> Any:
     """``to_tf`` through a transform (``dal.read.transform``): its declared fields make the element_spec."""
     from dal.read import reader
     from dal.read import transform as transforms

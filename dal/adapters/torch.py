@@ -108,7 +108,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
 
     def __init__(
         self,
-        scan: Scan,
+        scan: feed.RowSource,
         batch_size: int = 256,
         *,
         transform: Transform | None = None,
@@ -162,7 +162,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             self._consumed = self._resume = 0
         self.epoch = epoch
 
-    def rank_scan(self) -> Scan:
+    def rank_scan(self) -> feed.RowSource:
         """The scan for this process: its shard from ``.shard``, else this process's rank (``implicit_rank``;
         inside a DataLoader worker: the rank of the process that started it), at this epoch."""
         scan = self.scan

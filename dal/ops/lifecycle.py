@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,7 +37,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from catalog import VersionInfo, VersionRef
+from catalog import Catalog, VersionInfo, VersionRef
 from catalog.store import EXPIRED_AT, FILES_DELETED, UNAVAILABLE
 from catalog.types import DatasetInfo
 from dal import progress, validate
@@ -510,12 +510,7 @@ def gc(
     expires (only abandoned files go). A second gc with the same arguments finds nothing to do.
     """
     validate.check(storage_options=storage_options, catalog=catalog)
-    if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1):
-        raise DalError(f"keep_last must be an integer >= 1 (the newest version is always kept), not {keep_last!r}")
-    if older_than is not None and (not isinstance(older_than, timedelta) or older_than < timedelta(0)):
-        raise DalError(f"older_than must be a non-negative timedelta, not {older_than!r}")
-    if not isinstance(safe_age, timedelta) or safe_age < timedelta(0):
-        raise DalError(f"safe_age must be a non-negative timedelta, not {safe_age!r}")
+    _check_gc_arguments(keep_last, older_than, safe_age)
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
     fmt = _written_by_dal(info)
@@ -535,6 +530,72 @@ def gc(
     writes = intents.scan(loc)
     synced()
     now = datetime.now(UTC)
+    judged, writes = _judge(name, cat, fmt, info.location, loc, options, writes, synced, (keep_last, older_than, force),
+                            safe_age, now)  # fmt: skip
+    doomed = judged.doomed + [m for m in writes.expired if m[0] not in dict(judged.doomed)]  # dead writers' intents
+    doomed.sort()
+    size = sum(s for _r, s in doomed)
+    deleted = tuple(r for r, _s in doomed)
+    linked = ownership.listing(loc).linked_dirs if loc.local else ()  # object stores have no links
+    expiring, kept, unfinished = judged.expiring, judged.kept, judged.unfinished
+    result = GcResult(name, dry_run, tuple(v.number for v in expiring), tuple(v.number for v in kept), deleted, size,
+                      tuple(judged.tagged), tuple(judged.notes), tuple(v.number for v in unfinished),
+                      not_followed=linked)  # fmt: skip
+    if dry_run:
+        return result
+    fmt.prepare_gc(info.location, options, kept, deleted)  # e.g. a Delta checkpoint, before anything is deleted
+    if expiring:
+        reason = f"expired by dal gc on {now.strftime('%Y-%m-%d %H:%M')} UTC; its files were deleted"
+        cat.expire_versions(name, [v.number for v in expiring], reason)
+    pause("gc-expired")
+    _delete(name, fmt, loc, deleted, dict(doomed))
+    fmt.tidy(info.location, options, deleted)
+    done = [v.number for v in [*expiring, *unfinished]]
+    if done:  # their files are gone: later gcs need not look at them again
+        cat.annotate_versions(name, done, FILES_DELETED, datetime.now(UTC).isoformat())
+    return result
+
+
+def _check_gc_arguments(keep_last: int | None, older_than: timedelta | None, safe_age: timedelta) -> None:
+    """Refuse (``DalError``) a ``keep_last``, ``older_than`` or ``safe_age`` gc cannot use."""
+    if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1):
+        raise DalError(f"keep_last must be an integer >= 1 (the newest version is always kept), not {keep_last!r}")
+    if older_than is not None and (not isinstance(older_than, timedelta) or older_than < timedelta(0)):
+        raise DalError(f"older_than must be a non-negative timedelta, not {older_than!r}")
+    if not isinstance(safe_age, timedelta) or safe_age < timedelta(0):
+        raise DalError(f"safe_age must be a non-negative timedelta, not {safe_age!r}")
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """What gc's last look chose: the versions expiring, kept (``tagged``: kept for their tags), unfinished
+    (expired by a gc stopped before deleting), the files to delete, and notes for the result."""
+
+    expiring: list[VersionInfo]
+    kept: list[VersionInfo]
+    tagged: list[int]
+    unfinished: list[VersionInfo]
+    doomed: list[tuple[str, int]]
+    notes: list[str]
+
+
+def _judge(
+    name: str,
+    cat: Catalog,
+    fmt: Format,
+    location: str,
+    loc: Location,
+    options: dict[str, str],
+    writes: intents.InFlight,
+    synced: Callable[[], object],
+    choice: tuple[int | None, timedelta | None, bool],
+    safe_age: timedelta,
+    now: datetime,
+) -> tuple[_Judged, intents.InFlight]:
+    """Choose the versions that expire and the files that go, looking again while writes land (at most
+    ``GC_LOOKS`` times; then only expired versions' files go). Returns the choice and every write in flight
+    seen (``writes`` and those found at each look; why gc looks twice: the note in ``gc``)."""
+    keep_last, older_than, force = choice
     notes: list[str] = []
     for look in range(GC_LOOKS + 1):
         settled = look < GC_LOOKS
@@ -544,7 +605,7 @@ def gc(
         pause("gc-chosen")
         # settled: the writes in flight claim their files; else every unreferenced file counts as claimed
         retention = Retention(safe_age.total_seconds(), writes.claims if settled else _everything)
-        doomed = fmt.garbage(name, info.location, options, [*expiring, *unfinished], kept, retention)
+        doomed = fmt.garbage(name, location, options, [*expiring, *unfinished], kept, retention)
         if not settled:  # writes kept landing: this gc deletes expired versions' files only
             notes.append("writes kept starting while gc looked: files no version references are left to a later gc")
             break
@@ -556,30 +617,16 @@ def gc(
         landed = cat.get_dataset(name).latest_version != (versions[-1].number if versions else None)
         if not landed and not news:
             break
-    doomed += [m for m in writes.expired if m[0] not in dict(doomed)]  # the intent markers of dead writers
-    doomed.sort()
-    size = sum(s for _r, s in doomed)
-    deleted = tuple(r for r, _s in doomed)
-    linked = ownership.listing(loc).linked_dirs if loc.local else ()  # object stores have no links
-    result = GcResult(name, dry_run, tuple(v.number for v in expiring), tuple(v.number for v in kept), deleted, size,
-                      tuple(tagged), tuple(notes), tuple(v.number for v in unfinished), not_followed=linked)  # fmt: skip
-    if dry_run:
-        return result
-    fmt.prepare_gc(info.location, options, kept, deleted)  # e.g. a Delta checkpoint, before anything is deleted
-    if expiring:
-        reason = f"expired by dal gc on {now.strftime('%Y-%m-%d %H:%M')} UTC; its files were deleted"
-        cat.expire_versions(name, [v.number for v in expiring], reason)
-    pause("gc-expired")
+    return _Judged(expiring, kept, tagged, unfinished, doomed, notes), writes
+
+
+def _delete(name: str, fmt: Format, loc: Location, deleted: Sequence[str], sizes: Mapping[str, int]) -> None:
+    """Delete gc's files, the format's records first (a stable sort), on a terminal's progress line."""
     ordered = sorted(deleted, key=lambda r: not fmt.is_record(r))  # records first (a stable sort)
-    for i, rel in enumerate(progress.each(ordered, f"gc {name}: deleting", unit="files", bytes_of=dict(doomed).get)):
+    for i, rel in enumerate(progress.each(ordered, f"gc {name}: deleting", unit="files", bytes_of=sizes.get)):
         if i == 1:
             pause("gc-deleting")
         ownership.remove_file(loc, rel)
-    fmt.tidy(info.location, options, deleted)
-    done = [v.number for v in [*expiring, *unfinished]]
-    if done:  # their files are gone: later gcs need not look at them again
-        cat.annotate_versions(name, done, FILES_DELETED, datetime.now(UTC).isoformat())
-    return result
 
 
 # -- optimize -----------------------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import Field, dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +36,11 @@ from dal.read.plan import translate_missing
 from dal.read.sharding import share, wrapped
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
+    from dal.read.plan import Pinned, Query
+    from dal.read.sharding import Remainder
+    from dal.read.tasks import ReadTask
     from dal.scan import Scan
 
 STATE_FORMAT = 1
@@ -49,6 +54,41 @@ class Position:
 
     epoch: int
     rows: int
+
+
+class RowSource(Protocol):
+    """What the feed and the training adapters (``TorchDataset``, ``to_tf``) read of a row source: a ``Scan``,
+    or a mix (``dal.mixing.Mix``), which offers this much of a scan's API and is always read as virtual rows.
+    Both are frozen dataclasses (``dataclasses.replace`` makes a variant)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    @property
+    def dataset(self) -> Pinned: ...
+    @property
+    def arrow_schema(self) -> pa.Schema: ...
+    @property
+    def output_names(self) -> list[str]: ...
+    @property
+    def query(self) -> Query: ...
+    @property
+    def shard_(self) -> tuple[int, int, Remainder] | None: ...
+    @property
+    def shuffle_(self) -> tuple[int, int] | None: ...
+    @property
+    def epoch(self) -> int: ...
+    def shard(self, rank: int, world_size: int, remainder: Remainder = "pad") -> RowSource: ...
+    def set_epoch(self, epoch: int) -> RowSource: ...
+    def plan(self) -> list[ReadTask]: ...
+    def iter_chunks(
+        self, tasks: Sequence[ReadTask] | None = None, *, skip_rows: int = 0, convert: Any = None
+    ) -> Iterator[Any]: ...
+
+
+def is_plain(scan: RowSource) -> TypeIs[Scan]:
+    """Whether ``scan`` is read as its plan's row groups: a ``Scan`` neither sampled nor balanced (a mix is
+    always virtual)."""
+    return not is_virtual(scan)
 
 
 def is_virtual(scan: Any) -> bool:
@@ -91,7 +131,7 @@ def _identity(scan: Any) -> dict[str, Any]:
     return json.loads(json.dumps(out))  # type: ignore[no-any-return]
 
 
-def check_state(scan: Scan, state: dict[str, Any], canonical: int | None) -> Position:
+def check_state(scan: RowSource, state: dict[str, Any], canonical: int | None) -> Position:
     """Validate a ``state_dict`` against this scan (same dataset, version, seed, sample or mix, canonical
     shards)."""
     import json
@@ -121,7 +161,7 @@ def check_state(scan: Scan, state: dict[str, Any], canonical: int | None) -> Pos
     return Position(int(state["epoch"]), int(state["rows"]))
 
 
-def make_state(scan: Scan, canonical: int | None, position: Position) -> dict[str, Any]:
+def make_state(scan: RowSource, canonical: int | None, position: Position) -> dict[str, Any]:
     return {
         "format": STATE_FORMAT,
         **_identity(scan),
@@ -143,9 +183,9 @@ class Stream(Generic[T]):
         self.units, self.rows, self.batch_size = units, rows, batch_size
 
 
-def plain_stream(scan: Scan, skip: int) -> Stream[Any]:
+def plain_stream(scan: RowSource, skip: int) -> Stream[Any]:
     """The rank's stream without canonical shards: its plan's chunks, the first ``skip`` rows dropped."""
-    if is_virtual(scan):
+    if not is_plain(scan):
         virtual, rows = sampling.rank_units(virtual_rows(scan), scan.shard_, skip)
         return Stream(virtual, rows, 0)
     tasks = scan.plan()
@@ -224,11 +264,11 @@ def _rows_unit(rows_reader: Any, ranges: list[tuple[int, int]], order: np.ndarra
     return unit
 
 
-def _permute(scan: Scan) -> tuple[int, int] | None:
+def _permute(scan: RowSource) -> tuple[int, int] | None:
     return (scan.shuffle_[0], scan.epoch) if scan.shuffle_ is not None else None
 
 
-def canonical_stream(scan: Scan, canonical: int, rank: int, world: int, batch_size: int, skip: int) -> Stream[Any]:
+def canonical_stream(scan: RowSource, canonical: int, rank: int, world: int, batch_size: int, skip: int) -> Stream[Any]:
     """The rank's stream with ``canonical`` canonical shards (see the module docstring), each canonical
     shard's first ``skip`` rows already consumed. Units hold whole steps, rows in step-major order."""
     if canonical % world:
@@ -242,7 +282,7 @@ def canonical_stream(scan: Scan, canonical: int, rank: int, world: int, batch_si
     micro = batch_size // owned
     whole = scan if scan.shard_ is None else replace(scan, shard_=None)
     rows_reader: Any
-    if is_virtual(whole):
+    if not is_plain(whole):
         rows_reader = virtual_rows(whole)
         chunk = reader.chunk_rows(whole.query)
     else:

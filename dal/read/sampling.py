@@ -38,7 +38,7 @@ import math
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
@@ -529,48 +529,14 @@ def _draw_balance(
     """Per row group: (matching rows, rows taken), and the rows taken of each class."""
     per_task = class_counts(scan, b.by)
     tasks = Query(scan.dataset, (b.by,), scan.filters, scan.window_).all_tasks()
-    totals: dict[Any, int] = {}
-    for counts in per_task:
-        for v, n in counts.items():
-            totals[v] = totals.get(v, 0) + n
-    if not totals:
-        raise DalError(f"balance by {b.by!r}: the scan has no rows")
-    if len(totals) > MAX_CLASSES:  # each row group below the limit, all of them above (an id column)
-        raise DalError(
-            f"balance by {b.by!r}: {len(totals)} distinct values (more than {MAX_CLASSES}); balance needs a class column"
-        )
+    totals = _class_totals(per_task, b.by)
     classes = sorted(totals, key=_order_key)
-    if b.weights is None:
-        weights = dict.fromkeys(classes, 1.0)
-    else:
-        weights = dict(b.weights)
-        unknown = [k for k in weights if k not in totals]
-        if unknown:
-            shown = ", ".join(repr(c) for c in classes[:20])
-            raise DalError(
-                f"balance by {b.by!r}: weights name {', '.join(map(repr, unknown))}, not a value of the column "
-                f"in this scan (its values: {shown}{', …' if len(classes) > 20 else ''})"
-            )
+    weights = _class_weights(b, classes, totals)
     live = [c for c in classes if weights.get(c, 0) > 0]
     shares = np.asarray([weights[c] for c in live], dtype=np.float64)
     shares /= shares.max()  # 1e308 + 1e308 is inf: the largest first
     shares /= shares.sum()
-    if b.rows is not None:
-        rows = b.rows
-    elif b.replace:
-        rows = sum(totals.values())
-    else:  # as many rows as the scarcest class allows
-        rows = int(min(math.floor(totals[c] / s + 1e-9) for c, s in zip(live, shares, strict=True)))
-    wanted = dict(zip(live, apportion(rows, shares.tolist()), strict=True))
-    if not b.replace:
-        for c in live:
-            if wanted[c] > totals[c]:
-                if b.rows is not None:
-                    raise DalError(
-                        f"balance rows={rows}: class {c!r} needs {wanted[c]} rows but has {totals[c]}; "
-                        "pass replace=True or fewer rows"
-                    )
-                wanted[c] = totals[c]  # rounding
+    wanted = _class_rows(b, live, shares, totals)
     rng = np.random.default_rng([b.seed, epoch, BALANCE_TAG])
     taken = np.zeros((len(tasks), len(live)), dtype=np.int64)
     for j, c in enumerate(live):
@@ -590,6 +556,67 @@ def _draw_balance(
             picks[_key(t)] = {c: int(taken[i, j]) for j, c in enumerate(live) if taken[i, j]}
     order = [t for t in scan.query.ordered(scan.shuffle_, epoch) if _key(t) in out]
     return out, [picks[_key(t)] for t in order]
+
+
+def _class_totals(per_task: Sequence[Mapping[Any, int]], by: str) -> dict[Any, int]:
+    """Rows per class over every row group.
+
+    Raises:
+        DalError: no rows, or more than ``MAX_CLASSES`` distinct values (not a class column)."""
+    totals: dict[Any, int] = {}
+    for counts in per_task:
+        for v, n in counts.items():
+            totals[v] = totals.get(v, 0) + n
+    if not totals:
+        raise DalError(f"balance by {by!r}: the scan has no rows")
+    if len(totals) > MAX_CLASSES:  # each row group below the limit, all of them above (an id column)
+        raise DalError(
+            f"balance by {by!r}: {len(totals)} distinct values (more than {MAX_CLASSES}); balance needs a class column"
+        )
+    return totals
+
+
+def _class_weights(b: Balance, classes: Sequence[Any], totals: Mapping[Any, int]) -> dict[Any, float]:
+    """Each class's weight: equal unless ``b.weights`` gives them.
+
+    Raises:
+        DalError: a weight names a value the column does not hold in this scan."""
+    if b.weights is None:
+        return dict.fromkeys(classes, 1.0)
+    weights = dict(b.weights)
+    unknown = [k for k in weights if k not in totals]
+    if unknown:
+        shown = ", ".join(repr(c) for c in classes[:20])
+        raise DalError(
+            f"balance by {b.by!r}: weights name {', '.join(map(repr, unknown))}, not a value of the column "
+            f"in this scan (its values: {shown}{', …' if len(classes) > 20 else ''})"
+        )
+    return weights
+
+
+def _class_rows(b: Balance, live: Sequence[Any], shares: np.ndarray, totals: Mapping[Any, int]) -> dict[Any, int]:
+    """The rows taken of each class with a weight: ``b.rows`` (or every row with replacement, or as many as the
+    scarcest class allows) apportioned by ``shares``; without replacement no more than a class has.
+
+    Raises:
+        DalError: ``b.rows`` needs more rows of a class than it has (without replacement)."""
+    if b.rows is not None:
+        rows = b.rows
+    elif b.replace:
+        rows = sum(totals.values())
+    else:  # as many rows as the scarcest class allows
+        rows = int(min(math.floor(totals[c] / s + 1e-9) for c, s in zip(live, shares, strict=True)))
+    wanted = dict(zip(live, apportion(rows, shares.tolist()), strict=True))
+    if not b.replace:
+        for c in live:
+            if wanted[c] > totals[c]:
+                if b.rows is not None:
+                    raise DalError(
+                        f"balance rows={rows}: class {c!r} needs {wanted[c]} rows but has {totals[c]}; "
+                        "pass replace=True or fewer rows"
+                    )
+                wanted[c] = totals[c]  # rounding
+    return wanted
 
 
 def scan_rows(scan: Any) -> Rows:

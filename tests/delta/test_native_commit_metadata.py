@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from dal.formats.base import WriteOptions, commit_metadata
-from dal.formats.delta.format import DeltaWrite, _metadata
+from dal.formats.delta.log import _metadata
+from dal.formats.delta.write import DeltaWrite
 
 
 def test_native_writes_stamp_write_id_and_dataset() -> None:

@@ -15,7 +15,7 @@ import dal
 from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
 from dal.errors import DalError, FormatError
-from dal.formats.petastorm.format import ABANDONED_AFTER_S, RECORDS, record_name
+from dal.formats.petastorm.records import ABANDONED_AFTER_S, RECORDS, record_name
 from tests.faults.conftest import fill, run_until_paused
 
 SCHEMA = TensorSchema("Frames", [

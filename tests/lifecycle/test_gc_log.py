@@ -22,7 +22,8 @@ from catalog import Catalog
 from dal import lifecycle
 from dal.cli.app import cli
 from dal.errors import DalError
-from dal.formats.delta.format import deletion_vector_path, log_retention_s
+from dal.formats.delta.gc import log_retention_s
+from dal.formats.delta.log import deletion_vector_path
 from tests.conformance.conftest import require_corpus
 
 DAY = 86400

@@ -138,7 +138,7 @@ def test_a_deletion_vector_outside_the_root_is_refused(sqlite_env: Catalog, tmp_
     shutil.copytree(CORPUS / "delta-golden" / "dv-partitioned-with-checkpoint", root)
     commit = root / "_delta_log" / "00000000000000000015.json"
     actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
-    from dal.formats.delta.format import deletion_vector_path
+    from dal.formats.delta.log import deletion_vector_path
 
     for a in actions:
         dv = (a.get("add") or {}).get("deletionVector")

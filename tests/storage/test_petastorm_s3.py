@@ -14,7 +14,8 @@ import pytest
 
 import dal
 from catalog import Catalog
-from dal.formats.petastorm.format import PetastormFormat, write_files
+from dal.formats.petastorm.encode import write_files
+from dal.formats.petastorm.format import PetastormFormat
 from dal.storage.location import Location
 from tests.objectstores import SECRET
 from tests.petastorm.test_petastorm_dataset import SCHEMA, frames

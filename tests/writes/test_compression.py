@@ -121,7 +121,7 @@ def test_spark_writes_and_convert_use_the_codec(spark: Any, sqlite_env: Catalog,
 
 @pytest.mark.parametrize(("codec", "spark_name"), [("zstd", "zstd"), ("lz4", "lz4raw"), ("none", "uncompressed")])
 def test_native_spark_delta_writes_get_the_codec_as_spark_names_it(codec: str, spark_name: str) -> None:
-    from dal.formats.delta.format import DeltaWrite
+    from dal.formats.delta.write import DeltaWrite
 
     options = DeltaWrite("/tmp/t", WriteOptions(compression=codec)).spark_options()
     assert options is not None and options["compression"] == spark_name

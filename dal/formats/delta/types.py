@@ -272,3 +272,29 @@ def describe_mismatch(table: pa.Schema, incoming: pa.Schema) -> tuple[list[str],
 def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
     """Whether both types land in the same Delta column (string/large_string, uint8/int8, timestamp units …)."""
     return bool(a.equals(b) or stored(a).equals(stored(b)))
+
+
+COLUMN_MAPPING_KEY = "delta.columnMapping.physicalName"
+
+
+def physical_schema(logical: pa.Schema) -> pa.Schema:
+    """``logical`` with every field (nested ones too) named by its ``delta.columnMapping.physicalName``."""
+    return pa.schema([_physical_field(f) for f in logical], metadata=logical.metadata)
+
+
+def _physical_field(f: pa.Field) -> pa.Field:
+    meta = f.metadata or {}
+    name = meta.get(COLUMN_MAPPING_KEY.encode(), f.name.encode()).decode()
+    return pa.field(name, _physical_type(f.type), f.nullable, f.metadata)
+
+
+def _physical_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([_physical_field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        return pa.map_(_physical_field(t.key_field), _physical_field(t.item_field), t.keys_sorted)
+    if pa.types.is_large_list(t):
+        return pa.large_list(_physical_field(t.value_field))
+    if pa.types.is_list(t):
+        return pa.list_(_physical_field(t.value_field))
+    return t

@@ -1,0 +1,341 @@
+"""Committing a Petastorm version: the write's directory, the previous version's files carried over, the
+record published create-if-absent (the protocol of ``dal.formats.petastorm.format``), and the
+``PetastormWrite`` transaction."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dal._testhooks import pause
+from dal.errors import DalError, FormatError, SchemaMismatch
+from dal.formats.base import (
+    WriteOptions,
+    WriteTransaction,
+)
+from dal.formats.directory import (
+    FileEntry,
+    vanished,
+)
+from dal.formats.petastorm.encode import (
+    ROW_GROUP_ROWS,
+    _as_tensors,
+    _columns,
+    _write_common_metadata,
+    encode,
+    write_files,
+)
+from dal.formats.petastorm.records import (
+    ABANDONED_AFTER_S,
+    COMMON_METADATA,
+    FILE_ENTRY_SCHEMA,
+    RECORDS,
+    Commit,
+    broken_version,
+    committed_numbers,
+    latest_commit,
+    record_name,
+    version_schema,
+)
+from dal.storage.location import Location
+from dal.tensors.schema import TensorSchema
+
+_TEMPORARY_RECORD = re.compile(r"\.\d{20}\.json\.[0-9a-f]{12}\.tmp")  # Location.create_exclusive's, of a record
+
+
+def write_tensors(
+    location: str,
+    schema: TensorSchema,
+    table: pa.Table,
+    *,
+    mode: str,
+    partition_by: Sequence[str],
+    storage_options: Mapping[str, str] | None = None,
+    dataset: str = "",
+    compression: str = "snappy",
+    token: str | None = None,
+) -> int:
+    """Commit an encoded table (files written with the Parquet codec ``compression``) as the next version;
+    return its number. ``token``: what the write's directory name carries (its intent claims it).
+
+    Raises:
+        FormatError: storage refused the files (disk full, permissions); nothing was committed.
+    """
+    directory = start(location, storage_options, token)
+    loc = Location.of(location, storage_options)
+    try:
+        files = write_files(loc, directory, table, list(partition_by), compression=compression)
+    except BaseException as e:
+        loc.delete_dir(directory)
+        if isinstance(e, OSError | RuntimeError):  # pyarrow: "file metadata is only available after writer close"
+            raise FormatError(
+                f"writing Petastorm files under {loc.child(directory)} failed ({_reason(e)}); nothing was committed"
+            ) from e
+        raise
+    pause("petastorm-files-written")
+    return commit(
+        location, schema, directory, files, mode=mode, storage_options=storage_options, dataset=dataset,
+        compression=compression,
+    )  # fmt: skip
+
+
+def start(location: str, storage_options: Mapping[str, str] | None = None, token: str | None = None) -> str:
+    """A fresh directory name for a write, ``v<next>-<token>`` (a random token unless given; nothing is
+    created yet)."""
+    loc = Location.of(location, storage_options)
+    numbers = committed_numbers(loc)
+    _refuse_adopted(loc, numbers)
+    _sweep_temporary_records(loc)
+    return f"v{numbers[-1] + 1 if numbers else 0}-{token or uuid.uuid4().hex[:12]}"
+
+
+def _refuse_adopted(loc: Location, numbers: Sequence[int]) -> None:
+    """Refuse writing into a dataset petastorm wrote (``numbers``: the committed versions, none there)."""
+    if not numbers and loc.exists(COMMON_METADATA):
+        raise DalError(
+            f"{loc.uri} is a Petastorm dataset dal did not write (adopted as version 0); "
+            "appending to it is not supported yet: write a new dataset"
+        )
+
+
+def commit(
+    location: str,
+    schema: TensorSchema,
+    directory: str,
+    new_files: Sequence[FileEntry],
+    *,
+    mode: str,
+    storage_options: Mapping[str, str] | None = None,
+    dataset: str = "",
+    compression: str = "snappy",
+) -> int:
+    """Make ``directory``'s new files the next version: add the previous version's files (append) and a
+    ``_common_metadata``, then publish the version record if no other writer took that number first.
+
+    Raises:
+        FormatError: storage refused a step (disk full, permissions); nothing was committed and the
+            write's directory is removed.
+    """
+    loc = Location.of(location, storage_options)
+    token = directory.rsplit("-", 1)[-1]
+    target = directory
+    publishing: int | None = None
+    try:
+        while True:
+            numbers = committed_numbers(loc)
+            _refuse_adopted(loc, numbers)
+            latest = latest_commit(loc, numbers)
+            n = numbers[-1] + 1 if numbers else 0  # an abandoned commit's number is never reused
+            target = f"v{n}-{token}"
+            _check_staged(loc, directory, new_files)
+            if target != directory:  # another writer committed meanwhile: take the next number
+                for f in new_files:
+                    loc.move(f"{directory}/{f.path}", f"{target}/{f.path}")
+                loc.delete_dir(directory)
+                directory = target
+            base = list(latest.files) if latest is not None and mode == "append" else []
+            widen = _added_fields(loc, latest, schema) if latest is not None and base else []
+            carried = []
+            for f in base:
+                assert latest is not None
+                source = f"{latest.directory}/{f.path}"
+                try:
+                    if widen:  # a merge: the previous version's rows, the new fields null, in new files
+                        carried.append(_widened(loc, source, target, f, schema, widen, compression))
+                    else:
+                        loc.copy(source, f"{target}/{f.path}")
+                        carried.append(f)
+                except FileNotFoundError as e:  # published by an older dal without its files
+                    raise broken_version(loc, latest.version, source) from e
+            base = carried
+            files = tuple(sorted([*base, *new_files], key=lambda f: f.path))
+            _write_common_metadata(loc, target, schema, files)
+            pause("petastorm-metadata-written")
+            _check_staged(loc, target, [*files, FileEntry(COMMON_METADATA, 0, 0, 0)])  # all there, or nothing
+            record = Commit(n, target, mode, datetime.now(UTC), files, dataset)
+            publishing = n
+            if loc.create_exclusive(record_name(n), record.to_json()):
+                return n
+            publishing = None
+            for f in base:
+                loc.delete(f"{target}/{f.path}")
+            loc.delete(f"{target}/{COMMON_METADATA}")
+    except BaseException as e:
+        # a publish that failed on the way back (a timeout after an object store took the PUT) may
+        # have committed: then its files must stay
+        landed = _published(loc, publishing, target) if publishing is not None else False
+        if landed is True and publishing is not None and isinstance(e, Exception):
+            return publishing
+        if landed is not False:
+            if isinstance(e, Exception):
+                raise FormatError(
+                    f"publishing Petastorm version {publishing} of {loc.uri} failed ({_reason(e)}) and whether "
+                    f"it was committed is unknown; its files in {loc.child(target)} are kept: `dal sync` "
+                    "records the version if it was committed"
+                ) from e
+            raise
+        loc.delete_dir(directory)
+        loc.delete_dir(target)
+        if isinstance(e, OSError):
+            raise FormatError(
+                f"committing Petastorm version to {loc.uri} failed ({_reason(e)}); nothing was committed"
+            ) from e
+        raise
+
+
+def abort(location: str, directory: str, storage_options: Mapping[str, str] | None = None) -> None:
+    """Remove an uncommitted write's directory."""
+    Location.of(location, storage_options).delete_dir(directory)
+
+
+def _added_fields(loc: Location, latest: Commit, schema: TensorSchema) -> list[str]:
+    """The fields of ``schema`` that the ``latest`` version does not have (a schema merge adds them)."""
+    names = version_schema(loc, latest).names
+    return [f.name for f in schema if f.name not in names]
+
+
+def _widened(
+    loc: Location,
+    source: str,
+    directory: str,
+    entry: FileEntry,
+    schema: TensorSchema,
+    added: Sequence[str],
+    compression: str,
+) -> FileEntry:
+    """``source`` (a file of the previous version) written again under ``directory`` at the same relative path
+    with the ``added`` fields as nulls, in the schema's column order; the previous version's file is untouched.
+    Petastorm readers need every field of ``_common_metadata`` in every file."""
+    table = pq.read_table(loc.path(source), filesystem=loc.fs)
+    storage = schema.arrow_schema()
+    for name in added:
+        field = storage.field(name).with_nullable(True)
+        table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    order = [n for n in storage.names if n in table.column_names]
+    table = table.select(order)
+    full = f"{directory}/{entry.path}"
+    loc.makedirs(full.rsplit("/", 1)[0])
+    collected: list[Any] = []
+    pq.write_table(
+        table, loc.path(full), filesystem=loc.fs, row_group_size=ROW_GROUP_ROWS, compression=compression,
+        metadata_collector=collected,
+    )  # fmt: skip
+    size = int(loc.fs.get_file_info(loc.path(full)).size or 0)
+    return FileEntry(entry.path, size, table.num_rows, collected[0].num_row_groups)
+
+
+def _sweep_temporary_records(loc: Location) -> None:
+    """Remove the hidden temporary records (``.<record>.<token>.tmp``, local disk only) that writers killed
+    before publishing left, once no writer can still be using them."""
+    if not loc.local or os.path.islink(loc.path(RECORDS)):
+        return  # never through a link
+    now = time.time()
+    for rel, _size in loc.list(RECORDS, recursive=False):
+        if _TEMPORARY_RECORD.fullmatch(rel):
+            path = loc.path(f"{RECORDS}/{rel}")
+            try:
+                if now - os.lstat(path).st_mtime >= ABANDONED_AFTER_S:
+                    os.unlink(path)
+            except OSError:
+                pass  # gone meanwhile, or not ours to remove
+
+
+def _published(loc: Location, n: int, directory: str) -> bool | None:
+    """Whether version ``n``'s record exists and names ``directory`` (None: cannot tell)."""
+    try:
+        return Commit.from_json(loc.read(record_name(n))).directory == directory
+    except FileNotFoundError:
+        return False
+    except Exception:
+        return None
+
+
+def _check_staged(loc: Location, directory: str, files: Sequence[FileEntry]) -> None:
+    """Refuse to go on with a commit whose files under ``directory`` are not all there (one LIST).
+
+    Raises:
+        FormatError: some are gone (deleted while the write ran); the caller publishes nothing.
+    """
+    present = {rel for rel, _size in loc.list(directory)}
+    gone = [f"{directory}/{f.path}" for f in files if f.path not in present]
+    if gone:
+        raise vanished(loc, gone, len(files))
+
+
+def _reason(e: BaseException) -> str:
+    """What storage said, in one line (``No space left on device``)."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    cause = e.__cause__ or e.__context__
+    if isinstance(e, RuntimeError) and isinstance(cause, OSError):
+        return _reason(cause)
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+class PetastormWrite(WriteTransaction):
+    """One Petastorm version: rows encoded with the TensorSchema's codecs into Parquet files in the write's
+    own directory (on this process or on Spark executors), then committed by publishing its record."""
+
+    format_title = "Petastorm"
+    record_schema = FILE_ENTRY_SCHEMA
+
+    def __init__(self, location: str, opts: WriteOptions) -> None:
+        super().__init__(location, opts)
+        assert opts.tensor_schema is not None
+        self.schema: TensorSchema = opts.tensor_schema
+        self.directory = ""
+
+    def check(self, schema: pa.Schema) -> pa.Schema:
+        """The DataFrame's columns in the schema's order; nullable fields it lacks are written as nulls."""
+        missing = [f.name for f in self.schema if f.name not in schema.names and not f.nullable]
+        extra = [c for c in schema.names if c not in self.schema.names]
+        if missing or extra:
+            hint = " (schema_mode='merge' adds new columns as nullable fields)" if extra else ""
+            raise SchemaMismatch(
+                f"DataFrame does not match the schema: missing {missing}, not in the schema {extra}{hint}"
+            )
+        self.directory = start(self.location, self.opts.storage_options, self.opts.token)
+        return pa.schema([schema.field(n) for n in self.schema.names if n in schema.names])
+
+    def stage(self, batches: Iterable[pa.RecordBatch]) -> list[dict[str, Any]]:
+        loc = Location.of(self.location, self.opts.storage_options)
+        prefix, parts = f"part-{uuid.uuid4().hex[:8]}", list(self.opts.partition_by or ())
+        out: list[FileEntry] = []
+        for i, batch in enumerate(batches):
+            columns = _as_tensors(self.schema, {n: batch.column(n).to_pylist() for n in batch.schema.names})
+            table = encode(self.schema, columns, parts)
+            out += write_files(
+                loc, self.directory, table, parts, prefix=f"{prefix}-{i:04d}", compression=self.opts.compression
+            )
+        return [dataclasses.asdict(f) for f in out]
+
+    def commit(self, records: Sequence[Mapping[str, Any]]) -> int:
+        files = [FileEntry(str(r["path"]), int(r["size"]), int(r["rows"]), int(r["row_groups"])) for r in records]
+        return commit(
+            self.location, self.schema, self.directory, files, mode=self.opts.mode,
+            storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
+        )  # fmt: skip
+
+    def abort(self) -> None:
+        if self.directory:
+            abort(self.location, self.directory, self.opts.storage_options)
+
+    def write(self, data: Any) -> int:
+        parts = tuple(self.opts.partition_by or ())
+        table = encode(self.schema, _as_tensors(self.schema, _columns(data)), parts)  # validates every value first
+        if self.observer is not None:
+            self.observer.see(table)
+        return write_tensors(
+            self.location, self.schema, table, mode=self.opts.mode, partition_by=parts,
+            storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
+            token=self.opts.token,
+        )  # fmt: skip

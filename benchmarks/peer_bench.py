@@ -12,9 +12,19 @@ every pip command: this machine has a local CPU build of 2.13.0, an unpinned tor
     /work/peer-venv/bin/pip install torch==2.13.0 pylance datasets mosaicml-streaming litdata 'ray[data]' \\
         pyarrow pillow opencv-python-headless
 
-``--peer-python`` names that venv's python (default /work/peer-venv/bin/python); ``--python NAME=PATH`` gives
-one peer its own (e.g. a venv of its own when its pins conflict with another's). dal and the hand-written loops
-run with this interpreter (dal's venv) and ``PYTHONPATH`` at this checkout.
+Mosaic gets a venv of its own: mosaicml-streaming 0.13 pulls transformers<5, hence huggingface-hub<1 (which
+breaks datasets 5) and numpy 2.1; and the torchvision it pulls from PyPI is a CUDA build that does not load beside
+the CPU torch (``libc10_cuda.so``), so it is removed and the Mosaic processes stub it (``_torchvision_stub``):
+
+    python3.11 -m venv /work/peer-venv-mosaic
+    /work/peer-venv-mosaic/bin/pip install torch==2.13.0
+    /work/peer-venv-mosaic/bin/pip install torch==2.13.0 mosaicml-streaming pyarrow opencv-python-headless
+    /work/peer-venv-mosaic/bin/pip uninstall -y torchvision
+
+``--peer-python`` names the peers' python (default /work/peer-venv/bin/python; Mosaic: /work/peer-venv-mosaic's
+where it exists); ``--python NAME=PATH`` gives one peer another. dal and the hand-written loops run with this
+interpreter (dal's venv) and ``PYTHONPATH`` at this checkout. Versions measured: pylance 14.0.2, datasets 5.2.0,
+mosaicml-streaming 0.13.0, litdata 0.2.76, ray 2.60.0, torch 2.13.0 (CPU), pyarrow 26.0.1.
 
 Datasets (the same rows for every system, generated once as Parquet under ``--work``/src):
 - tab: ``--rows`` rows of 4 float32 + int32 label, batches of 1024: a step stacks a (1024, 4) float32 tensor;
@@ -32,7 +42,8 @@ Systems (each prepares its own format first, timed: "prep s"):
 - mosaic: ``MDSWriter`` (no compression); read by ``StreamingDataset(local=...)`` in a torch ``DataLoader``;
 - litdata: ``optimize`` (1 worker; it switches the process to spawn: a process of its own); read by
   ``StreamingDataset`` + ``StreamingDataLoader``;
-- ray: reads the source Parquet: ``ray.data.read_parquet(...).iter_torch_batches`` (img: ``map_batches`` decodes).
+- ray: reads the source Parquet: ``ray.data.read_parquet(...).iter_torch_batches`` (img: ``map_batches`` decodes),
+  after ``ray.init(num_cpus=2)``.
 Where a system has no image decoder of its own (hand, lance, mosaic, litdata) the loop decodes the PNG bytes with
 OpenCV (PIL where cv2 is missing), as dal's ``ImageCodec`` does. Every reader runs with ``num_workers=0`` / in
 process (Ray: its own worker processes), no shuffling.

@@ -51,7 +51,8 @@ process (Ray: its own worker processes), no shuffling.
 Each (system, dataset) runs in a fresh subprocess per round, rounds interleaved (a burst of load elsewhere hits
 every system alike); each figure is the best of the rounds (CPU and memory: the least). Measured:
 - rows/s: rows / time from creating the batch iterator to the last batch (after imports and open);
-- first batch: from after the imports (open included; Ray: ``ray.init`` included) to the first batch;
+- first batch: from after the imports (for dal also those it makes lazily on first use; open included; Ray:
+  ``ray.init`` included) to the first batch;
 - CPU s / 1M rows: user + system CPU of the whole process tree (the process, its live descendants and what they
   reaped, from /proc) during the iteration; "process CPU s": ``getrusage(RUSAGE_CHILDREN)`` around the whole
   subprocess (imports, open, iteration, exit);
@@ -280,7 +281,10 @@ def read_hand(work: Path, ds: str, m: Meter) -> None:
 
 
 def read_dal(work: Path, ds: str, m: Meter) -> None:
+    # dal imports lazily: what open and to_torch need is imported before the clock, as every peer's import is
     import dal
+    import dal.adapters.torch
+    import dal.api
 
     m.imported()
     data = dal.open(f"peer.{ds}").scan().to_torch(BATCH[ds])
@@ -438,6 +442,7 @@ def take_run(work: Path, system: str, batches: int) -> dict[str, Any]:
     m = Meter()
     if system == "dal":
         import dal
+        import dal.api  # dal imports lazily: what open needs, before the clock
 
         m.imported()
         index = dal.open("peer.tab").scan().rows()

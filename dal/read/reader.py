@@ -201,7 +201,16 @@ def read_chunks(
         return convert(table) if convert is not None else table
 
     def jobs() -> Iterator[tuple[int, Callable[[], Any]]]:
-        for k, table in enumerate(stream_spans(query, tasks, spans)):
+        for k, table in enumerate(stream_spans(query, tasks, spans, None if permute is not None else target)):
+            if not isinstance(table, pa.Table):  # a wide row group read a slice of pages at a time
+                dropped = skip if k == 0 else 0
+                for piece in table:
+                    if dropped >= piece.num_rows:
+                        dropped -= piece.num_rows
+                        continue
+                    yield k, functools.partial(finish, piece.slice(dropped))
+                    dropped = 0
+                continue
             check_rows(query, tasks[spans[k][0] : spans[k][1]], table)
             if table.num_rows <= 2 * target:
                 yield k, functools.partial(lambda k, table: finish(arrange(k, table)), k, table)
@@ -253,10 +262,14 @@ def check_rows(query: Query, tasks: Sequence[ReadTask], table: pa.Table) -> None
         if held != t.num_rows:
             claimed, table, tasks = t.num_rows, read_task(query, t), [t]
             break
+    raise _lying_footer(query, tasks, claimed, table.num_rows)
+
+
+def _lying_footer(query: Query, tasks: Sequence[ReadTask], claimed: int, held: int) -> FormatError:
     where = tasks[0].uri.rsplit("/", 1)[-1] + (f", row group {tasks[0].row_group}" if len(tasks) == 1 else " …")
-    raise FormatError(
-        f"{query.source.name}: {where}: the Parquet footer says {claimed:,} rows but the pages hold "
-        f"{table.num_rows:,} (a damaged or rewritten file)"
+    return FormatError(
+        f"{query.source.name}: {where}: the Parquet footer says {claimed:,} rows but the pages hold {held:,} "
+        "(a damaged or rewritten file)"
     )
 
 
@@ -264,21 +277,78 @@ def _simple(task: ReadTask) -> bool:
     return not (task.offset or task.length is not None or task.exact)
 
 
-def stream_spans(query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[int, int]]) -> Iterator[pa.Table]:
+def stream_spans(
+    query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[int, int]], slice_rows: int | None = None
+) -> Iterator[pa.Table | Iterator[pa.Table]]:
     """One table per span, in order. Runs of spans of whole row groups stream through ONE pyarrow scanner
     (its read-ahead decodes fragments in parallel, in order, within READAHEAD_BUDGET); spans holding
-    tasks cut by sharding or read exactly are read by ``read_span``."""
+    tasks cut by sharding or read exactly are read by ``read_span``. With ``slice_rows``, a span of one
+    row group of more than twice that many rows that ``pages_stream`` can read comes as an iterator of
+    tables of ``slice_rows`` rows (its pages read as they are needed: the scanner decodes a row group whole
+    before handing out its first row)."""
     k = 0
     while k < len(spans):
+        if slice_rows is not None and _paged(query, tasks, spans[k], slice_rows):
+            yield read_pages(query, tasks[spans[k][0]], slice_rows)
+            k += 1
+            continue
         if not all(_simple(t) for t in tasks[spans[k][0] : spans[k][1]]):
             yield read_span(query, tasks[spans[k][0] : spans[k][1]])
             k += 1
             continue
         end = k
-        while end < len(spans) and all(_simple(t) for t in tasks[spans[end][0] : spans[end][1]]):
+        while (
+            end < len(spans)
+            and all(_simple(t) for t in tasks[spans[end][0] : spans[end][1]])
+            and not (slice_rows is not None and _paged(query, tasks, spans[end], slice_rows))
+        ):
             end += 1
         yield from _scan_spans(query, tasks, spans[k:end])
         k = end
+
+
+def _paged(query: Query, tasks: Sequence[ReadTask], span: tuple[int, int], slice_rows: int) -> bool:
+    a, b = span
+    return b - a == 1 and tasks[a].num_rows > 2 * slice_rows and pages_stream(query, tasks[a])
+
+
+PAGE_BUFFER = 1 << 20  # bytes a paged read takes from the file at a time
+
+
+def pages_stream(query: Query, task: ReadTask) -> bool:
+    """Whether ``read_pages`` returns exactly what the dataset scanner returns for ``task``: a whole row
+    group of a local file, no filter, and every column read stored in the file in the type the scan gives it
+    (no partition column, no column the file lacks, no cast)."""
+    from dal.storage import uris
+
+    if query.condition is not None or not _simple(task) or not uris.is_local(query.source.location):
+        return False
+    physical = query.fragment(task).physical_schema
+    for name in query.scan_columns() or query.schema.names:
+        i, j = physical.get_field_index(name), query.schema.get_field_index(name)
+        if i < 0 or j < 0 or not physical.field(i).type.equals(query.schema.field(j).type):
+            return False
+    return True
+
+
+def read_pages(query: Query, task: ReadTask, slice_rows: int) -> Iterator[pa.Table]:
+    """The rows of one whole row group (``pages_stream`` holds) as tables of ``slice_rows`` rows, its pages
+    read and decoded as the slices are taken; the rows its footer claims, checked at the end (``check_rows``)."""
+    import pyarrow.parquet as pq
+
+    names = query.scan_columns() or query.schema.names
+    schema = pa.schema([query.schema.field(n) for n in names])
+    fragment = query.fragment(task)
+    held = 0
+    with translate_missing(query.source), query.pa_dataset.filesystem.open_input_file(fragment.path) as f:
+        pages = pq.ParquetFile(
+            f, metadata=fragment.metadata, buffer_size=PAGE_BUFFER, pre_buffer=False, coerce_int96_timestamp_unit="us"
+        )
+        for batch in pages.iter_batches(slice_rows, row_groups=[task.row_group], columns=names, use_threads=True):
+            held += batch.num_rows
+            yield query.restore(pa.Table.from_arrays(batch.columns, schema=schema))
+    if held != task.num_rows:
+        raise _lying_footer(query, [task], task.num_rows, held)
 
 
 def _scan_spans(query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[int, int]]) -> Iterator[pa.Table]:

@@ -5,6 +5,7 @@ and every path still hands out the same rows in the same order (plain, shuffled,
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -96,3 +97,84 @@ def test_every_path_hands_out_the_same_rows_in_the_same_order(wide: dal.Dataset,
     batches = list(scan.to_torch(64).loader(num_workers=2))
     for b in batches:
         assert torch.equal(b["x"], b["id"].to(torch.float32) * 2)
+
+
+def _reference(root: Path) -> pa.Table:
+    """delta-rs's own read of the table (QueryBuilder: the reference for Delta), ordered by id."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    table = pa.table(QueryBuilder().register("t", DeltaTable(str(root))).execute("select * from t").read_all())
+    views = {pa.binary_view(): pa.binary(), pa.string_view(): pa.string()}
+    table = table.cast(pa.schema([f.with_type(views.get(f.type, f.type)) for f in table.schema]))
+    return table.sort_by("id")
+
+
+def test_page_by_page_reads_only_where_proven_and_every_read_equals_delta_rs(
+    sqlite_env: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wide row group is read a slice of pages at a time only when that gives exactly the scanner's rows:
+    no partition column, no filter, no shuffle, every column stored in the file in the scan's type. A Delta
+    table (delta-rs wrote it: a partition column, binary cells, a column added by a later schema-merging
+    append, so older files lack it) read every way equals delta-rs's QueryBuilder, and the spy shows which
+    row groups were paged."""
+    from deltalake import WriterProperties, write_deltalake
+
+    import dal.read.reader as reader
+
+    monkeypatch.setattr(reader, "MIN_CHUNK_ROWS", CHUNK)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 1)
+    paged: list[str] = []
+    read_pages = reader.read_pages
+
+    def spy(q: Any, t: Any, n: int) -> Any:
+        paged.append(t.uri)
+        return read_pages(q, t, n)
+
+    monkeypatch.setattr(reader, "read_pages", spy)
+    root = tmp_path / "delta"
+    props = WriterProperties(max_row_group_size=ROW_GROUP)
+    ids = np.arange(ROWS)
+    first = pa.table({"id": ids, "x": ids.astype(np.float32) / 3, "blob": [bytes([i % 251]) * (i % 7) for i in ids],
+                      "p": ids % 2})  # fmt: skip
+    write_deltalake(str(root), first, partition_by=["p"], writer_properties=props)
+    later = ids + ROWS
+    second = pa.table({"id": later, "x": later.astype(np.float32) / 3, "blob": [b"z"] * ROWS, "p": later % 2,
+                       "added": later.astype(np.int16)})  # fmt: skip
+    write_deltalake(str(root), second, mode="append", schema_mode="merge", partition_by=["p"], writer_properties=props)
+    dal.register("t.paged", str(root), format="delta")
+    ds = dal.open("t.paged")
+    want = _reference(root)
+
+    def rows(scan: object) -> pa.Table:
+        chunks = list(scan.iter_chunks())  # type: ignore[attr-defined]
+        return pa.concat_tables(chunks).sort_by("id")
+
+    cases = {
+        ("id", "x", "blob"): True,  # in every file, as stored: paged
+        ("id", "x", "added"): "some",  # the first write's files lack "added": those go through the scanner
+        ("id", "p"): False,  # a partition column is not in the files
+    }
+    for columns, expect in cases.items():
+        paged.clear()
+        got = rows(ds.select(*columns))
+        assert got.equals(want.select(list(columns)).cast(got.schema)), columns
+        files = {f.uri for f in ds.files()}
+        if expect is True:
+            assert set(paged) == files
+        elif expect == "some":
+            assert paged and set(paged) < files
+        else:
+            assert not paged
+    for narrowed in (
+        ds.select("id", "x").filter(dal.col("id") >= 0),
+        ds.select("id", "x").shuffle(seed=2, buffer_size=1),
+    ):
+        paged.clear()
+        assert rows(narrowed).equals(want.select(["id", "x"]))
+        assert not paged  # a filter or a permutation: the scanner
+    # resumed in the middle of a paged row group: the rows after it, in the stream's order
+    paged.clear()
+    scan = ds.select("id", "x", "blob")
+    order = pa.concat_tables(list(scan.iter_chunks())).column("id").to_pylist()
+    resumed = pa.concat_tables(list(scan.iter_chunks(skip_rows=CHUNK + 37))).column("id").to_pylist()
+    assert resumed == order[CHUNK + 37 :] and paged

@@ -12,6 +12,7 @@ import json
 import shutil
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -234,3 +235,33 @@ def test_a_footer_lying_consistently_is_refused_when_read(sqlite_env: Catalog, t
             read()
     # filtered reads cannot tell (a filter drops rows) and read what the pages hold
     assert len(ds.filter("a >= 0").to_arrow()) == 2 * ROWS
+
+
+def test_a_lying_footer_is_refused_when_its_row_group_is_read_page_by_page(
+    sqlite_env: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same lie in a row group wider than a chunk: the direct read takes it a slice of pages at a time
+    (``dal.read.reader.read_pages``) and refuses it as the whole-row-group read does, with the same error."""
+    import dal.read.reader as reader
+
+    monkeypatch.setattr(reader, "MIN_CHUNK_ROWS", 16)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 1)
+    paged: list[int] = []
+    read_pages = reader.read_pages
+
+    def spy(q: Any, t: Any, n: int) -> Any:
+        paged.append(t.row_group)
+        return read_pages(q, t, n)
+
+    monkeypatch.setattr(reader, "read_pages", spy)
+    _honest(tmp_path / "plain" / "part-0.parquet")
+    _honest(tmp_path / "plain" / "part-1.parquet")
+    _lie(tmp_path / "plain" / "part-1.parquet", 8_000, values=True)
+    dal.register("x.paged", str(tmp_path / "plain"), format="parquet")
+    ds = dal.open("x.paged")
+    for read in (lambda: list(ds.scan().iter_batches(64)), lambda: list(ds.scan().to_torch(64))):
+        with pytest.raises(
+            FormatError, match=r"part-1\.parquet, row group 0: the Parquet footer says 8,000 rows but the pages hold 77"
+        ):
+            read()
+    assert paged  # the row groups were read page by page

@@ -372,6 +372,32 @@ class ImageCodec(_ArrayCodec):
             raise SchemaMismatch(f"OpenCV could not encode a {arr.dtype} {arr.shape} image as {self.format}")
         return bytes(buf)
 
+    def _decode_into(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> np.ndarray | None:
+        """The common case in one pass: no null cell, a fixed (H, W) or (H, W, 3) shape, each image decoded
+        from a view of the Arrow buffer (no Python bytes per cell) straight into its row of one (rows, *shape)
+        array (no stacking copy). None where any cell decodes to another shape or dtype, or not at all: the
+        cell-by-cell path then gives what it always gave (a list of arrays, or the error naming the row)."""
+        dims = tuple(d for d in shape if d is not None)
+        large = pa.types.is_large_binary(array.type)
+        if (
+            array.null_count
+            or len(dims) != len(shape)
+            or not (len(dims) == 2 or (len(dims) == 3 and dims[2] == 3))
+            or not (large or pa.types.is_binary(array.type))
+        ):
+            return None
+        cv2 = require("cv2", "images")
+        _, offsets_buffer, data_buffer = array.buffers()
+        ends = np.frombuffer(offsets_buffer, np.int64 if large else np.int32)[
+            array.offset : array.offset + len(array) + 1
+        ]
+        data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.empty(0, np.uint8)
+        try:
+            out = np.empty((len(array), *dims), np.dtype(dtype))  # type: ignore[arg-type]
+            return out if _decode_into_rows(cv2, data, ends.tolist(), out) else None
+        except Exception:  # OpenCV raises on empty or damaged bytes: the cell-by-cell path names the row
+            return None
+
     def _decode_one(self, data: bytes) -> np.ndarray:
         cv2 = require("cv2", "images")
         image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
@@ -382,10 +408,27 @@ class ImageCodec(_ArrayCodec):
     def decode(self, dtype: str, shape: tuple[int | None, ...], array: pa.Array) -> Any:
         if len(array) == 0:
             return _empty(dtype, shape)
+        into = self._decode_into(dtype, shape, array)
+        if into is not None:
+            return into
         stacked = _stack(self._decode_cells(array))  # np.stack copies the views into one contiguous batch
         if isinstance(stacked, np.ndarray):
             return stacked
         return [None if c is None else np.ascontiguousarray(c) for c in stacked]
+
+
+def _decode_into_rows(cv2: Any, data: np.ndarray, offsets: list[int], out: np.ndarray) -> bool:
+    """Each image of ``data[offsets[i]:offsets[i + 1]]`` decoded into ``out[i]`` (RGB order); False at the
+    first one that does not decode to ``out``'s row shape and dtype."""
+    for i in range(len(out)):
+        image = cv2.imdecode(data[offsets[i] : offsets[i + 1]], cv2.IMREAD_UNCHANGED)
+        if image is None or image.shape != out.shape[1:] or image.dtype != out.dtype:
+            return False
+        if image.ndim == 3:
+            cv2.cvtColor(image, cv2.COLOR_BGR2RGB, dst=out[i])  # OpenCV gives BGR
+        else:
+            out[i] = image
+    return True
 
 
 def codec_from_spec(spec: str | None, storage: str | None = None) -> Codec | None:

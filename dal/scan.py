@@ -19,6 +19,7 @@ delegate to ``dal.read`` or ``dal.adapters``; most of the length is their docstr
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from dataclasses import replace as _with  # sample()/balance() take an argument named replace
@@ -451,7 +452,11 @@ class Scan:
             self._record(recorder)
 
     def _record(self, recorder: Recorder) -> None:
-        """One pass done (or abandoned): its statistics added to this scan's, the Dataset's and the read log's."""
+        """One pass done (or abandoned): its statistics added to this scan's, the Dataset's and the read log's.
+        Nothing while the interpreter shuts down (an iterator left open at exit): no import works then, and
+        no one is left to read them."""
+        if sys.is_finalizing():
+            return
         from dal import lineage
 
         stats = recorder.finish()

@@ -14,6 +14,7 @@ import concurrent.futures as cf
 import functools
 import math
 import queue
+import sys
 import threading
 import zlib
 from collections import deque
@@ -480,7 +481,9 @@ def prefetch(source: Iterator[T], depth: int) -> Iterator[T]:
     finally:
         stop.set()
         close = getattr(source, "close", None)
-        if close is not None and not thread.is_alive():
+        # the source runs on the producer: close it here only once that thread is done with it (at interpreter
+        # exit, an iterator left open has a producer frozen mid-step: the source is not closed, nothing printed)
+        if close is not None and not thread.is_alive() and not sys.is_finalizing():
             close()
 
 

@@ -490,6 +490,9 @@ class Batch(dict):  # type: ignore[type-arg]
     """A batch as ``TorchDataset`` hands it out: a dict of column name -> tensor (or list of str). Its own
     type so that torch's default collate can refuse to stack batches (``DataLoader(data, batch_size=32)``)."""
 
+    def __copy__(self) -> Batch:  # DataLoader's default_convert copies every batch: a dict copy, not a reduce
+        return Batch(self)
+
 
 def _refuse_collate(batch: Any, *, collate_fn_map: Any = None) -> Any:
     raise DalError(

@@ -50,7 +50,9 @@ process (Ray: its own worker processes), no shuffling.
 
 Each (system, dataset) runs in a fresh subprocess per round, rounds interleaved (a burst of load elsewhere hits
 every system alike); each figure is the best of the rounds (CPU and memory: the least). Measured:
-- rows/s: rows / time from creating the batch iterator to the last batch (after imports and open);
+- rows/s: rows / time from creating the batch iterator to the last batch (after imports and open); a read
+  still going after ``--max-seconds`` (default 30) stops at its next batch, its rate over the rows it read
+  ("capped" in the table: the slow peers on the tabular rows);
 - first batch: from after the imports (for dal also those it makes lazily on first use; open included; Ray:
   ``ray.init`` included) to the first batch;
 - CPU s / 1M rows: user + system CPU of the whole process tree (the process, its live descendants and what they
@@ -134,8 +136,14 @@ def _status_kb(pid: int | str, key: str) -> int:
     return 0
 
 
+class Enough(Exception):
+    """A run past ``--max-seconds`` of iteration stops at its next batch (its rate is over the rows it read)."""
+
+
 class Meter:
     """Marks of one run: imported (RSS base), start (iterator created), each batch."""
+
+    max_seconds = float("inf")
 
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
@@ -154,9 +162,13 @@ class Meter:
         self.start_t = time.perf_counter()
 
     def batch(self, n: int) -> None:
+        now = time.perf_counter()
         if self.first is None:
-            self.first = time.perf_counter() - self.t0
+            self.first = now - self.t0
         self.rows += n
+        if now - self.start_t > self.max_seconds:
+            self.capped = True
+            raise Enough
 
     def result(self) -> dict[str, Any]:
         end = time.perf_counter()
@@ -165,6 +177,7 @@ class Meter:
         kids = [p for p in _tree(os.getpid(), stat) if p != os.getpid()]
         peak = _status_kb("self", "VmHWM") - self.base_kb + sum(_status_kb(p, "VmHWM") for p in kids)
         return {
+            "capped": getattr(self, "capped", False),
             "rows": self.rows,
             "rows_per_s": self.rows / (end - self.start_t),
             "first_s": self.first,
@@ -636,7 +649,11 @@ def worker(args: argparse.Namespace) -> None:
         import torch  # noqa: F401
 
         m = Meter()
-        READERS[system](work, ds, m)
+        m.max_seconds = args.max_seconds
+        try:
+            READERS[system](work, ds, m)
+        except Enough:
+            pass
         out = m.result()
     print("RESULT " + json.dumps(out), flush=True)
 
@@ -644,7 +661,7 @@ def worker(args: argparse.Namespace) -> None:
 def run(python: str, env: dict[str, str], work: Path, job: str, args: argparse.Namespace) -> dict[str, Any]:
     """One job in a fresh process; its whole tree's CPU from getrusage(RUSAGE_CHILDREN) around it."""
     cmd = [python, str(Path(__file__).resolve()), "--work", str(work), "--worker", job]
-    cmd += ["--take-batches", str(args.take_batches)]
+    cmd += ["--take-batches", str(args.take_batches), "--max-seconds", str(args.max_seconds)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     try:
@@ -680,6 +697,9 @@ def main() -> None:
     parser.add_argument("--python", action="append", default=[], metavar="NAME=PATH", help="one peer's python")
     parser.add_argument("--work", default=None, help="scratch dir (reused: source and prepared data kept)")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per subprocess")
+    parser.add_argument(
+        "--max-seconds", type=float, default=30.0, help="a read stops after this long (its rate: over the rows read)"
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -699,6 +719,13 @@ def main() -> None:
                "DAL_HOME": str(work / "dal-home")}  # fmt: skip
     peer_env = {**base_env, "HF_HOME": str(work / "hf-home"), "HOME": str(work / "home")}
     envs = {s: dal_env if pythons[s] == sys.executable or s in ("dal", "hand") else peer_env for s in SYSTEMS}
+    # the peers' modules were byte-compiled when pip installed them; dal runs from this checkout, where
+    # PYTHONDONTWRITEBYTECODE (set on these machines) would make every run compile what dal imports lazily
+    # on open and first read (~30 ms counted in its first batch): compile it once, as an install would
+    import compileall
+
+    for package in ("dal", "catalog"):
+        compileall.compile_dir(str(REPO / package), quiet=1)
     load0 = os.getloadavg()
     started = time.perf_counter()
     if not (work / "src").exists():
@@ -767,8 +794,9 @@ def report(
                 print(f"| {s} | FAILED: {failed or 'not run'} | | | | | | {ps} |")
                 continue
             rate = best(runs, "rows_per_s", True)
+            capped = " (capped)" if any(x.get("capped") for x in runs) else ""  # stopped at --max-seconds
             print(
-                f"| {s} | {fmt_rate(rate)} | {rate / hand:.2f}x | {best(runs, 'cpu_per_m', False):.3f} | "
+                f"| {s} | {fmt_rate(rate)}{capped} | {rate / hand:.2f}x | {best(runs, 'cpu_per_m', False):.3f} | "
                 f"{best(runs, 'process_cpu_s', False):.1f} | {best(runs, 'first_s', False) * 1000:.0f} ms | "
                 f"{best(runs, 'peak_mb', False):.0f} | {ps} |"
             )

@@ -585,6 +585,11 @@ def _join(x: Columns, y: Columns) -> Columns:
             out[k] = list(v) + list(w)  # arrays of one length in one chunk, of another (or varying) in the next
         elif isinstance(v, np.ndarray):
             out[k] = np.concatenate([v, w])
+        elif v.is_cpu and w.is_cpu and v.dtype == w.dtype and v.dtype in _NUMPY_DTYPES:
+            # one memcpy per part on this thread: torch.cat copies a batch of images or tensors with OpenMP
+            # threads, whose spinning after each copy took the cores from the reader threads (a batch
+            # straddling two chunks is joined once per chunk)
+            out[k] = _torch.from_numpy(np.concatenate([v.numpy(), w.numpy()]))
         else:
             out[k] = _torch.cat([v, w])
     return out

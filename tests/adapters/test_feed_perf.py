@@ -245,3 +245,23 @@ def test_plain_dataloader_batches_arrive_bit_exact_in_every_dtype(sqlite_env: Ca
     back = pickle.loads(pickle.dumps(odd))
     assert back["bf"].dtype == torch.bfloat16 and torch.equal(back["bf"], odd["bf"])
     assert torch.equal(back["t"], odd["t"]) and back["t"].shape == (3, 2)
+
+
+def test_a_batch_straddling_two_chunks_is_joined_bit_exact_in_every_dtype() -> None:
+    """A batch taken from the end of one chunk and the start of the next is one copy of each part: through
+    NumPy for the dtypes it holds (single-threaded: torch.cat's OpenMP copy spun threads that took the cores
+    from the readers), through torch.cat for the rest (bfloat16); values, dtype and shape as torch.cat gives."""
+    from dal.adapters.torch import _join
+
+    gen = torch.Generator().manual_seed(5)
+    dtypes = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.bfloat16,
+              torch.float32, torch.float64, torch.bool, torch.complex64)  # fmt: skip
+    for dtype in dtypes:
+        whole = (torch.randn(7, 3, 4, generator=gen) * 100).to(dtype)
+        turned = whole.transpose(1, 2)  # non-contiguous parts
+        for x, y in ((whole[:3], whole[3:]), (whole[:3, :, ::2], whole[3:, :, ::2]), (turned[:2], turned[2:])):
+            strings = ({"s": np.array(["u"] * len(x), dtype=object)}, {"s": np.array(["v"] * len(y), dtype=object)})
+            got = _join({"t": x, **strings[0]}, {"t": y, **strings[1]})
+            want = torch.cat([x, y])
+            assert got["t"].dtype == dtype and got["t"].shape == want.shape and torch.equal(got["t"], want), dtype
+            assert list(got["s"]) == ["u"] * len(x) + ["v"] * len(y)

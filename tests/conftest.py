@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -122,3 +123,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for nodeid in _skipped:
             print(f"  {nodeid}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def paged_reads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Chunks sized by rows alone (every row group over 2 x ``dal.read.reader.MIN_CHUNK_ROWS`` rows is wide:
+    set that floor in the test) and the tasks of the row groups read page by page (``read_pages``), recorded."""
+    import dal.read.reader as reader
+
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 1)
+    paged: list[Any] = []
+    read_pages = reader.read_pages
+
+    def spy(query: Any, task: Any, rows: int) -> Any:
+        paged.append(task)
+        return read_pages(query, task, rows)
+
+    monkeypatch.setattr(reader, "read_pages", spy)
+    return paged

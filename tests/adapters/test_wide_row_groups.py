@@ -110,7 +110,7 @@ def _reference(root: Path) -> pa.Table:
 
 
 def test_page_by_page_reads_only_where_proven_and_every_read_equals_delta_rs(
-    sqlite_env: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sqlite_env: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, paged_reads: list[Any]
 ) -> None:
     """A wide row group is read a slice of pages at a time only when that gives exactly the scanner's rows:
     no partition column, no filter, no shuffle, every column stored in the file in the scan's type. A Delta
@@ -122,15 +122,6 @@ def test_page_by_page_reads_only_where_proven_and_every_read_equals_delta_rs(
     import dal.read.reader as reader
 
     monkeypatch.setattr(reader, "MIN_CHUNK_ROWS", CHUNK)
-    monkeypatch.setattr(reader, "CHUNK_BYTES", 1)
-    paged: list[str] = []
-    read_pages = reader.read_pages
-
-    def spy(q: Any, t: Any, n: int) -> Any:
-        paged.append(t.uri)
-        return read_pages(q, t, n)
-
-    monkeypatch.setattr(reader, "read_pages", spy)
     root = tmp_path / "delta"
     props = WriterProperties(max_row_group_size=ROW_GROUP)
     ids = np.arange(ROWS)
@@ -155,26 +146,26 @@ def test_page_by_page_reads_only_where_proven_and_every_read_equals_delta_rs(
         ("id", "p"): False,  # a partition column is not in the files
     }
     for columns, expect in cases.items():
-        paged.clear()
+        paged_reads.clear()
         got = rows(ds.select(*columns))
         assert got.equals(want.select(list(columns)).cast(got.schema)), columns
         files = {f.uri for f in ds.files()}
         if expect is True:
-            assert set(paged) == files
+            assert {t.uri for t in paged_reads} == files
         elif expect == "some":
-            assert paged and set(paged) < files
+            assert paged_reads and {t.uri for t in paged_reads} < files
         else:
-            assert not paged
+            assert not paged_reads
     for narrowed in (
         ds.select("id", "x").filter(dal.col("id") >= 0),
         ds.select("id", "x").shuffle(seed=2, buffer_size=1),
     ):
-        paged.clear()
+        paged_reads.clear()
         assert rows(narrowed).equals(want.select(["id", "x"]))
-        assert not paged  # a filter or a permutation: the scanner
+        assert not paged_reads  # a filter or a permutation: the scanner
     # resumed in the middle of a paged row group: the rows after it, in the stream's order
-    paged.clear()
+    paged_reads.clear()
     scan = ds.select("id", "x", "blob")
     order = pa.concat_tables(list(scan.iter_chunks())).column("id").to_pylist()
     resumed = pa.concat_tables(list(scan.iter_chunks(skip_rows=CHUNK + 37))).column("id").to_pylist()
-    assert resumed == order[CHUNK + 37 :] and paged
+    assert resumed == order[CHUNK + 37 :] and paged_reads

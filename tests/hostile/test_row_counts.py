@@ -238,22 +238,13 @@ def test_a_footer_lying_consistently_is_refused_when_read(sqlite_env: Catalog, t
 
 
 def test_a_lying_footer_is_refused_when_its_row_group_is_read_page_by_page(
-    sqlite_env: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sqlite_env: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, paged_reads: list[Any]
 ) -> None:
     """The same lie in a row group wider than a chunk: the direct read takes it a slice of pages at a time
     (``dal.read.reader.read_pages``) and refuses it as the whole-row-group read does, with the same error."""
     import dal.read.reader as reader
 
     monkeypatch.setattr(reader, "MIN_CHUNK_ROWS", 16)
-    monkeypatch.setattr(reader, "CHUNK_BYTES", 1)
-    paged: list[int] = []
-    read_pages = reader.read_pages
-
-    def spy(q: Any, t: Any, n: int) -> Any:
-        paged.append(t.row_group)
-        return read_pages(q, t, n)
-
-    monkeypatch.setattr(reader, "read_pages", spy)
     _honest(tmp_path / "plain" / "part-0.parquet")
     _honest(tmp_path / "plain" / "part-1.parquet")
     _lie(tmp_path / "plain" / "part-1.parquet", 8_000, values=True)
@@ -264,4 +255,4 @@ def test_a_lying_footer_is_refused_when_its_row_group_is_read_page_by_page(
             FormatError, match=r"part-1\.parquet, row group 0: the Parquet footer says 8,000 rows but the pages hold 77"
         ):
             read()
-    assert paged  # the row groups were read page by page
+    assert paged_reads  # the row groups were read page by page

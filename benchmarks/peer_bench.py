@@ -9,9 +9,10 @@ every pip command: this machine has a local CPU build of 2.13.0, an unpinned tor
 
     python3.11 -m venv /work/peer-venv
     /work/peer-venv/bin/pip install torch==2.13.0
-    /work/peer-venv/bin/pip install torch==2.13.0 pylance datasets mosaicml-streaming litdata 'ray[data]' \\
+    /work/peer-venv/bin/pip install torch==2.13.0 pylance datasets litdata 'ray[data]' aiohttp \\
         pyarrow pillow opencv-python-headless
 
+(aiohttp: Ray's ``read_parquet`` of several files imports fsspec's HTTP filesystem, which needs it.)
 Mosaic gets a venv of its own: mosaicml-streaming 0.13 pulls transformers<5, hence huggingface-hub<1 (which
 breaks datasets 5) and numpy 2.1; and the torchvision it pulls from PyPI is a CUDA build that does not load beside
 the CPU torch (``libc10_cuda.so``), so it is removed and the Mosaic processes stub it (``_torchvision_stub``):

@@ -176,7 +176,7 @@ def python_per_batch(ds: dal.Dataset) -> float:
     for _ in range(3):
         t = time.perf_counter()
         k = 0
-        for _n, cols in feed.split_batches(iter(chunks), BATCH, adapter._take, adapter._join):
+        for _n, cols in feed.split_batches(iter(chunks), BATCH, adapter._take, adapter._join, adapter._split):
             adapter._batch(cols)
             k += 1
         best = min(best, (time.perf_counter() - t) / k)

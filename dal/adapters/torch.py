@@ -304,7 +304,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             chunks = self.rank_scan().iter_chunks(skip_rows=skip, convert=self.convert)
         else:
             chunks = self._chunks(self._stream(skip).units)
-        batches = feed.split_batches(chunks, self.batch_size, _take, _join)
+        batches = feed.split_batches(chunks, self.batch_size, _take, _join, _split)
         for n, batch in _to_device(batches, self.device):
             self._consumed += n
             yield batch if info is None else _Shipped(batch, self._token)  # the one worker of a DataLoader
@@ -320,7 +320,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             )
         skip, self._consumed = self._resume, 0  # skip: a worker's own state (StatefulDataLoader keeps one per worker)
         chunks = feed.worker_chunks(scan, worker, workers, self.convert, skip)
-        for n, batch in feed.split_batches(chunks, self.batch_size, _take, _join):
+        for n, batch in feed.split_batches(chunks, self.batch_size, _take, _join, _split):
             self._consumed += n
             yield _Shipped(_batch(batch), self._token)  # through the worker's pipe as one bytes object
         self._resume, self._consumed = 0, 0
@@ -436,7 +436,7 @@ class Loader:
         # DataLoader hands worker outputs out round-robin: unit i comes from worker i mod k, so the
         # chunks arrive in stream order
         chunks = _copied_out(iter(self._loader), units, self._buffers)
-        batches = feed.split_batches(chunks, data.batch_size, _take, _join)
+        batches = feed.split_batches(chunks, data.batch_size, _take, _join, _split)
         for n, batch in _to_device(batches, data.device):
             data._consumed += n
             yield batch
@@ -577,6 +577,20 @@ def _take(columns: Columns, a: int, b: int) -> Columns:
     return {k: v[a:b] for k, v in columns.items()}
 
 
+def _split(columns: Columns, start: int, size: int, count: int) -> Iterator[Columns]:
+    """``count`` consecutive batches of ``size`` rows from row ``start`` (as ``_take`` gives them one by one):
+    each tensor column split once (views, in one call), a batch of tensors built as a ``Batch`` directly."""
+    end = start + size * count
+    names = list(columns)
+    parts = [
+        v[start:end].split(size) if isinstance(v, _torch.Tensor) else [v[a : a + size] for a in range(start, end, size)]
+        for v in columns.values()
+    ]
+    ready = all(isinstance(v, _torch.Tensor) for v in columns.values())
+    for group in zip(*parts, strict=True):
+        yield Batch(zip(names, group, strict=True)) if ready else dict(zip(names, group, strict=True))
+
+
 def _join(x: Columns, y: Columns) -> Columns:
     out: Columns = {}
     for k, v in x.items():
@@ -597,6 +611,8 @@ def _join(x: Columns, y: Columns) -> Columns:
 
 def _batch(columns: Columns) -> Batch:
     """A batch as handed out: object columns (strings) as lists."""
+    if type(columns) is Batch:  # built by _split: tensors only
+        return columns
     return Batch({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in columns.items()})
 
 

@@ -326,9 +326,12 @@ def split_batches(
     size: int,
     take: Callable[[T, int, int], Any],
     join: Callable[[Any, Any], Any],
+    split: Callable[[T, int, int, int], Iterator[Any]] | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """Batches of exactly ``size`` rows (the last may be shorter) out of converted chunks ``(rows, data)``:
-    ``take(data, a, b)`` slices (views), ``join(x, y)`` concatenates where a batch straddles two chunks."""
+    ``take(data, a, b)`` slices (views), ``join(x, y)`` concatenates where a batch straddles two chunks,
+    ``split(data, start, size, count)`` (optional) gives the ``count`` whole batches from ``start`` at once
+    (what ``take`` would give one by one)."""
     carry: Any = None
     held = 0
     for n, data in chunks:
@@ -341,6 +344,11 @@ def split_batches(
                 continue
             yield held, carry
             carry, held = None, 0
+        count = (n - start) // size
+        if split is not None and count:
+            for batch in split(data, start, size, count):
+                yield size, batch
+            start += count * size
         while n - start >= size:
             yield size, take(data, start, start + size)
             start += size

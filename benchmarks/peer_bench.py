@@ -54,8 +54,10 @@ every system alike); each figure is the best of the rounds (CPU and memory: the 
 - rows/s: rows / time from creating the batch iterator to the last batch (after imports and open); a read
   still going after ``--max-seconds`` (default 30) stops at its next batch, its rate over the rows it read
   ("capped" in the table: the slow peers on the tabular rows);
-- first batch: from after the imports (for dal also those it makes lazily on first use; open included; Ray:
-  ``ray.init`` included) to the first batch;
+- first batch: from after the imports (dal's lazy ones of open, to_torch and its Delta reader done before, as
+  every peer imports its own; open included; Ray: ``ray.init`` included) to the first batch. Every system
+  opens its data before the rows/s clock starts: dal ``dal.open`` and ``files()`` (the version's file list,
+  as ``lance.dataset`` loads its manifest), planning (footers) inside it;
 - CPU s / 1M rows: user + system CPU of the whole process tree (the process, its live descendants and what they
   reaped, from /proc) during the iteration; "process CPU s": ``getrusage(RUSAGE_CHILDREN)`` around the whole
   subprocess (imports, open, iteration, exit);
@@ -295,13 +297,19 @@ def read_hand(work: Path, ds: str, m: Meter) -> None:
 
 
 def read_dal(work: Path, ds: str, m: Meter) -> None:
-    # dal imports lazily: what open and to_torch need is imported before the clock, as every peer's import is
+    # dal imports lazily: what open, to_torch and the format's reader need is imported before the clock, as
+    # every peer's import is (deltalake: dal reads a Delta version's log with delta-rs)
     import dal
     import dal.adapters.torch
     import dal.api
 
+    if ds != "img":
+        import deltalake  # noqa: F401
+
     m.imported()
-    data = dal.open(f"peer.{ds}").scan().to_torch(BATCH[ds])
+    opened = dal.open(f"peer.{ds}")
+    opened.files()  # the version's file list (the Delta log, Petastorm's listing), as lance.dataset() its manifest
+    data = opened.scan().to_torch(BATCH[ds])
     m.start()
     for batch in data:
         m.batch(check(ds, from_columns(ds, batch)))

@@ -578,17 +578,14 @@ def _take(columns: Columns, a: int, b: int) -> Columns:
 
 
 def _split(columns: Columns, start: int, size: int, count: int) -> Iterator[Columns]:
-    """``count`` consecutive batches of ``size`` rows from row ``start`` (as ``_take`` gives them one by one):
-    each tensor column split once (views, in one call), a batch of tensors built as a ``Batch`` directly."""
+    """``count`` consecutive batches of ``size`` rows from row ``start``, as ``_take`` gives them one by one;
+    when every column is a tensor, each is split once (views, in one call) and a ``Batch`` built directly."""
     end = start + size * count
+    if not all(isinstance(v, _torch.Tensor) for v in columns.values()):
+        return (_take(columns, a, a + size) for a in range(start, end, size))
     names = list(columns)
-    parts = [
-        v[start:end].split(size) if isinstance(v, _torch.Tensor) else [v[a : a + size] for a in range(start, end, size)]
-        for v in columns.values()
-    ]
-    ready = all(isinstance(v, _torch.Tensor) for v in columns.values())
-    for group in zip(*parts, strict=True):
-        yield Batch(zip(names, group, strict=True)) if ready else dict(zip(names, group, strict=True))
+    parts = zip(*(v[start:end].split(size) for v in columns.values()), strict=True)
+    return (Batch(zip(names, group, strict=True)) for group in parts)
 
 
 def _join(x: Columns, y: Columns) -> Columns:

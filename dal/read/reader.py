@@ -287,10 +287,14 @@ def stream_spans(
     row group of more than twice that many rows that ``pages_stream`` can read comes as an iterator of
     tables of ``slice_rows`` rows (its pages read as they are needed: the scanner decodes a row group whole
     before handing out its first row)."""
+    rows = slice_rows or 0  # 0: no span is read page by page
+    # whether span i is read page by page: asked once per span (the loop looks at the span that ends a run
+    # of scanned spans twice; two slots, so memory stays flat however many spans)
+    paged = functools.lru_cache(maxsize=2)(lambda i: rows > 0 and _paged(query, tasks, spans[i], rows))
     k = 0
     while k < len(spans):
-        if slice_rows is not None and _paged(query, tasks, spans[k], slice_rows):
-            yield read_pages(query, tasks[spans[k][0]], slice_rows)
+        if paged(k):
+            yield read_pages(query, tasks[spans[k][0]], rows)
             k += 1
             continue
         if not all(_simple(t) for t in tasks[spans[k][0] : spans[k][1]]):
@@ -298,11 +302,7 @@ def stream_spans(
             k += 1
             continue
         end = k
-        while (
-            end < len(spans)
-            and all(_simple(t) for t in tasks[spans[end][0] : spans[end][1]])
-            and not (slice_rows is not None and _paged(query, tasks, spans[end], slice_rows))
-        ):
+        while end < len(spans) and all(_simple(t) for t in tasks[spans[end][0] : spans[end][1]]) and not paged(end):
             end += 1
         yield from _scan_spans(query, tasks, spans[k:end])
         k = end

@@ -293,6 +293,15 @@ class NdarrayCodec(_ArrayCodec):
         return fast if fast is not None else super().decode(dtype, shape, array)
 
 
+def _cells(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A binary (or large_binary) array's cells as NumPy views, no copy: ``(offsets, data)``, cell i being
+    ``data[offsets[i]:offsets[i + 1]]`` (``len(array) + 1`` int64 offsets, slicing honoured)."""
+    width = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    _, offsets, data = array.buffers()
+    ends = np.frombuffer(offsets, dtype=width)[array.offset : array.offset + len(array) + 1].astype(np.int64)
+    return ends, (np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8))
+
+
 def _decode_npy_batch(array: pa.Array) -> np.ndarray | None:
     """All cells the same length with one header (fixed shape, dtype, order): one strided view, no loop."""
     if isinstance(array, pa.ChunkedArray):
@@ -300,12 +309,10 @@ def _decode_npy_batch(array: pa.Array) -> np.ndarray | None:
     n = len(array)
     if n == 0 or array.null_count:
         return None
-    width = np.int64 if pa.types.is_large_binary(array.type) else np.int32
-    offsets = np.frombuffer(array.buffers()[1], dtype=width)[array.offset : array.offset + n + 1].astype(np.int64)
+    offsets, data = _cells(array)
     lengths = np.diff(offsets)
     if (lengths != lengths[0]).any():
         return None
-    data = np.frombuffer(array.buffers()[2], dtype=np.uint8)
     cell = int(lengths[0])
     rows = data[offsets[0] : offsets[0] + n * cell].reshape(n, cell)
     first = io.BytesIO(rows[0].tobytes())
@@ -378,20 +385,15 @@ class ImageCodec(_ArrayCodec):
         array (no stacking copy). None where any cell decodes to another shape or dtype, or not at all: the
         cell-by-cell path then gives what it always gave (a list of arrays, or the error naming the row)."""
         dims = tuple(d for d in shape if d is not None)
-        large = pa.types.is_large_binary(array.type)
         if (
             array.null_count
             or len(dims) != len(shape)
             or not (len(dims) == 2 or (len(dims) == 3 and dims[2] == 3))
-            or not (large or pa.types.is_binary(array.type))
+            or not (pa.types.is_large_binary(array.type) or pa.types.is_binary(array.type))
         ):
             return None
         cv2 = require("cv2", "images")
-        _, offsets_buffer, data_buffer = array.buffers()
-        ends = np.frombuffer(offsets_buffer, np.int64 if large else np.int32)[
-            array.offset : array.offset + len(array) + 1
-        ]
-        data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.empty(0, np.uint8)
+        ends, data = _cells(array)
         try:
             out = np.empty((len(array), *dims), np.dtype(dtype))  # type: ignore[arg-type]
             return out if _decode_into_rows(cv2, data, ends.tolist(), out) else None

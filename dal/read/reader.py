@@ -9,6 +9,7 @@ the chunk's first task): one gather per chunk, no per-row buffer, the same order
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import concurrent.futures as cf
 import functools
@@ -16,6 +17,7 @@ import math
 import queue
 import sys
 import threading
+import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -447,6 +449,27 @@ def slice_chunks(starts: Sequence[int], chunk: Callable[[int], pa.Table], start:
     return out
 
 
+# producer threads still running, with their stop events: an iterator left open when the interpreter exits has
+# its producer stopped and joined by ``_stop_producers`` (an atexit hook, which runs while threads still run)
+_PRODUCERS: dict[threading.Thread, threading.Event] = {}
+EXIT_JOIN_S = 5.0  # how long the exit waits for producers to finish the step they are in
+
+
+def _stop_producers() -> None:
+    """Stop every producer and wait for it to end. Left running, a producer inside pyarrow's C++ (a scan
+    step) when the interpreter finalizes is ended by CPython with pthread_exit, whose unwinding through C++
+    frames aborts the process ("terminate called without an active exception")."""
+    running = list(_PRODUCERS.items())
+    for _, stop in running:
+        stop.set()
+    deadline = time.monotonic() + EXIT_JOIN_S
+    for thread, _ in running:
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_stop_producers)
+
+
 def prefetch(source: Iterator[T], depth: int) -> Iterator[T]:
     """Run ``source`` on a background thread, at most ``depth`` items ahead (bounded memory)."""
     q: queue.Queue[Any] = queue.Queue(maxsize=depth)
@@ -467,8 +490,11 @@ def prefetch(source: Iterator[T], depth: int) -> Iterator[T]:
             q.put(done)
         except BaseException as e:  # handed to the consumer
             q.put(e)
+        finally:
+            _PRODUCERS.pop(threading.current_thread(), None)
 
     thread = threading.Thread(target=produce, daemon=True, name="dal-prefetch")
+    _PRODUCERS[thread] = stop
     thread.start()
     try:
         while True:

@@ -2,7 +2,9 @@
 of the script) leaves dal's iterators open while the interpreter shuts down: the exit must be silent. Before,
 the open pass's finally recorded its statistics through a lazy import (``ModuleNotFoundError: import of
 dataclasses halted``) and closed a reader generator still running on its frozen thread (``ValueError: generator
-already executing``), each printed as "Exception ignored in: <generator ...>" after every such script."""
+already executing``), each printed as "Exception ignored in: <generator ...>" after every such script; and a
+reader thread still inside pyarrow's C++ when the interpreter finalized was ended by CPython's pthread_exit, which
+aborted the process ("terminate called without an active exception", exit status -6) in 1 of 4 to 10 runs."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def test_a_script_that_stops_reading_and_exits_prints_nothing(sqlite_env: Catalo
     ids = np.arange(300_000)
     dal.write(pa.table({"id": ids, "x": ids.astype(np.float32)}), "t.exit", path=str(tmp_path / "t"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    for _ in range(2):  # the shutdown race went the noisy way in most runs, not all
+    for _ in range(3):  # both shutdown races are timing-dependent: noise in most runs, the abort in 1 of 4-10
         out = subprocess.run([sys.executable, "-c", SCRIPT, kind], capture_output=True, text=True, env=env, timeout=120)
         assert out.returncode == 0 and out.stdout.strip() == f"took {kind}", out.stderr
         assert out.stderr == ""

@@ -132,6 +132,9 @@ class _Store:
         self.sizes: dict[Path, int] = {}
         self.usage: int | None = None
         self.pending = 0
+        # paths (temporary and final) of admitted ranges not yet ``stored``: counted in ``pending``, so an
+        # eviction pass that finds them on disk must not count them again
+        self.writing: set[str] = set()
         self.evict_lock = threading.Lock()
         self.real: set[Path] = set()  # range folders checked to be real directories (no link on the way)
 
@@ -247,44 +250,54 @@ class _Store:
                                 ):
                                     yield entry
 
-    def admit(self, nbytes: int, limit: int, protect_since: float) -> bool:
+    def admit(self, nbytes: int, limit: int, protect_since: float, paths: tuple[str, ...] = ()) -> bool:
         """Whether ``nbytes`` more may be stored under ``limit``, evicting unprotected ranges (LRU) if needed.
-        An admitted range is counted as pending until ``stored`` is called for it."""
+        An admitted range is counted as pending until ``stored`` is called for it; ``paths`` are the files it
+        will be written as (its temporary and final names), which an eviction pass meanwhile does not count."""
         if nbytes > limit:
             return False
         with self.lock:
             if self.usage is not None and self.usage + nbytes <= limit:
-                self.usage += nbytes
-                self.pending += nbytes
+                self._pend(nbytes, paths)
                 return True
         with self.evict_lock:  # one pass at a time: concurrent passes would each undercount the other's
             with self.lock:
                 if self.usage is not None and self.usage + nbytes <= limit:
-                    self.usage += nbytes
-                    self.pending += nbytes
+                    self._pend(nbytes, paths)
                     return True
                 pending = self.pending  # admitted, maybe not on disk yet
-            used = self.evict(limit, nbytes + pending, protect_since) + pending
+                writing = frozenset(self.writing)  # their files, taken with ``pending`` so each counts once
+            used = self.evict(limit, nbytes + pending, protect_since, writing) + pending
             with self.lock:
                 self.usage = used
                 if used + nbytes > limit:
                     return False
-                self.usage += nbytes
-                self.pending += nbytes
+                self._pend(nbytes, paths)
                 return True
 
-    def stored(self, nbytes: int) -> None:
+    def _pend(self, nbytes: int, paths: tuple[str, ...]) -> None:
+        """Count an admitted range (the caller holds ``lock``)."""
+        assert self.usage is not None
+        self.usage += nbytes
+        self.pending += nbytes
+        self.writing.update(paths)
+
+    def stored(self, nbytes: int, paths: tuple[str, ...] = ()) -> None:
         """An admitted range is on disk (or failed): no longer pending."""
         with self.lock:
             self.pending -= nbytes
+            self.writing.difference_update(paths)
 
-    def evict(self, limit: int, incoming: int, protect_since: float) -> int:
+    def evict(self, limit: int, incoming: int, protect_since: float, writing: frozenset[str] = frozenset()) -> int:
         """One pass over the whole root: remove dead temporary files and, if over the bound, the least
-        recently used ranges not used since ``protect_since``. Returns the bytes left."""
+        recently used ranges not used since ``protect_since``. Returns the bytes left, not counting the files
+        in ``writing`` (ranges this process is writing: the caller counts them as pending)."""
         now = time.time()
         ranges: list[tuple[float, int, str]] = []
         total = 0
         for entry in self.walk():
+            if entry.path in writing:
+                continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
@@ -330,7 +343,7 @@ def _after_fork() -> None:
     global _stores_lock
     _stores_lock = threading.Lock()
     for st in list(_stores.values()):
-        st.lock, st.evict_lock, st.pending = threading.Lock(), threading.Lock(), 0
+        st.lock, st.evict_lock, st.pending, st.writing = threading.Lock(), threading.Lock(), 0, set()
     for reader in list(_readers):
         reader._lock = threading.Lock()
         reader._remote = OrderedDict()
@@ -353,8 +366,12 @@ def _protect_since() -> float:
     return min(started) if started else time.time()
 
 
-def _write_atomic(folder: Path, name: str, data: bytes) -> None:
-    tmp = folder / f".tmp-{name}-{uuid.uuid4().hex[:12]}"
+def _temporary(folder: Path, name: str) -> Path:
+    return folder / f".tmp-{name}-{uuid.uuid4().hex[:12]}"
+
+
+def _write_atomic(folder: Path, name: str, data: bytes, tmp: Path | None = None) -> None:
+    tmp = tmp or _temporary(folder, name)
     with open(tmp, "wb") as f:
         f.write(data)
     pause("filecache-range-written")  # fault tests kill a filling reader here: the range is not published
@@ -490,7 +507,10 @@ class FileCache:
         return data
 
     def _store_range(self, folder: Path, start: int, data: bytes) -> None:
-        if self._full or not self.store.admit(len(data), self.max_bytes, _protect_since()):
+        name = f"{start}-{len(data)}"
+        tmp = _temporary(folder, name)
+        paths = (str(tmp), str(folder / name))
+        if self._full or not self.store.admit(len(data), self.max_bytes, _protect_since(), paths):
             if not self._full:
                 _log.info(
                     "file cache %s is full (%d bytes) of data this epoch reads: the rest is read from storage",
@@ -501,16 +521,15 @@ class FileCache:
             with self._lock:
                 self.stats.not_stored += 1
             return
-        name = f"{start}-{len(data)}"
         try:
             if not self.store.prepare(folder):
                 return
-            _write_atomic(folder, name, data)
+            _write_atomic(folder, name, data, tmp)
         except OSError as e:  # a full disk must not fail the read
             _log.warning("file cache %s: could not store a range (%s)", self.root, e)
             return
         finally:
-            self.store.stored(len(data))
+            self.store.stored(len(data), paths)
         self._touched.add(str(folder / name))
         self.store.add(folder, (start, len(data)))
         with self._lock:

@@ -6,10 +6,12 @@ separate helpers (check, target, record, tag).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -38,6 +40,7 @@ from dal.formats.base import (
     SchemaMode,
     WriteMode,
     WriteOptions,
+    WriteTransaction,
     check_compression,
     commit_metadata,
 )
@@ -219,106 +222,15 @@ def write(
         CommittedNotRecorded (the data is committed in storage but the catalog could not record it:
         do not retry; ``dal sync`` records it).
     """
-    validate.check(partition_by=partition_by, tags=tags, format=format, description=description,
-                   time_column=time_column, path=path, storage_options=storage_options, catalog=catalog)  # fmt: skip
-    if schema is not None and not isinstance(schema, TensorSchema):
-        raise DalError(f"schema must be a dal.TensorSchema (or None), not {type(schema).__name__}")
-    timeparts.check(time_partitions)
-    if target_file_size is not None and (
-        isinstance(target_file_size, bool) or not isinstance(target_file_size, int) or target_file_size < 1
-    ):
-        raise DalError(f"target_file_size must be a positive number of bytes, not {target_file_size!r}")
-    codec, tags = _check_write(data, name, mode, schema_mode, compression, tags)
-    cat = get_catalog(catalog)
-    declared = inputs if inputs is not None else lineage.declared()
-    declared_inputs = None if declared is None else _declared_inputs(declared, cat)
-    fmt = get_format(format)
-    options = dict(storage_options or {})
-
-    existing, location, rule, create = _target(
-        cat,
-        name,
-        format,
-        fmt,
-        options,
-        path=path,
-        tags=tags,
-        description=description,
-        time_column=time_column,
-        time_partitions=time_partitions,
-    )
-    cat.check_writable()  # before anything reaches storage: a commit nobody may record helps no one
-
-    new = existing is None or existing.latest_version is None
-    inferred = schema is None and fmt.needs_tensor_schema and is_spark_dataframe(data)
-    inferred = inferred and (new or schema_mode is not None)
-    if inferred:
-        from dal.spark.frames import infer_tensor_schema  # a new dataset or schema: codecs/shapes from the data
-
-        schema = infer_tensor_schema(data)
-    opts = WriteOptions(
-        mode=mode,
-        partition_by=None if partition_by is None else tuple(partition_by),  # None: as the table is
-        schema_mode=schema_mode,
-        storage_options=options,
-        commit_metadata=commit_metadata(uuid.uuid4().hex, name),
-        tensor_schema=schema,
-        tensor_schema_inferred=inferred,
-        time_column=time_column,
-        compression=codec,
-        target_file_size=target_file_size,
-    )
-    latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
-    txn = fmt.begin(location, opts, latest)  # refuses options that do not fit, before anything is written
-    txn.observer = _rule_check(data, opts, latest, rule, existing)
-    _check_in_memory(data, txn.observer)  # a declared rule a row breaks: refused before anything is written
-    reads, window, mark = lineage.inferred()  # the reads since the previous write
-    upstream = declared_inputs if declared_inputs is not None else reads
-    produced_by = lineage.collect(data, spark=is_spark_dataframe(data), upstream=upstream)
-    run = openlineage.WriteRun(name, lineage.unique(upstream)) if track else None
+    request = _WriteRequest(data, name, format, partition_by, mode, schema_mode, time_column, time_partitions,
+                            description, tags, path, schema, compression, target_file_size, storage_options,
+                            catalog, inputs, track).checked()  # fmt: skip
+    plan = _plan_write(request)
+    run = openlineage.WriteRun(name, lineage.unique(plan.upstream)) if track else None
     if run is not None:
         run.start()  # queued for the sending thread: never waits for the consumer
     try:
-        # a write in flight is registered before anything is staged: gc and purge leave its files alone
-        with intents.registered(Location.of(location, options), opts.write_id, name):
-            pause("intent-registered")
-            with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
-                if is_spark_dataframe(data):
-                    from dal.spark.write import write_dataframe
-
-                    storage_version = write_dataframe(data, fmt, txn)
-                else:
-                    storage_version = txn.write(data)
-        pause("after-storage-commit")
-
-        # storage committed: now record it (and anything other writers committed before it). From here on any
-        # error is CommittedNotRecorded: the rows are stored, and a retry would store them twice
-        version = _record(
-            cat,
-            name,
-            format,
-            location,
-            options,
-            storage_version,
-            existing,
-            create,
-            description=description,
-            time_column=time_column,
-            time_partitions=time_partitions,
-            rule=rule,
-        )
-        if track:
-            lineage.done(window, mark)  # committed: the next write's inferred inputs start after this one
-        try:  # only the version this write committed (not others' commits that sync recorded with it)
-            version = cat.record_lineage(name, version.number, lineage.KEY, produced_by, lineage.unique(upstream))
-        except DalError as e:  # recorded already: a lineage the catalog refused must not fail the write
-            _log.warning("%s version %d: lineage not recorded (%s)", name, version.number, e)
-        pause("version-recorded")
-        try:
-            version = _record_rule(cat, version, txn.observer, mode)
-        except DalError as e:  # a rule not recorded only means windows do not prune this version's partitions
-            _log.warning("%s version %d: time partitions not recorded (%s)", name, version.number, e)
-        version = _tag_written(cat, name, location, version, tags)
+        version = _record_write(plan, _commit_write(plan))
     except BaseException as e:
         if run is not None:
             run.fail(e)
@@ -327,6 +239,163 @@ def write(
         run.complete(version)
     _log.info("committed %s as version %d (storage version %s)", name, version.number, version.storage_version)
     return version
+
+
+@dataclass(frozen=True)
+class _WriteRequest:
+    """``dal.write``'s arguments as one value; ``checked()`` validates them all before the catalog is opened."""
+
+    data: Any
+    name: str
+    format: str
+    partition_by: Sequence[str] | None
+    mode: WriteMode
+    schema_mode: SchemaMode
+    time_column: str | None
+    time_partitions: TimePartitions | None
+    description: str | None
+    tags: Sequence[str] | None
+    path: str | None
+    schema: TensorSchema | None
+    compression: str
+    target_file_size: int | None
+    storage_options: Mapping[str, str] | None
+    catalog: CatalogLike
+    inputs: Sequence[Any] | None
+    track: bool
+
+    def checked(self) -> _WriteRequest:
+        """This request with its compression as a codec and its tags checked.
+
+        Raises:
+            InvalidName, DalError: the first bad argument, by name.
+        """
+        validate.check(partition_by=self.partition_by, tags=self.tags, format=self.format,
+                       description=self.description, time_column=self.time_column, path=self.path,
+                       storage_options=self.storage_options, catalog=self.catalog)  # fmt: skip
+        if self.schema is not None and not isinstance(self.schema, TensorSchema):
+            raise DalError(f"schema must be a dal.TensorSchema (or None), not {type(self.schema).__name__}")
+        timeparts.check(self.time_partitions)
+        size = self.target_file_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise DalError(f"target_file_size must be a positive number of bytes, not {size!r}")
+        codec, tags = _check_write(self.data, self.name, self.mode, self.schema_mode, self.compression, self.tags)
+        return replace(self, compression=codec, tags=tags)
+
+
+@dataclass(frozen=True)
+class _PlannedWrite:
+    """A checked write with everything settled before storage is touched: the catalog, where it writes, the
+    format's open transaction, and the lineage it will record."""
+
+    request: _WriteRequest
+    cat: Catalog
+    fmt: Format
+    options: dict[str, str]
+    existing: DatasetInfo | None
+    location: str
+    rule: TimePartitions | None
+    create: Callable[[], None]
+    opts: WriteOptions
+    txn: WriteTransaction
+    upstream: list[Input]
+    produced_by: dict[str, Any]
+    reads_done: Callable[[], None]  # ends this process's window of reads (inferred lineage) once committed
+
+
+def _plan_write(req: _WriteRequest) -> _PlannedWrite:
+    """Open the catalog, find or adopt the target, begin the format's transaction and check the rows a declared
+    time-partition rule can see now: every refusal comes here, before anything is written.
+
+    Raises:
+        DatasetExists, TagExists, SchemaMismatch, CatalogReadOnly, DalError (see ``write``).
+    """
+    cat = get_catalog(req.catalog)
+    declared = req.inputs if req.inputs is not None else lineage.declared()
+    declared_inputs = None if declared is None else _declared_inputs(declared, cat)
+    fmt = get_format(req.format)
+    options = dict(req.storage_options or {})
+    tags = tuple(req.tags or ())
+    existing, location, rule, create = _target(cat, req.name, req.format, fmt, options, path=req.path, tags=tags,
+                                               description=req.description, time_column=req.time_column,
+                                               time_partitions=req.time_partitions)  # fmt: skip
+    cat.check_writable()  # before anything reaches storage: a commit nobody may record helps no one
+
+    schema = req.schema
+    new = existing is None or existing.latest_version is None
+    inferred = schema is None and fmt.needs_tensor_schema and is_spark_dataframe(req.data)
+    inferred = inferred and (new or req.schema_mode is not None)
+    if inferred:
+        from dal.spark.frames import infer_tensor_schema  # a new dataset or schema: codecs/shapes from the data
+
+        schema = infer_tensor_schema(req.data)
+    opts = WriteOptions(
+        mode=req.mode,
+        partition_by=None if req.partition_by is None else tuple(req.partition_by),  # None: as the table is
+        schema_mode=req.schema_mode,
+        storage_options=options,
+        commit_metadata=commit_metadata(uuid.uuid4().hex, req.name),
+        tensor_schema=schema,
+        tensor_schema_inferred=inferred,
+        time_column=req.time_column,
+        compression=req.compression,
+        target_file_size=req.target_file_size,
+    )
+    latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
+    txn = fmt.begin(location, opts, latest)  # refuses options that do not fit, before anything is written
+    txn.observer = _rule_check(req.data, opts, latest, rule, existing)
+    _check_in_memory(req.data, txn.observer)  # a declared rule a row breaks: refused before anything is written
+    reads, window, mark = lineage.inferred()  # the reads since the previous write
+    upstream = declared_inputs if declared_inputs is not None else reads
+    produced_by = lineage.collect(req.data, spark=is_spark_dataframe(req.data), upstream=upstream)
+    return _PlannedWrite(req, cat, fmt, options, existing, location, rule, create, opts, txn, upstream, produced_by,
+                         functools.partial(lineage.done, window, mark))  # fmt: skip
+
+
+def _commit_write(plan: _PlannedWrite) -> int:
+    """Write the rows and commit them in storage (Spark's executors for a Spark DataFrame); the storage version.
+
+    A write in flight is registered before anything is staged: gc and purge leave its files alone.
+    """
+    data, name = plan.request.data, plan.request.name
+    with intents.registered(Location.of(plan.location, plan.options), plan.opts.write_id, name):
+        pause("intent-registered")
+        with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
+            if is_spark_dataframe(data):
+                from dal.spark.write import write_dataframe
+
+                storage_version = write_dataframe(data, plan.fmt, plan.txn)
+            else:
+                storage_version = plan.txn.write(data)
+    pause("after-storage-commit")
+    return storage_version
+
+
+def _record_write(plan: _PlannedWrite, storage_version: int) -> VersionInfo:
+    """Record a committed write: the version (and anything other writers committed before it), its lineage, the
+    time-partition rule its rows kept, its tags.
+
+    Raises:
+        CommittedNotRecorded: the rows are stored, and a retry would store them twice. TagExists (and the
+            catalog's errors) from tagging, saying the data is recorded.
+    """
+    req, cat = plan.request, plan.cat
+    version = _record(cat, req.name, req.format, plan.location, plan.options, storage_version, plan.existing,
+                      plan.create, description=req.description, time_column=req.time_column,
+                      time_partitions=req.time_partitions, rule=plan.rule)  # fmt: skip
+    if req.track:
+        plan.reads_done()  # committed: the next write's inferred inputs start after this one
+    try:  # only the version this write committed (not others' commits that sync recorded with it)
+        version = cat.record_lineage(req.name, version.number, lineage.KEY, plan.produced_by,
+                                     lineage.unique(plan.upstream))  # fmt: skip
+    except DalError as e:  # recorded already: a lineage the catalog refused must not fail the write
+        _log.warning("%s version %d: lineage not recorded (%s)", req.name, version.number, e)
+    pause("version-recorded")
+    try:
+        version = _record_rule(cat, version, plan.txn.observer, req.mode)
+    except DalError as e:  # a rule not recorded only means windows do not prune this version's partitions
+        _log.warning("%s version %d: time partitions not recorded (%s)", req.name, version.number, e)
+    return _tag_written(cat, req.name, plan.location, version, tuple(req.tags or ()))
 
 
 def _check_write(

@@ -90,40 +90,10 @@ def make_engine(url: str, *, must_exist: bool = False) -> Engine:
         CatalogUnavailable: the URL is malformed, its driver is not installed (with the install hint), or
             (``must_exist``) the SQLite file does not exist.
     """
-    if not isinstance(url, str | URL) or "\x00" in str(url):
-        raise CatalogUnavailable(f"invalid catalog URL {mask_url(url)!r}: expected a URL string without NUL")
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError) as e:  # ValueError: e.g. a port that is not a number ('[::1')
-        raise CatalogUnavailable(f"invalid catalog URL {mask_url(url)!r}: {mask_url(str(e))}") from e
+    parsed = _parse(url)
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database.startswith("file:"):
-            # an SQLite URI (``?uri=true``, e.g. ``mode=ro``): opened as given (no folder to create), except that
-            # mode=ro on a WAL file in a folder this user cannot write also needs immutable=1 (see _read_only_uri)
-            file = Path(unquote(parsed.database[len("file:") :].partition("?")[0]))
-            if parsed.query.get("mode") == "ro" and "immutable" not in parsed.query and file.is_file():
-                options = _read_only_uri(file) or {}
-                if "immutable" in options:
-                    parsed = parsed.update_query_dict({"immutable": "1"})
-        elif parsed.database and parsed.database != ":memory:":
-            file = Path(parsed.database).expanduser()
-            folder = file.parent
-            if must_exist and not file.is_file():
-                raise missing_catalog(file, str(url))
-            read_only = _read_only_uri(file) if file.is_file() and not parsed.query else None
-            if read_only is not None:  # a catalog this user may read but not write: reads work, writes refused
-                parsed = parsed.set(database=f"file:{quote(str(file.absolute()))}", query={**read_only, "uri": "true"})
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise CatalogUnavailable(
-                    f"cannot create the catalog's folder {folder} ({e.strerror or e}); set DAL_HOME or "
-                    "DAL_CATALOG_URL to a writable place"
-                ) from e
-        else:
-            kwargs["poolclass"] = StaticPool
-            kwargs["connect_args"] = {"check_same_thread": False}
+        parsed = _sqlite_url(parsed, str(url), must_exist, kwargs)
     elif parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
     try:
@@ -136,3 +106,53 @@ def make_engine(url: str, *, must_exist: bool = False) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas_read_only if read_only_file else _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
     return engine
+
+
+def _parse(url: str | URL) -> URL:
+    """The parsed catalog URL.
+
+    Raises:
+        CatalogUnavailable: not a URL (the message masks its password).
+    """
+    if not isinstance(url, str | URL) or "\x00" in str(url):
+        raise CatalogUnavailable(f"invalid catalog URL {mask_url(url)!r}: expected a URL string without NUL")
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError) as e:  # ValueError: e.g. a port that is not a number ('[::1')
+        raise CatalogUnavailable(f"invalid catalog URL {mask_url(url)!r}: {mask_url(str(e))}") from e
+
+
+def _sqlite_url(parsed: URL, url: str, must_exist: bool, kwargs: dict[str, Any]) -> URL:
+    """An SQLite catalog's URL as the engine opens it (read-only where this user may not write the file), its
+    folder created unless ``must_exist``; ``kwargs`` gets an in-memory database's pool.
+
+    Raises:
+        CatalogUnavailable: (``must_exist``) no such file, or its folder cannot be created.
+    """
+    if parsed.database and parsed.database.startswith("file:"):
+        # an SQLite URI (``?uri=true``, e.g. ``mode=ro``): opened as given (no folder to create), except that
+        # mode=ro on a WAL file in a folder this user cannot write also needs immutable=1 (see _read_only_uri)
+        file = Path(unquote(parsed.database[len("file:") :].partition("?")[0]))
+        if parsed.query.get("mode") == "ro" and "immutable" not in parsed.query and file.is_file():
+            options = _read_only_uri(file) or {}
+            if "immutable" in options:
+                parsed = parsed.update_query_dict({"immutable": "1"})
+    elif parsed.database and parsed.database != ":memory:":
+        file = Path(parsed.database).expanduser()
+        folder = file.parent
+        if must_exist and not file.is_file():
+            raise missing_catalog(file, url)
+        read_only = _read_only_uri(file) if file.is_file() and not parsed.query else None
+        if read_only is not None:  # a catalog this user may read but not write: reads work, writes refused
+            parsed = parsed.set(database=f"file:{quote(str(file.absolute()))}", query={**read_only, "uri": "true"})
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise CatalogUnavailable(
+                f"cannot create the catalog's folder {folder} ({e.strerror or e}); set DAL_HOME or "
+                "DAL_CATALOG_URL to a writable place"
+            ) from e
+    else:
+        kwargs["poolclass"] = StaticPool
+        kwargs["connect_args"] = {"check_same_thread": False}
+    return parsed

@@ -217,9 +217,36 @@ def _dataset(
 def _transformed(scan: RowSource, batch_size: int, prefetch: int | None, transform: Any, output_schema: Any) -> Any:
     """``to_tf`` through a transform (``dal.read.transform``): its declared fields make the element_spec."""
     from dal.read import reader
-    from dal.read import transform as transforms
 
     tf = _tf()
+    bound = _bind(scan, transform, output_schema)
+    spec = {f.name: _field_spec(f) for f in bound.fields}
+    scan.plan()
+    ragged = {n for n, s in spec.items() if isinstance(s, tf.RaggedTensorSpec)}
+    fields = {f.name: f for f in bound.fields}
+
+    def convert(table: pa.Table) -> dict[str, Any]:
+        _rows, columns = bound.apply(table)
+        return {name: values if name in ragged else _tf_values(scan, fields[name], values)
+                for name, values in columns.items()}  # fmt: skip
+
+    for task in scan.plan()[:8]:  # the first rows through the transform now: its errors as DalErrors, here
+        table = reader.read_task(scan.query, task)
+        if table.num_rows:
+            convert(table.slice(0, 64))
+            break
+    return _dataset(scan, spec, convert, batch_size, prefetch)
+
+
+def _bind(scan: RowSource, transform: Any, output_schema: Any) -> Any:
+    """The transform bound to the scan, numeric arrays of one width in the data given their width (as without a
+    transform), the nulls of columns passed through as stored checked from the footers.
+
+    Raises:
+        TransformError: ``output_schema`` without a transform, or a transform that does not fit the scan.
+    """
+    from dal.read import transform as transforms
+
     if transform is None:
         raise transforms.TransformError("output_schema goes with transform=; pass the transform too")
     bound = transforms.bind(transform, output_schema, scan)
@@ -242,50 +269,43 @@ def _transformed(scan: RowSource, batch_size: int, prefetch: int | None, transfo
         given = {f.name: f for f in bound.inputs}
         passed = [f.name for f in bound.fields if given.get(f.name) == f and _plain(scan, f.name)]
         check_nulls(scan, {n: "TensorFlow" for n in passed if _no_null_form(scan.arrow_schema.field(n).type)})
-    spec: dict[str, Any] = {}
-    for f in bound.fields:
-        if f.kind == "str":
-            spec[f.name] = tf.TensorSpec((None,), tf.string, name=f.name)
-        elif f.kind == "time":
-            spec[f.name] = tf.TensorSpec((None,), tf.int64, name=f.name)  # microseconds / days since the epoch
-        elif f.kind == "object":
-            raise DalError(
-                f"column {f.name!r} ({f.dtype}) has no TensorFlow form: remove it or declare it in edit_fields"
-            )
-        else:
-            spec[f.name] = _tensor_spec(f.name, f.dtype, f.shape)
-    scan.plan()
-    ragged = {n for n, s in spec.items() if isinstance(s, tf.RaggedTensorSpec)}
-    fields = {f.name: f for f in bound.fields}
+    return bound
 
-    def convert(table: pa.Table) -> dict[str, Any]:
-        _rows, columns = bound.apply(table)
-        out: dict[str, Any] = {}
-        for name, values in columns.items():
-            f = fields[name]
-            if name in ragged:
-                out[name] = values
-            elif isinstance(values, list):  # one value per row: a null among them (shapes are fixed here)
-                raise _nulls(scan, name)
-            elif f.kind == "str":  # an object array of str (or bytes): tf.string takes both as they are
-                values = np.asarray(values, dtype=object)
-                if any(v is None for v in values):
-                    raise _nulls(scan, name)
-                out[name] = values
-            elif f.kind == "time":  # microseconds since the epoch (days for dates), as without a transform
-                values = np.asarray(values)
-                if np.isnat(values).any():
-                    raise _nulls(scan, name)
-                out[name] = values.astype("datetime64[D]" if f.dtype == _DAYS else "datetime64[us]").astype(np.int64)
-            elif values.dtype != f.dtype and values.dtype.kind == "f" and f.dtype.kind in "biu":
-                raise _nulls(scan, name)  # an integer column with nulls arrives as floats with NaN
-            else:
-                out[name] = values
-        return out
 
-    for task in scan.plan()[:8]:  # the first rows through the transform now: its errors as DalErrors, here
-        table = reader.read_task(scan.query, task)
-        if table.num_rows:
-            convert(table.slice(0, 64))
-            break
-    return _dataset(scan, spec, convert, batch_size, prefetch)
+def _field_spec(f: Any) -> Any:
+    """The TensorSpec of a transform's output field.
+
+    Raises:
+        DalError: a field of Python objects (no TensorFlow form).
+    """
+    tf = _tf()
+    if f.kind == "str":
+        return tf.TensorSpec((None,), tf.string, name=f.name)
+    if f.kind == "time":
+        return tf.TensorSpec((None,), tf.int64, name=f.name)  # microseconds / days since the epoch
+    if f.kind == "object":
+        raise DalError(f"column {f.name!r} ({f.dtype}) has no TensorFlow form: remove it or declare it in edit_fields")
+    return _tensor_spec(f.name, f.dtype, f.shape)
+
+
+def _tf_values(scan: RowSource, f: Any, values: Any) -> Any:
+    """A transform's output column as its (fixed-shape) TensorSpec takes it.
+
+    Raises:
+        DalError: a null in it (TensorFlow has no null), naming the column.
+    """
+    if isinstance(values, list):  # one value per row: a null among them (shapes are fixed here)
+        raise _nulls(scan, f.name)
+    if f.kind == "str":  # an object array of str (or bytes): tf.string takes both as they are
+        values = np.asarray(values, dtype=object)
+        if any(v is None for v in values):
+            raise _nulls(scan, f.name)
+        return values
+    if f.kind == "time":  # microseconds since the epoch (days for dates), as without a transform
+        values = np.asarray(values)
+        if np.isnat(values).any():
+            raise _nulls(scan, f.name)
+        return values.astype("datetime64[D]" if f.dtype == _DAYS else "datetime64[us]").astype(np.int64)
+    if values.dtype != f.dtype and values.dtype.kind == "f" and f.dtype.kind in "biu":
+        raise _nulls(scan, f.name)  # an integer column with nulls arrives as floats with NaN
+    return values

@@ -32,14 +32,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from catalog import Catalog, VersionInfo, VersionRef
 from catalog.store import EXPIRED_AT, FILES_DELETED, UNAVAILABLE
-from catalog.types import DatasetInfo
+from catalog.types import DatasetInfo, Schema
 from dal import progress, validate
 from dal._testhooks import pause
 from dal.api import CatalogLike, get_catalog, sync
@@ -49,6 +49,9 @@ from dal.formats.registry import get_format
 from dal.storage import intents, ownership, uris
 from dal.storage.location import Location
 from dal.tensors.schema import decode_table
+
+if TYPE_CHECKING:
+    from dal.scan import Scan
 
 SAFE_AGE = timedelta(hours=1)
 GC_LOOKS = 3  # looks at the writes in flight before gc settles for deleting expired versions' files only
@@ -242,6 +245,14 @@ def head(
         scan = scan.select(*columns)
     if where:
         scan = scan.filter(where)
+    table = _first_rows(scan, n)
+    if table is None:
+        return ds.version, []
+    return ds.version, _display_rows(table, ds.schema)
+
+
+def _first_rows(scan: Scan, n: int) -> pa.Table | None:
+    """The first ``n`` rows the scan yields (None when it yields none), reading no further batch than needed."""
     batches: list[pa.RecordBatch] = []
     got = 0
     if n:
@@ -250,19 +261,21 @@ def head(
             got += batch.num_rows
             if got >= n:
                 break
-    table = pa.Table.from_batches(batches, schema=scan.arrow_schema if not batches else None) if batches else None
-    if table is None:
-        return ds.version, []
-    table = table.slice(0, n)
-    tensors = [c for c in table.column_names if (f := ds.schema.get(c)) is not None and f.codec not in (None, "scalar")]
+    return pa.Table.from_batches(batches).slice(0, n) if batches else None
+
+
+def _display_rows(table: pa.Table, schema: Schema) -> list[dict[str, Any]]:
+    """Rows as dicts for a person: tensors as ``dtype[shape]``, binary values by their length, long lists by
+    their length."""
+    tensors = [c for c in table.column_names if (f := schema.get(c)) is not None and f.codec not in (None, "scalar")]
     rows = table.drop_columns(tensors).to_pylist() if tensors else table.to_pylist()
     if tensors:
-        decoded = decode_table(table.select(tensors), ds.schema)
+        decoded = decode_table(table.select(tensors), schema)
         for c in tensors:
             for i, value in enumerate(decoded[c]):
                 rows[i][c] = _summary(value)
         rows = [{c: r[c] for c in table.column_names} for r in rows]
-    return ds.version, [{k: _cell(v) for k, v in r.items()} for r in rows]
+    return [{k: _cell(v) for k, v in r.items()} for r in rows]
 
 
 def _summary(value: Any) -> str:
@@ -333,6 +346,34 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
+class _Column:
+    """What the footers and partition values of a version's files tell of one column so far."""
+
+    def __init__(self) -> None:
+        self.nulls = 0
+        self.min: Any = None
+        self.max: Any = None
+        self.known = True  # False: a file whose nulls are not known without reading it
+
+    def see_nulls(self, count: int | None) -> None:
+        if count is None:
+            self.known = False
+        else:
+            self.nulls += count
+
+    def see_range(self, lo: Any, hi: Any) -> None:
+        self.min = lo if self.min is None else min(self.min, lo)
+        self.max = hi if self.max is None else max(self.max, hi)
+
+    def summary(self, fld: pa.Field, schema: Schema, distinct: int | None) -> ColumnStats:
+        """The column's statistics (min and max are not shown for binary and tensor columns)."""
+        tensor = (cf := schema.get(fld.name)) is not None and cf.codec not in (None, "scalar")
+        binary = pa.types.is_binary(fld.type) or pa.types.is_large_binary(fld.type) or tensor
+        kind = cf.describe() if tensor and cf is not None else str(fld.type)
+        return ColumnStats(fld.name, kind, self.nulls if self.known else None, None if binary else self.min,
+                           None if binary else self.max, distinct)  # fmt: skip
+
+
 @translating("computing statistics of {name}")
 def stats(
     name: str,
@@ -351,40 +392,19 @@ def stats(
     physical = get_format(ds.info.format).physical_schema(schema)
     to_physical = {f.name: p.name for f, p in zip(schema, physical, strict=True)} if physical is not None else {}
     parts = {c for f in files for c, _v in f.partition_values}
-    acc: dict[str, dict[str, Any]] = {f.name: {"nulls": 0, "min": None, "max": None, "known": True} for f in schema}
+    acc = {f.name: _Column() for f in schema}
     for f in files:
         for c, v in f.partition_values:
-            if c not in acc:
-                continue
-            rows = f.row_count
-            a = acc[c]
-            if v is None:
-                if rows is None:
-                    a["known"] = False
+            if c in acc:
+                if v is None:
+                    acc[c].see_nulls(f.row_count)
                 else:
-                    a["nulls"] += rows
-            else:
-                a["min"] = v if a["min"] is None else min(a["min"], v)
-                a["max"] = v if a["max"] is None else max(a["max"], v)
+                    acc[c].see_range(v, v)
         _footer_stats(f, schema, parts, to_physical, acc, storage_options or {})
     distinct = {c: len({v for f in files for k, v in f.partition_values if k == c and v is not None}) for c in parts}
-    columns = []
-    for fld in schema:
-        a = acc[fld.name]
-        tensor = (cf := ds.schema.get(fld.name)) is not None and cf.codec not in (None, "scalar")
-        binary = pa.types.is_binary(fld.type) or pa.types.is_large_binary(fld.type) or tensor
-        columns.append(
-            ColumnStats(
-                fld.name,
-                (cf.describe() if tensor and cf is not None else str(fld.type)),
-                a["nulls"] if a["known"] else None,
-                None if binary else a["min"],
-                None if binary else a["max"],
-                distinct.get(fld.name),
-            )
-        )
+    columns = tuple(acc[fld.name].summary(fld, ds.schema, distinct.get(fld.name)) for fld in schema)
     pinned = ds.version
-    return Stats(name, pinned.number, pinned.row_count, len(files), sum(f.size_bytes for f in files), tuple(columns),
+    return Stats(name, pinned.number, pinned.row_count, len(files), sum(f.size_bytes for f in files), columns,
                  exact=not any(f.deleted_rows for f in files))  # fmt: skip
 
 
@@ -393,7 +413,7 @@ def _footer_stats(
     schema: pa.Schema,
     parts: set[str],
     to_physical: Mapping[str, str],
-    acc: dict[str, dict[str, Any]],
+    acc: dict[str, _Column],
     storage_options: Mapping[str, str],
 ) -> None:
     fs, path = uris.filesystem(f.uri, storage_options)
@@ -409,22 +429,14 @@ def _footer_stats(
         a = acc[fld.name]
         col = index.get(to_physical.get(fld.name, fld.name))
         if col is None:  # not in this file (added later): all null here
-            if f.row_count is None:
-                a["known"] = False
-            else:
-                a["nulls"] += f.row_count
+            a.see_nulls(f.row_count)
             continue
         for g in range(meta.num_row_groups):
             st = meta.row_group(g).column(col).statistics
-            if st is None or not st.has_null_count:
-                a["known"] = False
-            else:
-                a["nulls"] += st.null_count
+            a.see_nulls(st.null_count if st is not None and st.has_null_count else None)
             if st is not None and st.has_min_max:
                 try:
-                    lo, hi = st.min, st.max
-                    a["min"] = lo if a["min"] is None else min(a["min"], lo)
-                    a["max"] = hi if a["max"] is None else max(a["max"], hi)
+                    a.see_range(st.min, st.max)
                 except TypeError:
                     pass  # incomparable logical values (mixed types): leave as is
 

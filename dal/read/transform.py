@@ -194,6 +194,12 @@ def _names(names: Iterable[str] | None, what: str) -> tuple[str, ...]:
 
 
 def _edit_field(f: Any) -> OutField:
+    """An ``edit_fields`` entry as an output field: an OutField, ``(name, dtype, shape[, nullable])`` or
+    petastorm's UnischemaField ``(name, dtype, shape, codec, nullable)``.
+
+    Raises:
+        TransformError: naming the entry and what is wrong with it.
+    """
     if isinstance(f, OutField):
         return f
     if isinstance(f, str) or not isinstance(f, Sequence) or len(f) not in (3, 4, 5):
@@ -211,6 +217,11 @@ def _edit_field(f: Any) -> OutField:
         nullable = False
     if not isinstance(nullable, bool | np.bool_):
         raise TransformError(f"edit_fields {name!r}: nullable must be True or False, not {nullable!r}")
+    np_dtype = _edit_dtype(name, dtype)
+    return OutField(name, np_dtype, _edit_shape(name, np_dtype, shape), bool(nullable))
+
+
+def _edit_dtype(name: str, dtype: Any) -> np.dtype[Any]:
     try:
         np_dtype: np.dtype[Any] = np.dtype(dtype)
     except (TypeError, ValueError) as e:
@@ -219,13 +230,17 @@ def _edit_field(f: Any) -> OutField:
         np_dtype = np.dtype(np.str_)
     if np_dtype.kind not in "biufcUSM":
         raise TransformError(f"edit_fields {name!r}: dtype {np_dtype} has no tensor form (numbers, bool, str)")
+    return np_dtype
+
+
+def _edit_shape(name: str, np_dtype: np.dtype[Any], shape: Any) -> tuple[int | None, ...]:
     if isinstance(shape, int) or not isinstance(shape, Sequence) or isinstance(shape, str):
         raise TransformError(f"edit_fields {name!r}: shape must be a tuple of ints (None: varies), not {shape!r}")
     if not all(d is None or (isinstance(d, int | np.integer) and not isinstance(d, bool) and d >= 0) for d in shape):
         raise TransformError(f"edit_fields {name!r}: shape must hold non-negative ints or None, not {shape!r}")
     if np_dtype.kind in "USM" and tuple(shape) != ():
         raise TransformError(f"edit_fields {name!r}: {np_dtype} fields are scalars (shape ()), not {tuple(shape)}")
-    return OutField(name, np_dtype, tuple(None if d is None else int(d) for d in shape), bool(nullable))
+    return tuple(None if d is None else int(d) for d in shape)
 
 
 # -- what a scan hands a transform -----------------------------------------------------------------

@@ -255,8 +255,18 @@ def _count_items(items: list[dict[str, Any]]) -> int:
 
 def _lineage_view(out: dict[str, Any]) -> dict[str, Any]:
     """The dataset page's lineage section: producer facts and the graph (None when there is nothing to draw)."""
-    git = out.get("git") if isinstance(out.get("git"), dict) else None
-    spark = out.get("spark") if isinstance(out.get("spark"), dict) else None
+    upstream, downstream = _upstream_nodes(out), _downstream_nodes(out)
+    this = Node(f"{out['dataset']} @ {out['version']}", f"{out['dataset']} @ version {out['version']}")
+    graph = (
+        Markup(lineage_graph(upstream, this, downstream, element_id="lineage-graph"))
+        if upstream or downstream
+        else None
+    )
+    return {**_producer(out), "graph": graph}
+
+
+def _upstream_nodes(out: dict[str, Any]) -> list[Node]:
+    """One node per upstream version (its filters, all of them, in the tooltip)."""
     upstream: list[Node] = []
     seen: set[tuple[str, str]] = set()
     for u in out.get("upstream") or []:
@@ -270,18 +280,22 @@ def _lineage_view(out: dict[str, Any]) -> dict[str, Any]:
                    and (str(x.get("dataset")), str(x.get("version"))) == key]  # fmt: skip
         tip = f"{key[0]} @ version {key[1]}" + (" where " + " | ".join(filters) if filters else "")
         upstream.append(Node(f"{key[0]} @ {key[1]}", tip, _version_link(*key), _how(u)))
-    downstream = [
+    return upstream
+
+
+def _downstream_nodes(out: dict[str, Any]) -> list[Node]:
+    return [
         Node(f"{d['dataset']} @ {d['version']}", f"{d['dataset']} @ version {d['version']}",
              _version_link(d["dataset"], d["version"]), _how(d))
         for d in out.get("downstream") or []
         if isinstance(d, dict) and not d.get("truncated")
     ]  # fmt: skip
-    this = Node(f"{out['dataset']} @ {out['version']}", f"{out['dataset']} @ version {out['version']}")
-    graph = (
-        Markup(lineage_graph(upstream, this, downstream, element_id="lineage-graph"))
-        if upstream or downstream
-        else None
-    )
+
+
+def _producer(out: dict[str, Any]) -> dict[str, Any]:
+    """Who wrote the version, when, with what (git commit, Spark application), as the page shows it."""
+    git = out.get("git") if isinstance(out.get("git"), dict) else None
+    spark = out.get("spark") if isinstance(out.get("spark"), dict) else None
     commit = str(git.get("commit") or "") if git else ""
     return {
         "recorded": bool(out.get("time")),
@@ -294,7 +308,6 @@ def _lineage_view(out: dict[str, Any]) -> dict[str, Any]:
         "git_commit": commit or None,
         "spark_app": spark.get("application_id") if spark else None,
         "spark_master": spark.get("master") if spark else None,
-        "graph": graph,
     }
 
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         VersionNotFound,
     )
     from catalog.home import data_dir, default_url
-    from catalog.store import Catalog, VersionRef
+    from catalog.store import Catalog
     from catalog.types import (
         DatasetInfo,
         Field,
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         SchemaDiff,
         VersionDraft,
         VersionInfo,
+        VersionRef,
         validate_name,
     )
 
@@ -62,7 +63,7 @@ _PUBLIC: dict[str, str] = {
     **dict.fromkeys(_ERRORS, "catalog.errors"),
     **dict.fromkeys(_TYPES, "catalog.types"),
     "Catalog": "catalog.store",
-    "VersionRef": "catalog.store",
+    "VersionRef": "catalog.types",
     "data_dir": "catalog.home",
     "default_url": "catalog.home",
 }

@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, select, text
@@ -32,18 +32,19 @@ from catalog.models import (
 )
 from catalog.types import (
     MAX_VERSION,
+    TAG_TEXT,
     DatasetInfo,
     Field,
     Schema,
     VersionInfo,
+    VersionRef,
     as_utc,
     validate_name,
     validate_text,
     version_ref,
 )
 
-VersionRef = int | str | datetime | date | None  # a date: its midnight UTC
-_TAG_TEXT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+_TAG_TEXT = TAG_TEXT
 # a format is dal's business (dal.formats): the catalog stores its name, a short lower-case word
 FORMAT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 # version properties: why a version cannot be read any more (expired by gc, vacuumed, log expired), and when

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -21,7 +22,17 @@ from typing import Any, Protocol
 
 from catalog.errors import CatalogUnavailable, DatasetNotFound, VersionNotFound
 from catalog.revision import HEAD, VERSION_TABLE
-from catalog.types import DatasetInfo, Field, Schema, VersionInfo, validate_name, validate_text
+from catalog.types import (
+    MAX_VERSION,
+    TAG_TEXT,
+    DatasetInfo,
+    Field,
+    Schema,
+    VersionInfo,
+    validate_name,
+    validate_text,
+    version_ref,
+)
 from catalog.urls import mask_url
 
 SQLITE_BUSY_TIMEOUT_S = 120
@@ -128,6 +139,7 @@ class LiteCatalog:
         self._conn = conn
         self.dialect = dialect
         self._schemas: dict[int, Schema] = {}
+        self._lock = threading.Lock()  # one statement at a time on the connection (``dal.open`` from threads)
 
     def __repr__(self) -> str:
         return f"LiteCatalog({mask_url(self.url)!r})"
@@ -155,7 +167,7 @@ class LiteCatalog:
     def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         if self.dialect == "postgresql":
             sql = _PARAM.sub(r"%(\1)s", sql)
-        with self._failures():
+        with self._failures(), self._lock:
             cur = self._conn.cursor()
             try:
                 cur.execute(sql, dict(params or {}))
@@ -284,6 +296,35 @@ class LiteCatalog:
         if not rows:
             raise VersionNotFound(f"any version of {ds[1]!r}", hint="the dataset has no versions yet")
         return self._versions(ds[1], rows)[0]
+
+    def find_version(self, name: str, ref: Any = None) -> VersionInfo | None:
+        """Version ``ref`` of ``name`` where this reader resolves it exactly as ``Catalog.version`` does: the
+        newest (None, ``"latest"``), a number or a tag that exists. None for the rest (a time, a number or tag
+        that is not there, a dataset without versions): ``Catalog.version`` resolves it or raises its error.
+
+        Raises:
+            InvalidName: not a version reference. DatasetNotFound.
+        """
+        ref = version_ref(ref)
+        ds = self._dataset_row(name)
+        columns = ", ".join(f"v.{c}" for c in _VERSION_COLUMNS.split(", "))
+        if ref is None or ref == "latest":
+            sql = f"SELECT {columns} FROM dal_versions v WHERE v.dataset_id = :d ORDER BY v.number DESC LIMIT 1"  # noqa: S608
+            rows = self._rows(sql, {"d": ds[0]})
+        elif isinstance(ref, int):
+            if not 0 <= ref <= MAX_VERSION:
+                return None
+            sql = f"SELECT {columns} FROM dal_versions v WHERE v.dataset_id = :d AND v.number = :n"  # noqa: S608
+            rows = self._rows(sql, {"d": ds[0], "n": ref})
+        elif isinstance(ref, str) and TAG_TEXT.fullmatch(ref):
+            sql = (
+                f"SELECT {columns} FROM dal_versions v JOIN dal_tags t ON t.version_id = v.id "  # noqa: S608
+                "WHERE t.dataset_id = :d AND t.name = :t"
+            )
+            rows = self._rows(sql, {"d": ds[0], "t": ref})
+        else:
+            return None
+        return self._versions(ds[1], rows)[0] if rows else None
 
     def versions(self, name: str, *, limit: int | None = None) -> list[VersionInfo]:
         """The history of ``name``, oldest first; ``limit``: only the newest ``limit`` versions."""

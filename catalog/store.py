@@ -19,7 +19,6 @@ from catalog.base import (
     FORMAT_NAME,
     UNAVAILABLE,
     CatalogBase,
-    VersionRef,
     check_properties,
     like_pattern,
 )
@@ -48,6 +47,7 @@ from catalog.types import (
     SchemaDiff,
     VersionDraft,
     VersionInfo,
+    VersionRef,
     as_utc,
     diff_schemas,
     validate_column,

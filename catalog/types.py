@@ -19,6 +19,8 @@ _NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)
 _TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 MAX_NAME_LENGTH = 200
 MAX_VERSION = 2**63 - 1  # the catalog's version numbers are 64-bit integers
+VersionRef = int | str | datetime | date | None  # a date: its midnight UTC
+TAG_TEXT = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # what a tag looked up can be (never send junk to the database)
 
 
 def validate_name(name: object) -> str:

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
 from catalog import (
-    Catalog,
     CatalogReadOnly,
     CatalogUnavailable,
     CommittedNotRecorded,
@@ -52,9 +52,15 @@ from dal.storage.partitions import PARTITION_TYPES_KEY, check_partition_types, d
 from dal.storage.timeparts import TimePartitions
 from dal.tensors.schema import TensorSchema
 
+if TYPE_CHECKING:
+    from catalog import Catalog
+    from catalog.lite import LiteCatalog
+
 _catalogs: dict[str, Catalog] = {}
+# the quick read-only readers (catalog.lite, no SQLAlchemy) ``open`` pins versions through, per URL and process
+_readers: dict[tuple[str, int], LiteCatalog | None] = {}
 _lock = threading.Lock()
-CatalogLike = Catalog | str | None
+CatalogLike: TypeAlias = "Catalog | str | None"
 _log = logging.getLogger("dal")
 
 
@@ -69,6 +75,8 @@ def get_catalog(catalog: CatalogLike = None, *, must_exist: bool = False) -> Cat
     Raises:
         CatalogUnavailable: the catalog cannot be opened (or, ``must_exist``, its SQLite file is missing).
     """
+    from catalog import Catalog
+
     if isinstance(catalog, Catalog):
         return catalog
     key = catalog or default_url()
@@ -123,9 +131,7 @@ def open(
         file_cache = rangecache.FileCache.create(cache_dir, cache_size)
     elif cache_size is not None or cache_dir is not None:
         raise DalError("cache_size and cache_dir apply to a cached read: pass cache='local' too")
-    cat = get_catalog(catalog, must_exist=True)  # a read: a mistyped catalog URL creates nothing
-    info = cat.get_dataset(name)
-    pinned = cat.version(name, version)
+    info, pinned = _pin(name, version, catalog)
     unavailable = pinned.properties.get("unavailable")  # recorded by sync: expired log, data files gone
     if unavailable:
         raise FormatError(
@@ -138,6 +144,44 @@ def open(
 
         return Dataset(info, pinned, ReadOptions.of(storage_options, file_cache))
     return Dataset(info, pinned, dict(storage_options or {}))
+
+
+def _pin(name: str, version: VersionRef, catalog: CatalogLike) -> tuple[DatasetInfo, VersionInfo]:
+    """The dataset and the version ``version`` names: from the quick reader (``catalog.lite``: no SQLAlchemy to
+    import or compile, the same frozen values) when it resolves the reference exactly — the latest version, a
+    number or a tag that exists —, else from the Catalog, which resolves the rest (times) and raises every error.
+
+    Raises:
+        DatasetNotFound / VersionNotFound (with close names), InvalidName, CatalogUnavailable.
+    """
+    if catalog is None or isinstance(catalog, str):
+        key = catalog or default_url()
+        reader = None if key in _catalogs else _reader(key)  # a Catalog open already answers as quickly
+        if reader is not None:
+            try:
+                found = reader.find_version(name, version)
+                if found is not None:
+                    return reader.get_dataset(name), found
+            except Exception as e:  # the Catalog decides: the same question, its own answer or error
+                _log.debug("quick catalog reader: %s; asking the catalog", e)
+                if isinstance(e, CatalogUnavailable):  # a broken connection: the next open connects anew
+                    with _lock:
+                        _readers.pop((key, os.getpid()), None)
+                    reader.close()
+    cat = get_catalog(catalog, must_exist=True)  # a read: a mistyped catalog URL creates nothing
+    return cat.get_dataset(name), cat.version(name, version)
+
+
+def _reader(url: str) -> LiteCatalog | None:
+    """This process's quick reader of ``url`` (None: it cannot serve that URL; see ``catalog.lite.connect``); a
+    forked child connects anew (a database connection is never shared with the parent)."""
+    key = (url, os.getpid())
+    with _lock:
+        if key not in _readers:
+            from catalog import lite
+
+            _readers[key] = lite.connect(url)
+        return _readers[key]
 
 
 @translating("writing {name}")

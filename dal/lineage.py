@@ -39,11 +39,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from catalog import Catalog, VersionInfo, VersionRef
+from catalog import VersionInfo, VersionRef
 from catalog.types import DECLARED, INFERRED, Edge, Input
 from catalog.urls import mask_url
+
+if TYPE_CHECKING:
+    from catalog import Catalog
 
 KEY = "lineage"  # the version property that holds the record
 GIT_TIMEOUT_S = 2.0

@@ -4,10 +4,10 @@ a ``TypeError`` from deep inside pyarrow, SQLAlchemy or delta-rs."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
-from catalog import Catalog
 from catalog.types import validate_column, validate_text
 from dal.errors import DalError
 
@@ -69,7 +69,8 @@ def check_header_values(options: Mapping[str, str]) -> None:
 
 
 def _catalog(value: object) -> None:
-    if value is None or isinstance(value, Catalog):
+    store = sys.modules.get("catalog.store")  # not loaded: no Catalog exists (reads need no SQLAlchemy)
+    if value is None or (store is not None and isinstance(value, store.Catalog)):
         return
     validate_text(value, "catalog (a catalog URL or a Catalog)", max_length=10_000)
     if not value:

@@ -54,7 +54,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from catalog.engine import data_dir
+from catalog.home import data_dir
 from dal._testhooks import pause
 from dal.errors import DalError
 from dal.storage import ownership

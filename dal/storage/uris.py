@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from catalog.engine import data_dir
+from catalog.home import data_dir
 from catalog.urls import has_credentials
 from catalog.urls import mask_text as mask_text  # re-exported: dal's one masking of URLs in text
 from catalog.urls import mask_url as mask_url

@@ -449,17 +449,22 @@ def slice_chunks(starts: Sequence[int], chunk: Callable[[int], pa.Table], start:
     return out
 
 
-# producer threads still running, with their stop events: an iterator left open when the interpreter exits has
-# its producer stopped and joined by ``_stop_producers`` (an atexit hook, which runs while threads still run)
+# producer threads, with their stop events, kept until they have ended: an iterator left open (or closed just
+# before) when the interpreter exits has its producer stopped and joined by ``_stop_producers`` (an atexit hook,
+# which runs while threads still run)
 _PRODUCERS: dict[threading.Thread, threading.Event] = {}
+_PRODUCERS_LOCK = threading.Lock()
 EXIT_JOIN_S = 5.0  # how long the exit waits for producers to finish the step they are in
 
 
 def _stop_producers() -> None:
-    """Stop every producer and wait for it to end. Left running, a producer inside pyarrow's C++ (a scan
-    step) when the interpreter finalizes is ended by CPython with pthread_exit, whose unwinding through C++
-    frames aborts the process ("terminate called without an active exception")."""
-    running = list(_PRODUCERS.items())
+    """Stop every producer and wait until its thread has ended. Left running, a producer thread inside C++ when
+    the interpreter finalizes is ended by CPython with pthread_exit, whose unwinding through C++ frames aborts
+    the process ("terminate called without an active exception"): inside pyarrow (a scan step), or inside torch
+    (a thread dropping the last reference to a tensor made by ``torch.from_numpy`` takes the GIL back in C++).
+    A producer that returned may still be tearing down its frame (its last chunk's tensors): it is joined too."""
+    with _PRODUCERS_LOCK:
+        running = list(_PRODUCERS.items())
     for _, stop in running:
         stop.set()
     deadline = time.monotonic() + EXIT_JOIN_S
@@ -468,6 +473,24 @@ def _stop_producers() -> None:
 
 
 atexit.register(_stop_producers)
+
+
+def _register(thread: threading.Thread, stop: threading.Event) -> None:
+    with _PRODUCERS_LOCK:
+        for ended in [t for t in _PRODUCERS if not t.is_alive() and t.ident is not None]:
+            del _PRODUCERS[ended]
+        _PRODUCERS[thread] = stop
+
+
+def _offer(q: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
+    """Put ``item`` once there is room; False when ``stop`` is set first (the consumer is gone)."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
 
 
 def prefetch(source: Iterator[T], depth: int) -> Iterator[T]:
@@ -479,22 +502,15 @@ def prefetch(source: Iterator[T], depth: int) -> Iterator[T]:
     def produce() -> None:
         try:
             for item in source:
-                while not stop.is_set():
-                    try:
-                        q.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not _offer(q, item, stop):
                     return
-            q.put(done)
+                del item  # the consumer's now: never the last reference, dropped by this thread at exit
+            _offer(q, done, stop)
         except BaseException as e:  # handed to the consumer
-            q.put(e)
-        finally:
-            _PRODUCERS.pop(threading.current_thread(), None)
+            _offer(q, e, stop)
 
     thread = threading.Thread(target=produce, daemon=True, name="dal-prefetch")
-    _PRODUCERS[thread] = stop
+    _register(thread, stop)
     thread.start()
     try:
         while True:

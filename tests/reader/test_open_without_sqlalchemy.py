@@ -88,9 +88,7 @@ def test_a_catalog_lite_cannot_serve_is_opened_as_before(tmp_path: Path, monkeyp
     assert got["error"] == "CatalogUnavailable" and not missing.parent.exists()
 
 
-def test_threads_and_forked_children_open_through_their_own_connection(
-    sqlite_env: Catalog, tmp_path: Path
-) -> None:
+def test_threads_and_forked_children_open_through_their_own_connection(sqlite_env: Catalog, tmp_path: Path) -> None:
     """The quick reader is one connection per process: threads take turns on it, and a forked child (a DataLoader
     worker, a multiprocessing pool) connects anew instead of using its parent's."""
     import multiprocessing

@@ -32,10 +32,11 @@ typecheck: install
 	$(BIN)/mypy
 
 # the guides and the API reference (mkdocstrings reads the docstrings without importing dal) into build/site;
-# --strict: a reference to a name that moved, a broken link or anchor, a page left out of the nav fails.
+# --strict: a reference to a name that moved, a broken link or anchor, a page left out of the nav fails
+# (not with --quiet: it hides the warnings --strict counts, and the build passed with a broken link).
 # NO_MKDOCS_2_WARNING: Material for MkDocs prints a notice about its end of life (May 2027) on every build
 docs: install
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 $(AZURITE):
 	@command -v npm >/dev/null || { echo "need Node.js and npm (the Azure tests run Azurite)"; exit 1; }

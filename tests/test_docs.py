@@ -117,3 +117,22 @@ def test_every_public_name_has_a_reference_entry() -> None:
     reference = "".join(p.read_text() for p in (DOCS / "reference").glob("*.md"))
     missing = [name for name in dal.__all__ if name != "__version__" and f"dal.{name}" not in reference]
     assert not missing, f"add these to a page of docs/reference/: {missing}"
+
+
+def test_the_docs_recipe_fails_on_a_broken_link(tmp_path: Path) -> None:
+    """``make docs`` runs mkdocs with the Makefile's own flags; on a site with a broken link they must fail the
+    build. ``--quiet`` beside ``--strict`` hid the warnings ``--strict`` counts: the build passed with a broken
+    link (the changelog's, included into the site from the repository root)."""
+    import shlex
+    import subprocess
+    import sys
+
+    recipe = (REPO / "Makefile").read_text().split("\ndocs:", 1)[1].split("\n\n", 1)[0]
+    line = next(x for x in recipe.splitlines() if "mkdocs build" in x)
+    flags = [a for a in shlex.split(line.split("mkdocs", 1)[1]) if a != "build"]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text("# Home\n\nSee [the guide](missing.md).\n")
+    (tmp_path / "mkdocs.yml").write_text("site_name: t\nnav:\n  - index.md\n")
+    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", *flags, "-d", str(tmp_path / "site")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert "--strict" in flags and out.returncode != 0 and "missing.md" in out.stdout + out.stderr, out.stderr

@@ -103,19 +103,22 @@ def test_threads_and_forked_children_open_through_their_own_connection(sqlite_en
     with ThreadPoolExecutor(8) as pool:
         got = list(pool.map(lambda _i: dal.open("open.fast", 1).version, range(200)))
     assert got == [expected] * 200
-    parent = dict(dal.api._readers)
-    assert [pid for _url, pid in parent] == [os.getpid()]
+    url = sqlite_env.url
+    parent = {k: v for k, v in dal.api._readers.items() if k[0] == url}
+    assert list(parent) == [(url, os.getpid())] and parent[(url, os.getpid())] is not None
 
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(2) as pool:
         children = pool.map(_child_open, range(4))
-    for version, pids in children:
+    for version, pids in children:  # the parent's reader (inherited) and the child's own
         assert version == repr(expected) and pids[-1] != os.getpid() and os.getpid() in pids
-    assert dal.open("open.fast", 1).version == expected and dict(dal.api._readers) == parent
+    assert dal.open("open.fast", 1).version == expected
+    assert {k: v for k, v in dal.api._readers.items() if k[0] == url} == parent
 
 
 def _child_open(_i: int) -> tuple[str, list[int]]:
     import dal.api
 
     version = repr(dal.open("open.fast", 1).version)
-    return version, [pid for _url, pid in dal.api._readers]
+    url = dal.api.default_url()
+    return version, [pid for u, pid in dal.api._readers if u == url]

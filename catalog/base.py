@@ -44,7 +44,6 @@ from catalog.types import (
     version_ref,
 )
 
-_TAG_TEXT = TAG_TEXT
 # a format is dal's business (dal.formats): the catalog stores its name, a short lower-case word
 FORMAT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 # version properties: why a version cannot be read any more (expired by gc, vacuumed, log expired), and when
@@ -94,7 +93,7 @@ def check_properties(properties: Mapping[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in properties.items():
         key = validate_text(k, "property name", max_length=200)
-        if not key or not _TAG_TEXT.fullmatch(key):
+        if not key or not TAG_TEXT.fullmatch(key):
             raise CatalogError(f"property name {k!r} must be 1-100 letters, digits, '_', '.' or '-'")
         if isinstance(v, float) and not math.isfinite(v):
             raise CatalogError(f"property {key!r} must be a finite number, not {v}")
@@ -241,7 +240,7 @@ class CatalogBase:
             return row
         if isinstance(ref, str):
             text = ref
-            valid = _TAG_TEXT.fullmatch(text) is not None  # never send NUL or other junk to the database
+            valid = TAG_TEXT.fullmatch(text) is not None  # never send NUL or other junk to the database
             tag = s.scalar(select(TagRow).where(TagRow.dataset_id == ds.id, TagRow.name == text)) if valid else None
             if tag is not None:
                 return s.get_one(VersionRow, tag.version_id)

@@ -44,6 +44,7 @@ _VERSION_COLUMNS = (
     "id, number, created_at, operation, row_count, file_count, size_bytes, storage_version, schema_id, "
     "partition_columns, properties"
 )
+_V_COLUMNS = ", ".join(f"v.{c}" for c in _VERSION_COLUMNS.split(", "))  # the same, from dal_versions v
 
 
 class CatalogReader(Protocol):
@@ -288,43 +289,38 @@ class LiteCatalog:
         """The newest version (``ref`` None or ``"latest"``); other references are ``Catalog``'s to resolve."""
         if ref not in (None, "latest"):
             raise NotImplementedError("LiteCatalog resolves the latest version only")
-        ds = self._dataset_row(name)
-        rows = self._rows(
-            f"SELECT {_VERSION_COLUMNS} FROM dal_versions WHERE dataset_id = :d ORDER BY number DESC LIMIT 1",  # noqa: S608
-            {"d": ds[0]},
-        )
-        if not rows:
-            raise VersionNotFound(f"any version of {ds[1]!r}", hint="the dataset has no versions yet")
-        return self._versions(ds[1], rows)[0]
+        found = self.pin(name)
+        if found is None:
+            raise VersionNotFound(f"any version of {name!r}", hint="the dataset has no versions yet")
+        return found[1]
 
-    def find_version(self, name: str, ref: Any = None) -> VersionInfo | None:
-        """Version ``ref`` of ``name`` where this reader resolves it exactly as ``Catalog.version`` does: the
-        newest (None, ``"latest"``), a number or a tag that exists. None for the rest (a time, a number or tag
-        that is not there, a dataset without versions): ``Catalog.version`` resolves it or raises its error.
+    def pin(self, name: str, ref: Any = None) -> tuple[DatasetInfo, VersionInfo] | None:
+        """The dataset and its version ``ref`` where this reader resolves it exactly as ``Catalog.version`` does:
+        the newest (None, ``"latest"``), a number or a tag that exists. None for the rest (a time, a number or
+        tag that is not there, a dataset without versions): ``Catalog.version`` resolves it or raises its error.
 
         Raises:
             InvalidName: not a version reference. DatasetNotFound.
         """
         ref = version_ref(ref)
         ds = self._dataset_row(name)
-        columns = ", ".join(f"v.{c}" for c in _VERSION_COLUMNS.split(", "))
         if ref is None or ref == "latest":
-            sql = f"SELECT {columns} FROM dal_versions v WHERE v.dataset_id = :d ORDER BY v.number DESC LIMIT 1"  # noqa: S608
+            sql = f"SELECT {_V_COLUMNS} FROM dal_versions v WHERE v.dataset_id = :d ORDER BY v.number DESC LIMIT 1"  # noqa: S608
             rows = self._rows(sql, {"d": ds[0]})
         elif isinstance(ref, int):
             if not 0 <= ref <= MAX_VERSION:
                 return None
-            sql = f"SELECT {columns} FROM dal_versions v WHERE v.dataset_id = :d AND v.number = :n"  # noqa: S608
+            sql = f"SELECT {_V_COLUMNS} FROM dal_versions v WHERE v.dataset_id = :d AND v.number = :n"  # noqa: S608
             rows = self._rows(sql, {"d": ds[0], "n": ref})
         elif isinstance(ref, str) and TAG_TEXT.fullmatch(ref):
             sql = (
-                f"SELECT {columns} FROM dal_versions v JOIN dal_tags t ON t.version_id = v.id "  # noqa: S608
+                f"SELECT {_V_COLUMNS} FROM dal_versions v JOIN dal_tags t ON t.version_id = v.id "  # noqa: S608
                 "WHERE t.dataset_id = :d AND t.name = :t"
             )
             rows = self._rows(sql, {"d": ds[0], "t": ref})
         else:
             return None
-        return self._versions(ds[1], rows)[0] if rows else None
+        return (self._dataset(ds), self._versions(ds[1], rows)[0]) if rows else None
 
     def versions(self, name: str, *, limit: int | None = None) -> list[VersionInfo]:
         """The history of ``name``, oldest first; ``limit``: only the newest ``limit`` versions."""

@@ -159,9 +159,9 @@ def _pin(name: str, version: VersionRef, catalog: CatalogLike) -> tuple[DatasetI
         reader = None if key in _catalogs else _reader(key)  # a Catalog open already answers as quickly
         if reader is not None:
             try:
-                found = reader.find_version(name, version)
+                found = reader.pin(name, version)
                 if found is not None:
-                    return reader.get_dataset(name), found
+                    return found
             except Exception as e:  # the Catalog decides: the same question, its own answer or error
                 _log.debug("quick catalog reader: %s; asking the catalog", e)
                 if isinstance(e, CatalogUnavailable):  # a broken connection: the next open connects anew

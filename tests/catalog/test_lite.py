@@ -82,9 +82,9 @@ def test_steps_aside_when_catalog_must_decide(tmp_path: Path, catalog_url: str) 
     assert lite.connect("postgresql://nobody@127.0.0.1:1/none") is None  # unreachable: Catalog reports it
 
 
-def test_find_version_resolves_exactly_what_it_can_and_leaves_the_rest_to_catalog(catalog_url: str) -> None:
-    """``dal.open`` pins versions through ``find_version``: the latest, a number or an existing tag give the same
-    frozen value as ``Catalog.version``; anything it cannot resolve exactly is None (Catalog answers)."""
+def test_pin_resolves_exactly_what_it_can_and_leaves_the_rest_to_catalog(catalog_url: str) -> None:
+    """``dal.open`` pins versions through ``pin``: the latest, a number or an existing tag give the same frozen
+    values as ``Catalog.get_dataset`` and ``Catalog.version``; anything it cannot resolve exactly is None (Catalog answers)."""
     import datetime as dt
 
     import numpy as np
@@ -95,16 +95,17 @@ def test_find_version_resolves_exactly_what_it_can_and_leaves_the_rest_to_catalo
     quick = lite.connect(catalog_url)
     assert quick is not None
     try:
+        info = cat.get_dataset("weather.obs")
         for ref in (None, "latest", 0, 1, 3, np.int64(2), "2", " 3 ", "prod", "latest-good", "7x"):
-            assert quick.find_version("weather.obs", ref) == cat.version("weather.obs", ref), ref
-        assert quick.find_version("weather.radar", None) == cat.version("weather.radar")
+            assert quick.pin("weather.obs", ref) == (info, cat.version("weather.obs", ref)), ref
+        assert quick.pin("weather.radar", None) == (cat.get_dataset("weather.radar"), cat.version("weather.radar"))
         later = cat.version("weather.obs", 3).created_at + dt.timedelta(days=1)
         for ref in (4, -1, 2**63, "no-such-tag", "bad tag!", later, later.date(), later.isoformat()):
-            assert quick.find_version("weather.obs", ref) is None, ref  # Catalog's to resolve or refuse
-        assert quick.find_version("empty.one", None) is None  # no versions: Catalog's VersionNotFound
+            assert quick.pin("weather.obs", ref) is None, ref  # Catalog's to resolve or refuse
+        assert quick.pin("empty.one", None) is None  # no versions: Catalog's VersionNotFound
         with pytest.raises(DatasetNotFound):
-            quick.find_version("weather.ob", 1)
+            quick.pin("weather.ob", 1)
         with pytest.raises(InvalidName):
-            quick.find_version("weather.obs", 1.5)
+            quick.pin("weather.obs", 1.5)
     finally:
         quick.close()

@@ -131,10 +131,9 @@ class _Store:
         self.ranges: dict[Path, list[tuple[int, int]]] = {}
         self.sizes: dict[Path, int] = {}
         self.usage: int | None = None
-        self.pending = 0
-        # paths (temporary and final) of admitted ranges not yet ``stored``: counted in ``pending``, so an
-        # eviction pass that finds them on disk must not count them again
-        self.writing: set[str] = set()
+        # admitted ranges not yet ``stored``: their files (temporary, final) -> bytes. Pending, counted as such
+        # by an eviction pass, which therefore does not count those files again when it finds them on disk
+        self.writing: dict[tuple[str, ...], int] = {}
         self.evict_lock = threading.Lock()
         self.real: set[Path] = set()  # range folders checked to be real directories (no link on the way)
 
@@ -250,7 +249,7 @@ class _Store:
                                 ):
                                     yield entry
 
-    def admit(self, nbytes: int, limit: int, protect_since: float, paths: tuple[str, ...] = ()) -> bool:
+    def admit(self, nbytes: int, limit: int, protect_since: float, paths: tuple[str, ...]) -> bool:
         """Whether ``nbytes`` more may be stored under ``limit``, evicting unprotected ranges (LRU) if needed.
         An admitted range is counted as pending until ``stored`` is called for it; ``paths`` are the files it
         will be written as (its temporary and final names), which an eviction pass meanwhile does not count."""
@@ -265,9 +264,10 @@ class _Store:
                 if self.usage is not None and self.usage + nbytes <= limit:
                     self._pend(nbytes, paths)
                     return True
-                pending = self.pending  # admitted, maybe not on disk yet
-                writing = frozenset(self.writing)  # their files, taken with ``pending`` so each counts once
-            used = self.evict(limit, nbytes + pending, protect_since, writing) + pending
+                writing = dict(self.writing)  # admitted, maybe not (wholly) on disk yet
+            pending = sum(writing.values())
+            used = self.evict(limit, nbytes + pending, protect_since, frozenset(p for ps in writing for p in ps))
+            used += pending
             with self.lock:
                 self.usage = used
                 if used + nbytes > limit:
@@ -279,14 +279,12 @@ class _Store:
         """Count an admitted range (the caller holds ``lock``)."""
         assert self.usage is not None
         self.usage += nbytes
-        self.pending += nbytes
-        self.writing.update(paths)
+        self.writing[paths] = nbytes
 
-    def stored(self, nbytes: int, paths: tuple[str, ...] = ()) -> None:
+    def stored(self, paths: tuple[str, ...]) -> None:
         """An admitted range is on disk (or failed): no longer pending."""
         with self.lock:
-            self.pending -= nbytes
-            self.writing.difference_update(paths)
+            self.writing.pop(paths, None)
 
     def evict(self, limit: int, incoming: int, protect_since: float, writing: frozenset[str] = frozenset()) -> int:
         """One pass over the whole root: remove dead temporary files and, if over the bound, the least
@@ -343,7 +341,7 @@ def _after_fork() -> None:
     global _stores_lock
     _stores_lock = threading.Lock()
     for st in list(_stores.values()):
-        st.lock, st.evict_lock, st.pending, st.writing = threading.Lock(), threading.Lock(), 0, set()
+        st.lock, st.evict_lock, st.writing = threading.Lock(), threading.Lock(), {}
     for reader in list(_readers):
         reader._lock = threading.Lock()
         reader._remote = OrderedDict()
@@ -529,7 +527,7 @@ class FileCache:
             _log.warning("file cache %s: could not store a range (%s)", self.root, e)
             return
         finally:
-            self.store.stored(len(data), paths)
+            self.store.stored(paths)
         self._touched.add(str(folder / name))
         self.store.add(folder, (start, len(data)))
         with self._lock:

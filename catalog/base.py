@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -24,6 +25,7 @@ from catalog.errors import (
     VersionNotFound,
 )
 from catalog.models import (
+    CatalogRow,
     DatasetRow,
     SchemaFieldRow,
     SchemaRow,
@@ -123,6 +125,7 @@ class CatalogBase:
         self.url = url or default_url()
         self._engine = make_engine(self.url, must_exist=must_exist)
         self._write_engine = self._engine.execution_options(dal_write=True)
+        self._catalog_id: str | None = None
         if create:
             with self._translate():
                 migrate.ensure_current(self._engine)
@@ -197,6 +200,32 @@ class CatalogBase:
                 with conn.begin() as tx:  # BEGIN IMMEDIATE: takes the write lock, as recording would
                     conn.execute(text("UPDATE dal_datasets SET name = name WHERE 1 = 0"))
                     tx.rollback()
+
+    @property
+    def catalog_id(self) -> str:
+        """This catalog's identity: the random id its migration recorded (a location's claim names it; two URLs
+        of one database are one catalog). Recorded anew, once, if someone deleted the row.
+
+        Raises:
+            CatalogUnavailable: the database cannot be reached. CatalogReadOnly: the row is missing and this
+                role cannot write it.
+        """
+        if self._catalog_id is None:
+            with self._read() as s:
+                found = s.scalar(select(CatalogRow.id).order_by(CatalogRow.id).limit(1))
+            if found is None:
+                with self._write() as s:
+                    found = s.scalar(select(CatalogRow.id).order_by(CatalogRow.id).limit(1))
+                    if found is None:
+                        found = str(uuid.uuid4())
+                        s.add(CatalogRow(id=found))
+            self._catalog_id = str(found)
+        return self._catalog_id
+
+    @property
+    def display(self) -> str:
+        """This catalog's URL with any password masked (for messages and claims)."""
+        return display_url(self.url)
 
     def revision(self) -> str | None:
         """The catalog schema revision recorded in the database (``None`` when never migrated)."""

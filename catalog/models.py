@@ -50,6 +50,15 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
+class CatalogRow(Base):
+    """This catalog's identity (one row): the id a location's claim names (``dal.storage.claims``)."""
+
+    __tablename__ = "dal_catalog"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class DatasetRow(Base):
     __tablename__ = "dal_datasets"
 

@@ -3,5 +3,5 @@
 from __future__ import annotations
 
 # the newest script in alembic/versions (tests/catalog/test_migrations.py checks it against alembic's own head)
-HEAD = "0003"
+HEAD = "0004"
 VERSION_TABLE = "dal_alembic_version"

@@ -36,6 +36,7 @@ from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, Tag
 from dal.formats.base import (
     DEFAULT_COMPRESSION,
     DEFAULT_FORMAT,
+    WRITER_CATALOG,
     Format,
     SchemaMode,
     WriteMode,
@@ -46,7 +47,7 @@ from dal.formats.base import (
 )
 from dal.formats.inputs import is_spark_dataframe
 from dal.formats.registry import detect, get_format
-from dal.storage import intents, timeparts, uris
+from dal.storage import claims, intents, timeparts, uris
 from dal.storage.location import Location
 from dal.storage.partitions import PARTITION_TYPES_KEY, check_partition_types, declared_types
 from dal.storage.timeparts import TimePartitions
@@ -364,6 +365,9 @@ def _plan_write(req: _WriteRequest) -> _PlannedWrite:
                                                description=req.description, time_column=req.time_column,
                                                time_partitions=req.time_partitions)  # fmt: skip
     cat.check_writable()  # before anything reaches storage: a commit nobody may record helps no one
+    # the location is this catalog's (claimed now if nobody's), and no purge of it was stopped half-way
+    check_claim(cat, req.name, fmt, location, options, "write", recorded=existing is not None,
+                read_only=is_read_only(existing))  # fmt: skip
 
     schema = req.schema
     new = existing is None or existing.latest_version is None
@@ -378,7 +382,7 @@ def _plan_write(req: _WriteRequest) -> _PlannedWrite:
         partition_by=None if req.partition_by is None else tuple(req.partition_by),  # None: as the table is
         schema_mode=req.schema_mode,
         storage_options=options,
-        commit_metadata=commit_metadata(uuid.uuid4().hex, req.name),
+        commit_metadata=commit_metadata(uuid.uuid4().hex, req.name, cat.catalog_id),
         tensor_schema=schema,
         tensor_schema_inferred=inferred,
         time_column=req.time_column,
@@ -404,6 +408,10 @@ def _commit_write(plan: _PlannedWrite) -> int:
     data, name = plan.request.data, plan.request.name
     with intents.registered(Location.of(plan.location, plan.options), plan.opts.write_id, name):
         pause("intent-registered")
+        # again with the intent registered: a purge marks the claim, then looks for intents; one of the two
+        # sees the other, so a write never commits into a location being purged
+        check_claim(plan.cat, name, plan.fmt, plan.location, plan.options, "write",
+                    recorded=plan.existing is not None, read_only=is_read_only(plan.existing))  # fmt: skip
         with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
             if is_spark_dataframe(data):
                 from dal.spark.write import write_dataframe
@@ -502,6 +510,8 @@ def _target(
     if existing is None:
         location = uris.normalize(path) if path else uris.default_location(name)
         uris.check_credentials(location, options)
+        # another catalog's location is refused before anything else is looked at (nothing is claimed yet)
+        check_claim(cat, name, fmt, location, options, "write", recorded=False, take=False)
 
         if fmt.exists(location, options):
             if fmt.written_for(location, options) != name:
@@ -512,6 +522,7 @@ def _target(
             # a first write of this dataset committed there and was not recorded (killed, or racing this
             # one): record it now, then write on top of it like any later write, with its checks
             cat.check_writable()
+            check_claim(cat, name, fmt, location, options, "write", recorded=False)
             create()
             sync(name, storage_options=options, catalog=cat)
             existing = cat.get_dataset(name)
@@ -565,7 +576,7 @@ def _record(
         if version is None:
             raise FormatError(f"storage version {storage_version} is not among the versions sync found")
     except Exception as e:
-        raise _not_recorded(cat, name, format, location, storage_version, e, first=existing is None) from e
+        raise not_recorded(cat, name, format, location, storage_version, e, first=existing is None) from e
     return version
 
 
@@ -622,6 +633,35 @@ def _declared_inputs(items: Any, cat: Catalog) -> list[Input]:
                 f"inputs: {type(item).__name__} is not a dataset, scan, version, name or (name, version) pair"
             )
     return out
+
+
+def is_read_only(info: DatasetInfo | None) -> bool:
+    """Whether the dataset was registered read-only in its catalog (``register(..., read_only=True)``)."""
+    return info is not None and info.properties.get(claims.READ_ONLY) is True
+
+
+def check_claim(
+    cat: Catalog,
+    name: str,
+    fmt: Format,
+    location: str,
+    options: Mapping[str, str],
+    action: claims.Action,
+    *,
+    recorded: bool,
+    read_only: bool = False,
+    take: bool = True,
+) -> None:
+    """Refuse ``action`` on ``location`` unless this catalog owns it (claiming it when nobody does): see
+    ``dal.storage.claims``. Formats dal never writes (plain Parquet) are never claimed: dal writes nothing there.
+
+    Raises:
+        ClaimedElsewhere, ReadOnlyDataset, PurgeUnfinished, FormatError: as ``claims.check``.
+    """
+    if not fmt.writable:
+        return
+    holder = claims.Holder(cat.catalog_id, cat.display, name)
+    claims.check(Location.of(location, options), holder, action, recorded=recorded, read_only=read_only, take=take)
 
 
 def _first_line(e: BaseException) -> str:
@@ -727,7 +767,7 @@ def _record_rule(cat: Catalog, version: VersionInfo, check: timeparts.RuleCheck 
     return cat.annotate_version(version.dataset, version.number, timeparts.VERSION_KEY, rule.to_json())
 
 
-def _not_recorded(
+def not_recorded(
     cat: Catalog, name: str, format: str, location: str, storage_version: int, e: BaseException, *, first: bool
 ) -> CommittedNotRecorded:
     reason = _first_line(e)
@@ -762,8 +802,15 @@ def register(
     partition_types: Mapping[str, str] | None = None,
     storage_options: Mapping[str, str] | None = None,
     catalog: CatalogLike = None,
+    read_only: bool = False,
 ) -> list[VersionInfo]:
     """Adopt an existing table: each of its storage versions becomes a catalog version. Returns them.
+
+    A table's location belongs to one catalog (``dal.storage.claims``): registering claims it for this catalog,
+    and a location another catalog claims is refused, naming that catalog. ``read_only=True`` registers it
+    without claiming it, wherever it belongs: every version can be read (and ``sync`` records new ones), but
+    this catalog never writes, optimizes, gc's or purges it — the way to share a table across catalogs or to
+    move a team to a new catalog (then ``dal claim NAME --take-over`` moves the claim, logged).
 
     ``time_partitions`` declares how its ``date=`` (and ``hour=``) directories derive from ``time_column``
     (``dal.TimePartitions``): windows then skip the partitions outside them. Without it, windows filter rows
@@ -781,9 +828,11 @@ def register(
         partition_types: Types of partition columns, by name.
         storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
         catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+        read_only: Register without claiming the location: read, never write or delete.
 
     Raises:
-        FormatError: no table of that format at ``uri``. DatasetExists: the name is taken.
+        FormatError: no table of that format at ``uri``. DatasetExists: the name (or, unless ``read_only``, the
+        location) is taken. ClaimedElsewhere: another catalog owns the location (register it ``read_only``).
         SchemaMismatch: the time column or a time partition is not a column (partition) of the table.
     """
     validate.check(uri=uri, format=format, description=description, time_column=time_column,
@@ -797,6 +846,10 @@ def register(
         properties[timeparts.DATASET_KEY] = time_partitions.of(time_column).to_json()
     if partition_types is not None:
         properties[PARTITION_TYPES_KEY] = check_partition_types(partition_types)
+    if not isinstance(read_only, bool):
+        raise DalError(f"read_only must be True or False, not {read_only!r}")
+    if read_only:
+        properties[claims.READ_ONLY] = True
     cat = get_catalog(catalog)
     fmt = get_format(format)
     location = uris.normalize(uri)
@@ -804,9 +857,14 @@ def register(
     uris.check_credentials(location, options)  # gs:// without any credentials: at once, not after minutes
     if not fmt.exists(location, options):
         raise FormatError(f"no {format} table at {location}")
+    loc = Location.of(location, options)
+    claimed_before = claims.read(loc) if fmt.writable else None  # a bad claim file: refused before anything
+    check_claim(cat, name, fmt, location, options, "register", recorded=False, read_only=read_only, take=False)
+    # two entries of one catalog over one location would both write and gc it (read-only ones only read)
     cat.create_dataset(name, format=format, location=location, description=description, time_column=time_column,
-                       properties=properties)  # fmt: skip
+                       properties=properties, unique_location=fmt.writable and not read_only)  # fmt: skip
     try:
+        check_claim(cat, name, fmt, location, options, "register", recorded=True, read_only=read_only)
         versions = sync(name, storage_options=options, catalog=cat)
         if time_column is not None and versions and time_column not in versions[-1].schema.names:
             raise SchemaMismatch(f"time_column {time_column!r} is not a column of {location}")
@@ -818,7 +876,9 @@ def register(
                     f"(its partition columns: {', '.join(versions[-1].partition_columns) or 'none'})"
                 )
     except BaseException:
-        cat.delete_dataset(name)  # leave the catalog as it was
+        cat.delete_dataset(name)  # leave the catalog (and the location) as they were
+        if claimed_before is None and not read_only and fmt.writable:
+            claims.release(loc, claims.Holder(cat.catalog_id, cat.display, name))
         raise
     return versions
 
@@ -844,15 +904,31 @@ def sync(
         DalError: the table cannot be read (nothing recorded).
     """
     validate.check(storage_options=storage_options, catalog=catalog)
-    cat = get_catalog(catalog)
+    return _sync(name, dict(storage_options or {}), get_catalog(catalog), adopt=True)
+
+
+def sync_recorded(name: str, storage_options: Mapping[str, str], cat: Catalog) -> list[VersionInfo]:
+    """``sync`` of a dataset the catalog records, never adopting a table at its default location (a rewrite's
+    recording after a drop must not bring the dataset back).
+
+    Raises:
+        DatasetNotFound: no such dataset (now). DalError: as ``sync``.
+    """
+    return _sync(name, dict(storage_options), cat, adopt=False)
+
+
+def _sync(name: str, storage_options: dict[str, str], cat: Catalog, *, adopt: bool) -> list[VersionInfo]:
     try:
         info = cat.get_dataset(name)
     except DatasetNotFound:
-        adopted = _adopt_unrecorded(cat, name, dict(storage_options or {}))
+        adopted = _adopt_unrecorded(cat, name, storage_options) if adopt else None
         if adopted is None:
             raise
         info = adopted
     fmt = get_format(info.format)
+    read_only = is_read_only(info)
+    # another catalog's location: refused, naming it (a read-only registration reads it without a claim)
+    check_claim(cat, name, fmt, info.location, storage_options or {}, "sync", recorded=True, read_only=read_only)
     last = cat.version(name) if info.latest_version is not None else None
     try:
         drafts = fmt.snapshots(
@@ -865,11 +941,23 @@ def sync(
     except FormatError as e:  # the format knows the location only: name the dataset too
         raise type(e)(f"{name}: {e}") from e
     out: list[VersionInfo] = []
+    mine = cat.catalog_id
     for draft in progress.each(drafts, f"recording versions of {name}", unit="versions"):  # a line on a terminal
+        writer = draft.properties.get(WRITER_CATALOG)
+        foreign = not read_only and isinstance(writer, str) and writer != mine
+        if foreign:  # recorded, and said: its rows were written for another catalog, not by this one's writers
+            draft = replace(draft, properties={**draft.properties, claims.FOREIGN: True})
         try:
-            out.append(cat.publish(name, draft))
+            version = cat.publish(name, draft)
         except VersionConflict:
             continue  # another process recorded this storage version first
+        if foreign:
+            _log.warning(
+                "%s: version %d (storage version %s) was committed by a writer of another catalog (id %s), not "
+                "this one; recorded and marked foreign (`dal versions` shows it)", name, version.number,
+                draft.storage_version, writer,
+            )  # fmt: skip
+        out.append(version)
     newest = out[-1] if out else None
     lost = info.time_column is not None and newest is not None and newest.unavailable is None
     if lost and newest is not None and info.time_column not in newest.schema.names:
@@ -892,4 +980,5 @@ def _adopt_unrecorded(cat: Catalog, name: str, options: Mapping[str, str]) -> An
         found = False
     if fmt is None or not found:
         return None
+    check_claim(cat, name, fmt, location, options, "sync", recorded=False, take=False)  # not another catalog's
     return cat.create_dataset(name, format=fmt.name, location=location, exist_ok=True, unique_location=True)

@@ -7,7 +7,10 @@ DalError
 ├── FormatError ⊃ SchemaMismatch, UnsupportedFeature
 ├── FilterError
 ├── MissingDependency
-└── NotOwned
+├── NotOwned ⊃ ClaimedElsewhere
+├── ReadOnlyDataset
+├── PurgeUnfinished
+└── WriteConflict
 """
 
 from __future__ import annotations
@@ -61,6 +64,25 @@ class MissingDependency(DalError, ImportError):
 class NotOwned(DalError):
     """A destructive operation was pointed at something dal cannot prove it made (a folder without dal's cache
     sentinel, an entry dal did not write); nothing was deleted."""
+
+
+class ClaimedElsewhere(NotOwned):
+    """The dataset's location belongs to another catalog (``dal.storage.claims``): only that catalog may write or
+    delete there; nothing was written or deleted."""
+
+
+class ReadOnlyDataset(DalError):
+    """The dataset was registered read-only in this catalog: it can be read, never written, optimized, gc'd or
+    purged from here."""
+
+
+class PurgeUnfinished(DalError):
+    """A purge of the dataset's location was stopped half-way: nothing may be written there until it is finished."""
+
+
+class WriteConflict(DalError):
+    """Another writer committed after the version this operation read (an overwrite, a compaction): nothing was
+    committed; run it again on the new version."""
 
 
 def require(module: str, extra: str) -> Any:
@@ -292,6 +314,7 @@ __all__ = [
     "CatalogOutOfDate",
     "CatalogReadOnly",
     "CatalogUnavailable",
+    "ClaimedElsewhere",
     "CommittedNotRecorded",
     "DalError",
     "DatasetExists",
@@ -302,11 +325,14 @@ __all__ = [
     "MissingDependency",
     "NotFound",
     "NotOwned",
+    "PurgeUnfinished",
+    "ReadOnlyDataset",
     "SchemaMismatch",
     "TagExists",
     "UnsupportedFeature",
     "VersionConflict",
     "VersionNotFound",
+    "WriteConflict",
     "check_int",
     "is_panic",
     "one_line",

@@ -24,6 +24,10 @@ SchemaMode = Literal["merge", "overwrite"] | None
 # adopted by the next write (or sync) of that name
 DATASET_KEY = "dal.dataset"
 WRITE_ID_KEY = "dal.write_id"
+CATALOG_KEY = "dal.catalog"  # the id of the catalog the write was for (``dal.storage.claims``)
+# a version property: the id of the catalog whose dal wrote the storage version (from its commit); absent when
+# another tool (or a dal before catalog ids) committed it
+WRITER_CATALOG = "writer_catalog"
 # Parquet codecs a write may ask for (pyarrow's names; "uncompressed" is an alias of "none")
 COMPRESSIONS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none")
 DEFAULT_COMPRESSION = "snappy"
@@ -73,6 +77,11 @@ class WriteOptions:
         return str(self.commit_metadata.get(WRITE_ID_KEY, ""))
 
     @property
+    def catalog(self) -> str:
+        """The id of the catalog this write is for ("" when unknown)."""
+        return str(self.commit_metadata.get(CATALOG_KEY, ""))
+
+    @property
     def token(self) -> str:
         """What this write's staged files and directories carry in their names: its intent claims them."""
         from dal.storage.intents import token_of
@@ -80,9 +89,11 @@ class WriteOptions:
         return token_of(self.write_id)
 
 
-def commit_metadata(write_id: str, dataset: str = "") -> dict[str, str]:
-    """The key/values a write stamps into its commit: its id (to find it again) and the dataset's name."""
-    return {WRITE_ID_KEY: write_id, **({DATASET_KEY: dataset} if dataset else {})}
+def commit_metadata(write_id: str, dataset: str = "", catalog: str = "") -> dict[str, str]:
+    """The key/values a write stamps into its commit: its id (to find it again), the dataset's name and the id of
+    the catalog it writes for (``sync`` tells its own catalog's commits from others')."""
+    return {WRITE_ID_KEY: write_id, **({DATASET_KEY: dataset} if dataset else {}),
+            **({CATALOG_KEY: catalog} if catalog else {})}  # fmt: skip
 
 
 def check_time_column(time_column: str | None, names: Sequence[str], what: str) -> None:

@@ -42,11 +42,11 @@ from catalog.store import EXPIRED_AT, FILES_DELETED, UNAVAILABLE
 from catalog.types import DatasetInfo, Schema
 from dal import progress, validate
 from dal._testhooks import pause
-from dal.api import CatalogLike, get_catalog, sync
-from dal.errors import DalError, FilterError, FormatError, translating
+from dal.api import CatalogLike, check_claim, get_catalog, is_read_only, not_recorded, sync, sync_recorded
+from dal.errors import DalError, FilterError, FormatError, WriteConflict, translating
 from dal.formats.base import TARGET_FILE_SIZE, DataFile, Format, Retention, WriteOptions, commit_metadata
 from dal.formats.registry import get_format
-from dal.storage import intents, ownership, uris
+from dal.storage import claims, intents, ownership, uris
 from dal.storage.location import Location
 from dal.tensors.schema import decode_table
 
@@ -58,6 +58,7 @@ GC_LOOKS = 3  # looks at the writes in flight before gc settles for deleting exp
 _DURATION = re.compile(r"\s*(\d+)\s*(s|m|h|d|w)\s*")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 HEAD_MAX_ROWS = 10_000
+OPTIMIZE_TRIES = 3  # compactions overtaken by another commit before optimize gives up (WriteConflict)
 
 
 def parse_duration(text: str) -> timedelta:
@@ -141,6 +142,8 @@ def purge_plan(
     foreign: list[str] = []
     listed = ownership.listing(loc)
     for f in listed.files:
+        if claims.is_claim(f.rel):
+            continue  # the location's claim: released after the catalog entry goes (drop)
         (ours if fmt.owns(f.rel) or intents.is_marker(f.rel) else foreign).append(f.rel)
     foreign += [f"{rel}/" for rel in listed.linked_dirs]  # dal never follows a link, nor deletes one it did not make
     return sorted(ours), sorted(foreign)
@@ -168,9 +171,17 @@ def drop(
     validate.check(storage_options=storage_options, catalog=catalog)
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
+    loc = Location.of(info.location, storage_options)
+    holder = claims.Holder(cat.catalog_id, cat.display, name)
+    writable = get_format(info.format).writable and not is_read_only(info)
     if not purge:
         cat.delete_dataset(name)
+        if writable:  # this catalog no longer records the location: another may claim it now
+            claims.release(loc, holder)
         return Dropped(name, info.location, False)
+    if is_read_only(info):
+        check_claim(cat, name, get_format(info.format), info.location, storage_options or {}, "purge",
+                    recorded=True, read_only=True)  # fmt: skip
     ours, foreign = purge_plan(name, storage_options=storage_options, catalog=cat)
     if foreign and not force:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
@@ -178,8 +189,16 @@ def drop(
             f"{name}: {info.location} holds {len(foreign)} file(s) dal did not write ({shown}); nothing was deleted. "
             "Use --force to delete dal's files and leave those"
         )
-    loc = Location.of(info.location, storage_options)
     fmt = get_format(info.format)
+    # marked before anything goes: a write is refused until the purge is finished (a Delta log whose data files
+    # are gone would take a commit no read can serve); a write that registered its intent meanwhile stops it
+    claims.mark_purging(loc, holder)
+    late = intents.scan(loc)
+    if late.live or late.unreadable:
+        claims.unmark_purging(loc, holder)
+        raise DalError(f"{name}: a write began at {info.location} while the purge started ({late.describe()}); "
+                       "nothing was deleted. Purge after it ends")  # fmt: skip
+    pause("purge-marked")
     # data first, the commit records last: an interrupted purge leaves a dataset dal still recognises
     order = sorted(ours, key=lambda r: (fmt.is_record(r), r))
     paused = False
@@ -190,6 +209,9 @@ def drop(
         ownership.remove_file(loc, rel)
     ownership.remove_empty_dirs(loc)
     cat.delete_dataset(name)
+    pause("purge-dropped")
+    claims.release(loc, holder)  # last: a purge stopped before this leaves a claim no catalog records (free)
+    ownership.remove_empty_dirs(loc)
     return Dropped(name, info.location, True, tuple(ours), tuple(foreign))
 
 
@@ -530,6 +552,8 @@ def gc(
         raise DalError(f"{name} is a {info.format} dataset dal registered read-only: gc does not delete its files")
     options = dict(storage_options or {})
     loc = Location.of(info.location, options)
+    # only the catalog that owns the location deletes there (a dry run says so too)
+    check_claim(cat, name, fmt, info.location, options, "gc", recorded=True, read_only=is_read_only(info))
 
     def synced() -> list[VersionInfo]:  # know every committed version before judging files
         if info.latest_version is None and not fmt.exists(info.location, options):
@@ -702,24 +726,57 @@ def optimize(
     options = dict(storage_options or {})
     if info.latest_version is None:
         raise DalError(f"{name} has no versions to optimize")
-    sync(name, storage_options=options, catalog=cat)  # compact what storage holds now, recorded
+    check_claim(cat, name, fmt, info.location, options, "optimize", recorded=True, read_only=is_read_only(info))
     cat.check_writable()
-    latest = cat.version(name)
-    before = fmt.files(info.location, latest, options)
-    opts = WriteOptions(
-        mode="overwrite", storage_options=options, commit_metadata=commit_metadata(uuid.uuid4().hex, name)
-    )
-    with intents.registered(Location.of(info.location, options), opts.write_id, name):
-        with progress.task(f"optimizing {name}", total=latest.row_count):  # a line on a terminal only
-            storage_version = fmt.compact(info.location, latest, opts, target_file_size)
+    for attempt in range(OPTIMIZE_TRIES):
+        # never publish less than it read: the compaction commits only on the version it read, so an append
+        # that lands meanwhile makes it a WriteConflict, and it is done again on the new newest version
+        sync(name, storage_options=options, catalog=cat)  # compact what storage holds now, recorded
+        latest = cat.version(name)
+        before = fmt.files(info.location, latest, options)
+        opts = WriteOptions(
+            mode="overwrite", storage_options=options,
+            commit_metadata=commit_metadata(uuid.uuid4().hex, name, cat.catalog_id),
+        )  # fmt: skip
+        try:
+            with intents.registered(Location.of(info.location, options), opts.write_id, name):
+                with progress.task(f"optimizing {name}", total=latest.row_count):  # a line on a terminal only
+                    storage_version = fmt.compact(info.location, latest, opts, target_file_size)
+            break
+        except WriteConflict:
+            if attempt == OPTIMIZE_TRIES - 1:
+                raise
     if storage_version is None:
         size = sum(f.size_bytes for f in before)
         return Optimized(name, None, len(before), len(before), size, size)
-    recorded = [v for v in sync(name, storage_options=options, catalog=cat) if v.storage_version == storage_version]
-    version = recorded[0] if recorded else next(v for v in cat.versions(name) if v.storage_version == storage_version)
+    version = _record_rewrite(cat, name, info, options, storage_version)
     after = fmt.files(info.location, version, options)
     return Optimized(name, version.number, len(before), len(after), sum(f.size_bytes for f in before),
                      sum(f.size_bytes for f in after))  # fmt: skip
+
+
+def _record_rewrite(
+    cat: Catalog, name: str, info: DatasetInfo, options: Mapping[str, str], storage_version: int
+) -> VersionInfo:
+    """Record a rewrite committed to ``info``'s location as a version of ``name``: the dataset that is there now
+    (never re-adopted when it was dropped or renamed meanwhile).
+
+    Raises:
+        CommittedNotRecorded: the dataset was dropped, renamed or moved while the rewrite ran (naming the
+            ``dal sync`` or ``dal register`` that records it), or the catalog failed.
+    """
+    pause("rewrite-committed")
+    try:
+        current = cat.get_dataset(name)
+        if current.location != info.location:
+            raise DalError(f"{name} is now the dataset at {current.location}, not {info.location}")
+        recorded = [v for v in sync_recorded(name, options, cat) if v.storage_version == storage_version]
+        found = recorded or [v for v in cat.versions(name) if v.storage_version == storage_version]
+        if not found:
+            raise FormatError(f"storage version {storage_version} is not among the versions sync found")
+    except Exception as e:
+        raise not_recorded(cat, name, info.format, info.location, storage_version, e, first=False) from e
+    return found[0]
 
 
 def _everything(rel: str, age: float) -> bool:

@@ -24,8 +24,10 @@ from catalog.types import Schema, VersionDraft, VersionInfo
 from dal import progress
 from dal.errors import DalError, FormatError, UnsupportedFeature
 from dal.formats.base import (
+    CATALOG_KEY,
     DATASET_KEY,
     WRITE_ID_KEY,
+    WRITER_CATALOG,
     DataFile,
     Format,
     Retention,
@@ -237,6 +239,9 @@ class DeltaFormat(Format):
         props: dict[str, Any] = {"delta_operation": str(entry.get("operation", "")), "delta_version": v}
         if missing:
             props[UNAVAILABLE_KEY] = missing
+        writer = _metadata(entry).get(CATALOG_KEY)
+        if isinstance(writer, str) and writer:
+            props[WRITER_CATALOG] = writer  # which catalog's dal wrote it: sync tells its own from others'
         return VersionDraft(
             operation="unavailable" if missing else _operation(entry, v, previous is not None and previous != schema),
             schema=schema,

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from catalog.types import VersionInfo
 from dal import progress
-from dal.errors import DalError, SchemaMismatch, one_line, translate
+from dal.errors import DalError, SchemaMismatch, WriteConflict, one_line, translate
 from dal.formats.base import (
     WriteOptions,
     WriteTransaction,
@@ -125,10 +125,10 @@ def compact(location: str, latest: VersionInfo, opts: WriteOptions, target_file_
     bin-packed files and removes the small ones; the old files stay for older versions until gc."""
     dl = _dl()
     table = open_table(location, opts.storage_options)
-    if table.version() != latest.storage_version:
-        raise DalError(
-            f"{location} has Delta version {table.version()}, the catalog's latest is {latest.storage_version}: "
-            "run `dal sync` first"
+    if table.version() != latest.storage_version:  # committed since optimize synced: it compacts again
+        raise WriteConflict(
+            f"{location}: Delta version {table.version()} was committed after version {latest.storage_version}, "
+            "which this compaction read; nothing was committed"
         )
     try:
         metrics = table.optimize.compact(
@@ -136,6 +136,8 @@ def compact(location: str, latest: VersionInfo, opts: WriteOptions, target_file_
             commit_properties=dl.CommitProperties(custom_metadata=dict(opts.commit_metadata)),
             writer_properties=dl.WriterProperties(compression=_DELTA_RS_CODECS[opts.compression]),
         )
+    except dl.exceptions.CommitFailedError as e:  # delta-rs's conflict check: another commit overtook it
+        raise WriteConflict(f"{location}: compaction overtaken by another commit ({one_line(e)})") from e
     except Exception as e:
         raise translate(e, f"compacting Delta table {location}", local=uris.is_local(location)) from e
     if not int(metrics.get("numFilesAdded", 0)) and not int(metrics.get("numFilesRemoved", 0)):

@@ -11,13 +11,14 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from types import EllipsisType
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dal._testhooks import pause
-from dal.errors import DalError, FormatError, SchemaMismatch
+from dal.errors import DalError, FormatError, SchemaMismatch, WriteConflict
 from dal.formats.base import (
     WriteOptions,
     WriteTransaction,
@@ -63,9 +64,12 @@ def write_tensors(
     dataset: str = "",
     compression: str = "snappy",
     token: str | None = None,
+    catalog: str = "",
+    base: int | EllipsisType | None = ...,
 ) -> int:
     """Commit an encoded table (files written with the Parquet codec ``compression``) as the next version;
-    return its number. ``token``: what the write's directory name carries (its intent claims it).
+    return its number. ``token``: what the write's directory name carries (its intent claims it); ``catalog``,
+    ``base``: as ``commit`` takes them.
 
     Raises:
         FormatError: storage refused the files (disk full, permissions); nothing was committed.
@@ -84,8 +88,16 @@ def write_tensors(
     pause("petastorm-files-written")
     return commit(
         location, schema, directory, files, mode=mode, storage_options=storage_options, dataset=dataset,
-        compression=compression,
+        compression=compression, catalog=catalog, base=base,
     )  # fmt: skip
+
+
+def base_version(location: str, storage_options: Mapping[str, str] | None = None) -> int | None:
+    """The newest committed version at ``location`` now (None: none yet): what an overwrite or a compaction
+    read, and commits on only if it is still the newest (``commit``'s ``base``)."""
+    loc = Location.of(location, storage_options)
+    latest = latest_commit(loc, committed_numbers(loc))
+    return latest.version if latest is not None else None
 
 
 def start(location: str, storage_options: Mapping[str, str] | None = None, token: str | None = None) -> str:
@@ -117,11 +129,19 @@ def commit(
     storage_options: Mapping[str, str] | None = None,
     dataset: str = "",
     compression: str = "snappy",
+    catalog: str = "",
+    base: int | EllipsisType | None = ...,
 ) -> int:
     """Make ``directory``'s new files the next version: add the previous version's files (append) and a
     ``_common_metadata``, then publish the version record if no other writer took that number first.
 
+    Never publishes less than it read: with ``base`` (the newest version when the writer began; None: none),
+    the commit is made only while ``base`` is still the newest version, checked again before every attempt to
+    publish (an overwrite or a compaction that another writer's commit overtook would drop that commit's rows
+    from the newest version). Appends carry the newest version's files whatever it is, and need no ``base``.
+
     Raises:
+        WriteConflict: another writer committed after ``base``; nothing was committed.
         FormatError: storage refused a step (disk full, permissions); nothing was committed and the
             write's directory is removed.
     """
@@ -134,6 +154,13 @@ def commit(
             numbers = committed_numbers(loc)
             _refuse_adopted(loc, numbers)
             latest = latest_commit(loc, numbers)
+            if base is not ... and (latest.version if latest is not None else None) != base:
+                assert latest is not None
+                read = f"version {base}" if base is not None else "no version"
+                raise WriteConflict(
+                    f"{loc.uri}: Petastorm version {latest.version} was committed while this {mode} ran (it read "
+                    f"{read}); nothing was committed, so no rows of that commit were lost: run it again"
+                )
             n = numbers[-1] + 1 if numbers else 0  # an abandoned commit's number is never reused
             target = f"v{n}-{token}"
             _check_staged(loc, directory, new_files)
@@ -142,10 +169,10 @@ def commit(
                     loc.move(f"{directory}/{f.path}", f"{target}/{f.path}")
                 loc.delete_dir(directory)
                 directory = target
-            base = list(latest.files) if latest is not None and mode == "append" else []
-            widen = _added_fields(loc, latest, schema) if latest is not None and base else []
+            kept = list(latest.files) if latest is not None and mode == "append" else []
+            widen = _added_fields(loc, latest, schema) if latest is not None and kept else []
             carried = []
-            for f in base:
+            for f in kept:
                 assert latest is not None
                 source = f"{latest.directory}/{f.path}"
                 try:
@@ -156,17 +183,17 @@ def commit(
                         carried.append(f)
                 except FileNotFoundError as e:  # published by an older dal without its files
                     raise broken_version(loc, latest.version, source) from e
-            base = carried
-            files = tuple(sorted([*base, *new_files], key=lambda f: f.path))
+            kept = carried
+            files = tuple(sorted([*kept, *new_files], key=lambda f: f.path))
             _write_common_metadata(loc, target, schema, files)
             pause("petastorm-metadata-written")
             _check_staged(loc, target, [*files, FileEntry(COMMON_METADATA, 0, 0, 0)])  # all there, or nothing
-            record = Commit(n, target, mode, datetime.now(UTC), files, dataset)
+            record = Commit(n, target, mode, datetime.now(UTC), files, dataset, catalog)
             publishing = n
             if loc.create_exclusive(record_name(n), record.to_json()):
                 return n
             publishing = None
-            for f in base:
+            for f in kept:
                 loc.delete(f"{target}/{f.path}")
             loc.delete(f"{target}/{COMMON_METADATA}")
     except BaseException as e:
@@ -293,6 +320,11 @@ class PetastormWrite(WriteTransaction):
         assert opts.tensor_schema is not None
         self.schema: TensorSchema = opts.tensor_schema
         self.directory = ""
+        # an overwrite replaces what it saw when it began: it commits only if nothing was committed since (an
+        # append acknowledged meanwhile would vanish from the newest version); appends carry whatever is newest
+        self.base: int | EllipsisType | None = (
+            base_version(location, opts.storage_options) if opts.mode == "overwrite" else ...
+        )
 
     def check(self, schema: pa.Schema) -> pa.Schema:
         """The DataFrame's columns in the schema's order; nullable fields it lacks are written as nulls."""
@@ -323,6 +355,7 @@ class PetastormWrite(WriteTransaction):
         return commit(
             self.location, self.schema, self.directory, files, mode=self.opts.mode,
             storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
+            catalog=self.opts.catalog, base=self.base,
         )  # fmt: skip
 
     def abort(self) -> None:
@@ -337,5 +370,5 @@ class PetastormWrite(WriteTransaction):
         return write_tensors(
             self.location, self.schema, table, mode=self.opts.mode, partition_by=parts,
             storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
-            token=self.opts.token,
+            token=self.opts.token, catalog=self.opts.catalog, base=self.base,
         )  # fmt: skip

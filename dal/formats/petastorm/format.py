@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from types import EllipsisType
 from typing import Any
 
 import pyarrow as pa
@@ -37,8 +38,9 @@ import pyarrow.parquet as pq
 
 from catalog.types import Schema, VersionDraft, VersionInfo, diff_schemas
 from dal import progress
-from dal.errors import DalError, FormatError, SchemaMismatch
+from dal.errors import DalError, FormatError, SchemaMismatch, WriteConflict
 from dal.formats.base import (
+    WRITER_CATALOG,
     DataFile,
     Format,
     Retention,
@@ -201,12 +203,14 @@ class PetastormFormat(Format):
         dataset: str = "",
         compression: str = "snappy",
         token: str | None = None,
+        catalog: str = "",
+        base: int | EllipsisType | None = ...,
     ) -> int:
         """Commit an encoded table as the next version; return its number
         (``dal.formats.petastorm.commit.write_tensors``)."""
         return petastorm_commit.write_tensors(
             location, schema, table, mode=mode, partition_by=partition_by, storage_options=storage_options,
-            dataset=dataset, compression=compression, token=token,
+            dataset=dataset, compression=compression, token=token, catalog=catalog, base=base,
         )  # fmt: skip
 
     def start(self, location: str, storage_options: Mapping[str, str] | None = None, token: str | None = None) -> str:
@@ -241,10 +245,10 @@ class PetastormFormat(Format):
         if record is None:
             raise DalError(f"{loc.uri} is a Petastorm dataset dal did not write (adopted): dal does not rewrite it")
         numbers = committed_numbers(loc)
-        if numbers and numbers[-1] != record.version:
-            raise DalError(
-                f"{loc.uri} has Petastorm version {numbers[-1]}, the catalog's latest is {record.version}: "
-                "run `dal sync` first"
+        if numbers and numbers[-1] != record.version:  # committed since optimize synced: it compacts again
+            raise WriteConflict(
+                f"{loc.uri}: Petastorm version {numbers[-1]} was committed after version {record.version}, which "
+                "this compaction read; nothing was committed"
             )
         parts = list(latest.partition_columns)
         groups = {partition_dir(partition_values(f.path)) for f in record.files}
@@ -262,7 +266,8 @@ class PetastormFormat(Format):
         table = pa.concat_tables(tables) if tables else arrow.empty_table()
         return self.write_tensors(
             location, schema, table, mode="overwrite", partition_by=parts, storage_options=opts.storage_options,
-            dataset=opts.dataset, compression=opts.compression, token=opts.token,
+            dataset=opts.dataset, compression=opts.compression, token=opts.token, catalog=opts.catalog,
+            base=record.version,  # never publish less than it read: an append landed meanwhile is a WriteConflict
         )  # fmt: skip
 
     def written_for(self, location: str, storage_options: Mapping[str, str]) -> str:
@@ -329,6 +334,8 @@ class PetastormFormat(Format):
                 operation = "overwrite"
             pending = []
             props = {"unischema": tensors.name, "path": record.directory}
+            if record.catalog:
+                props[WRITER_CATALOG] = record.catalog
             drafts.append(
                 dataclasses.replace(draft, operation=operation, committed_at=record.committed_at, properties=props)
             )

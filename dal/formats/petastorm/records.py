@@ -44,6 +44,7 @@ class Commit:
     committed_at: datetime
     files: tuple[FileEntry, ...]
     dataset: str = ""  # the catalog name it was written for ("" when unknown)
+    catalog: str = ""  # the id of the catalog it was written for ("" when unknown)
 
     def to_json(self) -> bytes:
         body: dict[str, Any] = {
@@ -55,6 +56,8 @@ class Commit:
         }
         if self.dataset:
             body["dataset"] = self.dataset
+        if self.catalog:
+            body["catalog"] = self.catalog
         return json.dumps(body, indent=1).encode()
 
     @classmethod
@@ -71,6 +74,7 @@ class Commit:
                     for f in body["files"]
                 ),
                 str(body.get("dataset", "")),
+                str(body.get("catalog", "")),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise FormatError(f"malformed dal version record: {e}") from e

@@ -18,7 +18,15 @@ And in ``dal gc`` / ``dal drop --purge``:
 - ``gc-listed``: gc chose what to delete (files listed), nothing marked or deleted yet.
 - ``gc-expired``: the versions gc expires are marked expired in the catalog, no file deleted yet.
 - ``gc-deleting``: the first file (a record or log entry, when any goes) is deleted, the others not yet.
+- ``purge-marked``: a purge marked the location's claim ``purging``; nothing deleted yet.
 - ``purge-data-deleted``: a purge deleted the data files, not yet the commit records or the catalog entry.
+- ``purge-dropped``: a purge deleted every file and the catalog entry, not yet the location's claim.
+
+And in ``dal optimize``:
+
+- ``optimize-read``: optimize synced and chose the version it compacts; nothing written yet (Petastorm then
+  passes ``petastorm-files-written`` too).
+- ``rewrite-committed``: the compaction is committed in storage, the catalog not yet told.
 """
 
 from __future__ import annotations

@@ -365,9 +365,10 @@ def _plan_write(req: _WriteRequest) -> _PlannedWrite:
                                                description=req.description, time_column=req.time_column,
                                                time_partitions=req.time_partitions)  # fmt: skip
     cat.check_writable()  # before anything reaches storage: a commit nobody may record helps no one
-    # the location is this catalog's (claimed now if nobody's), and no purge of it was stopped half-way
+    # the location is this catalog's (or nobody's: claimed once the write begins), and no purge of it was
+    # stopped half-way
     check_claim(cat, req.name, fmt, location, options, "write", recorded=existing is not None,
-                read_only=is_read_only(existing))  # fmt: skip
+                read_only=is_read_only(existing), take=False)  # fmt: skip
 
     schema = req.schema
     new = existing is None or existing.latest_version is None
@@ -406,19 +407,26 @@ def _commit_write(plan: _PlannedWrite) -> int:
     A write in flight is registered before anything is staged: gc and purge leave its files alone.
     """
     data, name = plan.request.data, plan.request.name
-    with intents.registered(Location.of(plan.location, plan.options), plan.opts.write_id, name):
+    loc = Location.of(plan.location, plan.options)
+    with intents.registered(loc, plan.opts.write_id, name):
         pause("intent-registered")
-        # again with the intent registered: a purge marks the claim, then looks for intents; one of the two
+        # claimed with the intent registered: a purge marks the claim, then looks for intents; one of the two
         # sees the other, so a write never commits into a location being purged
+        fresh = plan.fmt.writable and plan.existing is None and claims.read(loc) is None
         check_claim(plan.cat, name, plan.fmt, plan.location, plan.options, "write",
                     recorded=plan.existing is not None, read_only=is_read_only(plan.existing))  # fmt: skip
-        with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
-            if is_spark_dataframe(data):
-                from dal.spark.write import write_dataframe
+        try:
+            with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
+                if is_spark_dataframe(data):
+                    from dal.spark.write import write_dataframe
 
-                storage_version = write_dataframe(data, plan.fmt, plan.txn)
-            else:
-                storage_version = plan.txn.write(data)
+                    storage_version = write_dataframe(data, plan.fmt, plan.txn)
+                else:
+                    storage_version = plan.txn.write(data)
+        except BaseException:
+            if fresh and not plan.fmt.exists(plan.location, plan.options):  # a refused first write leaves nothing
+                claims.release(loc, claims.Holder(plan.cat.catalog_id, plan.cat.display, name))
+            raise
     pause("after-storage-commit")
     return storage_version
 

@@ -740,6 +740,7 @@ def optimize(
         )  # fmt: skip
         try:
             with intents.registered(Location.of(info.location, options), opts.write_id, name):
+                pause("optimize-read")
                 with progress.task(f"optimizing {name}", total=latest.row_count):  # a line on a terminal only
                     storage_version = fmt.compact(info.location, latest, opts, target_file_size)
             break

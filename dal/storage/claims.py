@@ -189,8 +189,8 @@ def check(
         action: what it is about to do (named in the refusal).
         recorded: whether that catalog records a dataset at the location now (a ``purging`` claim it no longer
             records is a purge stopped after its last step but one: the location is free again).
-        read_only: the dataset is registered read-only there: ``sync``, ``drop`` and ``rename`` go on without
-            a claim, anything else is refused.
+        read_only: the dataset is (being) registered read-only there: ``register``, ``sync``, ``drop`` and
+            ``rename`` go on without a claim, anything else is refused.
         take: claim an unclaimed location (False: only check; None is returned).
 
     Raises:
@@ -199,7 +199,7 @@ def check(
             FormatError: the claim file is not one dal can read.
     """
     if read_only:
-        if action in ("sync", "drop", "rename"):
+        if action in ("register", "sync", "drop", "rename"):
             return None
         raise ReadOnlyDataset(
             f"{holder.dataset} is registered read-only in this catalog ({holder.url}): it can be read, not "

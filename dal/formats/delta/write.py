@@ -81,10 +81,41 @@ def check_write(location: str, schema: pa.Schema, opts: WriteOptions) -> tuple[s
     return parts
 
 
-def write_local(location: str, data: pa.RecordBatchReader, opts: WriteOptions, parts: Sequence[str]) -> int:
-    """Write local ``data`` with delta-rs as one version laid out by ``parts`` (from ``check_write``)."""
+def base_version(location: str, opts: WriteOptions) -> int | None:
+    """The table's version when an overwrite begins (None: no table, or not an overwrite): what it read, and
+    commits on only while it is still the newest (``write_local``)."""
+    if opts.mode != "overwrite" or not table_exists(location, opts.storage_options):
+        return None
+    return int(open_table(location, opts.storage_options).version())
+
+
+def _props(opts: WriteOptions, base: int | None) -> Any:
+    """The commit's properties: dal's metadata, and for an overwrite on a base no retry (delta-rs's conflict
+    resolution would commit it over an append that landed meanwhile, keeping that append's files under the new
+    schema, or dropping its rows from the newest version)."""
     dl = _dl()
-    props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
+    extra = {} if base is None else {"max_commit_retries": 0}
+    return dl.CommitProperties(custom_metadata=dict(opts.commit_metadata), **extra)
+
+
+def _conflict(location: str, base: int) -> WriteConflict:
+    return WriteConflict(
+        f"{location}: another writer committed after Delta version {base}, which this overwrite read; nothing was "
+        "committed, so no rows of that commit were lost: run it again"
+    )
+
+
+def write_local(
+    location: str, data: pa.RecordBatchReader, opts: WriteOptions, parts: Sequence[str], base: int | None = None
+) -> int:
+    """Write local ``data`` with delta-rs as one version laid out by ``parts`` (from ``check_write``); an
+    overwrite with a ``base`` commits only as the version right after it.
+
+    Raises:
+        WriteConflict: another commit landed after ``base``; nothing was committed.
+    """
+    dl = _dl()
+    props = _props(opts, base)
     current = None
     if not replaces_schema(opts) and table_exists(location, opts.storage_options):
         current = _arrow_schema(open_table(location, opts.storage_options))
@@ -95,9 +126,10 @@ def write_local(location: str, data: pa.RecordBatchReader, opts: WriteOptions, p
     conformed = ConformedReader(data, current)
     # a target only when one was asked for: otherwise delta-rs's own default (the keyword left out)
     sizing = {} if opts.target_file_size is None else {"target_file_size": opts.target_file_size}
+    target: Any = location if base is None else open_table(location, opts.storage_options, base)
     try:
         dl.write_deltalake(
-            location,
+            target,
             progress.counted(conformed.reader),  # rows handed to delta-rs, on a terminal's progress line
             mode=opts.mode,
             # a schema overwrite may change the partitioning ([]: none); otherwise the table's, as checked
@@ -112,6 +144,10 @@ def write_local(location: str, data: pa.RecordBatchReader, opts: WriteOptions, p
         if conformed.error is not None:
             raise conformed.error from None
         raise SchemaMismatch(f"delta-rs refused the data for {location}: {one_line(e)}") from e
+    except dl.exceptions.CommitFailedError as e:
+        if base is None:
+            raise translate(e, f"writing Delta table {location}", local=uris.is_local(location)) from e
+        raise _conflict(location, base) from e
     except Exception as e:
         if conformed.error is not None:
             raise conformed.error from None
@@ -173,6 +209,8 @@ class DeltaWrite(WriteTransaction):
     def __init__(self, location: str, opts: WriteOptions) -> None:
         super().__init__(location, opts)
         self.parts: list[str] = list(opts.partition_by or ())
+        # an overwrite replaces what it saw when it began: it commits only if nothing was committed since
+        self.base = base_version(location, opts)
 
     def check(self, schema: pa.Schema) -> pa.Schema:
         # the partitioning the new version is laid out by: the table's unless a schema overwrite changes it
@@ -208,7 +246,7 @@ class DeltaWrite(WriteTransaction):
         if gone:
             raise vanished(loc, gone, len(staged))
         storage = _opts(opts.storage_options)
-        props = dl.CommitProperties(custom_metadata=dict(opts.commit_metadata))
+        props = _props(opts, self.base)
         actions = [
             dl.transaction.AddAction(
                 path=r["path"],
@@ -228,6 +266,8 @@ class DeltaWrite(WriteTransaction):
             )  # fmt: skip
             return find_commit(location, opts)
         table = dl.DeltaTable(location, storage_options=storage)
+        if self.base is not None and table.version() != self.base:  # the overwrite's base was overtaken
+            raise _conflict(location, self.base)
         meta = table.metadata()
         if self._replacing and tuple(meta.partition_columns) != tuple(self.parts):
             # delta-rs's write transaction keeps the old partitionColumns beside the new schema (a table no
@@ -249,9 +289,14 @@ class DeltaWrite(WriteTransaction):
                 table.alter.add_columns(list(dl.Schema.from_arrow(pa.schema(extra)).fields))
                 table = dl.DeltaTable(location, storage_options=storage)
         target = schema if self._replacing else pa.schema(table.schema().to_arrow())
-        table.create_write_transaction(
-            actions, mode=opts.mode, schema=target, partition_by=parts, commit_properties=props
-        )
+        try:
+            table.create_write_transaction(
+                actions, mode=opts.mode, schema=target, partition_by=parts, commit_properties=props
+            )
+        except dl.exceptions.CommitFailedError as e:
+            if self.base is None:
+                raise
+            raise _conflict(location, self.base) from e
         return find_commit(location, opts)
 
     def write(self, data: Any) -> int:
@@ -263,7 +308,7 @@ class DeltaWrite(WriteTransaction):
         if self.observer is not None:
             reader = pa.RecordBatchReader.from_batches(reader.schema, self.observed(reader))
         try:
-            return write_local(self.location, reader, self.opts, parts)
+            return write_local(self.location, reader, self.opts, parts, self.base)
         except DalError as e:
             if self.observer is not None and self.observer.error is not None:
                 raise self.observer.error from None  # a row broke a declared rule: delta-rs stopped, no commit

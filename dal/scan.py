@@ -556,7 +556,9 @@ class Scan:
             indices: Row positions (negative ones count from the end).
 
         Raises:
-            IndexError: a position out of range; DalError: a sampled or balanced scan."""
+            IndexError: a position out of range (of any width: a uint64 past 2**63-1 too); TypeError: positions
+                that are not integers (bools, floats, timedelta64: ``RowIndex.positions``); DalError: a sampled or
+                balanced scan."""
         index: pa.Table = self.rows().take(indices)
         return index
 

@@ -735,11 +735,10 @@ def optimize(
     Raises:
         DatasetNotFound: no such dataset.
         DalError: a dataset dal registered read-only (plain Parquet, an adopted Petastorm dataset), one with no
-            versions, or a ``target_file_size`` that is not a positive integer.
+            versions, or a ``target_file_size`` that is not an integer in [1, 2**63-1].
     """
     validate.check(storage_options=storage_options, catalog=catalog)
-    if isinstance(target_file_size, bool) or not isinstance(target_file_size, int) or target_file_size < 1:
-        raise DalError(f"target_file_size must be a positive number of bytes, not {target_file_size!r}")
+    target_file_size = validate.file_size(target_file_size)
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
     fmt = _written_by_dal(info)

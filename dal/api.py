@@ -321,11 +321,9 @@ class _WriteRequest:
         if self.schema is not None and not isinstance(self.schema, TensorSchema):
             raise DalError(f"schema must be a dal.TensorSchema (or None), not {type(self.schema).__name__}")
         timeparts.check(self.time_partitions)
-        size = self.target_file_size
-        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-            raise DalError(f"target_file_size must be a positive number of bytes, not {size!r}")
+        size = None if self.target_file_size is None else validate.file_size(self.target_file_size)
         codec, tags = _check_write(self.data, self.name, self.mode, self.schema_mode, self.compression, self.tags)
-        return replace(self, compression=codec, tags=tags)
+        return replace(self, compression=codec, tags=tags, target_file_size=size)
 
 
 @dataclass(frozen=True)

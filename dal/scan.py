@@ -187,9 +187,11 @@ class Scan:
         Raises:
             FilterError: a bad rank, world size or remainder, or a scan sharded already.
         """
-        if not isinstance(world_size, int) or world_size < 1:
+        # any integer (a NumPy one too) as a Python int; a bool is refused (True was rank 1)
+        world_size, rank = check_int(world_size, "world_size"), check_int(rank, "rank")
+        if world_size < 1:
             raise FilterError(f"world_size must be a positive int, got {world_size!r}")
-        if not isinstance(rank, int) or not 0 <= rank < world_size:
+        if not 0 <= rank < world_size:
             raise FilterError(f"rank must be in [0, {world_size}), got {rank!r}")
         if remainder not in ("pad", "drop", "keep"):
             raise FilterError(f"remainder must be 'pad', 'drop' or 'keep', not {remainder!r}")
@@ -349,9 +351,10 @@ class Scan:
         Raises:
             FilterError: a bad index or count, or a sampled scan (split by rows instead).
         """
-        if not isinstance(parts, int) or isinstance(parts, bool) or parts < 1:
+        parts, index = check_int(parts, "parts"), check_int(index, "index")  # NumPy integers too, no bool
+        if parts < 1:
             raise FilterError(f"parts must be a positive int, got {parts!r}")
-        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < parts:
+        if not 0 <= index < parts:
             raise FilterError(f"index must be in [0, {parts}), got {index!r}")
         if self.sample_ is not None:
             raise FilterError("a sampled or balanced scan splits by rows: use dal.read.feed.worker_chunks")
@@ -556,7 +559,9 @@ class Scan:
             indices: Row positions (negative ones count from the end).
 
         Raises:
-            IndexError: a position out of range; DalError: a sampled or balanced scan."""
+            IndexError: a position out of range (of any width: a uint64 past 2**63-1 too); TypeError: positions
+                that are not integers (bools, floats, timedelta64: ``RowIndex.positions``); DalError: a sampled or
+                balanced scan."""
         index: pa.Table = self.rows().take(indices)
         return index
 

@@ -3,6 +3,7 @@ a ``TypeError`` from deep inside pyarrow, SQLAlchemy or delta-rs."""
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 from collections.abc import Mapping
@@ -82,6 +83,29 @@ def _location(value: object, what: str) -> None:
         raise DalError(f"{what} must be a path or URL string, not {type(value).__name__}")
     if isinstance(value, str):
         validate_text(value, what, max_length=10_000)  # no NUL, no unpaired surrogate
+
+
+# the largest file size every writer takes: delta-rs's optimize refuses more (its writes take up to 2**64-1),
+# Spark's coalesce counts in a Java long
+MAX_FILE_SIZE = 2**63 - 1
+
+
+def file_size(value: object, what: str = "target_file_size") -> int:
+    """``value`` as a Python int of bytes in [1, ``MAX_FILE_SIZE``]: any integer (a NumPy one too), not a bool.
+
+    Raises:
+        DalError: naming ``what`` (a float, a string, a bool, zero, a negative or too large a size).
+    """
+    try:
+        if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+            raise TypeError
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:  # a NumPy array has __index__ but refuses unless it is one integer
+        raise DalError(f"{what} must be a positive number of bytes, not {type(value).__name__} {value!r:.80}") from None
+    if not 1 <= number <= MAX_FILE_SIZE:
+        shown = number if abs(number) < 10**30 else "a huge number"
+        raise DalError(f"{what} must be a positive number of bytes up to 2**63-1, not {shown}")
+    return number
 
 
 _CHECKS: dict[str, Any] = {

@@ -700,13 +700,20 @@ class MapDataset(_data.Dataset):  # type: ignore[misc,name-defined]
         return len(self.index)
 
     def batch(self, indices: Any) -> Batch:
-        """The rows at ``indices`` as one dict of tensors (``(len(indices), …)`` each)."""
+        """The rows at ``indices`` as one dict of tensors (``(len(indices), …)`` each).
+
+        Raises:
+            IndexError: a position out of range; TypeError: not integers (``RowIndex.positions``)."""
         _rows, columns = self._convert.convert(self.index.take(indices))
         return _batch(columns)
 
     def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, int | np.integer):
-            return {k: v[0] for k, v in self.batch([int(index)]).items()}
+        """One row for one position (a dict of a row's values), a batch for several (see ``batch``).
+
+        Raises:
+            IndexError: a position out of range; TypeError: not integers (``RowIndex.positions``)."""
+        if np.ndim(index) == 0:  # checked whole by positions(): int(index) made True row 1, a timedelta64 a row
+            return {k: v[0] for k, v in self.batch(index).items()}
         return self.batch(index)
 
     def __getitems__(self, indices: list[int]) -> list[dict[str, Any]]:

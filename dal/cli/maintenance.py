@@ -127,12 +127,17 @@ def gc_cmd(
 def _size(_ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
     if value is None:
         return None
+    from dal import validate
     from dal.storage.rangecache import parse_size
 
     try:
-        return parse_size(value)
+        size = parse_size(value)
     except DalError:
         raise click.BadParameter(f"{value!r} is not a size such as 64MB, 128MiB or 1GiB", param=param) from None
+    try:
+        return validate.file_size(size, "--target-file-size")  # the bound dal.write and optimize apply
+    except DalError as e:
+        raise click.BadParameter(str(e), param=param) from None
 
 
 @click.command("optimize")

@@ -74,7 +74,9 @@ def written_type(field: pa.Field) -> pa.DataType | None:
     """The Arrow type ``field`` (as stored) was written with, from its metadata; None when not recorded.
 
     Raises:
-        FormatError: the metadata is not a type dal recorded.
+        FormatError: the metadata is not a type dal recorded, or not one the stored column can hold (a tensor
+            not in binary cells, or its ``dal.tensor`` naming another dtype or shape; text or floats where
+            unsigned integers were widened).
     """
     raw = (field.metadata or {}).get(ARROW_TYPE_KEY)
     if raw is None:
@@ -83,7 +85,71 @@ def written_type(field: pa.Field) -> pa.DataType | None:
         t: pa.DataType = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(raw))).field(0).type
     except Exception as e:
         raise FormatError(f"column {field.name!r}: its {ARROW_TYPE_KEY.decode()} metadata is not a type: {e}") from e
+    # metadata is anyone's to write (delta-rs and Spark keep it): trusted as is, it decoded a string column's
+    # bytes as tensors, read an int64 column's buffers as binary offsets, parsed text as numbers
+    why = _tensor_disagreement(field, t) if tensor_shape(t) is not None else _stored_mismatch(field.type, t)
+    if why is not None:
+        raise FormatError(
+            f"column {field.name!r} ({field.type}) has {ARROW_TYPE_KEY.decode()} metadata saying it holds {t}, "
+            f"but {why}; dal did not write it so (another tool changed the column or its metadata): drop or "
+            "correct the metadata"
+        )
     return t
+
+
+def _tensor_disagreement(field: pa.Field, t: pa.DataType) -> str | None:
+    """Why ``field`` cannot hold the tensor type ``t`` as ``encode_tensor`` stores it, or None."""
+    if not (pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type)):
+        return "a tensor is stored as binary cells of its bytes"
+    raw = (field.metadata or {}).get(TENSOR_KEY)
+    if raw is None:  # the type alone says everything the cells need
+        return None
+    written = json.loads(stored_field(pa.field(field.name, t), field.type).metadata[TENSOR_KEY])
+    try:
+        said = json.loads(raw)
+    except ValueError:
+        said = None
+    if isinstance(said, dict) and all(said.get(k) == v for k, v in written.items()):  # other keys: not dal's
+        return None
+    text = raw[:200].decode("utf-8", "replace")
+    return f"its {TENSOR_KEY.decode()} metadata says {text} (where that type is {json.dumps(written)})"
+
+
+def _kind(t: pa.DataType) -> str:
+    """What a leaf holds, as Delta stores it (every string kind is a string, every timestamp unit a timestamp …)."""
+    kinds = (("string", pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view),
+             ("binary", pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view,
+              pa.types.is_fixed_size_binary),
+             ("integer", pa.types.is_integer), ("float", pa.types.is_floating), ("decimal", pa.types.is_decimal),
+             ("timestamp", pa.types.is_timestamp), ("date", pa.types.is_date))  # fmt: skip
+    return next((k for k, *tests in kinds if any(test(t) for test in tests)), str(t))
+
+
+def _lists(t: pa.DataType) -> bool:
+    return any(is_(t) for is_ in (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list,
+                                  pa.types.is_list_view, pa.types.is_large_list_view))  # fmt: skip
+
+
+def _stored_mismatch(stored: pa.DataType, t: pa.DataType) -> str | None:
+    """Why a column stored as ``stored`` is not one dal wrote as ``t`` (unsigned integers widened, the rest
+    as Delta stores it: ``dal.formats.delta.types``), or None; a cast would otherwise parse text as numbers."""
+    if pa.types.is_dictionary(stored):
+        stored = stored.value_type
+    if pa.types.is_dictionary(t):
+        return _stored_mismatch(stored, t.value_type)
+    if pa.types.is_struct(t):
+        if not pa.types.is_struct(stored) or [f.name for f in stored] != [f.name for f in t]:
+            return f"it is stored as {stored}, not a struct of fields {[f.name for f in t]}"
+        return next((w for a, b in zip(stored, t, strict=True) if (w := _stored_mismatch(a.type, b.type))), None)
+    if pa.types.is_map(t):
+        if not pa.types.is_map(stored):
+            return f"it is stored as {stored}, not a map"
+        return _stored_mismatch(stored.key_type, t.key_type) or _stored_mismatch(stored.item_type, t.item_type)
+    if _lists(t):
+        return _stored_mismatch(stored.value_type, t.value_type) if _lists(stored) else f"{stored} is not a list"
+    if _kind(stored) != _kind(t):
+        return f"its values are stored as {stored}, not {_kind(t)}s"
+    return None
 
 
 def stored_field(field: pa.Field, stored_type: pa.DataType) -> pa.Field:

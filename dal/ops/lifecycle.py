@@ -405,7 +405,8 @@ def stats(
     catalog: CatalogLike = None,
 ) -> Stats:
     """Rows, nulls, min and max per column from Parquet footers (one footer read per file); for partition
-    columns from the partition values, with an exact distinct count."""
+    columns from the partition values, with an exact distinct count. A list, struct or map column's nulls
+    are exact when one of its leaves has none (0), else unknown (None); it has no min or max."""
     from dal import api
 
     ds = api.open(name, version, storage_options=storage_options, catalog=catalog)
@@ -441,26 +442,71 @@ def _footer_stats(
     fs, path = uris.filesystem(f.uri, storage_options)
     try:
         with fs.open_input_file(path) as handle:
-            meta = pq.ParquetFile(handle).metadata
+            footer = pq.ParquetFile(handle)
+            meta, stored = footer.metadata, footer.schema_arrow
     except Exception as e:
         raise FormatError(f"cannot read the Parquet footer of {f.uri}: {e}") from e
-    index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    leaves = _leaves(stored, meta.num_columns)
     for fld in schema:
         if fld.name in parts:
             continue
         a = acc[fld.name]
-        col = index.get(to_physical.get(fld.name, fld.name))
-        if col is None:  # not in this file (added later): all null here
+        name = to_physical.get(fld.name, fld.name)
+        if leaves is None:  # a footer whose columns dal cannot attribute: nothing is known of this file
+            a.see_nulls(None)
+            continue
+        if name not in leaves:  # not in this file (added later): all null here
             a.see_nulls(f.row_count)
             continue
         for g in range(meta.num_row_groups):
-            st = meta.row_group(g).column(col).statistics
-            a.see_nulls(st.null_count if st is not None and st.has_null_count else None)
+            found = [meta.row_group(g).column(c).statistics for c in leaves[name]]
+            counts = [st.null_count if st is not None and st.has_null_count else None for st in found]
+            if _is_nested(stored.field(name).type):
+                # a leaf's nulls count null and empty lists, null elements and fields too, never fewer than the
+                # null rows (each has one null leaf entry): exact only when none; else unknown without a read
+                a.see_nulls(0 if 0 in counts else None)
+                continue  # an element's or field's min and max are not the column's
+            a.see_nulls(counts[0])
+            st = found[0]
             if st is not None and st.has_min_max:
                 try:
                     a.see_range(st.min, st.max)
                 except TypeError:
                     pass  # incomparable logical values (mixed types): leave as is
+
+
+_LISTS = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list, pa.types.is_list_view,
+          pa.types.is_large_list_view)  # fmt: skip
+
+
+def _is_nested(t: pa.DataType) -> bool:
+    """Whether a column of type ``t`` is stored below a group (a list, struct or map), not as one leaf."""
+    t = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+    return pa.types.is_struct(t) or pa.types.is_map(t) or any(is_(t) for is_ in _LISTS)
+
+
+def _leaf_count(t: pa.DataType) -> int:
+    """How many Parquet leaf columns store a column of type ``t``."""
+    t = t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+    if pa.types.is_struct(t):
+        return sum(_leaf_count(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _leaf_count(t.key_type) + _leaf_count(t.item_type)
+    if pa.types.is_dictionary(t) or any(is_(t) for is_ in _LISTS):
+        return _leaf_count(t.value_type)
+    return 1
+
+
+def _leaves(stored: pa.Schema, columns: int) -> dict[str, range] | None:
+    """The leaf columns of each top-level column of a Parquet file (depth first, in schema order), by name:
+    a leaf's path (``v.list.element``, ``s.a``) is not the column's name, and a name may hold a dot. None
+    when they do not add up to the file's ``columns`` leaves."""
+    out, start = {}, 0
+    for fld in stored:
+        n = _leaf_count(fld.type)
+        out[fld.name] = range(start, start + n)
+        start += n
+    return out if start == columns else None
 
 
 # -- gc -----------------------------------------------------------------------------------------------------
@@ -713,11 +759,10 @@ def optimize(
     Raises:
         DatasetNotFound: no such dataset.
         DalError: a dataset dal registered read-only (plain Parquet, an adopted Petastorm dataset), one with no
-            versions, or a ``target_file_size`` that is not a positive integer.
+            versions, or a ``target_file_size`` that is not an integer in [1, 2**63-1].
     """
     validate.check(storage_options=storage_options, catalog=catalog)
-    if isinstance(target_file_size, bool) or not isinstance(target_file_size, int) or target_file_size < 1:
-        raise DalError(f"target_file_size must be a positive number of bytes, not {target_file_size!r}")
+    target_file_size = validate.file_size(target_file_size)
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
     fmt = _written_by_dal(info)

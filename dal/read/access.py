@@ -16,6 +16,7 @@ cost about one row-group decode per row (docs/training.md gives measured figures
 from __future__ import annotations
 
 import dataclasses
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -68,21 +69,43 @@ class RowIndex:
     def positions(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """``indices`` as int64 positions in [0, len), negative ones counted from the end.
 
+        Positions are integers only: NumPy integer arrays of any width, Python ints of any size (a list
+        holding one past int64 is an object array, checked one by one). Booleans are refused (NumPy reads
+        a bool array as a mask, a list as positions 0 and 1: neither is meant here), and so are floats,
+        ``timedelta64`` (NumPy files it under integers), ``datetime64`` and other objects.
+
         Raises:
-            IndexError: a position out of range (``for row in ds`` relies on it); TypeError: not integers.
+            IndexError: a position out of range, of any width (``for row in ds`` relies on it); TypeError: not
+                integers.
         """
-        idx = np.asarray(indices)
-        if idx.size and not np.issubdtype(idx.dtype, np.integer):
-            raise TypeError(f"row positions must be integers, not {idx.dtype}")
-        idx = idx.astype(np.int64, copy=False).reshape(-1)
+        idx = np.asarray(indices).reshape(-1)
         n = len(self)
-        idx = np.where(idx < 0, idx + n, idx)
-        bad = (idx < 0) | (idx >= n)
+        if idx.dtype.kind == "O":
+            return self._object_positions(idx, n)
+        if idx.size and idx.dtype.kind not in "iu":  # "m" (timedelta64) passes np.issubdtype(_, np.integer)
+            raise TypeError(f"row positions must be integers, not {idx.dtype}")
+        # compared in their own dtype: a uint64 past 2**63-1 cast to int64 first would wrap to a negative row
+        bad = (idx >= n) if idx.dtype.kind == "u" else (idx < -n) | (idx >= n)
         if bad.any():
-            raise IndexError(
-                f"row {int(np.asarray(indices).reshape(-1)[int(np.flatnonzero(bad)[0])])} is out of range for {n} rows"
-            )
-        return idx
+            raise IndexError(f"row {idx[int(np.flatnonzero(bad)[0])]} is out of range for {n} rows")
+        idx = idx.astype(np.int64, copy=False)
+        return np.where(idx < 0, idx + n, idx)
+
+    @staticmethod
+    def _object_positions(idx: np.ndarray, n: int) -> np.ndarray:
+        """An object array's positions: each an integer (``operator.index``, not a bool), checked as a Python int."""
+        out = np.empty(idx.size, dtype=np.int64)
+        for k, value in enumerate(idx):
+            try:
+                if isinstance(value, bool | np.bool_):
+                    raise TypeError
+                i = operator.index(value)  # a nested array or list has no __index__ (or refuses it)
+            except TypeError:
+                raise TypeError(f"row positions must be integers, not {type(value).__name__}") from None
+            if not -n <= i < n:
+                raise IndexError(f"row {i} is out of range for {n} rows")
+            out[k] = i + n if i < 0 else i
+        return out
 
     def _group(self, t: int) -> pa.Table:
         with self._lock:

@@ -198,6 +198,7 @@ class Query:
         self.filters = filters
         self.window = window
         self.schema = source.arrow_schema()
+        self.restorers  # noqa: B018 recorded types that cannot be so (dal.formats.logical) refused before any read
 
     @cached_property
     def restorers(self) -> Mapping[str, pa.DataType]:

@@ -38,6 +38,7 @@ import hashlib
 import io as _io
 import json
 import logging
+import math
 import os
 import pickle
 import re
@@ -91,7 +92,10 @@ def parse_size(value: int | str | None) -> int:
         unit = m.group(2).lower() if m else ""
         if m is None or unit not in _UNITS:
             raise DalError(f"cache_size {value!r} is not a size such as 500MB, 20GB or 1GiB")
-        value = int(float(m.group(1)) * _UNITS[unit])
+        amount = float(m.group(1)) * _UNITS[unit]
+        if not math.isfinite(amount):  # 400 digits: int() of an infinite float raised OverflowError
+            raise DalError(f"cache_size {value[:40]!r}… is larger than any size")
+        value = int(amount)
     if value < 1:
         raise DalError(f"cache_size must be positive, not {value}")
     return value

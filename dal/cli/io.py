@@ -8,9 +8,7 @@ import click
 from dal.cli.base import catalog_of, json_option
 from dal.cli.complete import complete_names
 from dal.cli.output import emit_json
-from dal.errors import printable
 from dal.formats.names import DEFAULT_FORMAT
-from dal.storage.uris import mask_text
 
 
 @click.command("register")
@@ -56,7 +54,9 @@ def register_cmd(
 @click.pass_context
 def claim_cmd(ctx: click.Context, name: str, take_over: bool, reason: str, as_json: bool) -> None:
     """Which catalog owns the dataset's location (only it writes, optimizes, gc's and purges there)."""
+    from dal.errors import printable
     from dal.ops.claim import claim
+    from dal.storage.uris import mask_text
 
     found = claim(name, take_over=take_over, reason=reason, catalog=catalog_of(ctx))
     if as_json:

@@ -103,12 +103,20 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def history(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A Delta table (written by delta-rs, not dal) with VERSIONS versions (registering it changes nothing there)."""
+def _history_source(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = str(tmp_path_factory.mktemp("progress") / "history")
     for i in range(VERSIONS):
         write_deltalake(path, pa.table({"id": [i], "v": [float(i)]}), mode="append")
     assert DeltaTable(path).version() == VERSIONS - 1
+    return path
+
+
+@pytest.fixture
+def history(_history_source: str, tmp_path: Path) -> str:
+    """A Delta table (written by delta-rs, not dal) with VERSIONS versions, a copy per test: registering it
+    claims its location for the test's catalog."""
+    path = str(tmp_path / "history")
+    shutil.copytree(_history_source, path)
     return path
 
 

@@ -102,7 +102,7 @@ def test_log_entries_of_expired_versions_go_after_the_retention(cat: Catalog) ->
     assert dal.write(table(1, 900), "g.l").number == 6 and dal.open("g.l").count() == 9
 
     # another catalog entry over the same table sees the cleaned-up versions as expired, and says so
-    dal.register("g.l2", location)
+    dal.register("g.l2", location, read_only=True)  # (one writable entry per location and catalog)
     listed = cat.versions("g.l2")
     assert [v.unavailable is not None for v in listed[:2]] == [True, True]
     with pytest.raises(DalError, match="expired"):

@@ -871,7 +871,8 @@ def register(
                        properties=properties, unique_location=fmt.writable and not read_only)  # fmt: skip
     try:
         check_claim(cat, name, fmt, location, options, "register", recorded=True, read_only=read_only)
-        versions = sync(name, storage_options=options, catalog=cat)
+        # the declared time partitions describe the table as it is: its commits are the ones the caller declares
+        versions = _sync(name, options, cat, adopt=False, registering=True)
         if time_column is not None and versions and time_column not in versions[-1].schema.names:
             raise SchemaMismatch(f"time_column {time_column!r} is not a column of {location}")
         if time_partitions is not None and versions:
@@ -910,7 +911,7 @@ def sync(
         DalError: the table cannot be read (nothing recorded).
     """
     validate.check(storage_options=storage_options, catalog=catalog)
-    return _sync(name, dict(storage_options or {}), get_catalog(catalog), adopt=True)
+    return _sync(name, dict(storage_options or {}), get_catalog(catalog), adopt=True, registering=False)
 
 
 def sync_recorded(name: str, storage_options: Mapping[str, str], cat: Catalog) -> list[VersionInfo]:
@@ -920,10 +921,12 @@ def sync_recorded(name: str, storage_options: Mapping[str, str], cat: Catalog) -
     Raises:
         DatasetNotFound: no such dataset (now). DalError: as ``sync``.
     """
-    return _sync(name, dict(storage_options), cat, adopt=False)
+    return _sync(name, dict(storage_options), cat, adopt=False, registering=False)
 
 
-def _sync(name: str, storage_options: dict[str, str], cat: Catalog, *, adopt: bool) -> list[VersionInfo]:
+def _sync(
+    name: str, storage_options: dict[str, str], cat: Catalog, *, adopt: bool, registering: bool
+) -> list[VersionInfo]:
     try:
         info = cat.get_dataset(name)
     except DatasetNotFound:
@@ -947,6 +950,7 @@ def _sync(name: str, storage_options: dict[str, str], cat: Catalog, *, adopt: bo
     except FormatError as e:  # the format knows the location only: name the dataset too
         raise type(e)(f"{name}: {e}") from e
     out: list[VersionInfo] = []
+    unchecked: list[VersionInfo] = []  # rows no write of this catalog checked against its declared rule
     mine = cat.catalog_id
     for draft in progress.each(drafts, f"recording versions of {name}", unit="versions"):  # a line on a terminal
         writer = draft.properties.get(WRITER_CATALOG)
@@ -963,7 +967,10 @@ def _sync(name: str, storage_options: dict[str, str], cat: Catalog, *, adopt: bo
                 "this one; recorded and marked foreign (`dal versions` shows it)", name, version.number,
                 draft.storage_version, writer,
             )  # fmt: skip
+        if writer != mine and not registering:
+            unchecked.append(version)
         out.append(version)
+    _drop_unchecked_rule(cat, info, unchecked)
     newest = out[-1] if out else None
     lost = info.time_column is not None and newest is not None and newest.unavailable is None
     if lost and newest is not None and info.time_column not in newest.schema.names:
@@ -973,6 +980,22 @@ def _sync(name: str, storage_options: dict[str, str], cat: Catalog, *, adopt: bo
                      "with time_column= or `dal set --time-column`)", name, newest.number, info.time_column)  # fmt: skip
         cat.update_dataset(name, clear_time_column=True, properties={timeparts.DATASET_KEY: None})
     return out
+
+
+def _drop_unchecked_rule(cat: Catalog, info: DatasetInfo, unchecked: Sequence[VersionInfo]) -> None:
+    """A declared time-partition rule holds only for rows a write checked (``dal.write`` refuses a row that
+    breaks it); a version another tool (or another catalog's dal) committed was not checked, and a window pruning
+    by the rule could then miss its rows. The rule is dropped, with a warning: windows filter rows from then on."""
+    if not unchecked or timeparts.TimePartitions.from_json(info.properties.get(timeparts.DATASET_KEY)) is None:
+        return
+    first = unchecked[0]
+    _log.warning(
+        "%s: version %d was committed by a writer that did not check the declared time partitions; the rule is "
+        "dropped and windows filter rows instead of skipping partitions (declare it again with "
+        "dal.register(..., time_partitions=) or a dal.write(time_partitions=) once the data keeps it)",
+        info.name, first.number,
+    )  # fmt: skip
+    cat.update_dataset(info.name, properties={timeparts.DATASET_KEY: None})
 
 
 def _adopt_unrecorded(cat: Catalog, name: str, options: Mapping[str, str]) -> Any:

@@ -170,3 +170,35 @@ def test_optimize_killed_at_random_beside_appends_loses_no_acknowledged_row(cat:
     assert ids_of(name) == sorted(acknowledged)
     lifecycle.gc(name, keep_last=1, safe_age=NOW)
     assert ids_of(name) == sorted(acknowledged)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["delta", "petastorm"])
+@pytest.mark.parametrize("meanwhile", ["drop", "rename"])
+def test_optimize_whose_dataset_is_dropped_or_renamed_meanwhile_says_how_to_record_it(
+    cat: Catalog, tmp_path: Path, fmt: str, meanwhile: str
+) -> None:
+    """The compaction is committed when the dataset is dropped (or renamed): optimize does not bring the dropped
+    dataset back (its recording used to re-adopt the table at the default location), and names the command that
+    records the version (it used to say "not creating 'ds'" after a rename)."""
+    name = f"opt.{fmt}"
+    _small_files(name, fmt)
+    proc, release = start_paused(_optimize_code(name), "rewrite-committed", tmp_path)
+    try:
+        if meanwhile == "drop":
+            lifecycle.drop(name)
+        else:
+            lifecycle.rename(name, "opt.renamed")
+    finally:
+        release.touch()
+        out, _ = proc.communicate(timeout=120)
+    text = out.decode()
+    assert proc.returncode != 0 and "CommittedNotRecorded" in text, text
+    if meanwhile == "drop":
+        assert [d.name for d in cat.list_datasets()] == []  # not brought back
+        assert f"dal register {name}" in text
+    else:
+        assert [d.name for d in cat.list_datasets()] == ["opt.renamed"]
+        assert "dal sync opt.renamed" in text
+        assert len(dal.sync("opt.renamed")) == 1  # the compaction, recorded under the new name
+        assert ids_of("opt.renamed") == list(range(SMALL))

@@ -14,7 +14,8 @@ a killed writer's intent stops counting at once on its own machine, and at most 
 its last heartbeat anywhere else. A marker that cannot be read (larger than ``MAX_MARKER_BYTES``, not JSON,
 not an object, a field missing or of the wrong type or range) counts as live (protecting every unreferenced
 file) until it is ``EXPIRES_AFTER_S`` old by the store's modification time; then it is expired like any other.
-gc deletes expired markers.
+gc deletes expired markers. A markers' folder that is a symbolic link is refused by writes, gc and purge alike:
+markers written through it would land elsewhere, and gc would count deletions it refuses to make.
 
 A live intent claims the files whose path carries its token, and every file modified since it began, less
 ``TIME_SLACK_S`` (the marker's own modification time, read back from the store, so one clock — the store's —
@@ -37,6 +38,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import threading
 import time
 import uuid
@@ -238,6 +240,23 @@ class InFlight:
         return "; ".join(parts)
 
 
+def _foreign_folder(loc: Location) -> str | None:
+    """Why the markers' folder cannot hold dal's markers (None: it can, or it is not there yet): a symbolic link
+    (through it markers would be written, read and deleted in another folder) or not a folder. Local disk only:
+    object stores have no links."""
+    if not loc.local:
+        return None
+    try:
+        mode = os.lstat(loc.path(DIR)).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        return f"the intent markers' folder {loc.child(DIR)} is a symbolic link, which dal does not follow"
+    if not stat.S_ISDIR(mode):
+        return f"the intent markers' folder {loc.child(DIR)} is not a folder"
+    return None
+
+
 def _read_marker(loc: Location, rel: str, size: int) -> bytes:
     """A marker's bytes, at most ``MAX_MARKER_BYTES`` + 1 of them (a larger one is refused unread)."""
     if size > MAX_MARKER_BYTES:
@@ -248,7 +267,14 @@ def _read_marker(loc: Location, rel: str, size: int) -> bytes:
 
 
 def scan(loc: Location) -> InFlight:
-    """The writes in flight at ``loc`` now (one LIST of the markers, one GET per marker)."""
+    """The writes in flight at ``loc`` now (one LIST of the markers, one GET per marker).
+
+    Raises:
+        FormatError: the markers' folder is a symbolic link (or not a folder).
+    """
+    refused = _foreign_folder(loc)
+    if refused:
+        raise FormatError(f"{refused}; nothing was deleted (replace it with a folder, or remove it)")
     selector = pafs.FileSelector(loc.path(DIR), recursive=False, allow_not_found=True)
     now = time.time()
     here = _machine()
@@ -291,8 +317,11 @@ class Registration:
         """Write the marker with its time by the store's clock, and start the heartbeat.
 
         Raises:
-            FormatError: the marker cannot be written (nothing was staged).
+            FormatError: the marker cannot be written, or its folder is a symbolic link (nothing was staged).
         """
+        refused = _foreign_folder(self.loc)
+        if refused:
+            raise FormatError(f"cannot register this write at {self.loc.uri} ({refused}); nothing was committed")
         try:
             self._put(first=True)
             if not self.loc.local:  # the store's time of the marker, read back and written into it

@@ -5,8 +5,10 @@ it like an expired one. Neither gc, purge nor ``dal drop --purge`` ever fails wi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -163,3 +165,67 @@ def test_dal_drop_and_gc_on_the_command_line_with_forged_markers(sqlite_env: Cat
     drop = _dal("drop", name, "--purge", "--yes")
     assert drop.returncode == 0, drop.stderr
     assert not location.exists()
+
+
+def _tree(root: Path) -> str:
+    """A digest of everything below ``root`` (names, kinds, bytes, modification times; links not followed)."""
+    digest = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        st = os.lstat(folder)
+        digest.update(f"{Path(folder).relative_to(root)}|{st.st_mode}|{st.st_mtime_ns}\n".encode())
+        for f in sorted(files):
+            path = Path(folder, f)
+            st = os.lstat(path)
+            digest.update(f"{path.relative_to(root)}|{st.st_mode}|{st.st_mtime_ns}|".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture
+def canary(tmp_path: Path) -> Path:
+    """A folder outside any dataset holding three markers of dead writers (what gc would delete)."""
+    folder = tmp_path / "canary"
+    folder.mkdir()
+    for i in range(3):
+        marker = folder / f"{i:012x}dead.json"
+        marker.write_bytes(json.dumps(_body(write_id=f"{i:012x}dead")).encode())
+        _age(marker, EXPIRED_S)
+    return folder
+
+
+@pytest.mark.parametrize("fmt", ["delta", "petastorm"])
+def test_a_linked_intents_folder_is_refused_and_its_target_left_alone(
+    sqlite_env: Catalog, canary: Path, fmt: str
+) -> None:
+    name = f"linked.{fmt}"
+    location = _write(name, fmt)
+    (location / intents.DIR).symlink_to(canary, target_is_directory=True)
+    before = _tree(canary)
+    refused = rf"intent markers' folder {re.escape(str(location / intents.DIR))} is a symbolic link"
+    with pytest.raises(dal.DalError, match=refused + r".*nothing was committed"):
+        _write(name, fmt)
+    assert [v.number for v in sqlite_env.versions(name)] == [0]
+    with pytest.raises(dal.DalError, match=refused + r".*nothing was deleted"):
+        lifecycle.gc(name, safe_age=NOW)
+    with pytest.raises(dal.DalError, match=refused):
+        lifecycle.drop(name, purge=True)
+    for args in (["gc", name], ["drop", name, "--purge", "--yes"]):
+        proc = _dal(*args)
+        assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert proc.stderr.startswith("dal: error: ") and "is a symbolic link" in proc.stderr, proc.stderr
+    assert _tree(canary) == before and (location / intents.DIR).is_symlink()
+    assert sqlite_env.get_dataset(name).latest_version == 0 and len(dal.open(name).to_arrow()) == 3
+
+
+@pytest.mark.parametrize("target", ["dangling", "file"])
+def test_a_markers_folder_that_is_no_folder_is_refused(sqlite_env: Catalog, tmp_path: Path, target: str) -> None:
+    location = _write("odd.d", "delta")
+    if target == "file":
+        (location / intents.DIR).write_bytes(b"not a folder")
+    else:
+        (location / intents.DIR).symlink_to(tmp_path / "nowhere")
+    for attempt in (lambda: _write("odd.d", "delta"), lambda: lifecycle.gc("odd.d"),
+                    lambda: lifecycle.drop("odd.d", purge=True)):  # fmt: skip
+        with pytest.raises(dal.DalError, match=re.escape(str(location / intents.DIR))):
+            attempt()
+    assert not (tmp_path / "nowhere").exists() and len(dal.open("odd.d").to_arrow()) == 3

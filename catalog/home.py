@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from catalog.errors import CatalogError
+from catalog.urls import MAX_URL_LENGTH
 
 ENV_URL = "DAL_CATALOG_URL"
 ENV_HOME = "DAL_HOME"
@@ -88,6 +89,11 @@ def profiles(config: dict[str, Any] | None = None) -> dict[str, str]:
     for name, entry in catalogs.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
             raise ProfileError(f'{config_path()}: profile {name!r} needs url = "..."')
+        if len(entry["url"]) > MAX_URL_LENGTH:
+            raise ProfileError(
+                f"{config_path()}: the url of profile {name!r} is {len(entry['url']):,} characters long, "
+                f"at most {MAX_URL_LENGTH:,}"
+            )
         out[str(name)] = entry["url"]
     return out
 

@@ -16,6 +16,9 @@ from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlsplit
 
 MASK = "***"
+# characters of a catalog URL (a profile's included) or a dataset location: real ones are a few hundred; a longer
+# one is refused before it is parsed, connected to or printed
+MAX_URL_LENGTH = 10_000
 # a query parameter whose name contains one of these words carries a secret (or may: masking is cheap)
 _SECRET_WORDS = (
     "pass",

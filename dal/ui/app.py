@@ -153,7 +153,7 @@ class _BadRequest(DalError):
 
 
 class _NoPage(DalError):
-    """A path no route answers, or with a segment no dataset or version has (404)."""
+    """A path with a segment no dataset or version has (404)."""
 
 
 def _check_path(request: Request) -> None:
@@ -660,6 +660,14 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
         Route("/api/datasets/{name}/preview", api(api_preview)),
         Route("/api/datasets/{name}/versions/{v}/lineage", api(api_lineage)),
     ]
+
+    def not_found(request: Request, exc: Exception) -> Response:
+        """A path no route answers: under /api the API's JSON error like every other, elsewhere Starlette's."""
+        if request.url.path == "/api" or request.url.path.startswith("/api/"):
+            body = {"error": "no such API endpoint (GET /api lists them)"}
+            return Response(views.to_json(body), 404, media_type="application/json")
+        return PlainTextResponse("Not Found", 404)
+
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_HOSTS))] if loopback else []
-    app = Starlette(routes=routes, middleware=middleware)
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={404: not_found})
     return _Guard(app, token)

@@ -93,3 +93,21 @@ def test_ordinary_paths_still_answer(app: Any) -> None:
     assert get(app, "/d/a.b", "v=0")[0] == 200
     status, _h, body, _t = get(app, "/api/datasets/a.b/versions/0/lineage")
     assert status == 200 and json.loads(body)["dataset"] == "a.b"
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/nope", "/api/datasets/a.b/nope", "/api/datasets/a.b/versions/0/nope", "/api/openapi.yaml", f"/api/{LONG}"],
+    ids=lambda p: p.replace(LONG, "LONG"),
+)
+def test_an_unknown_api_path_answers_json(app: Any, path: str) -> None:
+    status, headers, body, _took = get(app, path)
+    assert status == 404 and headers["content-type"] == "application/json", (status, headers)
+    assert json.loads(body) == {"error": "no such API endpoint (GET /api lists them)"}
+    assert headers["x-content-type-options"] == "nosniff"  # the guard's headers, as on every answer
+
+
+def test_unknown_pages_and_slashes_are_as_before(app: Any) -> None:
+    assert get(app, "/nope")[:3:2] == (404, b"Not Found")
+    status, headers, _body, _took = get(app, "/api/datasets/")  # Starlette's redirect to the path without it
+    assert status == 307 and headers["location"].endswith("/api/datasets")

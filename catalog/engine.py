@@ -18,7 +18,7 @@ from catalog.home import ENV_HOME as ENV_HOME  # re-exported: they lived here (c
 from catalog.home import ENV_URL as ENV_URL
 from catalog.home import data_dir as data_dir
 from catalog.home import default_url as default_url
-from catalog.urls import mask_url
+from catalog.urls import MAX_URL_LENGTH, mask_url
 
 SQLITE_BUSY_TIMEOUT_S = 120
 
@@ -112,8 +112,10 @@ def _parse(url: str | URL) -> URL:
     """The parsed catalog URL.
 
     Raises:
-        CatalogUnavailable: not a URL (the message masks its password).
+        CatalogUnavailable: not a URL, or longer than ``MAX_URL_LENGTH`` (the message masks its password).
     """
+    if isinstance(url, str) and len(url) > MAX_URL_LENGTH:
+        raise CatalogUnavailable(f"invalid catalog URL: {len(url):,} characters long, at most {MAX_URL_LENGTH:,}")
     if not isinstance(url, str | URL) or "\x00" in str(url):
         raise CatalogUnavailable(f"invalid catalog URL {mask_url(url)!r}: expected a URL string without NUL")
     try:

@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from catalog.errors import CatalogError
+from catalog.urls import MAX_URL_LENGTH
 
 ENV_URL = "DAL_CATALOG_URL"
 ENV_HOME = "DAL_HOME"
 ENV_CONFIG = "DAL_CONFIG"
 ENV_PROFILE = "DAL_PROFILE"
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+MAX_CONFIG_BYTES = 1 << 20  # a config file names a few catalogs; a larger one is refused unread
 
 
 class ProfileError(CatalogError):
@@ -61,21 +63,30 @@ def load_config(path: Path | None = None) -> dict[str, Any]:
     """The config file as a dict (empty when there is none).
 
     Raises:
-        ProfileError: the file cannot be read or is not valid TOML."""
+        ProfileError: the file cannot be read, is larger than ``MAX_CONFIG_BYTES``, is not UTF-8, is not valid
+            TOML, or is nested deeper than the TOML parser's recursion allows."""
     import tomllib
 
     path = config_path() if path is None else path
     try:
         with path.open("rb") as f:
-            return tomllib.load(f)
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         if os.environ.get(ENV_CONFIG):  # named explicitly: a typo must not fall back to another catalog
             raise ProfileError(f"{ENV_CONFIG} names {path}, which does not exist") from None
         return {}
-    except tomllib.TOMLDecodeError as e:
-        raise ProfileError(f"the dal config file {path} is not valid TOML: {e}") from e
     except OSError as e:
         raise ProfileError(f"cannot read the dal config file {path}: {e.strerror or e}") from e
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ProfileError(f"the dal config file {path} is larger than {MAX_CONFIG_BYTES >> 20} MiB")
+    try:
+        return tomllib.loads(data.decode())
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"the dal config file {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError(f"the dal config file {path} is not valid TOML: {e}") from e
+    except RecursionError:  # tomllib is pure Python: the stack unwound cleanly
+        raise ProfileError(f"the dal config file {path} is nested too deeply (arrays or tables in tables)") from None
 
 
 def profiles(config: dict[str, Any] | None = None) -> dict[str, str]:
@@ -88,6 +99,11 @@ def profiles(config: dict[str, Any] | None = None) -> dict[str, str]:
     for name, entry in catalogs.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
             raise ProfileError(f'{config_path()}: profile {name!r} needs url = "..."')
+        if len(entry["url"]) > MAX_URL_LENGTH:
+            raise ProfileError(
+                f"{config_path()}: the url of profile {name!r} is {len(entry['url']):,} characters long, "
+                f"at most {MAX_URL_LENGTH:,}"
+            )
         out[str(name)] = entry["url"]
     return out
 

@@ -33,7 +33,7 @@ from catalog.types import (
     validate_text,
     version_ref,
 )
-from catalog.urls import mask_url
+from catalog.urls import MAX_URL_LENGTH, mask_url
 
 SQLITE_BUSY_TIMEOUT_S = 120
 _PARAM = re.compile(r":([a-z_][a-z0-9_]*)")
@@ -99,7 +99,7 @@ def _postgres_conninfo(url: str) -> str | None:
 
 def connect(url: str) -> LiteCatalog | None:
     """A quick reader for ``url``, or None when ``Catalog`` must handle it (see the module's docstring)."""
-    if not isinstance(url, str):
+    if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:  # Catalog refuses it in one line
         return None
     try:
         path = _sqlite_path(url)

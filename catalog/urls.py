@@ -12,9 +12,13 @@ This lives in ``catalog`` (which never imports ``dal``) so that the catalog URL 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlsplit
 
 MASK = "***"
+# characters of a catalog URL (a profile's included) or a dataset location: real ones are a few hundred; a longer
+# one is refused before it is parsed, connected to or printed
+MAX_URL_LENGTH = 10_000
 # a query parameter whose name contains one of these words carries a secret (or may: masking is cheap)
 _SECRET_WORDS = (
     "pass",
@@ -30,10 +34,41 @@ _SECRET_WORDS = (
     "signature",
 )
 _SECRET_NAME = re.compile("|".join(_SECRET_WORDS), re.IGNORECASE)
-# ``name=value`` after ``?``, ``&`` or ``;`` (a URL's query), or a bare DSN keyword (``password=…``)
-_PARAM = re.compile(r"(?P<lead>[?&;]|\b)(?P<name>[A-Za-z][\w.-]*)=(?P<value>[^&;\s#'\"]*)")
-# the password of a URL's user info: ``scheme://user:password@host``
-_USERINFO = re.compile(r"(?P<lead>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)(?P<value>[^\s@]*)@")
+# Both patterns run in linear time on any text (a quadratic one made a 40k-character value take seconds): a match
+# is tried only where a run of the characters that may open it begins (the lookbehinds), never again at every
+# character inside the run, and ``pre`` carries the run's part before where the match proper starts.
+#
+# ``name=value`` after ``?``, ``&`` or ``;`` (a URL's query), or a bare DSN keyword (``password=…``) starting at a
+# word boundary. Every start inside one run of name characters ends the name at the run's end, so the run is
+# tried once, when it ends in '=' (the lookahead), from its first possible start.
+_PARAM = re.compile(
+    r"(?:(?P<lead>[?&;])|(?<![\w.-])(?=[\w.-]*=)(?P<pre>[\w.-]*?)\b)"
+    r"(?P<name>[A-Za-z][\w.-]*)=(?P<value>[^&;\s#'\"]*)"
+)
+# the start of a URL's user info up to its password: ``scheme://user:`` (the scheme from the first letter of its
+# run); the password runs to the next whitespace or '@' and counts only when that is an '@' (``_userinfo``)
+_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])(?P<pre>[0-9+.-]*)(?P<lead>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)")
+_PASSWORD_END = re.compile(r"[\s@]")
+
+
+def _userinfo(text: str) -> Iterator[tuple[int, int]]:
+    """Where the URL passwords in ``text`` are: (first character, the '@' after it), left to right, in one pass.
+
+    The end of a password is the first whitespace or '@' after it; candidates that fail share it (they lie
+    before it), so it is searched for once per stretch instead of once per candidate."""
+    pos = 0
+    searched, end = -1, -1  # the first whitespace or '@' at or after ``searched`` is at ``end``
+    n = len(text)
+    while (m := _USERINFO.search(text, pos)) is not None:
+        start = m.end()
+        if not searched <= start <= end:
+            found = _PASSWORD_END.search(text, start)
+            searched, end = start, found.start() if found else n
+        if end < n and text[end] == "@":
+            yield start, end
+            pos = end + 1
+        else:
+            pos = m.start() + 1
 
 
 def is_secret_param(name: str) -> bool:
@@ -43,18 +78,24 @@ def is_secret_param(name: str) -> bool:
 
 def _mask_param(m: re.Match[str]) -> str:
     name = m.group("name")
-    lead = m.group("lead")
+    lead = m.group("lead") or ""
     if not is_secret_param(name):
         return m.group(0)
     if not lead and name.lower() not in ("password", "passwd", "pwd", "secret", "token", "sig"):
         return m.group(0)  # outside a query string only the unmistakable DSN keywords
-    return f"{lead}{name}={MASK}" if m.group("value") else m.group(0)
+    return f"{m.group('pre') or ''}{lead}{name}={MASK}" if m.group("value") else m.group(0)
 
 
 def mask_text(text: object) -> str:
     """``text`` with every URL password and credential-bearing parameter value replaced by ``***``."""
-    text = _USERINFO.sub(lambda m: f"{m.group('lead')}{MASK}@", str(text))
-    return _PARAM.sub(_mask_param, text)
+    text = str(text)
+    parts = []
+    done = 0
+    for start, end in _userinfo(text):
+        parts += [text[done:start], MASK]
+        done = end
+    parts.append(text[done:])
+    return _PARAM.sub(_mask_param, "".join(parts))
 
 
 def mask_url(url: object) -> str:
@@ -64,7 +105,7 @@ def mask_url(url: object) -> str:
 
 def has_credentials(url: str) -> bool:
     """Whether ``url`` carries a password in its user info or a credential-bearing query parameter."""
-    if _USERINFO.search(url):
+    if next(_userinfo(url), None) is not None:
         return True
     try:
         parts = urlsplit(url)

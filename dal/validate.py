@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from catalog.types import validate_column, validate_text
+from catalog.urls import MAX_URL_LENGTH
 from dal.errors import DalError
 
 
@@ -73,7 +74,7 @@ def _catalog(value: object) -> None:
     store = sys.modules.get("catalog.store")  # not loaded: no Catalog exists (reads need no SQLAlchemy)
     if value is None or (store is not None and isinstance(value, store.Catalog)):
         return
-    validate_text(value, "catalog (a catalog URL or a Catalog)", max_length=10_000)
+    validate_text(value, "catalog (a catalog URL or a Catalog)", max_length=MAX_URL_LENGTH)
     if not value:
         raise DalError("catalog must be a catalog URL or a Catalog, not an empty string")
 
@@ -82,7 +83,7 @@ def _location(value: object, what: str) -> None:
     if value is not None and not isinstance(value, str | os.PathLike):
         raise DalError(f"{what} must be a path or URL string, not {type(value).__name__}")
     if isinstance(value, str):
-        validate_text(value, what, max_length=10_000)  # no NUL, no unpaired surrogate
+        validate_text(value, what, max_length=MAX_URL_LENGTH)  # no NUL, no unpaired surrogate
 
 
 # the largest file size every writer takes: delta-rs's optimize refuses more (its writes take up to 2**64-1),

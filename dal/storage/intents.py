@@ -11,8 +11,11 @@ rewrites it every ``HEARTBEAT_S`` seconds.
 An intent is *live* while its marker was rewritten less than ``EXPIRES_AFTER_S`` ago — and, when the reader
 runs on the same machine (same host name, boot id and pid namespace), while its process is still running:
 a killed writer's intent stops counting at once on its own machine, and at most ``EXPIRES_AFTER_S`` after
-its last heartbeat anywhere else. A marker that cannot be read counts as live (protecting every unreferenced
-file) until it is ``EXPIRES_AFTER_S`` old. gc deletes expired markers.
+its last heartbeat anywhere else. A marker that cannot be read (larger than ``MAX_MARKER_BYTES``, not JSON,
+not an object, a field missing or of the wrong type or range) counts as live (protecting every unreferenced
+file) until it is ``EXPIRES_AFTER_S`` old by the store's modification time; then it is expired like any other.
+gc deletes expired markers. A markers' folder that is a symbolic link is refused by writes, gc and purge alike:
+markers written through it would land elsewhere, and gc would count deletions it refuses to make.
 
 A live intent claims the files whose path carries its token, and every file modified since it began, less
 ``TIME_SLACK_S`` (the marker's own modification time, read back from the store, so one clock — the store's —
@@ -35,12 +38,14 @@ import json
 import logging
 import os
 import socket
+import stat
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow.fs as pafs
 
@@ -53,6 +58,8 @@ EXPIRES_AFTER_S = 300.0  # no heartbeat for this long: the writer is dead (or st
 TIME_SLACK_S = 2.0  # file times of one store: a clock tick locally, whole seconds on S3
 CLOCK_SLACK_S = 120.0  # the writer's clock against the store's (when the store gave the marker no time)
 TOKEN_LENGTH = 12
+MAX_MARKER_BYTES = 64 * 1024  # a marker dal writes is about 400 bytes; a larger one is not read at all
+_MAX_TIME = 1e11  # seconds since the epoch (the year 5138): beyond it a marker's time is not one
 
 _log = logging.getLogger("dal.intents")
 
@@ -92,6 +99,40 @@ def _machine() -> dict[str, str]:
     return {"host": socket.gethostname(), "boot_id": _read("/proc/sys/kernel/random/boot_id"), "pid_ns": namespace}
 
 
+def _decode(data: bytes) -> dict[str, Any]:
+    """A marker's JSON object, parsed within bounds: a ValueError for a marker over ``MAX_MARKER_BYTES``, nested
+    past the parser's recursion limit, holding NaN or Infinity, or not an object."""
+    if len(data) > MAX_MARKER_BYTES:
+        raise ValueError(f"larger than {MAX_MARKER_BYTES} bytes")
+
+    def constant(name: str) -> None:
+        raise ValueError(f"{name} is not a number")
+
+    try:
+        body = json.loads(data, parse_constant=constant)
+    except RecursionError:  # json's C scanner guards its recursion: nothing is left half-done
+        raise ValueError("nested too deeply") from None
+    if not isinstance(body, dict):
+        raise ValueError("not a JSON object")
+    return body
+
+
+def _text(body: dict[str, Any], key: str, *, required: bool = False) -> str:
+    value = body.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be text")
+    return value
+
+
+def _time(value: object, key: str) -> float:
+    """A time in seconds since the epoch (a range check first: a huge integer never becomes a float)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < _MAX_TIME:
+        raise ValueError(f"{key} must be a time")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class Intent:
     """One write in flight, as its marker describes it."""
@@ -122,20 +163,24 @@ class Intent:
 
     @classmethod
     def from_json(cls, data: bytes) -> Intent:
-        body = json.loads(data)
-        store_started = body.get("store_started")
-        token = str(body["token"])
+        """The intent a marker's bytes describe; a ValueError for anything dal did not write (ill-typed, out of range)."""
+        body = _decode(data)
+        token = _text(body, "token", required=True)
         if len(token) < TOKEN_LENGTH:  # a shorter token would claim unrelated files
             raise ValueError(f"token {token!r} is too short")
+        pid = body.get("pid")
+        if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2**32:
+            raise ValueError("pid must be a process id")
+        store_started = body.get("store_started")
         return cls(
-            str(body["write_id"]),
-            str(body.get("dataset", "")),
+            _text(body, "write_id", required=True),
+            _text(body, "dataset"),
             token,
-            int(body["pid"]),
-            str(body.get("pid_start", "")),
-            {k: str(body.get(k, "")) for k in ("host", "boot_id", "pid_ns")},
-            float(body["started"]),
-            None if store_started is None else float(store_started),
+            pid,
+            _text(body, "pid_start"),
+            {k: _text(body, k) for k in ("host", "boot_id", "pid_ns")},
+            _time(body.get("started"), "started"),
+            None if store_started is None else _time(store_started, "store_started"),
         )
 
     def running_here(self, here: dict[str, str]) -> bool | None:
@@ -195,8 +240,41 @@ class InFlight:
         return "; ".join(parts)
 
 
+def _foreign_folder(loc: Location) -> str | None:
+    """Why the markers' folder cannot hold dal's markers (None: it can, or it is not there yet): a symbolic link
+    (through it markers would be written, read and deleted in another folder) or not a folder. Local disk only:
+    object stores have no links."""
+    if not loc.local:
+        return None
+    try:
+        mode = os.lstat(loc.path(DIR)).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        return f"the intent markers' folder {loc.child(DIR)} is a symbolic link, which dal does not follow"
+    if not stat.S_ISDIR(mode):
+        return f"the intent markers' folder {loc.child(DIR)} is not a folder"
+    return None
+
+
+def _read_marker(loc: Location, rel: str, size: int) -> bytes:
+    """A marker's bytes, at most ``MAX_MARKER_BYTES`` + 1 of them (a larger one is refused unread)."""
+    if size > MAX_MARKER_BYTES:
+        raise ValueError(f"larger than {MAX_MARKER_BYTES} bytes")
+    with loc.fs.open_input_stream(loc.path(rel)) as f:
+        data: bytes = f.read(MAX_MARKER_BYTES + 1)
+    return data
+
+
 def scan(loc: Location) -> InFlight:
-    """The writes in flight at ``loc`` now (one LIST of the markers, one GET per marker)."""
+    """The writes in flight at ``loc`` now (one LIST of the markers, one GET per marker).
+
+    Raises:
+        FormatError: the markers' folder is a symbolic link (or not a folder).
+    """
+    refused = _foreign_folder(loc)
+    if refused:
+        raise FormatError(f"{refused}; nothing was deleted (replace it with a folder, or remove it)")
     selector = pafs.FileSelector(loc.path(DIR), recursive=False, allow_not_found=True)
     now = time.time()
     here = _machine()
@@ -209,10 +287,10 @@ def scan(loc: Location) -> InFlight:
         rel = f"{DIR}/{info.base_name}"
         age = now - info.mtime.timestamp() if info.mtime is not None else 0.0
         try:
-            intent: Intent | None = Intent.from_json(loc.read(rel))
+            intent: Intent | None = Intent.from_json(_read_marker(loc, rel, int(info.size or 0)))
         except FileNotFoundError:
             continue  # the write finished meanwhile
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError):  # not a marker dal wrote (or half of one): unreadable, see the module notes
             intent = None
         if age >= EXPIRES_AFTER_S:
             expired.append((rel, int(info.size or 0)))
@@ -239,8 +317,11 @@ class Registration:
         """Write the marker with its time by the store's clock, and start the heartbeat.
 
         Raises:
-            FormatError: the marker cannot be written (nothing was staged).
+            FormatError: the marker cannot be written, or its folder is a symbolic link (nothing was staged).
         """
+        refused = _foreign_folder(self.loc)
+        if refused:
+            raise FormatError(f"cannot register this write at {self.loc.uri} ({refused}); nothing was committed")
         try:
             self._put(first=True)
             if not self.loc.local:  # the store's time of the marker, read back and written into it

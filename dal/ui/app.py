@@ -51,6 +51,9 @@ VERSIONS_PER_PAGE = 25  # rows of the versions table beside the charts (?vpage=)
 MAX_DEPTH = 20  # lineage hops, as the API allows
 DEFAULT_TREE_DEPTH = 3  # hops of the lineage trees on a dataset's page (?depth=)
 MAX_TREE_NODES = 300  # versions one lineage tree lists at most (the rest: the JSON, with ?depth=)
+# characters of a path segment or a version parameter: names have at most 200 (catalog.types), versions (numbers,
+# tags, times) fewer; a longer one is refused before any lookup (error messages would repeat all of it)
+MAX_SEGMENT = 1000
 FACETS = ("format", "owner", "tag", "column")
 SORTS = {
     "name": "name",
@@ -140,6 +143,8 @@ def _int_param(request: Request, name: str, default: int, lo: int, hi: int) -> i
 
 def _version_param(request: Request, name: str) -> str | None:
     raw = request.query_params.get(name)
+    if raw and len(raw) > MAX_SEGMENT:
+        raise _BadRequest(f"{name} must be a version number, tag or time of at most {MAX_SEGMENT} characters")
     return raw if raw else None
 
 
@@ -147,8 +152,18 @@ class _BadRequest(DalError):
     """A malformed query parameter (400)."""
 
 
+class _NoPage(DalError):
+    """A path with a segment no dataset or version has (404)."""
+
+
+def _check_path(request: Request) -> None:
+    """Refuse (404) a path segment longer than ``MAX_SEGMENT``: no dataset or version is named that long."""
+    if any(len(str(v)) > MAX_SEGMENT for v in request.path_params.values()):
+        raise _NoPage(f"no such page: a path segment is longer than {MAX_SEGMENT} characters (no name or version is)")
+
+
 def _status(e: DalError) -> int:
-    if isinstance(e, NotFound):
+    if isinstance(e, NotFound | _NoPage):
         return 404
     if isinstance(e, CatalogUnavailable):
         return 503
@@ -406,6 +421,7 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
     def api(fn: Callable[[Request], Any]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
             try:
+                _check_path(request)
                 body = fn(request)
                 status = 200
             except DalError as e:
@@ -423,6 +439,7 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
     def html(fn: Callable[[Request], HTMLResponse]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
             try:
+                _check_path(request)
                 return fn(request)
             except DalError as e:
                 return page("error.html", _status(e), message=_message(e))
@@ -643,6 +660,14 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
         Route("/api/datasets/{name}/preview", api(api_preview)),
         Route("/api/datasets/{name}/versions/{v}/lineage", api(api_lineage)),
     ]
+
+    def not_found(request: Request, exc: Exception) -> Response:
+        """A path no route answers: under /api the API's JSON error like every other, elsewhere Starlette's."""
+        if request.url.path == "/api" or request.url.path.startswith("/api/"):
+            body = {"error": "no such API endpoint (GET /api lists them)"}
+            return Response(views.to_json(body), 404, media_type="application/json")
+        return PlainTextResponse("Not Found", 404)
+
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_HOSTS))] if loopback else []
-    app = Starlette(routes=routes, middleware=middleware)
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={404: not_found})
     return _Guard(app, token)

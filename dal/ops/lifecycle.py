@@ -598,8 +598,9 @@ def gc(
         raise DalError(f"{name} is a {info.format} dataset dal registered read-only: gc does not delete its files")
     options = dict(storage_options or {})
     loc = Location.of(info.location, options)
-    # only the catalog that owns the location deletes there (a dry run says so too)
-    check_claim(cat, name, fmt, info.location, options, "gc", recorded=True, read_only=is_read_only(info))
+    # only the catalog that owns the location deletes there (a dry run says so too, and claims nothing)
+    check_claim(cat, name, fmt, info.location, options, "gc", recorded=True, read_only=is_read_only(info),
+                take=not dry_run)  # fmt: skip
 
     def synced() -> list[VersionInfo]:  # know every committed version before judging files
         if info.latest_version is None and not fmt.exists(info.location, options):

@@ -44,6 +44,7 @@ from dal.formats.base import (
     check_compression,
     commit_metadata,
 )
+from dal.formats.described import stamp
 from dal.formats.inputs import is_spark_dataframe
 from dal.formats.registry import detect, get_format
 from dal.storage import intents, timeparts, uris
@@ -378,7 +379,9 @@ def _plan_write(req: _WriteRequest) -> _PlannedWrite:
         partition_by=None if req.partition_by is None else tuple(req.partition_by),  # None: as the table is
         schema_mode=req.schema_mode,
         storage_options=options,
-        commit_metadata=commit_metadata(uuid.uuid4().hex, req.name),
+        commit_metadata=commit_metadata(
+            uuid.uuid4().hex, req.name, stamp(existing, req.time_column, req.description, tags)
+        ),
         tensor_schema=schema,
         tensor_schema_inferred=inferred,
         time_column=req.time_column,
@@ -804,10 +807,12 @@ def register(
     uris.check_credentials(location, options)  # gs:// without any credentials: at once, not after minutes
     if not fmt.exists(location, options):
         raise FormatError(f"no {format} table at {location}")
+    recorded = fmt.described(location, options)  # what a table dal wrote records about itself: arguments win
+    description, time_column = description or recorded.description or "", time_column or recorded.time_column
     cat.create_dataset(name, format=format, location=location, description=description, time_column=time_column,
                        properties=properties)  # fmt: skip
     try:
-        versions = sync(name, storage_options=options, catalog=cat)
+        versions = recorded.tag(cat, name, sync(name, storage_options=options, catalog=cat))
         if time_column is not None and versions and time_column not in versions[-1].schema.names:
             raise SchemaMismatch(f"time_column {time_column!r} is not a column of {location}")
         if time_partitions is not None and versions:

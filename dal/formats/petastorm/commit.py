@@ -63,6 +63,7 @@ def write_tensors(
     dataset: str = "",
     compression: str = "snappy",
     token: str | None = None,
+    metadata: Mapping[str, str] | None = None,
 ) -> int:
     """Commit an encoded table (files written with the Parquet codec ``compression``) as the next version;
     return its number. ``token``: what the write's directory name carries (its intent claims it).
@@ -84,7 +85,7 @@ def write_tensors(
     pause("petastorm-files-written")
     return commit(
         location, schema, directory, files, mode=mode, storage_options=storage_options, dataset=dataset,
-        compression=compression,
+        compression=compression, metadata=metadata,
     )  # fmt: skip
 
 
@@ -117,6 +118,7 @@ def commit(
     storage_options: Mapping[str, str] | None = None,
     dataset: str = "",
     compression: str = "snappy",
+    metadata: Mapping[str, str] | None = None,
 ) -> int:
     """Make ``directory``'s new files the next version: add the previous version's files (append) and a
     ``_common_metadata``, then publish the version record if no other writer took that number first.
@@ -161,7 +163,7 @@ def commit(
             _write_common_metadata(loc, target, schema, files)
             pause("petastorm-metadata-written")
             _check_staged(loc, target, [*files, FileEntry(COMMON_METADATA, 0, 0, 0)])  # all there, or nothing
-            record = Commit(n, target, mode, datetime.now(UTC), files, dataset)
+            record = Commit(n, target, mode, datetime.now(UTC), files, dataset, dict(metadata or {}))
             publishing = n
             if loc.create_exclusive(record_name(n), record.to_json()):
                 return n
@@ -323,6 +325,7 @@ class PetastormWrite(WriteTransaction):
         return commit(
             self.location, self.schema, self.directory, files, mode=self.opts.mode,
             storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
+            metadata=self.opts.commit_metadata,
         )  # fmt: skip
 
     def abort(self) -> None:
@@ -337,5 +340,5 @@ class PetastormWrite(WriteTransaction):
         return write_tensors(
             self.location, self.schema, table, mode=self.opts.mode, partition_by=parts,
             storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
-            token=self.opts.token,
+            token=self.opts.token, metadata=self.opts.commit_metadata,
         )  # fmt: skip

@@ -47,6 +47,7 @@ from dal.formats.base import (
     check_time_column,
     plan_partitioning,
 )
+from dal.formats.described import Described
 from dal.formats.directory import (
     FileEntry,
     aged_files,
@@ -201,12 +202,13 @@ class PetastormFormat(Format):
         dataset: str = "",
         compression: str = "snappy",
         token: str | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> int:
         """Commit an encoded table as the next version; return its number
         (``dal.formats.petastorm.commit.write_tensors``)."""
         return petastorm_commit.write_tensors(
             location, schema, table, mode=mode, partition_by=partition_by, storage_options=storage_options,
-            dataset=dataset, compression=compression, token=token,
+            dataset=dataset, compression=compression, token=token, metadata=metadata,
         )  # fmt: skip
 
     def start(self, location: str, storage_options: Mapping[str, str] | None = None, token: str | None = None) -> str:
@@ -224,11 +226,12 @@ class PetastormFormat(Format):
         storage_options: Mapping[str, str] | None = None,
         dataset: str = "",
         compression: str = "snappy",
+        metadata: Mapping[str, str] | None = None,
     ) -> int:
         """Make ``directory``'s new files the next version (``dal.formats.petastorm.commit.commit``)."""
         return petastorm_commit.commit(
             location, schema, directory, new_files, mode=mode, storage_options=storage_options, dataset=dataset,
-            compression=compression,
+            compression=compression, metadata=metadata,
         )  # fmt: skip
 
     def compact(self, location: str, latest: VersionInfo, opts: WriteOptions, target_file_size: int) -> int | None:
@@ -262,8 +265,18 @@ class PetastormFormat(Format):
         table = pa.concat_tables(tables) if tables else arrow.empty_table()
         return self.write_tensors(
             location, schema, table, mode="overwrite", partition_by=parts, storage_options=opts.storage_options,
-            dataset=opts.dataset, compression=opts.compression, token=opts.token,
+            dataset=opts.dataset, compression=opts.compression, token=opts.token, metadata=opts.commit_metadata,
         )  # fmt: skip
+
+    def described(self, location: str, storage_options: Mapping[str, str]) -> Described:
+        """What dal's writes recorded in the version records (``dal.formats.described``); nothing for a dataset
+        petastorm wrote (no records)."""
+        loc = Location.of(location, storage_options)
+        commits = [c for n in committed_numbers(loc) if (c := load_commit(loc, n)) is not None]
+        if not commits:
+            return Described()
+        columns = version_schema(loc, commits[-1]).names
+        return Described.of(((c.version, c.metadata) for c in commits), columns)
 
     def written_for(self, location: str, storage_options: Mapping[str, str]) -> str:
         """The catalog name the first version at ``location`` was written for ("" if unknown or none)."""

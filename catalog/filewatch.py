@@ -74,9 +74,21 @@ class Watched:
         self.url = url
         self.flush = flush
         self.drop = drop
-        self.opened: FileId | None = None  # None: no connection known to be on any file (the next check connects)
+        self._opened: FileId | None = None
+        self.known = False  # whether the handle ever had a file (a missing one is news only then)
         with _lock:
             _watched.setdefault(self.path, weakref.WeakSet()).add(self)
+
+    @property
+    def opened(self) -> FileId | None:
+        """The file the handle's connections opened; None: none known to be on any file (the next check
+        connects anew)."""
+        return self._opened
+
+    @opened.setter
+    def opened(self, value: FileId | None) -> None:
+        self._opened = value
+        self.known = self.known or value is not None
 
     def check(self) -> bool:
         """Whether the handle must connect anew: True once the file at the path is another than the one its
@@ -90,6 +102,8 @@ class Watched:
         now = file_id(self.path)
         if now is not None and now == self.opened:
             return False
+        if now is None and not self.known:
+            return False  # never had a file: the handle creates one, or says there is none, as before
         retire(self.path, now, self.url)
         if now is None:
             raise CatalogUnavailable(

@@ -16,7 +16,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from catalog import migrate
-from catalog.engine import default_url, display_url, make_engine
+from catalog.engine import default_url, display_url, make_engine, sqlite_file, watch_file
 from catalog.errors import (
     CatalogError,
     CatalogReadOnly,
@@ -24,6 +24,7 @@ from catalog.errors import (
     DatasetNotFound,
     VersionNotFound,
 )
+from catalog.filewatch import file_id
 from catalog.models import (
     CatalogRow,
     DatasetRow,
@@ -126,9 +127,17 @@ class CatalogBase:
         self._engine = make_engine(self.url, must_exist=must_exist)
         self._write_engine = self._engine.execution_options(dal_write=True)
         self._catalog_id: str | None = None
+        self._create = create
+        # an SQLite file replaced or deleted under this process is noticed at the next use (catalog.filewatch)
+        file = sqlite_file(self.url)
+        self._watch = None if file is None else watch_file(self._engine, file, self.url)
+        if self._watch is not None:
+            self._watch.opened = file_id(self._watch.path)
         if create:
             with self._translate():
                 migrate.ensure_current(self._engine)
+        if self._watch is not None and self._watch.opened is None:
+            self._watch.opened = file_id(self._watch.path)  # the first connection created the file
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({display_url(self.url)!r})"
@@ -155,13 +164,31 @@ class CatalogBase:
                 ) from e
             raise CatalogUnavailable(f"catalog {display_url(self.url)} failed: {first}") from e
 
+    def _fresh(self) -> None:
+        """Follow an SQLite catalog to the file at its path now (``catalog.filewatch``): a replaced file is
+        connected to anew and checked as a new handle checks it.
+
+        Raises:
+            CatalogUnavailable: the file was deleted. CatalogOutOfDate: the new file needs ``dal db upgrade``.
+        """
+        if self._watch is None or not self._watch.check() or not self._create:
+            return
+        try:
+            with self._translate():
+                migrate.ensure_current(self._engine)
+        except BaseException:
+            self._watch.opened = None  # checked again at the next use, and refused again
+            raise
+
     @contextmanager
     def _read(self) -> Iterator[Session]:
+        self._fresh()
         with self._translate(), Session(self._engine) as s:
             yield s
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
+        self._fresh()
         with self._translate(), Session(self._write_engine) as s, s.begin():
             yield s
 
@@ -175,6 +202,7 @@ class CatalogBase:
         Raises:
             CatalogReadOnly: naming what is missing. CatalogUnavailable: the database cannot be reached.
         """
+        self._fresh()
         with self._translate(), self._write_engine.connect() as conn:
             if conn.dialect.name == "postgresql":
                 tables = list(dict(_WRITE_PRIVILEGES))
@@ -229,11 +257,14 @@ class CatalogBase:
 
     def revision(self) -> str | None:
         """The catalog schema revision recorded in the database (``None`` when never migrated)."""
+        self._fresh()
         with self._translate(), self._engine.connect() as conn:
             return migrate.current_revision(conn)
 
     def upgrade(self) -> tuple[str | None, str]:
         """Upgrade the catalog schema to this dal's head revision; return (before, after)."""
+        if self._watch is not None:
+            self._watch.check()  # a replaced file is connected to anew and upgraded (not refused, as _fresh does)
         with self._translate():
             return migrate.upgrade(self._engine)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -14,6 +15,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 
 from catalog.errors import CatalogUnavailable
+from catalog.filewatch import FileId, Watched, checkpoint, file_id
 from catalog.home import ENV_HOME as ENV_HOME  # re-exported: they lived here (catalog.home needs no SQLAlchemy)
 from catalog.home import ENV_URL as ENV_URL
 from catalog.home import data_dir as data_dir
@@ -106,6 +108,56 @@ def make_engine(url: str, *, must_exist: bool = False) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas_read_only if read_only_file else _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
     return engine
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file an SQLite catalog URL's connections open (as ``make_engine`` opens it), None for an in-memory
+    database or another backend."""
+    parsed = _parse(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    if parsed.database.startswith("file:"):
+        path, _, options = parsed.database[len("file:") :].partition("?")
+        memory = "mode=memory" in options or parsed.query.get("mode") == "memory"
+        return None if memory or not path or path == ":memory:" else unquote(path)
+    return str(Path(parsed.database).expanduser())
+
+
+def watch_file(engine: Engine, path: str, url: str) -> Watched:
+    """Follow an SQLite engine's file (``catalog.filewatch``): each connection remembers the file it opened
+    (its identity before and after connecting: unknown when they differ), one on a file that is no longer at
+    the path is closed when it comes back to the pool, and the engine's pool goes when the file changed.
+    Call before the engine's first connection."""
+    connections: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def before(_dialect: Any, record: Any, _cargs: Any, _cparams: Any) -> None:
+        record.info["dal.file_before"] = file_id(path)
+
+    def opened(_dbapi_connection: Any, record: Any) -> None:
+        was = record.info.pop("dal.file_before", None)
+        record.info["dal.file"] = was if was is not None and was == file_id(path) else None
+        connections.add(record)
+
+    def returned(dbapi_connection: Any, record: Any) -> None:
+        # a query that ran on another thread while the file was replaced: its connection is not used again
+        if dbapi_connection is not None and record is not None and record.info.get("dal.file") != file_id(path):
+            dbapi_connection.close()  # the pool's pre-ping connects anew
+
+    def flush(old: FileId) -> bool | None:
+        tried: bool | None = None
+        for record in list(connections):
+            conn = record.dbapi_connection
+            if conn is not None and record.info.get("dal.file") == old:
+                done = checkpoint(conn)
+                if done:
+                    return True
+                tried = tried or done
+        return tried
+
+    event.listen(engine, "do_connect", before)
+    event.listen(engine, "connect", opened)
+    event.listen(engine, "checkin", returned)
+    return Watched(path, url, flush, engine.dispose)
 
 
 def _parse(url: str | URL) -> URL:

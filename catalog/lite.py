@@ -15,12 +15,14 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from functools import wraps
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from catalog.errors import CatalogUnavailable, DatasetNotFound, VersionNotFound
+from catalog.filewatch import FileId, Watched, checkpoint, file_id
 from catalog.revision import HEAD, VERSION_TABLE
 from catalog.types import (
     MAX_VERSION,
@@ -45,6 +47,8 @@ _VERSION_COLUMNS = (
     "partition_columns, properties"
 )
 _V_COLUMNS = ", ".join(f"v.{c}" for c in _VERSION_COLUMNS.split(", "))  # the same, from dal_versions v
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 class CatalogReader(Protocol):
@@ -97,20 +101,25 @@ def _postgres_conninfo(url: str) -> str | None:
     return None
 
 
+def _sqlite_connect(path: str) -> Any:
+    import sqlite3
+
+    return sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=SQLITE_BUSY_TIMEOUT_S, check_same_thread=False)
+
+
 def connect(url: str) -> LiteCatalog | None:
     """A quick reader for ``url``, or None when ``Catalog`` must handle it (see the module's docstring)."""
     if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:  # Catalog refuses it in one line
         return None
+    opened = None
     try:
         path = _sqlite_path(url)
         if path is not None:
             if not os.path.isfile(path):
                 return None
-            import sqlite3
-
-            conn: Any = sqlite3.connect(
-                f"file:{path}?mode=rw", uri=True, timeout=SQLITE_BUSY_TIMEOUT_S, check_same_thread=False
-            )
+            opened = file_id(path)  # before connecting, and again after: see catalog.filewatch
+            conn: Any = _sqlite_connect(path)
+            opened = opened if opened == file_id(path) else None
             dialect = "sqlite"
         else:
             conninfo = _postgres_conninfo(url)
@@ -122,7 +131,7 @@ def connect(url: str) -> LiteCatalog | None:
             dialect = "postgresql"
     except Exception:  # no driver, a URL psycopg reads differently, a server down: Catalog says it properly
         return None
-    reader = LiteCatalog(url, conn, dialect)
+    reader = LiteCatalog(url, conn, dialect, file=path, opened=opened)
     try:
         if reader.revision() == HEAD:
             return reader
@@ -132,15 +141,45 @@ def connect(url: str) -> LiteCatalog | None:
     return None
 
 
-class LiteCatalog:
-    """Read-only catalog queries on one DB-API connection (``connect`` makes one)."""
+def _current(method: Callable[_P, _T]) -> Callable[_P, _T]:
+    """A public query: answered whole from the file at the reader's path now (``LiteCatalog._follow``), one
+    query at a time (its statements are never answered by two files)."""
 
-    def __init__(self, url: str, conn: Any, dialect: str) -> None:
+    @wraps(method)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        self = args[0]
+        assert isinstance(self, LiteCatalog)
+        with self._lock:
+            self._follow()
+            return method(*args, **kwargs)
+
+    return run
+
+
+class LiteCatalog:
+    """Read-only catalog queries on one DB-API connection (``connect`` makes one).
+
+    Args:
+        url: the catalog URL.
+        conn: a DB-API connection to it.
+        dialect: ``sqlite`` or ``postgresql``.
+        file: an SQLite catalog's file, watched (``catalog.filewatch``): a replaced file is connected to anew,
+            a deleted one refused.
+        opened: the identity of that file, taken before ``conn`` opened it.
+    """
+
+    def __init__(
+        self, url: str, conn: Any, dialect: str, *, file: str | None = None, opened: FileId | None = None
+    ) -> None:
         self.url = url
-        self._conn = conn
+        self._conn: Any = conn
         self.dialect = dialect
         self._schemas: dict[int, Schema] = {}
-        self._lock = threading.Lock()  # one statement at a time on the connection (``dal.open`` from threads)
+        # one query at a time on the connection (``dal.open`` from threads); re-entered by a query's statements
+        self._lock = threading.RLock()
+        self._watch = None if file is None else Watched(file, url, self._flush, self._drop)
+        if self._watch is not None:
+            self._watch.opened = opened
 
     def __repr__(self) -> str:
         return f"LiteCatalog({mask_url(self.url)!r})"
@@ -150,6 +189,47 @@ class LiteCatalog:
             self._conn.close()
         except Exception:  # closing a connection that broke
             pass
+
+    def _flush(self, old: FileId) -> bool | None:
+        """Empty the log of the file ``old`` through the connection, when it is on that file
+        (``catalog.filewatch.retire``), after any query running on it."""
+        with self._lock:
+            if self._conn is None or self._watch is None or self._watch.opened != old:
+                return None
+            return checkpoint(self._conn)
+
+    def _drop(self) -> None:
+        """Close the connection, after any query running on it (``catalog.filewatch.retire``)."""
+        with self._lock:
+            self.close()
+            self._conn = None
+
+    def _follow(self) -> None:
+        """Connect anew when the SQLite file at the reader's path is another than its connection's (the
+        schemas of the old file are forgotten), and check that it is a catalog this reader serves.
+
+        Raises:
+            CatalogUnavailable: the file was deleted, or the new one is not a catalog at this dal's revision
+                (``Catalog`` then decides, as for a new reader).
+        """
+        if self._watch is None or (not self._watch.check() and self._conn is not None):
+            return
+        self._schemas.clear()
+        try:
+            with self._failures():
+                self._conn = _sqlite_connect(self._watch.path)
+            if file_id(self._watch.path) != self._watch.opened:
+                self._watch.opened = None  # replaced again while connecting: which file it holds is unknown
+            if self.revision() != HEAD:
+                raise CatalogUnavailable(
+                    f"catalog {mask_url(self.url)}: the file now at {self._watch.path} is not a catalog at revision "
+                    f"{HEAD}"
+                )
+        except Exception as e:
+            self._watch.opened = None  # checked again at the next use
+            if isinstance(e, CatalogUnavailable):
+                raise
+            raise CatalogUnavailable(f"catalog {mask_url(self.url)} failed: {e}") from e
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -168,6 +248,8 @@ class LiteCatalog:
     def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         if self.dialect == "postgresql":
             sql = _PARAM.sub(r"%(\1)s", sql)
+        if self._conn is None:
+            raise CatalogUnavailable(f"catalog {mask_url(self.url)}: this reader's connection was closed")
         with self._failures(), self._lock:
             cur = self._conn.cursor()
             try:
@@ -264,6 +346,7 @@ class LiteCatalog:
         where = "WHERE lower(name) LIKE :p ESCAPE '\\' OR lower(description) LIKE :p ESCAPE '\\'"
         return where, {"p": f"%{_like_pattern(pattern.lower())}%"}
 
+    @_current
     def list_datasets(self, pattern: str | None = None, *, limit: int | None = None) -> list[DatasetInfo]:
         """Datasets sorted by name (``Catalog.list_datasets``)."""
         where, params = self._where(pattern)
@@ -271,6 +354,7 @@ class LiteCatalog:
         sql = f"SELECT {_DATASET_COLUMNS} FROM dal_datasets {where} ORDER BY name{tail}"  # noqa: S608
         return [self._dataset(r) for r in self._rows(sql, params)]
 
+    @_current
     def latest_sizes(self, pattern: str | None = None, *, limit: int | None = None) -> dict[str, tuple[int, int]]:
         """Row count and size in bytes of the latest version of each dataset ``list_datasets`` lists (those with a
         version), in one query."""
@@ -282,9 +366,11 @@ class LiteCatalog:
         )
         return {str(r[0]): (int(r[1]), int(r[2])) for r in self._rows(sql, params)}
 
+    @_current
     def get_dataset(self, name: str) -> DatasetInfo:
         return self._dataset(self._dataset_row(name))
 
+    @_current
     def version(self, name: str, ref: Any = None) -> VersionInfo:
         """The newest version (``ref`` None or ``"latest"``); other references are ``Catalog``'s to resolve."""
         if ref not in (None, "latest"):
@@ -294,6 +380,7 @@ class LiteCatalog:
             raise VersionNotFound(f"any version of {name!r}", hint="the dataset has no versions yet")
         return found[1]
 
+    @_current
     def pin(self, name: str, ref: Any = None) -> tuple[DatasetInfo, VersionInfo] | None:
         """The dataset and its version ``ref`` where this reader resolves it exactly as ``Catalog.version`` does:
         the newest (None, ``"latest"``), a number or a tag that exists. None for the rest (a time, a number or
@@ -322,6 +409,7 @@ class LiteCatalog:
             return None
         return (self._dataset(ds), self._versions(ds[1], rows)[0]) if rows else None
 
+    @_current
     def versions(self, name: str, *, limit: int | None = None) -> list[VersionInfo]:
         """The history of ``name``, oldest first; ``limit``: only the newest ``limit`` versions."""
         ds = self._dataset_row(name)
@@ -333,6 +421,7 @@ class LiteCatalog:
             rows = self._rows(sql, {"d": ds[0], "n": max(0, int(limit))})[::-1]
         return self._versions(name, rows)
 
+    @_current
     def tags(self, name: str) -> dict[str, int]:
         ds = self._dataset_row(name)
         rows = self._rows(
@@ -344,6 +433,7 @@ class LiteCatalog:
 
     # -- shell completion --------------------------------------------------------------------------
 
+    @_current
     def dataset_names(self, prefix: str = "", *, limit: int = 1000) -> list[str]:
         """Names starting with ``prefix`` (case-sensitive), sorted, at most ``limit``."""
         rows = self._rows(
@@ -352,6 +442,7 @@ class LiteCatalog:
         )
         return [r[0] for r in rows if r[0].startswith(prefix)][:limit]
 
+    @_current
     def tag_names(self, name: str) -> dict[str, int]:
         """The tags of ``name`` and their version numbers ({} for an unknown dataset)."""
         rows = self._rows(

@@ -45,6 +45,7 @@ from dal.formats.base import (
     check_compression,
     commit_metadata,
 )
+from dal.formats.described import stamp
 from dal.formats.inputs import is_spark_dataframe
 from dal.formats.registry import detect, get_format
 from dal.storage import claims, intents, timeparts, uris
@@ -381,7 +382,9 @@ def _plan_write(req: _WriteRequest) -> _PlannedWrite:
         partition_by=None if req.partition_by is None else tuple(req.partition_by),  # None: as the table is
         schema_mode=req.schema_mode,
         storage_options=options,
-        commit_metadata=commit_metadata(uuid.uuid4().hex, req.name, cat.catalog_id),
+        commit_metadata=commit_metadata(
+            uuid.uuid4().hex, req.name, cat.catalog_id, stamp(existing, req.time_column, req.description, tags)
+        ),
         tensor_schema=schema,
         tensor_schema_inferred=inferred,
         time_column=req.time_column,
@@ -867,12 +870,14 @@ def register(
     claimed_before = claims.read(loc) if fmt.writable else None  # a bad claim file: refused before anything
     check_claim(cat, name, fmt, location, options, "register", recorded=False, read_only=read_only, take=False)
     # two entries of one catalog over one location would both write and gc it (read-only ones only read)
+    recorded = fmt.described(location, options)  # what a table dal wrote records about itself: arguments win
+    description, time_column = description or recorded.description or "", time_column or recorded.time_column
     cat.create_dataset(name, format=format, location=location, description=description, time_column=time_column,
                        properties=properties, unique_location=fmt.writable and not read_only)  # fmt: skip
     try:
         check_claim(cat, name, fmt, location, options, "register", recorded=True, read_only=read_only)
         # the declared time partitions describe the table as it is: its commits are the ones the caller declares
-        versions = _sync(name, options, cat, adopt=False, registering=True)
+        versions = recorded.tag(cat, name, _sync(name, options, cat, adopt=False, registering=True))
         if time_column is not None and versions and time_column not in versions[-1].schema.names:
             raise SchemaMismatch(f"time_column {time_column!r} is not a column of {location}")
         if time_partitions is not None and versions:

@@ -4,7 +4,7 @@ untag, rename, set."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -132,7 +132,9 @@ def _property(info: Any, key: str) -> Any:
     return info.properties[key]
 
 
-def _version_rows(versions: Sequence[VersionInfo]) -> list[tuple[object, ...]]:
+def _version_rows(
+    versions: Sequence[VersionInfo], checked: Mapping[int, str | None] | None = None
+) -> list[tuple[object, ...]]:
     return [
         (
             v.number,
@@ -141,33 +143,58 @@ def _version_rows(versions: Sequence[VersionInfo]) -> list[tuple[object, ...]]:
             f"{v.row_count:,}",
             size_text(v.size_bytes),
             ", ".join(v.tags),
-            "expired" if v.unavailable else "",
+            _status(v, checked),
         )
         for v in versions
     ]
 
 
+def _status(v: VersionInfo, checked: Mapping[int, str | None] | None) -> str:
+    """What is known of whether ``v`` can be read: the catalog's mark, else a check's finding (``checked``: from
+    ``dal.ops.checks.unreadable``), else nothing (the catalog alone cannot tell)."""
+    if v.unavailable:
+        return "expired"
+    if checked is None or v.number not in checked:
+        return ""
+    return "unreadable" if checked[v.number] else "readable"
+
+
 @click.command("versions")
 @click.argument("name", shell_complete=complete_names)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the newest N versions.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Look in storage whether every file each listed version pins is still there (readable / unreadable); "
+    "costs a file list per version and a look per file.",
+)
 @json_option
 @click.pass_context
-def versions_cmd(ctx: click.Context, name: str, limit: int | None, as_json: bool) -> None:
-    """List the versions of a dataset, oldest first."""
+def versions_cmd(ctx: click.Context, name: str, limit: int | None, check: bool, as_json: bool) -> None:
+    """List the versions of a dataset, oldest first; the status is the catalog's (expired) unless --check."""
     if as_json:
-        emit_json(views.versions(reader_of(ctx), name, limit))
+        emit_json(views.versions(reader_of(ctx), name, limit, check=check))
         return
     reader = reader_of(ctx)
     versions = reader.versions(name) if limit is None else reader.versions(name, limit=limit)
     if not versions:
         click.echo(f"{name} has no versions yet")
         return
+    checked = None
+    if check:
+        from dal.ops import checks  # storage libraries: only for a check (a listing starts at once)
+
+        checked = checks.unreadable(reader.get_dataset(name), versions)
     print_table(
         name,
         # files, storage versions and seconds: --json (80 columns hold these)
         ["version", "created (UTC)", "operation", "rows", "size", "tags", "status"],
-        _version_rows(versions),
+        _version_rows(versions, checked),
     )
+    for v in versions:
+        why = None if checked is None or v.unavailable else checked.get(v.number)
+        if why:
+            click.echo(printable(f"version {v.number}: {why}"))
 
 
 @click.command("schema")

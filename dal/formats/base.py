@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from catalog.types import Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError, SchemaMismatch
+from dal.formats.described import Described
 from dal.formats.names import DEFAULT_FORMAT as DEFAULT_FORMAT  # re-exported: what dal.write/register use
 from dal.storage.timeparts import RuleCheck
 from dal.tensors.schema import TensorSchema
@@ -89,11 +90,14 @@ class WriteOptions:
         return token_of(self.write_id)
 
 
-def commit_metadata(write_id: str, dataset: str = "", catalog: str = "") -> dict[str, str]:
-    """The key/values a write stamps into its commit: its id (to find it again), the dataset's name and the id of
-    the catalog it writes for (``sync`` tells its own catalog's commits from others')."""
+def commit_metadata(
+    write_id: str, dataset: str = "", catalog: str = "", described: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The key/values a write stamps into its commit: its id (to find it again), the dataset's name, the id of
+    the catalog it writes for (``sync`` tells its own catalog's commits from others'), and what the table then
+    says about itself (``dal.formats.described.stamp``: carried by ``dal.register``)."""
     return {WRITE_ID_KEY: write_id, **({DATASET_KEY: dataset} if dataset else {}),
-            **({CATALOG_KEY: catalog} if catalog else {})}  # fmt: skip
+            **({CATALOG_KEY: catalog} if catalog else {}), **(described or {})}  # fmt: skip
 
 
 def check_time_column(time_column: str | None, names: Sequence[str], what: str) -> None:
@@ -299,6 +303,10 @@ class Format(ABC):
     @abstractmethod
     def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:
         """The data files of one pinned version (refusing features the plain reader cannot honour)."""
+
+    def described(self, location: str, storage_options: Mapping[str, str]) -> Described:
+        """What the table's commits record about the dataset (``dal.formats.described``; nothing by default)."""
+        return Described()
 
     def file_index(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> FileIndex | None:
         """The version's files as columns with their recorded statistics, for pruning before any file is

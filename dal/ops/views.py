@@ -1,15 +1,17 @@
 """What the catalog shows, as JSON-ready values: shared by the CLI's ``--json`` output and the web UI's API.
 
-Every function reads the catalog only. Dataset locations are masked (``mask_url``): a location stored by an
+Every function reads the catalog only, except ``versions(check=True)``, which looks in storage too
+(``dal.ops.checks``). Dataset locations are masked (``mask_url``): a location stored by an
 older dal with credentials in it never reaches a terminal or a browser.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from catalog.types import DatasetInfo
+from catalog.types import DatasetInfo, VersionInfo
 from catalog.urls import mask_url
 
 if TYPE_CHECKING:
@@ -35,9 +37,39 @@ def show(cat: CatalogReader, name: str) -> dict[str, Any]:
     return out
 
 
-def versions(cat: CatalogReader, name: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """The history of a dataset, oldest first (``dal versions --json``); ``limit``: the newest ``limit`` only."""
-    return [v.to_dict() for v in cat.versions(name, limit=limit)]
+def versions(
+    cat: CatalogReader,
+    name: str,
+    limit: int | None = None,
+    *,
+    check: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The history of a dataset, oldest first (``dal versions --json``); ``limit``: the newest ``limit`` only.
+
+    Each version says whether it can be ``readable``: false where the catalog marks it expired or unavailable;
+    otherwise null (the catalog alone cannot tell), or, with ``check``, whether every file it pins is in storage
+    (``unreadable``: why not).
+
+    Raises:
+        DatasetNotFound. DalError: (``check``) the dataset's storage cannot be listed.
+    """
+    history = cat.versions(name, limit=limit)
+    if not check:
+        return [readability(v.to_dict(), v, None) for v in history]
+    from dal.ops import checks  # storage libraries: only for a check (a listing starts at once)
+
+    found = checks.unreadable(cat.get_dataset(name), history, storage_options)
+    return [readability(v.to_dict(), v, found) for v in history]
+
+
+def readability(out: dict[str, Any], v: VersionInfo, checked: Mapping[int, str | None] | None) -> dict[str, Any]:
+    """``out`` (a version's JSON) with ``readable`` and ``unreadable`` (why not) as far as known: from the
+    catalog's mark, else from ``checked`` (``dal.ops.checks.unreadable``; None: not checked)."""
+    why = v.unavailable or (checked or {}).get(v.number)
+    out["readable"] = False if why else (None if checked is None or v.number not in checked else True)
+    out["unreadable"] = why or None
+    return out
 
 
 def schema(cat: Catalog, name: str, version: VersionArg = None) -> dict[str, Any]:

@@ -332,7 +332,8 @@ API_SUMMARIES = {
     "/api/datasets": "datasets, paged (?page, ?per_page), searched (?q) and narrowed by facets (?format, ?owner, ?tag, "
     "?column), sorted (?sort), with each latest version's row count and size and the facets' counts",
     "/api/datasets/{name}": "a dataset and its newest version with its schema (dal show --json)",
-    "/api/datasets/{name}/versions": "its versions, oldest first (?limit: the newest N; dal versions --json)",
+    "/api/datasets/{name}/versions": "its versions, oldest first (?limit: the newest N; ?check=1: whether their files "
+    "are in storage; dal versions --json)",
     "/api/datasets/{name}/schema": "the schema of one version (?version; dal schema --json)",
     "/api/datasets/{name}/diff": "the schema change between two versions (?old, ?new; dal diff --json)",
     "/api/datasets/{name}/partitions": "the partitions of one version (?version; dal partitions --json)",
@@ -360,7 +361,10 @@ def openapi_document() -> dict[str, Any]:
             param("page", "query", "integer", "the page (from 1)", minimum=1),
             param("per_page", "query", "integer", "datasets per page", minimum=1, maximum=MAX_PER_PAGE),
         ],
-        "/api/datasets/{name}/versions": [param("limit", "query", "integer", "the newest N only", minimum=0)],
+        "/api/datasets/{name}/versions": [
+            param("limit", "query", "integer", "the newest N only", minimum=0),
+            param("check", "query", "integer", "1: look in storage whether each version's files are there", enum=[0, 1]),
+        ],
         "/api/datasets/{name}/schema": [version],
         "/api/datasets/{name}/partitions": [version],
         "/api/datasets/{name}/diff": [
@@ -493,7 +497,8 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
 
     def api_versions(request: Request) -> Any:
         limit = _int_param(request, "limit", 0, 0, 10**9)  # the newest N; 0 (default): all
-        return views.versions(cat, request.path_params["name"], limit or None)
+        check = bool(_int_param(request, "check", 0, 0, 1))  # storage round trips: only when asked
+        return views.versions(cat, request.path_params["name"], limit or None, check=check)
 
     def api_schema(request: Request) -> Any:
         return views.schema(cat, request.path_params["name"], _version_param(request, "version"))
@@ -602,11 +607,19 @@ def create_app(cat: Catalog, *, token: str | None = None, loopback: bool = True)
                 params["v"] = asked
             return f"/d/{quote(name, safe='')}?{urlencode(params)}#versions"
 
-        readable = next((v for v in newest_first if not v.unavailable), None)
+        listed = newest_first[(vpage - 1) * VERSIONS_PER_PAGE : vpage * VERSIONS_PER_PAGE]
+        checked = None  # whether the files are in storage: looked at when asked (?check=1), for what the page shows
+        if current is not None and _int_param(request, "check", 0, 0, 1):
+            from dal.ops import checks
+
+            checked = checks.unreadable(info, [current, *(v for v in listed if v.number != current.number)])
+        readable = next((v for v in newest_first if not v.unavailable and not (checked or {}).get(v.number)), None)
         return page(
             "dataset.html",
             info=info,
-            versions_page=newest_first[(vpage - 1) * VERSIONS_PER_PAGE : vpage * VERSIONS_PER_PAGE],
+            checked=checked,
+            check_link=None if current is None else vlink(vpage).replace("#versions", "&check=1#version-card"),
+            versions_page=listed,
             vpage=vpage,
             vpages=vpages,
             vlink=vlink,

@@ -281,4 +281,4 @@ def test_expired_versions_are_marked_and_offer_no_snippet(server: Server) -> Non
     assert 'id="preview-link"' not in page
     status, _, raw = server.get("/d/vision.street_scenes")
     page = raw.decode()
-    assert page.count('class="expired"') == 3 and 'id="version-status">readable' in page
+    assert page.count('class="expired"') == 3 and 'id="version-status">files not checked' in page

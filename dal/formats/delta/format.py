@@ -60,6 +60,7 @@ from dal.formats.delta.log import (
 from dal.formats.delta.stats import prunable_bounds
 from dal.formats.delta.types import COLUMN_MAPPING_KEY, physical_schema
 from dal.formats.delta.write import DeltaWrite
+from dal.formats.described import Described
 from dal.formats.footers import checked_rows
 from dal.formats.index import FileIndex
 from dal.formats.logical import logical_schema
@@ -103,6 +104,17 @@ class DeltaFormat(Format):
 
     def written_for(self, location: str, storage_options: Mapping[str, str]) -> str:
         return str(_metadata(commit_info(location, 0, storage_options) or {}).get(DATASET_KEY, ""))
+
+    def described(self, location: str, storage_options: Mapping[str, str]) -> Described:
+        """What dal's writes recorded in the commits the log still holds (``dal.formats.described``)."""
+        table = self._table(location, storage_options)
+        columns = from_arrow(logical_schema(_arrow_schema(table))).names
+        commits = (
+            (v, _metadata(info))
+            for v in range(table.version() + 1)
+            if (info := commit_info(location, v, storage_options)) is not None
+        )
+        return Described.of(commits, columns)
 
     def exists(self, location: str, storage_options: Mapping[str, str]) -> bool:
         return table_exists(location, storage_options)

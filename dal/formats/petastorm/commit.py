@@ -64,7 +64,7 @@ def write_tensors(
     dataset: str = "",
     compression: str = "snappy",
     token: str | None = None,
-    catalog: str = "",
+    metadata: Mapping[str, str] | None = None,
     base: int | EllipsisType | None = ...,
 ) -> int:
     """Commit an encoded table (files written with the Parquet codec ``compression``) as the next version;
@@ -88,7 +88,7 @@ def write_tensors(
     pause("petastorm-files-written")
     return commit(
         location, schema, directory, files, mode=mode, storage_options=storage_options, dataset=dataset,
-        compression=compression, catalog=catalog, base=base,
+        compression=compression, metadata=metadata, base=base,
     )  # fmt: skip
 
 
@@ -129,7 +129,7 @@ def commit(
     storage_options: Mapping[str, str] | None = None,
     dataset: str = "",
     compression: str = "snappy",
-    catalog: str = "",
+    metadata: Mapping[str, str] | None = None,
     base: int | EllipsisType | None = ...,
 ) -> int:
     """Make ``directory``'s new files the next version: add the previous version's files (append) and a
@@ -188,7 +188,7 @@ def commit(
             _write_common_metadata(loc, target, schema, files)
             pause("petastorm-metadata-written")
             _check_staged(loc, target, [*files, FileEntry(COMMON_METADATA, 0, 0, 0)])  # all there, or nothing
-            record = Commit(n, target, mode, datetime.now(UTC), files, dataset, catalog)
+            record = Commit(n, target, mode, datetime.now(UTC), files, dataset, dict(metadata or {}))
             publishing = n
             if loc.create_exclusive(record_name(n), record.to_json()):
                 return n
@@ -355,7 +355,7 @@ class PetastormWrite(WriteTransaction):
         return commit(
             self.location, self.schema, self.directory, files, mode=self.opts.mode,
             storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
-            catalog=self.opts.catalog, base=self.base,
+            metadata=self.opts.commit_metadata, base=self.base,
         )  # fmt: skip
 
     def abort(self) -> None:
@@ -370,5 +370,5 @@ class PetastormWrite(WriteTransaction):
         return write_tensors(
             self.location, self.schema, table, mode=self.opts.mode, partition_by=parts,
             storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
-            token=self.opts.token, catalog=self.opts.catalog, base=self.base,
+            token=self.opts.token, metadata=self.opts.commit_metadata, base=self.base,
         )  # fmt: skip

@@ -40,6 +40,7 @@ from catalog.types import Schema, VersionDraft, VersionInfo, diff_schemas
 from dal import progress
 from dal.errors import DalError, FormatError, SchemaMismatch, WriteConflict
 from dal.formats.base import (
+    CATALOG_KEY,
     WRITER_CATALOG,
     DataFile,
     Format,
@@ -49,6 +50,7 @@ from dal.formats.base import (
     check_time_column,
     plan_partitioning,
 )
+from dal.formats.described import Described
 from dal.formats.directory import (
     FileEntry,
     aged_files,
@@ -203,14 +205,14 @@ class PetastormFormat(Format):
         dataset: str = "",
         compression: str = "snappy",
         token: str | None = None,
-        catalog: str = "",
+        metadata: Mapping[str, str] | None = None,
         base: int | EllipsisType | None = ...,
     ) -> int:
         """Commit an encoded table as the next version; return its number
         (``dal.formats.petastorm.commit.write_tensors``)."""
         return petastorm_commit.write_tensors(
             location, schema, table, mode=mode, partition_by=partition_by, storage_options=storage_options,
-            dataset=dataset, compression=compression, token=token, catalog=catalog, base=base,
+            dataset=dataset, compression=compression, token=token, metadata=metadata, base=base,
         )  # fmt: skip
 
     def start(self, location: str, storage_options: Mapping[str, str] | None = None, token: str | None = None) -> str:
@@ -228,11 +230,12 @@ class PetastormFormat(Format):
         storage_options: Mapping[str, str] | None = None,
         dataset: str = "",
         compression: str = "snappy",
+        metadata: Mapping[str, str] | None = None,
     ) -> int:
         """Make ``directory``'s new files the next version (``dal.formats.petastorm.commit.commit``)."""
         return petastorm_commit.commit(
             location, schema, directory, new_files, mode=mode, storage_options=storage_options, dataset=dataset,
-            compression=compression,
+            compression=compression, metadata=metadata,
         )  # fmt: skip
 
     def compact(self, location: str, latest: VersionInfo, opts: WriteOptions, target_file_size: int) -> int | None:
@@ -266,9 +269,19 @@ class PetastormFormat(Format):
         table = pa.concat_tables(tables) if tables else arrow.empty_table()
         return self.write_tensors(
             location, schema, table, mode="overwrite", partition_by=parts, storage_options=opts.storage_options,
-            dataset=opts.dataset, compression=opts.compression, token=opts.token, catalog=opts.catalog,
+            dataset=opts.dataset, compression=opts.compression, token=opts.token, metadata=opts.commit_metadata,
             base=record.version,  # never publish less than it read: an append landed meanwhile is a WriteConflict
         )  # fmt: skip
+
+    def described(self, location: str, storage_options: Mapping[str, str]) -> Described:
+        """What dal's writes recorded in the version records (``dal.formats.described``); nothing for a dataset
+        petastorm wrote (no records)."""
+        loc = Location.of(location, storage_options)
+        commits = [c for n in committed_numbers(loc) if (c := load_commit(loc, n)) is not None]
+        if not commits:
+            return Described()
+        columns = version_schema(loc, commits[-1]).names
+        return Described.of(((c.version, c.metadata) for c in commits), columns)
 
     def written_for(self, location: str, storage_options: Mapping[str, str]) -> str:
         """The catalog name the first version at ``location`` was written for ("" if unknown or none)."""
@@ -334,8 +347,9 @@ class PetastormFormat(Format):
                 operation = "overwrite"
             pending = []
             props = {"unischema": tensors.name, "path": record.directory}
-            if record.catalog:
-                props[WRITER_CATALOG] = record.catalog
+            writer = record.metadata.get(CATALOG_KEY)
+            if isinstance(writer, str) and writer:
+                props[WRITER_CATALOG] = writer  # which catalog's dal wrote it: sync tells its own from others'
             drafts.append(
                 dataclasses.replace(draft, operation=operation, committed_at=record.committed_at, properties=props)
             )

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -44,7 +44,9 @@ class Commit:
     committed_at: datetime
     files: tuple[FileEntry, ...]
     dataset: str = ""  # the catalog name it was written for ("" when unknown)
-    catalog: str = ""  # the id of the catalog it was written for ("" when unknown)
+    # the write's commit metadata (``WriteOptions.commit_metadata``: its id, what the table says about itself);
+    # {} in a record of an older dal
+    metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> bytes:
         body: dict[str, Any] = {
@@ -56,8 +58,8 @@ class Commit:
         }
         if self.dataset:
             body["dataset"] = self.dataset
-        if self.catalog:
-            body["catalog"] = self.catalog
+        if self.metadata:
+            body["metadata"] = dict(self.metadata)
         return json.dumps(body, indent=1).encode()
 
     @classmethod
@@ -74,10 +76,17 @@ class Commit:
                     for f in body["files"]
                 ),
                 str(body.get("dataset", "")),
-                str(body.get("catalog", "")),
+                _metadata(body.get("metadata")),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise FormatError(f"malformed dal version record: {e}") from e
+
+
+def _metadata(value: Any) -> dict[str, str]:
+    """A record's ``metadata``: its string keys and values (anything else in it is not dal's, and ignored)."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def record_name(n: int) -> str:

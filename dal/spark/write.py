@@ -2,7 +2,8 @@
 
 Without the delta-spark JVM classes (they cannot be downloaded here), executors write Parquet files with
 pyarrow (``mapInArrow``) and the driver commits them all as ONE Delta version through delta-rs. With the
-classes on the classpath (a real cluster, Databricks), delta-spark's own writer is used."""
+classes on the classpath (a real cluster, Databricks), delta-spark's own writer is used, except for an overwrite
+of an existing table (``DeltaWrite.spark_options``: staged, so that it commits only on the version it read)."""
 
 from __future__ import annotations
 

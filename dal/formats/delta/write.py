@@ -325,6 +325,12 @@ class DeltaWrite(WriteTransaction):
             return None
 
     def spark_options(self) -> dict[str, str] | None:
+        if self.base is not None:
+            # an overwrite of an existing table is staged and committed by ``commit``, which commits only on
+            # ``base``: delta-spark's writer starts its own transaction at whatever version is newest when it
+            # runs and lets a blind append that lands meanwhile through, so it cannot refuse an overwrite
+            # that another writer's commit overtook (never publish less than you read)
+            return None
         options = {
             "userMetadata": json.dumps(dict(self.opts.commit_metadata), sort_keys=True),
             "compression": _SPARK_CODECS.get(self.opts.compression, self.opts.compression),

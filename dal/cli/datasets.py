@@ -139,7 +139,8 @@ def _version_rows(
         (
             v.number,
             v.created_at.strftime("%Y-%m-%d %H:%M"),
-            v.operation,
+            # committed by another catalog's writer (dal.storage.claims.FOREIGN): said wherever it is listed
+            f"{v.operation} (foreign)" if v.properties.get("foreign") is True else v.operation,
             f"{v.row_count:,}",
             size_text(v.size_bytes),
             ", ".join(v.tags),

@@ -327,3 +327,35 @@ def test_the_pg_url_in_a_refusal_is_masked(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(errors.ClaimedElsewhere) as err:
         _write([1], f"sqlite:///{tmp_path}/catalog.db", "delta")
     assert "s3cret" not in str(err.value) and "belongs to another catalog postgresql" in str(err.value)
+
+
+def _ui_page(url: str) -> str:
+    """The dataset page of ``NAME`` as the UI app renders it (in process, as in tests/hostile/test_ui_paths.py)."""
+    from dal.ui.app import create_app
+    from tests.hostile.test_ui_paths import get
+
+    status, _headers, body, _took = get(create_app(dal.get_catalog(url)), f"/d/{NAME}")
+    assert status == 200
+    return body.decode()
+
+
+def test_versions_and_the_ui_say_which_versions_are_foreign(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from dal.cli.app import cli
+
+    monkeypatch.setenv("DAL_WAREHOUSE", str(tmp_path / "wh"))
+    a, b = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
+    _write([1], a, "delta")
+    location = dal.get_catalog(a).get_dataset(NAME).location
+    dal.register(NAME, location, catalog=b, read_only=True)
+    claim(NAME, take_over=True, catalog=b)
+    _write([2], b, "delta")
+    claim(NAME, take_over=True, catalog=a)
+    dal.sync(NAME, catalog=a)
+    result = CliRunner().invoke(cli, ["--catalog", a, "versions", NAME])
+    assert result.exit_code == 0, result.output
+    rows = [ln for ln in result.output.splitlines() if " create " in ln or " append " in ln]
+    assert len(rows) == 2 and "(foreign)" not in rows[0] and "append (foreign)" in rows[1], result.output
+    page = _ui_page(a)
+    assert page.count(">foreign</span>") == 1

@@ -55,6 +55,16 @@ def _pg_schema_url(schema: str) -> str:
 @pytest.fixture
 def pg_url(pg_server: str) -> Iterator[str]:
     """A fresh, empty PostgreSQL schema for one test (dropped afterwards)."""
+    yield from _fresh_schema(pg_server)
+
+
+@pytest.fixture
+def second_pg_url(pg_server: str) -> Iterator[str]:
+    """Another fresh schema on the same server: a second catalog in the same test."""
+    yield from _fresh_schema(pg_server)
+
+
+def _fresh_schema(pg_server: str) -> Iterator[str]:
     schema = f"dal_test_{uuid.uuid4().hex[:12]}"
     eng = sa.create_engine(pg_server)
     with eng.begin() as c:

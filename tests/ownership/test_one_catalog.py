@@ -86,28 +86,6 @@ def _close_catalogs() -> Iterator[None]:
     dal.api._readers.clear()
 
 
-@pytest.fixture
-def second_pg_url(pg_server: str) -> Iterator[str]:
-    """Another fresh PostgreSQL schema: another catalog on the same server."""
-    import uuid
-
-    import sqlalchemy as sa
-
-    from tests.conftest import _pg_schema_url
-
-    schema = f"dal_test_{uuid.uuid4().hex[:12]}"
-    eng = sa.create_engine(pg_server)
-    with eng.begin() as c:
-        c.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        yield _pg_schema_url(schema)
-    finally:
-        dal.api._catalogs.pop(_pg_schema_url(schema), None)
-        with eng.begin() as c:
-            c.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        eng.dispose()
-
-
 def _legacy(b: str, location: str, fmt: str) -> None:
     """B records the location writable without owning it (as before claims, or after the claim moved)."""
     dal.register(NAME, location, format=fmt, catalog=b, read_only=True)
@@ -260,9 +238,9 @@ def test_a_take_over_moves_the_claim_and_the_old_catalog_can_only_read(tmp_path:
     assert sorted(dal.open(NAME, 0, catalog=old).to_pandas()["id"]) == [1]
 
 
-def test_sync_marks_commits_another_catalog_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A commit another catalog's dal wrote (before claims, or while the claim was elsewhere) is recorded, marked
-    foreign, with a warning: a reader of "latest" can see nobody in this catalog wrote it."""
+def _with_a_foreign_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Catalog A writes version 0; catalog B registers read-only, takes the claim over and appends; the claim
+    comes back to A, which has not recorded B's commit yet. Returns A's URL."""
     monkeypatch.setenv("DAL_WAREHOUSE", str(tmp_path / "wh"))
     a, b = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
     _write([1], a, "delta")
@@ -271,6 +249,13 @@ def test_sync_marks_commits_another_catalog_wrote(tmp_path: Path, monkeypatch: p
     claim(NAME, take_over=True, catalog=b)
     _write([2], b, "delta")  # B's commit
     claim(NAME, take_over=True, catalog=a)  # the claim comes back to A
+    return a
+
+
+def test_sync_marks_commits_another_catalog_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit another catalog's dal wrote (before claims, or while the claim was elsewhere) is recorded, marked
+    foreign, with a warning: a reader of "latest" can see nobody in this catalog wrote it."""
+    a = _with_a_foreign_commit(tmp_path, monkeypatch)
     recorded = dal.sync(NAME, catalog=a)
     assert [v.number for v in recorded] == [1]
     assert recorded[0].properties.get(claims.FOREIGN) is True
@@ -344,14 +329,7 @@ def test_versions_and_the_ui_say_which_versions_are_foreign(tmp_path: Path, monk
 
     from dal.cli.app import cli
 
-    monkeypatch.setenv("DAL_WAREHOUSE", str(tmp_path / "wh"))
-    a, b = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
-    _write([1], a, "delta")
-    location = dal.get_catalog(a).get_dataset(NAME).location
-    dal.register(NAME, location, catalog=b, read_only=True)
-    claim(NAME, take_over=True, catalog=b)
-    _write([2], b, "delta")
-    claim(NAME, take_over=True, catalog=a)
+    a = _with_a_foreign_commit(tmp_path, monkeypatch)
     dal.sync(NAME, catalog=a)
     result = CliRunner().invoke(cli, ["--catalog", a, "versions", NAME])
     assert result.exit_code == 0, result.output

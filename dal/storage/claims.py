@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from dal.errors import ClaimedElsewhere, FormatError, PurgeUnfinished, ReadOnlyDataset
+from dal.errors import ClaimedElsewhere, FormatError, MissingDependency, PurgeUnfinished, ReadOnlyDataset
 from dal.storage.location import Location
 
 FILE = "_dal_catalog.json"
@@ -167,6 +167,22 @@ def _replace(loc: Location, claim: Claim) -> None:
     os.replace(tmp, loc.path(FILE))
 
 
+def _create(loc: Location, claim: Claim) -> bool:
+    """Publish ``claim`` if the location has none (False: another catalog's landed first). Object stores take a
+    conditional PUT through the ``cloud`` extra; without it (a Delta-only install writing to S3, which needed no
+    conditional PUT before claims) the claim is written after a look, and two catalogs claiming one new
+    location within the same instant could both believe they won — said once in the log."""
+    try:
+        return loc.create_exclusive(FILE, claim.to_json())
+    except MissingDependency:
+        if loc.exists(FILE):
+            return False
+        _log.warning("%s: claimed without a conditional PUT (pip install 'dal-catalog[cloud]' makes it atomic)",
+                     loc.uri)  # fmt: skip
+        loc.write(FILE, claim.to_json())
+        return True
+
+
 def _refusal(loc: Location, claim: Claim, holder: Holder, action: Action, recorded: bool) -> ClaimedElsewhere:
     here = f"this catalog ({holder.url}) may not {action} there; nothing was written or deleted."
     if recorded:  # this catalog records the dataset too (registered before locations were claimed, or taken over)
@@ -216,7 +232,7 @@ def check(
         if not take:
             return None
         mine = Claim.of(holder)
-        if loc.create_exclusive(FILE, mine.to_json()):
+        if _create(loc, mine):
             _log.info("%s: claimed for %s", loc.uri, mine.describe())
             return mine
         claim = read(loc)  # another catalog won the race to claim it
@@ -286,7 +302,7 @@ def take_over(loc: Location, holder: Holder, reason: str) -> Claim:
         history.append({"from": claim.url, "from_id": claim.catalog, "as": claim.dataset, "to": holder.url,
                         "to_id": holder.catalog, "at": now, "reason": reason[:500]})  # fmt: skip
     mine = Claim(holder.catalog, holder.url, holder.dataset, now, False, tuple(history))
-    if claim is None and loc.create_exclusive(FILE, mine.to_json()):
+    if claim is None and _create(loc, mine):
         return mine
     _replace(loc, mine)
     _log.warning(

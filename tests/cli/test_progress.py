@@ -233,8 +233,8 @@ def test_switches_of_the_command_line(
     """The same switches in-process (stderr a fake terminal): nothing drawn, and the setting restored after."""
     stream, _ = tty
     control = CliRunner().invoke(
-        cli, ["--catalog", sqlite_url.replace("catalog.db", "c.db"), "register", "c.t", history]
-    )
+        cli, ["--catalog", sqlite_url.replace("catalog.db", "c.db"), "register", "c.t", history, "--read-only"]
+    )  # (read-only: the table's location is then claimed by the catalog under test, below)
     assert control.exit_code == 0, control.output
     assert f"recording versions of c.t: {VERSIONS} versions in 0.0 s\n" in stream.getvalue()  # drawn without a switch
     stream.truncate(0)

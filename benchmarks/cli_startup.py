@@ -1,5 +1,6 @@
 """Start-up cost of the ``dal`` command: CPU (user + sys of the whole process) and wall time, median of N runs,
-beside a minimal click CLI in the same run (the ratio is what to compare across machines).
+beside a minimal click CLI in the same run (the ratio is what to compare across machines). The runs are
+interleaved: N rounds, each running every command once (each round starting one command further along).
 
 Runs ``import dal``, ``dal --help``, ``dal ls``, ``dal show NAME``, ``dal versions NAME`` and two shell
 completions (``dal show weather.<TAB>``, ``dal lineage NAME <TAB>``) against a small fresh catalog on SQLite and,
@@ -40,16 +41,28 @@ cli()
 """
 
 
-def measure(args: list[str], env: dict[str, str], runs: int, *, check: bool = True) -> tuple[float, float]:
-    walls, cpus = [], []
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        subprocess.run(args, env=env, check=check, capture_output=True)
-        walls.append(time.perf_counter() - t0)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return statistics.median(walls), statistics.median(cpus)
+def measure(args: list[str], env: dict[str, str], *, check: bool = True) -> tuple[float, float]:
+    """Wall and CPU seconds (user + sys, the reaped process) of one run of ``args``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(args, env=env, check=check, capture_output=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def interleaved(rows: list[tuple[str, list[str], dict[str, str]]], env: dict[str, str],
+                runs: int) -> dict[str, tuple[float, float]]:  # fmt: skip
+    """Median wall and CPU seconds per row over ``runs`` rounds; each round runs every row once, starting one
+    row further along than the round before, so load elsewhere on the machine falls on every row alike."""
+    walls: dict[str, list[float]] = {label: [] for label, _, _ in rows}
+    cpus: dict[str, list[float]] = {label: [] for label, _, _ in rows}
+    for r in range(runs):
+        for label, args, extra in rows[r % len(rows) :] + rows[: r % len(rows)]:
+            wall, cpu = measure(args, {**env, **extra}, check="missing" not in label)
+            walls[label].append(wall)
+            cpus[label].append(cpu)
+    return {label: (statistics.median(walls[label]), statistics.median(cpus[label])) for label in walls}
 
 
 def populate(url: str) -> None:
@@ -92,13 +105,13 @@ def run(backend: str, runs: int) -> None:
                 # a named catalog that does not exist: one error line, nothing created (the full Catalog path)
                 fresh = {"DAL_CATALOG_URL": f"sqlite:///{Path(tmp) / 'new' / 'catalog.db'}"}
                 rows.append(("dal ls, named catalog missing (error, full path)", [*dal, "ls"], fresh))
-            print(f"\n## {backend}: median of {runs} runs\n")
+            medians = interleaved(rows, env, runs)
+            print(f"\n## {backend}: median of {runs} interleaved rounds\n")
             print(f"| {'command':52} | {'CPU s':>6} | {'wall s':>6} | {'CPU x click':>11} |")
             print(f"|{'-' * 54}|{'-' * 7}:|{'-' * 7}:|{'-' * 12}:|")
-            base = None
-            for label, args, extra in rows:
-                wall, cpu = measure(args, {**env, **extra}, runs, check="missing" not in label)
-                base = base or cpu
+            base = medians[rows[0][0]][1]
+            for label, _, _ in rows:
+                wall, cpu = medians[label]
                 print(f"| {label:52} | {cpu:6.3f} | {wall:6.3f} | {cpu / base:11.1f} |", flush=True)
         finally:
             if backend == "postgres":

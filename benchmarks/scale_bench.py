@@ -10,10 +10,14 @@ For each: a partition filter (``part = 77``), a statistics filter (``id = 777``,
 min/max) and no filter. dal: a fresh process opens the dataset and plans (``Scan.plan()``: the row-group
 tasks, footers of the surviving files read; for the log-only table, whose files do not exist, the files the
 plan keeps). delta-rs: ``DeltaTable(...)`` plus ``file_uris(partition filter)`` / ``get_add_actions()``
-(with statistics, which delta-rs does not prune by) / ``file_uris()``. Each figure is the best of
-``--repeat`` runs, each in a fresh process (dal: after one ``dal.open`` that connects to the catalog; the timed
-open is a second, fresh ``Dataset``); memory is the process's peak RSS (imports included: pyarrow, delta-rs,
-dal ~ 150-200 MB before any table).
+(with statistics, which delta-rs does not prune by) / ``file_uris()``. Each measurement is a fresh process,
+imports before the clock; ``--repeat`` rounds per table and filter, each round one dal and one delta-rs
+process, alternating which goes first (A B, B A, ...), so load elsewhere on the machine falls on both alike;
+the table gives the min and the median of the rounds. dal's clock starts before the process's first
+``dal.open`` (the catalog connection included; that open's own time is a column too), and the one-time
+``dal.register`` of each table (for the log-only table: its ``dal.sync``, the log read) is a column of its
+own. Memory is the process's peak RSS, median of the rounds (imports included: pyarrow, delta-rs, dal ~
+150-200 MB before any table).
 ``--s3 N``: a table of N files on the moto S3 emulator, and the requests planning makes there.
 """
 
@@ -26,6 +30,7 @@ import re
 import resource
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,11 +62,11 @@ def child(engine: str, case: str, location: str, name: str, files_only: bool, op
     import dal
 
     where = {"partition": dal.col("part") == 77, "stats": dal.col("id") == 777}.get(case)
-    if engine == "dal":
-        dal.open(name, storage_options=options or None)  # the process's catalog connection, not the table's cost
+    opened = 0.0
     t = time.perf_counter()
     if engine == "dal":
-        ds = dal.open(name, storage_options=options or None)
+        ds = dal.open(name, storage_options=options or None)  # the process's first: the catalog connection too
+        opened = time.perf_counter() - t
         scan = ds.scan() if where is None else ds.filter(where)
         kept = len(scan.query.files) if files_only else len({task.uri for task in scan.plan()})
     else:
@@ -73,24 +78,39 @@ def child(engine: str, case: str, location: str, name: str, files_only: bool, op
             kept = table.get_add_actions(flatten=True).num_rows  # delta-rs: the stats, unpruned
         else:
             kept = len(table.file_uris())
-    print(json.dumps({"seconds": time.perf_counter() - t, "kept": kept, "rss_mb": _rss_mb()}))
+    out = {"seconds": time.perf_counter() - t, "open": opened, "kept": kept, "rss_mb": _rss_mb()}
+    print(json.dumps(out))
 
 
-def measure(engine: str, case: str, location: str, name: str, *, files_only: bool, repeat: int,
-            env: dict[str, str], options: dict[str, str] | None = None) -> dict[str, float]:  # fmt: skip
-    best: dict[str, float] | None = None
-    for _ in range(repeat):
-        cmd = [sys.executable, __file__, "--child", engine, case, location, name, json.dumps(options or {})]
-        if files_only:
-            cmd.append("--files-only")
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-        if out.returncode:
-            raise SystemExit(f"{engine} {case} on {location} failed:\n{out.stderr[-2000:]}")
-        got = json.loads(out.stdout.strip().splitlines()[-1])
-        if best is None or got["seconds"] < best["seconds"]:
-            best = got
-    assert best is not None
-    return best
+def measure(engine: str, case: str, location: str, name: str, *, files_only: bool, env: dict[str, str],
+            options: dict[str, str] | None = None) -> dict[str, float]:  # fmt: skip
+    """One fresh process of ``engine`` (see ``child``)."""
+    cmd = [sys.executable, __file__, "--child", engine, case, location, name, json.dumps(options or {})]
+    if files_only:
+        cmd.append("--files-only")
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if out.returncode:
+        raise SystemExit(f"{engine} {case} on {location} failed:\n{out.stderr[-2000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+Runs = list[dict[str, float]]
+
+
+def interleaved(case: str, location: str, name: str, *, files_only: bool, rounds: int,
+                env: dict[str, str]) -> tuple[Runs, Runs]:  # fmt: skip
+    """``rounds`` rounds of one dal and one delta-rs process, the first of the pair alternating per round."""
+    runs: dict[str, Runs] = {"dal": [], "delta-rs": []}
+    for r in range(rounds):
+        for engine in ("dal", "delta-rs") if r % 2 == 0 else ("delta-rs", "dal"):
+            runs[engine].append(measure(engine, case, location, name if engine == "dal" else "",
+                                        files_only=files_only, env=env))  # fmt: skip
+    return runs["dal"], runs["delta-rs"]
+
+
+def _stat(runs: Runs, key: str) -> tuple[float, float]:
+    values = [r[key] for r in runs]
+    return min(values), statistics.median(values)
 
 
 def delta_rs_table(root: str, files: int, options: dict[str, str] | None = None) -> float:
@@ -109,16 +129,21 @@ def delta_rs_table(root: str, files: int, options: dict[str, str] | None = None)
     return time.perf_counter() - t
 
 
-def report(rows: list[tuple[str, str, dict[str, float], dict[str, float]]]) -> None:
+def report(rows: list[tuple[str, str, float, Runs, Runs]]) -> None:
     print(
-        "| table | filter | dal open + plan | delta-rs load + list | ratio | files kept (dal / delta-rs) | peak RSS dal / delta-rs |"
+        "| table | filter | dal register (once) | dal first open (median) | dal open + plan min / median | "
+        "delta-rs load + list min / median | ratio min / median | files kept (dal / delta-rs) | "
+        "peak RSS dal / delta-rs (median) |"
     )
-    print("|---|---|---|---|---|---|---|")
-    for table, case, d, r in rows:
-        ratio = d["seconds"] / r["seconds"] if r["seconds"] else float("nan")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for table, case, registered, d, r in rows:
+        (d_min, d_med), (r_min, r_med) = _stat(d, "seconds"), _stat(r, "seconds")
+        ratio = f"{d_min / r_min:.1f}x / {d_med / r_med:.1f}x" if r_min and r_med else "-"
         print(
-            f"| {table} | {CASES[case] or 'none'} | {d['seconds']:.3f} s | {r['seconds']:.3f} s | {ratio:.1f}x | "
-            f"{d['kept']:,} / {r['kept']:,} | {d['rss_mb']:.0f} / {r['rss_mb']:.0f} MB |"
+            f"| {table} | {CASES[case] or 'none'} | {registered:.2f} s | {_stat(d, 'open')[1]:.3f} s | "
+            f"{d_min:.3f} / {d_med:.3f} s | {r_min:.3f} / {r_med:.3f} s | {ratio} | "
+            f"{int(d[0]['kept']):,} / {int(r[0]['kept']):,} | "
+            f"{_stat(d, 'rss_mb')[1]:.0f} / {_stat(r, 'rss_mb')[1]:.0f} MB |"
         )
 
 
@@ -151,14 +176,17 @@ def s3_requests(files: int, work: Path, env: dict[str, str], repeat: int) -> Non
         import dal
 
         os.environ.update(env)
+        t = time.perf_counter()
         dal.register(f"s3.t{files}", uri, format="delta", storage_options=options)
-        print(f"\nS3 (moto on loopback), {files:,} files written by delta-rs in {took:.0f} s:")
+        registered = time.perf_counter() - t
+        print(f"\nS3 (moto on loopback), {files:,} files written by delta-rs in {took:.0f} s, registered by dal "
+              f"in {registered:.2f} s; one fresh process per filter:")  # fmt: skip
         print("| filter | requests while dal opens + plans | of which GET | time |")
         print("|---|---|---|---|")
         for case in CASES:
             log.flush()
             before = log_path.read_text().count("\n")
-            got = measure("dal", case, uri, f"s3.t{files}", files_only=False, repeat=1, env=env, options=options)
+            got = measure("dal", case, uri, f"s3.t{files}", files_only=False, env=env, options=options)
             time.sleep(0.5)
             lines = log_path.read_text().splitlines()[before:]
             requests = [ln for ln in lines if re.search(r'"(GET|HEAD|PUT|POST|DELETE) ', ln)]
@@ -175,7 +203,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="5000,50000", help="files per delta-rs table (comma-separated)")
     ap.add_argument("--log-only", type=int, default=1_000_000, help="files of the log-only table (0: none)")
     ap.add_argument("--s3", type=int, default=0, help="files of a table on the moto S3 emulator (0: none)")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds (one dal, one delta-rs process each)")
     ap.add_argument("--child", nargs=5)
     ap.add_argument("--files-only", action="store_true")
     args = ap.parse_args()
@@ -195,29 +223,37 @@ def main() -> None:
             took = delta_rs_table(root, n)
             t = time.perf_counter()
             dal.register(f"scale.t{n}", root, format="delta")
-            print(f"{n:,} files: written by delta-rs in {took:.0f} s, registered in {time.perf_counter() - t:.1f} s",
-                  flush=True)  # fmt: skip
+            registered = time.perf_counter() - t
+            print(f"{n:,} files: written by delta-rs in {took:.0f} s, registered in {registered:.2f} s", flush=True)
             for case in CASES:
-                d = measure("dal", case, root, f"scale.t{n}", files_only=False, repeat=args.repeat, env=env)
-                r = measure("delta-rs", case, root, "", files_only=False, repeat=args.repeat, env=env)
-                rows.append((f"{n:,} files", case, d, r))
+                d, r = interleaved(case, root, f"scale.t{n}", files_only=False, rounds=args.repeat, env=env)
+                rows.append((f"{n:,} files", case, registered, d, r))
         if args.log_only:
             from tests.reader.delta_log import write_table
 
             n = args.log_only
             root = str(work / "log")
+            clock: dict[str, float] = {}
+
+            def register() -> None:  # before the add actions: the table is registered empty, then synced
+                t = time.perf_counter()
+                dal.register("scale.log", root, format="delta")
+                clock["register"] = time.perf_counter() - t
+
             t = time.perf_counter()
             write_table(root, n, rows=1, parts=1000, unstated=0, placeholders=False, commits=1,
-                        before_adds=lambda: dal.register("scale.log", root, format="delta"))  # fmt: skip
-            made = time.perf_counter() - t
+                        before_adds=register)  # fmt: skip
+            made = time.perf_counter() - t - clock["register"]
             t = time.perf_counter()
             dal.sync("scale.log")
-            print(f"{n:,}-file log: written in {made:.0f} s, synced in {time.perf_counter() - t:.0f} s", flush=True)
+            synced = time.perf_counter() - t
+            print(f"{n:,}-file log: written in {made:.0f} s, registered (empty) in {clock['register']:.2f} s, "
+                  f"synced in {synced:.1f} s", flush=True)  # fmt: skip
             for case in CASES:
-                d = measure("dal", case, root, "scale.log", files_only=True, repeat=args.repeat, env=env)
-                r = measure("delta-rs", case, root, "", files_only=True, repeat=args.repeat, env=env)
-                rows.append((f"{n:,} files (log only)", case, d, r))
-        print(f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, best of {args.repeat} fresh processes:\n")
+                d, r = interleaved(case, root, "scale.log", files_only=True, rounds=args.repeat, env=env)
+                rows.append((f"{n:,} files (log only)", case, clock["register"] + synced, d, r))
+        print(f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, {args.repeat} interleaved rounds of fresh "
+              "processes (dal, delta-rs; the first alternating); min / median:\n")  # fmt: skip
         report(rows)
         if args.s3:
             s3_requests(args.s3, work, env, args.repeat)

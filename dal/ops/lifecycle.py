@@ -140,12 +140,13 @@ def purge_plan(
         )
     ours: list[str] = []
     foreign: list[str] = []
-    listed = ownership.listing(loc)
+    listed = ownership.listing(loc, fmt.table_roots)
     for f in listed.files:
         if claims.is_claim(f.rel):
             continue  # the location's claim: released after the catalog entry goes (drop)
         (ours if fmt.owns(f.rel) or intents.is_marker(f.rel) else foreign).append(f.rel)
     foreign += [f"{rel}/" for rel in listed.linked_dirs]  # dal never follows a link, nor deletes one it did not make
+    foreign += [f"{rel}/" for rel in listed.nested]  # another dataset's location (a claim there): never this one's
     return sorted(ours), sorted(foreign)
 
 

@@ -271,6 +271,8 @@ class Format(ABC):
     writable: ClassVar[bool] = True  # dal writes it (and adopts first writes it finds unrecorded)
     needs_tensor_schema: ClassVar[bool] = False  # a new dataset's write needs WriteOptions.tensor_schema
     spark_source: ClassVar[SparkSource | None] = None
+    # folder names that mark a table's root: one below a location is another table's (gc and purge leave it)
+    table_roots: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def exists(self, location: str, storage_options: Mapping[str, str]) -> bool:

@@ -39,11 +39,11 @@ def data_files(loc: Location, directory: str = "") -> list[tuple[str, int]]:
     ]
 
 
-def aged_files(loc: Location) -> list[tuple[str, int, float]]:
+def aged_files(loc: Location, roots: Sequence[str] = ()) -> list[tuple[str, int, float]]:
     """Every file below ``loc`` (hidden ones included) as (relative path, size, seconds since it was last
     modified; infinite when the store does not say), for retention: in one recursive listing that never
     follows a link (``dal.storage.ownership.listing``: a linked directory's files are not the table's)."""
-    return [(f.rel, f.size, f.age) for f in ownership.listing(loc).files]
+    return [(f.rel, f.size, f.age) for f in ownership.listing(loc, roots).files]
 
 
 def missing_files(loc: Location, rels: Sequence[str]) -> list[str]:

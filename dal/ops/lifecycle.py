@@ -43,7 +43,7 @@ from catalog.types import DatasetInfo, Schema
 from dal import progress, validate
 from dal._testhooks import pause
 from dal.api import CatalogLike, check_claim, get_catalog, is_read_only, not_recorded, sync, sync_recorded
-from dal.errors import DalError, FilterError, FormatError, WriteConflict, translating
+from dal.errors import DalError, FilterError, FormatError, PurgeUnfinished, WriteConflict, translating
 from dal.formats.base import TARGET_FILE_SIZE, DataFile, Format, Retention, WriteOptions, commit_metadata
 from dal.formats.registry import get_format
 from dal.storage import claims, intents, ownership, uris
@@ -140,12 +140,13 @@ def purge_plan(
         )
     ours: list[str] = []
     foreign: list[str] = []
-    listed = ownership.listing(loc)
+    listed = ownership.listing(loc, fmt.table_roots)
     for f in listed.files:
         if claims.is_claim(f.rel):
             continue  # the location's claim: released after the catalog entry goes (drop)
         (ours if fmt.owns(f.rel) or intents.is_marker(f.rel) else foreign).append(f.rel)
     foreign += [f"{rel}/" for rel in listed.linked_dirs]  # dal never follows a link, nor deletes one it did not make
+    foreign += [f"{rel}/" for rel in listed.nested]  # another dataset's location (a claim there): never this one's
     return sorted(ours), sorted(foreign)
 
 
@@ -165,8 +166,9 @@ def drop(
     data goes first, the catalog entry last: a purge that fails half-way can be run again.
 
     Raises:
-        DatasetNotFound; DalError: foreign files without ``force``, another dataset inside the location,
-        or a read-only (plain Parquet) dataset.
+        DatasetNotFound; DalError: foreign files without ``force`` (another location's claim inside it among
+        them), another dataset inside the location, or a read-only (plain Parquet) dataset. PurgeUnfinished: a
+        drop without ``purge`` of a dataset whose purge was stopped half-way (finish it with ``purge``).
     """
     validate.check(storage_options=storage_options, catalog=catalog)
     cat = get_catalog(catalog)
@@ -175,6 +177,8 @@ def drop(
     holder = claims.Holder(cat.catalog_id, cat.display, name)
     writable = get_format(info.format).writable and not is_read_only(info)
     if not purge:
+        if writable:
+            _refuse_unfinished_purge(loc, holder)
         cat.delete_dataset(name)
         if writable:  # this catalog no longer records the location: another may claim it now
             claims.release(loc, holder)
@@ -213,6 +217,20 @@ def drop(
     claims.release(loc, holder)  # last: a purge stopped before this leaves a claim no catalog records (free)
     ownership.remove_empty_dirs(loc)
     return Dropped(name, info.location, True, tuple(ours), tuple(foreign))
+
+
+def _refuse_unfinished_purge(loc: Location, holder: claims.Holder) -> None:
+    """Refuse (``PurgeUnfinished``) a plain drop of a dataset whose purge was stopped half-way: releasing its
+    ``purging`` claim would let the next write adopt a log whose data files are gone and commit on top of it."""
+    try:
+        claim = claims.read(loc)
+    except FormatError:
+        return  # not a claim dal wrote: release leaves it alone too
+    if claim is not None and claim.held_by(holder) and claim.purging:
+        raise PurgeUnfinished(
+            f"{holder.dataset}: a purge of {loc.uri} was stopped half-way; nothing was dropped. Finish it with "
+            f"`dal drop {holder.dataset} --purge`"
+        )
 
 
 @translating("renaming {name}")

@@ -292,11 +292,19 @@ def take_over(loc: Location, holder: Holder, reason: str) -> Claim:
 
     Raises:
         FormatError: the claim file is not one dal can read (dal will not overwrite what it did not write).
+        PurgeUnfinished: the other catalog is purging the location (or its purge was stopped half-way): taken
+            over, the purge would go on deleting in this catalog's location, under its writes.
     """
     claim = read(loc)
     now = datetime.now(UTC).isoformat(timespec="seconds")
     if claim is not None and claim.held_by(holder):
         return claim
+    if claim is not None and claim.purging:
+        raise PurgeUnfinished(
+            f"{loc.uri} is being purged by {claim.describe()} (or its purge was stopped half-way); the claim was "
+            f"not taken over. Finish the purge there (`dal drop {claim.dataset} --purge`); only if that catalog is "
+            f"gone, remove {FILE} by hand (the table may have lost data files)"
+        )
     history: list[Mapping[str, Any]] = list(claim.history) if claim is not None else []
     if claim is not None:
         history.append({"from": claim.url, "from_id": claim.catalog, "as": claim.dataset, "to": holder.url,

@@ -41,6 +41,7 @@ import pyarrow.fs as pafs
 
 from dal.errors import FormatError, NotOwned
 from dal.storage import uris
+from dal.storage.claims import FILE as CLAIM_FILE
 from dal.storage.location import Location
 
 _log = logging.getLogger("dal.ownership")
@@ -205,15 +206,36 @@ class Listed:
 
 @dataclass(frozen=True)
 class Listing:
-    """Every file below a location, and the linked directories found there (reported, never descended into)."""
+    """Every file below a location, the linked directories found there (reported, never descended into), and
+    the nested locations: folders below it that hold a claim file (``dal.storage.claims.FILE``) or what marks a
+    table's root in the format, i.e. another dataset's location, of whatever catalog or tool (their files are
+    left out: never the outer dataset's to delete)."""
 
     files: tuple[Listed, ...]
     linked_dirs: tuple[str, ...] = ()
+    nested: tuple[str, ...] = ()
 
 
-def listing(loc: Location) -> Listing:
+def _without_nested(files: Iterable[Listed], linked: tuple[str, ...] = (), roots: Iterable[str] = ()) -> Listing:
+    """The listing with every folder below the root that holds a claim file or one of the folders named in
+    ``roots`` (another dataset's location) left out."""
+    files = sorted(files, key=lambda f: f.rel)
+    nested = {f.rel.rpartition("/")[0] for f in files if f.rel.endswith(f"/{CLAIM_FILE}")}
+    for marker in roots:
+        nested |= {f.rel.partition(f"/{marker}/")[0] for f in files if f"/{marker}/" in f.rel}
+    # outermost ones only (a location nested in a nested one is inside it anyway)
+    outer = sorted(d for d in nested if not any(d.startswith(f"{o}/") for o in nested if o != d))
+    if not outer:
+        return Listing(tuple(files), linked)
+    kept = tuple(f for f in files if not any(f.rel.startswith(f"{d}/") for d in outer))
+    return Listing(kept, linked, tuple(outer))
+
+
+def listing(loc: Location, roots: Iterable[str] = ()) -> Listing:
     """Everything below ``loc`` (hidden files too) without following links, sorted; one recursive LIST on object
-    stores (which have no links)."""
+    stores (which have no links). A folder below ``loc`` that holds a claim file, or a folder named in ``roots``
+    (what marks a table's root in the format, ``Format.table_roots``), is another dataset's location: its files
+    are left out and the folder reported (``Listing.nested``)."""
     now = time.time()
     if not loc.local:
         base = loc.path().rstrip("/") + "/"
@@ -223,7 +245,7 @@ def listing(loc: Location) -> Listing:
                 rel = fi.path[len(base) :] if fi.path.startswith(base) else fi.path
                 age = now - fi.mtime.timestamp() if fi.mtime is not None else float("inf")
                 found.append(Listed(rel, int(fi.size or 0), age))
-        return Listing(tuple(sorted(found, key=lambda f: f.rel)))
+        return _without_nested(found, roots=roots)
     files: list[Listed] = []
     linked: list[str] = []
     pending = [""]
@@ -249,7 +271,7 @@ def listing(loc: Location) -> Listing:
                 pending.append(rel)
             elif stat.S_ISREG(st.st_mode):
                 files.append(Listed(rel, st.st_size, now - st.st_mtime))
-    return Listing(tuple(sorted(files, key=lambda f: f.rel)), tuple(sorted(linked)))
+    return _without_nested(files, tuple(sorted(linked)), roots)
 
 
 def _relative(rel: str) -> str:

@@ -96,6 +96,7 @@ class DeltaFormat(Format):
     """Delta tables read and written with delta-rs; no JVM involved."""
 
     name = "delta"
+    table_roots = ("_delta_log",)
     spark_source = SparkSource("delta", "io.delta.tables.DeltaTable", "versionAsOf")
 
     def begin(self, location: str, opts: WriteOptions, latest: VersionInfo | None) -> WriteTransaction:

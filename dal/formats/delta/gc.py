@@ -364,7 +364,7 @@ def garbage(
     loc = Location.of(location, storage_options)
     needed = _kept_files(fmt, dataset, location, storage_options, kept)
     expired_files = _expiring_files(fmt, location, storage_options, expiring)
-    listed = aged_files(loc)
+    listed = aged_files(loc, fmt.table_roots)
     kept_versions = sorted({v.storage_version for v in kept if v.storage_version is not None})
     gone_versions = sorted({v.storage_version for v in expiring if v.storage_version is not None})
     dv_needed, dv_committed = _deletion_vector_files(

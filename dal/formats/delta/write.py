@@ -81,11 +81,16 @@ def check_write(location: str, schema: pa.Schema, opts: WriteOptions) -> tuple[s
     return parts
 
 
+NO_TABLE = -1  # an overwrite's base when it began before the table existed: it commits only while none does
+
+
 def base_version(location: str, opts: WriteOptions) -> int | None:
-    """The table's version when an overwrite begins (None: no table, or not an overwrite): what it read, and
-    commits on only while it is still the newest (``write_local``)."""
-    if opts.mode != "overwrite" or not table_exists(location, opts.storage_options):
+    """The table's version when an overwrite begins (``NO_TABLE``: there was no table; None: not an
+    overwrite): what it read, and commits on only while it is still the newest (``write_local``)."""
+    if opts.mode != "overwrite":
         return None
+    if not table_exists(location, opts.storage_options):
+        return NO_TABLE
     return int(open_table(location, opts.storage_options).version())
 
 
@@ -99,9 +104,14 @@ def _props(opts: WriteOptions, base: int | None) -> Any:
 
 
 def _conflict(location: str, base: int) -> WriteConflict:
+    read = (
+        "no table, which this overwrite began on"
+        if base == NO_TABLE
+        else f"Delta version {base}, which this overwrite read"
+    )
     return WriteConflict(
-        f"{location}: another writer committed after Delta version {base}, which this overwrite read; nothing was "
-        "committed, so no rows of that commit were lost: run it again"
+        f"{location}: another writer committed after {read}; nothing was committed, so no rows of that commit "
+        "were lost: run it again"
     )
 
 
@@ -126,15 +136,19 @@ def write_local(
     conformed = ConformedReader(data, current)
     # a target only when one was asked for: otherwise delta-rs's own default (the keyword left out)
     sizing = {} if opts.target_file_size is None else {"target_file_size": opts.target_file_size}
-    target: Any = location if base is None else open_table(location, opts.storage_options, base)
+    first = base == NO_TABLE  # an overwrite that began on no table: it creates one, or conflicts
+    if first and table_exists(location, opts.storage_options):
+        raise _conflict(location, NO_TABLE)
+    target: Any = location if base is None or first else open_table(location, opts.storage_options, base)
     try:
         dl.write_deltalake(
             target,
             progress.counted(conformed.reader),  # rows handed to delta-rs, on a terminal's progress line
-            mode=opts.mode,
+            # a table that appears meanwhile fails the create (delta-rs's "error" mode, no retry): a conflict
+            mode="error" if first else opts.mode,
             # a schema overwrite may change the partitioning ([]: none); otherwise the table's, as checked
             partition_by=list(parts) if replaces_schema(opts) else (list(parts) or None),
-            schema_mode=opts.schema_mode,
+            schema_mode=None if first else opts.schema_mode,
             storage_options=_opts(opts.storage_options),
             commit_properties=props,
             writer_properties=dl.WriterProperties(compression=_DELTA_RS_CODECS[opts.compression]),
@@ -151,9 +165,18 @@ def write_local(
     except Exception as e:
         if conformed.error is not None:
             raise conformed.error from None
+        if first and table_exists(location, opts.storage_options) and _landed(location, opts) is None:
+            raise _conflict(location, NO_TABLE) from e  # another writer created the table first
         # one line, masked, with a hint for an object store's error
         raise translate(e, f"writing Delta table {location}", local=uris.is_local(location)) from e
     return find_commit(location, opts)
+
+
+def _landed(location: str, opts: WriteOptions) -> int | None:
+    try:
+        return find_commit(location, opts)
+    except (DalError, OSError):
+        return None
 
 
 def compact(location: str, latest: VersionInfo, opts: WriteOptions, target_file_size: int) -> int | None:

@@ -180,8 +180,8 @@ def _convert_remote(
                     raise
                 if entry.folder != folder:  # another process published first: read theirs
                     cat.delete_dataset(CACHE_DATASET)
-            if not cat.list_datasets(CACHE_DATASET):
-                api.register(CACHE_DATASET, entry.table, storage_options=options, catalog=cat)
+            if not cat.list_datasets(CACHE_DATASET):  # another process's conversion: read it, never claim it
+                api.register(CACHE_DATASET, entry.table, storage_options=options, catalog=cat, read_only=True)
             return api.open(CACHE_DATASET, storage_options=options, catalog=cat)
         finally:
             cat.close()  # the Dataset needs no catalog to read

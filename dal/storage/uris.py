@@ -6,7 +6,7 @@ import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import pyarrow.fs as pafs
 
@@ -60,7 +60,39 @@ def normalize(uri: str | os.PathLike[str]) -> str:
     if is_local(text):
         local = parts.path if parts.scheme == "file" else text
         return str(Path(local).expanduser().resolve())
-    return text.rstrip("/")
+    return _canonical_url(text, parts)
+
+
+# spellings of one store's scheme (Hadoop's s3a/s3n are S3); a location is recorded in one spelling, so that one
+# table is one location (a catalog refuses a second writable entry of a location, and its claim is one file)
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
+
+
+def _canonical_url(text: str, parts: SplitResult) -> str:
+    """A URL location in one spelling: the scheme lower-case (``s3a``/``s3n`` as ``s3``), ``.`` and ``x/..``
+    segments of the path resolved, no trailing slash.
+
+    Raises:
+        DalError: a ``..`` that climbs above the bucket (or container).
+    """
+    scheme = parts.scheme.lower()
+    scheme = _SCHEME_ALIASES.get(scheme, scheme)
+    path = parts.path
+    if path and any(seg in (".", "..") for seg in path.split("/")):
+        resolved: list[str] = []
+        for seg in path.split("/"):
+            if seg == "..":
+                if not resolved or resolved == [""]:
+                    raise DalError(f"invalid location {mask_url(text)!r}: '..' climbs above the bucket")
+                resolved.pop()
+            elif seg != ".":
+                resolved.append(seg)
+        path = "/".join(resolved)
+        path = path if path.startswith("/") or not path else "/" + path
+    if not scheme:
+        return text.rstrip("/")
+    rest = (f"?{parts.query}" if parts.query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    return f"{scheme}://{parts.netloc}{path.rstrip('/')}{rest}"
 
 
 def _shown(text: str, scheme: str, host: str | None, path: str) -> str:

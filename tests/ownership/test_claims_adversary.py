@@ -196,12 +196,6 @@ def test_a_first_overwrite_overtaken_by_a_first_append_is_a_conflict(
 # -- one table, two spellings, one catalog ------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design: object-store locations are compared as strings (s3:// vs s3a://, S3://, /./, /x/../ all reach "
-    "one table), and the claim names the catalog, not the dataset entry, so a second writable entry of one catalog "
-    "passes both the claim and unique_location; its gc then deletes files the other entry's versions pin",
-)
 def test_one_s3_table_under_two_spellings_is_one_writable_dataset_per_catalog(
     s3: tuple[str, dict[str, str]], sqlite_env: object
 ) -> None:

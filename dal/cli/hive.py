@@ -48,13 +48,17 @@ def hive_sync_cmd(ctx: click.Context, names: tuple[str, ...], uri: str, version:
 @click.argument("qualified")
 @click.option("--uri", required=True, envvar="DAL_HIVE_URI", help="thrift://host:9083")
 @click.option("--name", default=None, help="Dataset name in the catalog (default: DB.TABLE).")
+@click.option("--read-only", is_flag=True, help="Do not claim the table's location: read it, never write or delete.")
 @json_option
 @click.pass_context
-def hive_import_cmd(ctx: click.Context, qualified: str, uri: str, name: str | None, as_json: bool) -> None:
-    """Register an existing Hive table (Delta, Petastorm or Parquet location) as a dataset."""
+def hive_import_cmd(
+    ctx: click.Context, qualified: str, uri: str, name: str | None, read_only: bool, as_json: bool
+) -> None:
+    """Register an existing Hive table (Delta, Petastorm or Parquet location) as a dataset (claiming its
+    location for this catalog, as dal register does, unless --read-only)."""
     from dal.ops import hive
 
-    versions = hive.import_table(qualified, uri=uri, name=name, catalog=catalog_of(ctx))
+    versions = hive.import_table(qualified, uri=uri, name=name, catalog=catalog_of(ctx), read_only=read_only)
     if as_json:
         emit_json([v.to_dict() for v in versions])
         return

@@ -348,9 +348,10 @@ def _partition_locations(ds: Any) -> dict[tuple[str, ...], str]:
 
 @translating("hive import of {qualified} from {uri}")
 def import_table(
-    qualified: str, *, uri: str, name: str | None = None, catalog: CatalogLike = None
+    qualified: str, *, uri: str, name: str | None = None, catalog: CatalogLike = None, read_only: bool = False
 ) -> list[VersionInfo]:
-    """Register an existing Hive table (a Delta, Petastorm or plain Parquet location) into the catalog.
+    """Register an existing Hive table (a Delta, Petastorm or plain Parquet location) into the catalog, as
+    ``dal.register`` does: claiming its location for this catalog, or (``read_only``) reading it without a claim.
 
     Raises:
         DalError: unreachable metastore or unknown table; FormatError: the location holds no readable data.
@@ -386,4 +387,5 @@ def import_table(
         description=f"imported from Hive {qualified}",
         partition_types=types,
         catalog=catalog,
+        read_only=read_only,
     )

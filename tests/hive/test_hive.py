@@ -181,9 +181,10 @@ def test_import_and_cli(sqlite_env: Catalog, sqlite_url: str, metastore: str, tm
     run = CliRunner()
     r = run.invoke(cli, ["--catalog", sqlite_url, "hive", "sync", "src.rows", "--uri", metastore])
     assert r.exit_code == 0 and "src.rows v0 -> src.rows (2 partitions)" in r.stdout, r.output
-    r = run.invoke(
-        cli, ["--catalog", sqlite_url, "hive", "import", "src.rows", "--uri", metastore, "--name", "copy.rows"]
-    )
+    importing = ["--catalog", sqlite_url, "hive", "import", "src.rows", "--uri", metastore, "--name", "copy.rows"]
+    r = run.invoke(cli, importing)  # its location is src.rows': one writable entry per location and catalog
+    assert r.exit_code == 1 and "location of dataset 'src.rows'" in r.output, r.output
+    r = run.invoke(cli, [*importing, "--read-only"])
     assert r.exit_code == 0 and "imported src.rows as copy.rows with 1 version(s)" in r.stdout, r.output
     assert sqlite_env.get_dataset("copy.rows").format == "delta"
     assert sorted(dal.open("copy.rows").to_arrow().column("id").to_pylist()) == list(range(30))

@@ -152,7 +152,7 @@ def test_a_petastorm_footer_claiming_a_trillion_rows_is_not_registered(sqlite_en
     assert dal.open("x.honest").count() == len(dal.open("x.honest").to_arrow()) == ROWS
     _lie(foreign / "part-0.parquet", 10**12, values=True)
     with pytest.raises(FormatError, match=r"part-0\.parquet: implausible Parquet footer"):
-        dal.register("x.legacy", str(foreign), format="petastorm")
+        dal.register("x.legacy", str(foreign), format="petastorm", read_only=True)  # (a second entry: read-only)
     with pytest.raises(DatasetNotFound):
         sqlite_env.get_dataset("x.legacy")
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from dal.errors import ClaimedElsewhere, FormatError, MissingDependency, PurgeUnfinished, ReadOnlyDataset
+from dal.errors import ClaimedElsewhere, FormatError, PurgeUnfinished, ReadOnlyDataset
 from dal.storage.location import Location
 
 FILE = "_dal_catalog.json"
@@ -168,19 +168,18 @@ def _replace(loc: Location, claim: Claim) -> None:
 
 
 def _create(loc: Location, claim: Claim) -> bool:
-    """Publish ``claim`` if the location has none (False: another catalog's landed first). Object stores take a
-    conditional PUT through the ``cloud`` extra; without it (a Delta-only install writing to S3, which needed no
-    conditional PUT before claims) the claim is written after a look, and two catalogs claiming one new
-    location within the same instant could both believe they won — said once in the log."""
-    try:
+    """Publish ``claim`` if the location has none (False: another catalog's is there). Locally an atomic
+    create-if-absent (a hard link). On object stores a look, the PUT, and a read back that must find this claim:
+    a conditional PUT would need the ``cloud`` extra's client and its credentials (a registration needed neither
+    before claims, and without credentials that client asks the cloud's metadata server), and two catalogs
+    claiming one new location within the same few milliseconds is the only case this leaves open."""
+    if loc.local:
         return loc.create_exclusive(FILE, claim.to_json())
-    except MissingDependency:
-        if loc.exists(FILE):
-            return False
-        _log.warning("%s: claimed without a conditional PUT (pip install 'dal-catalog[cloud]' makes it atomic)",
-                     loc.uri)  # fmt: skip
-        loc.write(FILE, claim.to_json())
-        return True
+    if loc.exists(FILE):
+        return False
+    loc.write(FILE, claim.to_json())
+    back = read(loc)
+    return back is not None and back.catalog == claim.catalog
 
 
 def _refusal(loc: Location, claim: Claim, holder: Holder, action: Action, recorded: bool) -> ClaimedElsewhere:

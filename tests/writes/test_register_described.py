@@ -48,9 +48,10 @@ def written(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
 
 
 def test_register_carries_time_column_description_and_tags(written: tuple[str, str], tmp_path: Path) -> None:
+    # (read-only: the table belongs to the catalog that wrote it; see tests/ownership/test_one_catalog.py)
     fmt, where = written
     other = Catalog(f"sqlite:///{tmp_path}/other.db")
-    versions = dal.register("copy.events", where, format=fmt, catalog=other)
+    versions = dal.register("copy.events", where, format=fmt, catalog=other, read_only=True)
     info = other.get_dataset("copy.events")
     assert (info.time_column, info.description) == ("at", "clicks")
     assert other.tags("copy.events") == {"first": 0, "reviewed": 1, "second": 1}
@@ -61,7 +62,7 @@ def test_register_carries_time_column_description_and_tags(written: tuple[str, s
 def test_explicit_arguments_win(written: tuple[str, str], tmp_path: Path) -> None:
     fmt, where = written
     other = Catalog(f"sqlite:///{tmp_path}/other.db")
-    dal.register("copy.events", where, format=fmt, description="mine", time_column="id", catalog=other)
+    dal.register("copy.events", where, format=fmt, description="mine", time_column="id", catalog=other, read_only=True)
     info = other.get_dataset("copy.events")
     assert (info.time_column, info.description) == ("id", "mine")
     assert other.tags("copy.events") == {"first": 0, "reviewed": 1, "second": 1}  # no argument for them
@@ -77,11 +78,11 @@ def test_a_later_write_changes_what_the_table_says(tmp_path: Path, monkeypatch: 
     first.untag("src.t", "prod")
     dal.write(rows("delta", 4, 1), "src.t", tags=["prod"])
     other = Catalog(f"sqlite:///{tmp_path}/other.db")
-    dal.register("copy.t", where, catalog=other)
+    dal.register("copy.t", where, catalog=other, read_only=True)
     assert (other.get_dataset("copy.t").description, other.get_dataset("copy.t").time_column) == ("new", "at")
     assert other.tags("copy.t") == {"prod": 2}
     dal.write(pa.table({"x": [1]}), "src.t", mode="overwrite", schema_mode="overwrite")
-    dal.register("copy.t2", where, catalog=other)
+    dal.register("copy.t2", where, catalog=other, read_only=True)
     assert other.get_dataset("copy.t2").time_column is None
 
 

@@ -99,14 +99,14 @@ class State:
         self._lite: LiteCatalog | None = None
         self._lite_tried = False
 
-    def catalog(self, *, create: bool = True, must_exist: bool = False) -> Catalog:
+    def catalog(self, *, create: bool = True, must_exist: bool = False, pooled: bool = False) -> Catalog:
         """The full catalog (SQLAlchemy); ``create=False`` never creates or migrates one; ``must_exist`` for
         read-only commands (a missing SQLite file is an error, not a new catalog: a mistyped --catalog must
-        not create folders and an empty catalog)."""
+        not create folders and an empty catalog); ``pooled`` for a server (``Catalog``'s)."""
         if self._catalog is None:
             from catalog import Catalog
 
-            self._catalog = Catalog(self.url, create=create, must_exist=must_exist)
+            self._catalog = Catalog(self.url, create=create, must_exist=must_exist, pooled=pooled)
         return self._catalog
 
     def reader(self) -> CatalogReader:

@@ -16,6 +16,9 @@ retried with backoff (``catalog.retry``). The connections are pooler-safe (PgBou
 statement is its own transaction (autocommit), nothing is ``SET`` on the session, and no statement is prepared
 on the server (``prepare_threshold=None``), since a pooler may run the next transaction on another server
 connection, where a prepared statement or a setting would not exist.
+
+Why one module: it is one class, ``LiteCatalog``, whose every query answers for a ``Catalog`` method of the same
+name and shares the row-to-value conversions above it; the connection plumbing for both backends is a few lines.
 """
 
 from __future__ import annotations
@@ -131,13 +134,16 @@ def _postgres_connect(conninfo: str, where: str, patience: float | None) -> Any:
     )
 
 
-def connect(url: str, *, wait: bool = True) -> LiteCatalog | None:
+def connect(url: str, *, wait: bool = True, check: bool = True) -> LiteCatalog | None:
     """A quick reader for ``url``, or None when ``Catalog`` must handle it (see the module's docstring).
 
     Args:
         url: the catalog URL.
         wait: retry a PostgreSQL server's refusal for now (``catalog.retry``); False: one attempt (shell completion
             never waits), for this call and every later one of the reader.
+        check: PostgreSQL: connect now to check that the catalog is at this dal's revision. False: connect at the
+            first call; only for ``pin``, whose one statement checks the revision itself (``dal.open``: one
+            connection per open, the first one included).
     """
     if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:  # Catalog refuses it in one line
         return None
@@ -154,15 +160,16 @@ def connect(url: str, *, wait: bool = True) -> LiteCatalog | None:
             conninfo = _postgres_conninfo(url)
             if conninfo is None:
                 return None
-            import psycopg  # noqa: F401  (no driver: Catalog says so, with the install hint)
+            from psycopg.conninfo import conninfo_to_dict
 
+            conninfo_to_dict(conninfo)  # no driver, a URL libpq reads differently: Catalog says it properly
+            patience = None if wait else 0
             reader = LiteCatalog(
-                url,
-                None,
-                "postgresql",
-                connect=partial(_postgres_connect, conninfo, mask_url(url), None if wait else 0),
+                url, None, "postgresql", connect=partial(_postgres_connect, conninfo, mask_url(url), patience)
             )
-    except Exception:  # no driver, a URL psycopg reads differently: Catalog says it properly
+            if not check:
+                return reader
+    except Exception:
         return None
     try:
         with reader._session():

@@ -188,7 +188,7 @@ def _reader(url: str) -> LiteCatalog | None:
             return _readers[key]
     from catalog import lite
 
-    reader = lite.connect(url)
+    reader = lite.connect(url, check=False)  # PostgreSQL: pin checks the catalog's revision in its one statement
     with _lock:
         kept = _readers.setdefault(key, reader)
     if reader is not None and kept is not reader:  # another thread connected first

@@ -110,13 +110,18 @@ class State:
         return self._catalog
 
     def reader(self) -> CatalogReader:
-        """The quick read-only reader when it can serve this catalog (catalog.lite), else the full Catalog."""
-        if not self._lite_tried:
-            self._lite_tried = True
-            from catalog import lite
+        """The quick read-only reader when it can serve this catalog (catalog.lite), else the full Catalog; a
+        PostgreSQL server that refuses connections for now is waited for once, by both together
+        (``catalog.retry``)."""
+        from catalog import retry
 
-            self._lite = lite.connect(self.url)
-        return self._lite if self._lite is not None else self.catalog(must_exist=True)
+        with retry.window():
+            if not self._lite_tried:
+                self._lite_tried = True
+                from catalog import lite
+
+                self._lite = lite.connect(self.url)
+            return self._lite if self._lite is not None else self.catalog(must_exist=True)
 
     def close(self) -> None:
         """Close the quick reader, if one was opened."""

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pyarrow as pa
@@ -94,6 +95,18 @@ def grant_reads(pg_url: str, role: str) -> None:
     admin.dispose()
 
 
+def slot(libpq: str) -> psycopg.Connection[Any]:
+    """A connection of the role, once one is free (a closed connection's server process exits a moment later)."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return psycopg.connect(libpq)
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def written(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Catalog:
     """A real dataset of three versions in the test's catalog (written by the superuser)."""
     cat = use_catalog(pg_url, tmp_path, monkeypatch)
@@ -152,7 +165,7 @@ def test_a_refusal_for_now_is_waited_out_and_a_lasting_one_fails_within_the_budg
     written(pg_url, tmp_path, monkeypatch)
     grant_reads(pg_url, role)
     libpq = "postgresql://" + url.split("://", 1)[1]
-    held = [psycopg.connect(libpq) for _ in range(5)]
+    held = [slot(libpq) for _ in range(5)]
     try:
         threading.Timer(1.0, lambda: held.pop().close()).start()
         started = time.perf_counter()
@@ -160,7 +173,7 @@ def test_a_refusal_for_now_is_waited_out_and_a_lasting_one_fails_within_the_budg
         assert 0.9 < time.perf_counter() - started < 20
         dal.api._readers.clear()
         monkeypatch.setenv("DAL_CATALOG_RETRY_S", "1.5")
-        held.append(psycopg.connect(libpq))  # all five taken again, for good
+        held.append(slot(libpq))  # all five taken again, for good
         started = time.perf_counter()
         with pytest.raises(CatalogUnavailable, match="too many connections for role") as refused:
             dal.open(NAME, catalog=url)

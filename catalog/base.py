@@ -116,15 +116,19 @@ class CatalogBase:
         create: create the catalog tables when the database is empty (first use).
         must_exist: for read-only use: an SQLite catalog file that does not exist is a
             ``CatalogUnavailable`` (saying how to create one); neither the file nor its folder is created.
+        pooled: PostgreSQL: keep a few connections open between operations, for a long-running server (``dal ui``);
+            by default each operation connects and closes (``catalog.engine``: no process holds idle connections).
 
     Raises:
         CatalogUnavailable: the database cannot be reached.
         CatalogOutOfDate: the database needs ``dal db upgrade``.
     """
 
-    def __init__(self, url: str | None = None, *, create: bool = True, must_exist: bool = False) -> None:
+    def __init__(
+        self, url: str | None = None, *, create: bool = True, must_exist: bool = False, pooled: bool = False
+    ) -> None:
         self.url = url or default_url()
-        self._engine = make_engine(self.url, must_exist=must_exist)
+        self._engine = make_engine(self.url, must_exist=must_exist, pooled=pooled)
         self._write_engine = self._engine.execution_options(dal_write=True)
         self._catalog_id: str | None = None
         self._create = create

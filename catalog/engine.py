@@ -1,4 +1,14 @@
-"""Catalog URLs and SQLAlchemy engines: where the embedded catalog lives, SQLite locking, Postgres driver."""
+"""Catalog URLs and SQLAlchemy engines: where the embedded catalog lives, SQLite locking, Postgres driver.
+
+A PostgreSQL engine keeps no connection between sessions (``NullPool``) unless asked to (``pooled``: a
+long-running server, ``dal ui``): each session connects and closes, so a process that used the catalog once (a
+training rank that pinned a version as of a time) holds no slot of ``max_connections`` while it trains, and a few
+hundred such processes cannot exhaust the server. A catalog session is one or a few statements, and a connection
+costs a few milliseconds on a LAN (where the pool saved it, its pre-ping spent a round trip of its own). A
+refusal for now ("too many connections", a server restarting) is retried with backoff (``catalog.retry``), and no
+statement is prepared on the server (``prepare_threshold=None``), so the engine also works through a pooler in
+transaction mode (PgBouncer), which may run each transaction on another server connection.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +22,9 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import NullPool, StaticPool
 
+from catalog import retry
 from catalog.errors import CatalogUnavailable
 from catalog.filewatch import FileId, Watched, checkpoint, file_id
 from catalog.home import ENV_HOME as ENV_HOME  # re-exported: they lived here (catalog.home needs no SQLAlchemy)
@@ -80,13 +91,15 @@ def missing_catalog(path: Path, url: str) -> CatalogUnavailable:
     )
 
 
-def make_engine(url: str, *, must_exist: bool = False) -> Engine:
+def make_engine(url: str, *, must_exist: bool = False, pooled: bool = False) -> Engine:
     """An engine for a catalog URL (SQLite files get WAL and a busy timeout; Postgres uses psycopg 3).
 
     Args:
         url: the catalog URL.
         must_exist: for reads: an SQLite file that does not exist is an error, and neither it nor its
             folder is created.
+        pooled: PostgreSQL: keep up to 5 connections between sessions (checked before reuse), for a long-running
+            server; by default none is kept (see the module's docstring). SQLite files are always pooled.
 
     Raises:
         CatalogUnavailable: the URL is malformed, its driver is not installed (with the install hint), or
@@ -96,8 +109,13 @@ def make_engine(url: str, *, must_exist: bool = False) -> Engine:
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if parsed.get_backend_name() == "sqlite":
         parsed = _sqlite_url(parsed, str(url), must_exist, kwargs)
-    elif parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")
+    elif parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        if parsed.drivername == "postgresql+psycopg":
+            kwargs["connect_args"] = {"prepare_threshold": None}
+        if not pooled:
+            kwargs = {"poolclass": NullPool, **kwargs, "pool_pre_ping": False}
     try:
         engine = create_engine(parsed, **kwargs)
     except (NoSuchModuleError, ModuleNotFoundError) as e:
@@ -107,6 +125,13 @@ def make_engine(url: str, *, must_exist: bool = False) -> Engine:
         read_only_file = str(parsed.database or "").startswith("file:") and parsed.query.get("mode") == "ro"
         event.listen(engine, "connect", _sqlite_pragmas_read_only if read_only_file else _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
+    elif engine.dialect.name == "postgresql":
+        where = display_url(parsed)
+
+        def connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+            return retry.connect(lambda: dialect.connect(*cargs, **cparams), where)
+
+        event.listen(engine, "do_connect", connect)
     return engine
 
 

@@ -7,6 +7,18 @@ an hour; SQLAlchemy alone costs them about a third of a second of CPU to import.
 Anything else (a missing file, an out-of-date or newer catalog, another driver, URL options) is ``None``: the
 caller uses ``Catalog``, which creates, refuses or explains as usual. The methods return the same frozen values,
 with the same errors, as ``Catalog``'s of the same name (tests/catalog/test_lite.py compares them).
+
+An SQLite reader keeps its one connection (a file: nothing to run out of). A PostgreSQL reader holds none: each
+call connects, runs its queries and closes, so a process that pins a version and then trains for hours holds no
+connection slot, and hundreds of ranks that start together take slots only for the few milliseconds of their pin
+(``pin`` is one statement: one round trip after connecting). A refusal for now ("too many connections") is
+retried with backoff (``catalog.retry``). The connections are pooler-safe (PgBouncer in transaction mode): each
+statement is its own transaction (autocommit), nothing is ``SET`` on the session, and no statement is prepared
+on the server (``prepare_threshold=None``), since a pooler may run the next transaction on another server
+connection, where a prepared statement or a setting would not exist.
+
+Why one module: it is one class, ``LiteCatalog``, whose every query answers for a ``Catalog`` method of the same
+name and shares the row-to-value conversions above it; the connection plumbing for both backends is a few lines.
 """
 
 from __future__ import annotations
@@ -16,11 +28,12 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
-from functools import wraps
+from functools import partial, wraps
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+from catalog import retry
 from catalog.errors import CatalogUnavailable, DatasetNotFound, VersionNotFound
 from catalog.filewatch import FileId, Watched, checkpoint, file_id
 from catalog.revision import HEAD, VERSION_TABLE
@@ -47,6 +60,10 @@ _VERSION_COLUMNS = (
     "partition_columns, properties"
 )
 _V_COLUMNS = ", ".join(f"v.{c}" for c in _VERSION_COLUMNS.split(", "))  # the same, from dal_versions v
+_PIN_COLUMNS = (  # pin's statement on PostgreSQL: the dataset (d) and its version (p)
+    ", ".join(f"d.{c}" for c in _DATASET_COLUMNS.split(", ")),
+    ", ".join(f"p.{c}" for c in _VERSION_COLUMNS.split(", ")),
+)
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
@@ -107,75 +124,108 @@ def _sqlite_connect(path: str) -> Any:
     return sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=SQLITE_BUSY_TIMEOUT_S, check_same_thread=False)
 
 
-def connect(url: str) -> LiteCatalog | None:
-    """A quick reader for ``url``, or None when ``Catalog`` must handle it (see the module's docstring)."""
+def _postgres_connect(conninfo: str, where: str, patience: float | None) -> Any:
+    """A new autocommit connection that prepares nothing on the server (see the module's docstring), a refusal for
+    now retried (``catalog.retry``)."""
+    import psycopg
+
+    return retry.connect(
+        lambda: psycopg.connect(conninfo, autocommit=True, prepare_threshold=None), where, patience=patience
+    )
+
+
+def connect(url: str, *, wait: bool = True, check: bool = True) -> LiteCatalog | None:
+    """A quick reader for ``url``, or None when ``Catalog`` must handle it (see the module's docstring).
+
+    Args:
+        url: the catalog URL.
+        wait: retry a PostgreSQL server's refusal for now (``catalog.retry``); False: one attempt (shell completion
+            never waits), for this call and every later one of the reader.
+        check: PostgreSQL: connect now to check that the catalog is at this dal's revision. False: connect at the
+            first call; only for ``pin``, whose one statement checks the revision itself (``dal.open``: one
+            connection per open, the first one included).
+    """
     if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:  # Catalog refuses it in one line
         return None
-    opened = None
     try:
         path = _sqlite_path(url)
         if path is not None:
             if not os.path.isfile(path):
                 return None
             opened = file_id(path)  # before connecting, and again after: see catalog.filewatch
-            conn: Any = _sqlite_connect(path)
+            conn = _sqlite_connect(path)
             opened = opened if opened == file_id(path) else None
-            dialect = "sqlite"
+            reader = LiteCatalog(url, conn, "sqlite", file=path, opened=opened)
         else:
             conninfo = _postgres_conninfo(url)
             if conninfo is None:
                 return None
-            import psycopg
+            from psycopg.conninfo import conninfo_to_dict
 
-            conn = psycopg.connect(conninfo, autocommit=True)
-            dialect = "postgresql"
-    except Exception:  # no driver, a URL psycopg reads differently, a server down: Catalog says it properly
+            conninfo_to_dict(conninfo)  # no driver, a URL libpq reads differently: Catalog says it properly
+            patience = None if wait else 0
+            reader = LiteCatalog(
+                url, None, "postgresql", connect=partial(_postgres_connect, conninfo, mask_url(url), patience)
+            )
+            if not check:
+                return reader
+    except Exception:
         return None
-    reader = LiteCatalog(url, conn, dialect, file=path, opened=opened)
     try:
-        if reader.revision() == HEAD:
-            return reader
-    except Exception:  # no catalog tables yet, or not a catalog at all
+        with reader._session():
+            if reader.revision() == HEAD:
+                return reader
+    except Exception:  # a server down or refusing, no catalog tables yet, or not a catalog at all
         pass
     reader.close()
     return None
 
 
 def _current(method: Callable[_P, _T]) -> Callable[_P, _T]:
-    """A public query: answered whole from the file at the reader's path now (``LiteCatalog._follow``), one
-    query at a time (its statements are never answered by two files)."""
+    """A public query, in one ``LiteCatalog._session``: on SQLite answered whole from the file at the reader's path
+    now, one query at a time (its statements are never answered by two files); on PostgreSQL on a connection of its
+    own, closed after it."""
 
     @wraps(method)
     def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
         self = args[0]
         assert isinstance(self, LiteCatalog)
-        with self._lock:
-            self._follow()
+        with self._session():
             return method(*args, **kwargs)
 
     return run
 
 
 class LiteCatalog:
-    """Read-only catalog queries on one DB-API connection (``connect`` makes one).
+    """Read-only catalog queries over the DB-API (``connect`` makes one).
 
     Args:
         url: the catalog URL.
-        conn: a DB-API connection to it.
+        conn: a DB-API connection to it, kept (SQLite); None with ``connect``.
         dialect: ``sqlite`` or ``postgresql``.
         file: an SQLite catalog's file, watched (``catalog.filewatch``): a replaced file is connected to anew,
             a deleted one refused.
         opened: the identity of that file, taken before ``conn`` opened it.
+        connect: makes a connection for each call, closed after it (PostgreSQL; see the module's docstring).
     """
 
     def __init__(
-        self, url: str, conn: Any, dialect: str, *, file: str | None = None, opened: FileId | None = None
+        self,
+        url: str,
+        conn: Any,
+        dialect: str,
+        *,
+        file: str | None = None,
+        opened: FileId | None = None,
+        connect: Callable[[], Any] | None = None,
     ) -> None:
         self.url = url
         self._conn: Any = conn
         self.dialect = dialect
+        self._connect = connect
+        self._call = threading.local()  # with ``connect``: the connection of the call running in this thread
         self._schemas: dict[int, Schema] = {}
-        # one query at a time on the connection (``dal.open`` from threads); re-entered by a query's statements
+        # one query at a time on the kept connection (``dal.open`` from threads); re-entered by a query's statements
         self._lock = threading.RLock()
         self._watch = None if file is None else Watched(file, url, self._flush, self._drop)
         if self._watch is not None:
@@ -185,10 +235,40 @@ class LiteCatalog:
         return f"LiteCatalog({mask_url(self.url)!r})"
 
     def close(self) -> None:
+        """Close the kept connection (a per-call one closes when its call ends)."""
         try:
-            self._conn.close()
+            if self._conn is not None:
+                self._conn.close()
         except Exception:  # closing a connection that broke
             pass
+
+    @contextmanager
+    def _session(self) -> Iterator[None]:
+        """One public call: on the kept connection, one call at a time, after following the SQLite file; or on a
+        new connection (``connect``), closed when the call (and any call it makes) ends.
+
+        Raises:
+            CatalogUnavailable: no connection (still refused at the end of ``catalog.retry``'s budget, or failed).
+        """
+        if self._connect is None:
+            with self._lock:
+                self._follow()
+                yield
+            return
+        if getattr(self._call, "conn", None) is not None:  # a call inside a call (version -> pin)
+            yield
+            return
+        with self._failures():
+            conn = self._connect()
+        self._call.conn = conn
+        try:
+            yield
+        finally:
+            self._call.conn = None
+            try:
+                conn.close()
+            except Exception:  # closing a connection that broke
+                pass
 
     def _flush(self, old: FileId) -> bool | None:
         """Empty the log of the file ``old`` through the connection, when it is on that file
@@ -248,10 +328,12 @@ class LiteCatalog:
     def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         if self.dialect == "postgresql":
             sql = _PARAM.sub(r"%(\1)s", sql)
-        if self._conn is None:
+        conn = self._conn if self._connect is None else getattr(self._call, "conn", None)
+        if conn is None:
             raise CatalogUnavailable(f"catalog {mask_url(self.url)}: this reader's connection was closed")
-        with self._failures(), self._lock:
-            cur = self._conn.cursor()
+        lock: AbstractContextManager[Any] = self._lock if self._connect is None else nullcontext()
+        with self._failures(), lock:
+            cur = conn.cursor()
             try:
                 cur.execute(sql, dict(params or {}))
                 return [tuple(r) for r in cur.fetchall()]
@@ -284,27 +366,51 @@ class LiteCatalog:
             raise DatasetNotFound(f"dataset {name!r}", name, names)
         return rows[0]
 
+    @staticmethod
+    def _fields(rows: Sequence[Sequence[Any]]) -> Schema:
+        """A schema from its field rows (name, type, nullable, dtype, shape, codec), in position order."""
+        return Schema(
+            tuple(
+                Field(
+                    name=n,
+                    type=t,
+                    nullable=bool(nullable),
+                    dtype=dtype,
+                    shape=None if (shape := _json(raw_shape)) is None else tuple(shape),
+                    codec=codec,
+                )
+                for n, t, nullable, dtype, raw_shape, codec in rows
+            )
+        )
+
     def _schema(self, schema_id: int) -> Schema:
         if schema_id not in self._schemas:
-            rows = self._rows(
-                "SELECT name, type, nullable, dtype, shape, codec FROM dal_schema_fields WHERE schema_id = :s "
-                "ORDER BY position",
-                {"s": schema_id},
-            )
-            self._schemas[schema_id] = Schema(
-                tuple(
-                    Field(
-                        name=n,
-                        type=t,
-                        nullable=bool(nullable),
-                        dtype=dtype,
-                        shape=None if (shape := _json(raw_shape)) is None else tuple(shape),
-                        codec=codec,
-                    )
-                    for n, t, nullable, dtype, raw_shape, codec in rows
+            self._schemas[schema_id] = self._fields(
+                self._rows(
+                    "SELECT name, type, nullable, dtype, shape, codec FROM dal_schema_fields WHERE schema_id = :s "
+                    "ORDER BY position",
+                    {"s": schema_id},
                 )
             )
         return self._schemas[schema_id]
+
+    @staticmethod
+    def _version(name: str, r: Sequence[Any], schema: Schema, tags: Sequence[str]) -> VersionInfo:
+        """A version from a row of ``_VERSION_COLUMNS``, with its schema and its tags (sorted)."""
+        return VersionInfo(
+            dataset=name,
+            number=r[1],
+            created_at=_utc(r[2]),
+            operation=r[3],
+            row_count=r[4],
+            file_count=r[5],
+            size_bytes=r[6],
+            storage_version=r[7],
+            schema=schema,
+            partition_columns=tuple(_json(r[9]) or ()),
+            tags=tuple(tags),
+            properties=dict(_json(r[10]) or {}),
+        )
 
     def _versions(self, name: str, rows: list[tuple[Any, ...]]) -> list[VersionInfo]:
         tags: dict[int, list[str]] = {}
@@ -316,23 +422,7 @@ class LiteCatalog:
                 ids,
             ):
                 tags.setdefault(version_id, []).append(tag)
-        return [
-            VersionInfo(
-                dataset=name,
-                number=r[1],
-                created_at=_utc(r[2]),
-                operation=r[3],
-                row_count=r[4],
-                file_count=r[5],
-                size_bytes=r[6],
-                storage_version=r[7],
-                schema=self._schema(r[8]),
-                partition_columns=tuple(_json(r[9]) or ()),
-                tags=tuple(tags.get(r[0], ())),
-                properties=dict(_json(r[10]) or {}),
-            )
-            for r in rows
-        ]
+        return [self._version(name, r, self._schema(r[8]), tags.get(r[0], ())) for r in rows]
 
     # -- the read-only API (as Catalog's) ---------------------------------------------------------
 
@@ -385,29 +475,60 @@ class LiteCatalog:
         """The dataset and its version ``ref`` where this reader resolves it exactly as ``Catalog.version`` does:
         the newest (None, ``"latest"``), a number or a tag that exists. None for the rest (a time, a number or
         tag that is not there, a dataset without versions): ``Catalog.version`` resolves it or raises its error.
+        On PostgreSQL one statement (one round trip), which also checks the catalog's revision.
 
         Raises:
-            InvalidName: not a version reference. DatasetNotFound.
+            InvalidName: not a version reference, or not a name. DatasetNotFound (for a reference it resolves).
         """
         ref = version_ref(ref)
-        ds = self._dataset_row(name)
+        validate_name(name)
+        params: dict[str, Any] = {}
         if ref is None or ref == "latest":
-            sql = f"SELECT {_V_COLUMNS} FROM dal_versions v WHERE v.dataset_id = :d ORDER BY v.number DESC LIMIT 1"  # noqa: S608
-            rows = self._rows(sql, {"d": ds[0]})
-        elif isinstance(ref, int):
-            if not 0 <= ref <= MAX_VERSION:
-                return None
-            sql = f"SELECT {_V_COLUMNS} FROM dal_versions v WHERE v.dataset_id = :d AND v.number = :n"  # noqa: S608
-            rows = self._rows(sql, {"d": ds[0], "n": ref})
+            join, where = "", ""
+        elif isinstance(ref, int) and 0 <= ref <= MAX_VERSION:
+            join, where, params = "", "AND v.number = :n", {"n": ref}
         elif isinstance(ref, str) and TAG_TEXT.fullmatch(ref):
-            sql = (
-                f"SELECT {_V_COLUMNS} FROM dal_versions v JOIN dal_tags t ON t.version_id = v.id "  # noqa: S608
-                "WHERE t.dataset_id = :d AND t.name = :t"
-            )
-            rows = self._rows(sql, {"d": ds[0], "t": ref})
+            join = "JOIN dal_tags t ON t.version_id = v.id AND t.dataset_id = v.dataset_id"
+            where, params = "AND t.name = :t", {"t": ref}
         else:
-            return None
+            return None  # a time, a number out of range, text that is no tag: Catalog's
+        if self.dialect == "postgresql":
+            return self._pin_in_one(name, join, where, params)
+        ds = self._dataset_row(name)
+        sql = (
+            f"SELECT {_V_COLUMNS} FROM dal_versions v {join} WHERE v.dataset_id = :d {where} "  # noqa: S608
+            "ORDER BY v.number DESC LIMIT 1"
+        )
+        rows = self._rows(sql, {"d": ds[0], **params})
         return (self._dataset(ds), self._versions(ds[1], rows)[0]) if rows else None
+
+    def _pin_in_one(
+        self, name: str, join: str, where: str, params: dict[str, Any]
+    ) -> tuple[DatasetInfo, VersionInfo] | None:
+        """``pin`` on PostgreSQL in one statement: the revision, the dataset, its version ``join``/``where`` select
+        (the newest of them), the version's tags and schema fields (as JSON), and the names of all datasets when
+        there is no such dataset (for ``DatasetNotFound``'s suggestions)."""
+        sql = (
+            f"SELECT r.version_num, {_PIN_COLUMNS[0]}, {_PIN_COLUMNS[1]}, "  # noqa: S608
+            "(SELECT json_agg(g.name ORDER BY g.name) FROM dal_tags g WHERE g.version_id = p.id), "
+            "(SELECT json_agg(json_build_array(f.name, f.type, f.nullable, f.dtype, f.shape, f.codec) "
+            "ORDER BY f.position) FROM dal_schema_fields f WHERE f.schema_id = p.schema_id), "
+            "CASE WHEN d.id IS NULL THEN (SELECT json_agg(n.name) FROM dal_datasets n) END "
+            f"FROM {VERSION_TABLE} r LEFT JOIN dal_datasets d ON d.name = :name "
+            f"LEFT JOIN dal_versions p ON p.id = (SELECT v.id FROM dal_versions v {join} WHERE v.dataset_id = d.id "
+            f"{where} ORDER BY v.number DESC LIMIT 1)"
+        )
+        rows = self._rows(sql, {"name": name, **params})
+        if len(rows) != 1 or str(rows[0][0]) != HEAD:
+            return None  # a catalog at another revision now: Catalog refuses or explains
+        d_end = 1 + len(_DATASET_COLUMNS.split(", "))
+        v_end = d_end + len(_VERSION_COLUMNS.split(", "))
+        ds, version, (tags, fields, names) = rows[0][1:d_end], rows[0][d_end:v_end], rows[0][v_end:]
+        if ds[0] is None:
+            raise DatasetNotFound(f"dataset {name!r}", name, names or ())
+        if version[0] is None:
+            return None
+        return self._dataset(ds), self._version(ds[1], version, self._fields(fields or ()), tags or ())
 
     @_current
     def versions(self, name: str, *, limit: int | None = None) -> list[VersionInfo]:

@@ -68,6 +68,8 @@ class Catalog(LineageEdges, CatalogSearch):
         create: create the catalog tables when the database is empty (first use).
         must_exist: for read-only use: an SQLite catalog file that does not exist is a
             ``CatalogUnavailable`` (saying how to create one); neither the file nor its folder is created.
+        pooled: PostgreSQL: keep a few connections open between operations, for a long-running server (``dal ui``);
+            by default each operation connects and closes (``catalog.engine``: no process holds idle connections).
 
     Raises:
         CatalogUnavailable: the database cannot be reached (or, ``must_exist``, the SQLite file is missing).

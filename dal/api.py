@@ -27,6 +27,7 @@ from catalog import (
     VersionInfo,
     VersionRef,
     default_url,
+    retry,
 )
 from catalog.types import DECLARED, Input, validate_name, validate_tag
 from dal import lineage, openlineage, progress, validate
@@ -152,38 +153,47 @@ def _pin(name: str, version: VersionRef, catalog: CatalogLike) -> tuple[DatasetI
     """The dataset and the version ``version`` names: from the quick reader (``catalog.lite``: no SQLAlchemy to
     import or compile, the same frozen values) when it resolves the reference exactly — the latest version, a
     number or a tag that exists —, else from the Catalog, which resolves the rest (times) and raises every error.
+    A PostgreSQL server that refuses connections for now is retried, both readers together for at most
+    ``DAL_CATALOG_RETRY_S`` seconds (``catalog.retry``).
 
     Raises:
         DatasetNotFound / VersionNotFound (with close names), InvalidName, CatalogUnavailable.
     """
-    if catalog is None or isinstance(catalog, str):
-        key = catalog or default_url()
-        reader = None if key in _catalogs else _reader(key)  # a Catalog open already answers as quickly
-        if reader is not None:
-            try:
-                found = reader.pin(name, version)
-                if found is not None:
-                    return found
-            except Exception as e:  # the Catalog decides: the same question, its own answer or error
-                _log.debug("quick catalog reader: %s; asking the catalog", e)
-                if isinstance(e, CatalogUnavailable):  # a broken connection: the next open connects anew
-                    with _lock:
-                        _readers.pop((key, os.getpid()), None)
-                    reader.close()
-    cat = get_catalog(catalog, must_exist=True)  # a read: a mistyped catalog URL creates nothing
-    return cat.get_dataset(name), cat.version(name, version)
+    with retry.window():
+        if catalog is None or isinstance(catalog, str):
+            key = catalog or default_url()
+            reader = None if key in _catalogs else _reader(key)  # a Catalog open already answers as quickly
+            if reader is not None:
+                try:
+                    found = reader.pin(name, version)
+                    if found is not None:
+                        return found
+                except Exception as e:  # the Catalog decides: the same question, its own answer or error
+                    _log.debug("quick catalog reader: %s; asking the catalog", e)
+                    if isinstance(e, CatalogUnavailable):  # a broken connection: the next open connects anew
+                        with _lock:
+                            _readers.pop((key, os.getpid()), None)
+                        reader.close()
+        cat = get_catalog(catalog, must_exist=True)  # a read: a mistyped catalog URL creates nothing
+        return cat.get_dataset(name), cat.version(name, version)
 
 
 def _reader(url: str) -> LiteCatalog | None:
     """This process's quick reader of ``url`` (None: it cannot serve that URL; see ``catalog.lite.connect``); a
-    forked child connects anew (a database connection is never shared with the parent)."""
+    forked child connects anew (a database connection is never shared with the parent). Connected outside the
+    lock: a PostgreSQL server's refusal, waited out, holds up only the thread that met it."""
     key = (url, os.getpid())
     with _lock:
-        if key not in _readers:
-            from catalog import lite
+        if key in _readers:
+            return _readers[key]
+    from catalog import lite
 
-            _readers[key] = lite.connect(url)
-        return _readers[key]
+    reader = lite.connect(url, check=False)  # PostgreSQL: pin checks the catalog's revision in its one statement
+    with _lock:
+        kept = _readers.setdefault(key, reader)
+    if reader is not None and kept is not reader:  # another thread connected first
+        reader.close()
+    return kept
 
 
 @translating("writing {name}")

@@ -99,24 +99,29 @@ class State:
         self._lite: LiteCatalog | None = None
         self._lite_tried = False
 
-    def catalog(self, *, create: bool = True, must_exist: bool = False) -> Catalog:
+    def catalog(self, *, create: bool = True, must_exist: bool = False, pooled: bool = False) -> Catalog:
         """The full catalog (SQLAlchemy); ``create=False`` never creates or migrates one; ``must_exist`` for
         read-only commands (a missing SQLite file is an error, not a new catalog: a mistyped --catalog must
-        not create folders and an empty catalog)."""
+        not create folders and an empty catalog); ``pooled`` for a server (``Catalog``'s)."""
         if self._catalog is None:
             from catalog import Catalog
 
-            self._catalog = Catalog(self.url, create=create, must_exist=must_exist)
+            self._catalog = Catalog(self.url, create=create, must_exist=must_exist, pooled=pooled)
         return self._catalog
 
     def reader(self) -> CatalogReader:
-        """The quick read-only reader when it can serve this catalog (catalog.lite), else the full Catalog."""
-        if not self._lite_tried:
-            self._lite_tried = True
-            from catalog import lite
+        """The quick read-only reader when it can serve this catalog (catalog.lite), else the full Catalog; a
+        PostgreSQL server that refuses connections for now is waited for once, by both together
+        (``catalog.retry``)."""
+        from catalog import retry
 
-            self._lite = lite.connect(self.url)
-        return self._lite if self._lite is not None else self.catalog(must_exist=True)
+        with retry.window():
+            if not self._lite_tried:
+                self._lite_tried = True
+                from catalog import lite
+
+                self._lite = lite.connect(self.url)
+            return self._lite if self._lite is not None else self.catalog(must_exist=True)
 
     def close(self) -> None:
         """Close the quick reader, if one was opened."""

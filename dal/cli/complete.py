@@ -95,7 +95,7 @@ def _completion_reader(ctx: click.Context) -> LiteCatalog | None:
     from catalog import lite
 
     url = ctx.find_root().params.get("catalog_url") or default_url()
-    return lite.connect(url)
+    return lite.connect(url, wait=False)
 
 
 COMPLETION_LIMIT = 200

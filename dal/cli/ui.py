@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dal.cli.base import existing_catalog_of
+from dal.cli.base import State
 
 
 @click.command("ui")
@@ -16,4 +16,6 @@ def ui_cmd(ctx: click.Context, host: str, port: int, token: str | None) -> None:
     """Serve a read-only web page and JSON API over the catalog (needs dal-catalog[ui])."""
     from dal.ui import serve
 
-    serve(existing_catalog_of(ctx), host=host, port=port, token=token)
+    # a server answers request after request: it keeps a few PostgreSQL connections open (catalog.engine)
+    cat = ctx.ensure_object(State).catalog(must_exist=True, pooled=True)
+    serve(cat, host=host, port=port, token=token)

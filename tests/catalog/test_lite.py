@@ -63,7 +63,9 @@ def test_same_answers_as_catalog(catalog_url: str) -> None:
         quick.close()
 
 
-def test_steps_aside_when_catalog_must_decide(tmp_path: Path, catalog_url: str) -> None:
+def test_steps_aside_when_catalog_must_decide(
+    tmp_path: Path, catalog_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     missing = tmp_path / "none" / "catalog.db"
     assert lite.connect(f"sqlite:///{missing}") is None and not missing.parent.exists()  # nothing created
     not_a_catalog = tmp_path / "other.db"
@@ -79,6 +81,7 @@ def test_steps_aside_when_catalog_must_decide(tmp_path: Path, catalog_url: str) 
         command.upgrade(migrate._config(conn), "0002")
     engine.dispose()
     assert lite.connect(catalog_url) is None
+    monkeypatch.setenv("DAL_CATALOG_RETRY_S", "0.3")  # nothing listens there: refused, retried, then given up
     assert lite.connect("postgresql://nobody@127.0.0.1:1/none") is None  # unreachable: Catalog reports it
 
 

@@ -161,9 +161,11 @@ def test_user_mistakes_print_one_line(populated: str, args: tuple[str, ...], mes
     assert err.startswith("dal: error: ") and err.count("\n") == 1 and "Traceback" not in err + out
 
 
-def test_unreachable_catalog_is_one_line() -> None:
+def test_unreachable_catalog_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DAL_CATALOG_RETRY_S", "0.5")  # nothing listens there: refused, retried, then given up
     code, _, err = run("postgresql+psycopg://nobody@127.0.0.1:1/none", "ls")
     assert code == 1 and err.startswith("dal: error: catalog") and err.count("\n") == 1
+    assert "Connection refused" in err and "DAL_CATALOG_RETRY_S" in err
     code, _, err = run("nosuchdb://x", "ls")
     assert code == 1 and "no database driver" in err
 

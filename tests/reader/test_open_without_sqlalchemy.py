@@ -122,3 +122,20 @@ def _child_open(_i: int) -> tuple[str, list[int]]:
     version = repr(dal.open("open.fast", 1).version)
     url = dal.api.default_url()
     return version, [pid for u, pid in dal.api._readers if u == url]
+
+
+def test_a_postgres_catalog_at_another_revision_is_refused_as_before(pg_url: str) -> None:
+    """On PostgreSQL the quick reader checks the revision in ``pin``'s own statement (no connection of its own for
+    that): a catalog at an older revision still gets Catalog's refusal, with the upgrade command."""
+    from alembic import command
+
+    from catalog import migrate
+    from catalog.engine import make_engine
+
+    engine = make_engine(pg_url)
+    with engine.begin() as conn:
+        command.upgrade(migrate._config(conn), "0002")
+    engine.dispose()
+    got = probe(pg_url, [None, 0])
+    for one in got:
+        assert one["error"] == "CatalogOutOfDate" and "dal db upgrade" in str(one["message"]), one

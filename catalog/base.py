@@ -32,6 +32,7 @@ from catalog.models import (
     SchemaRow,
     TagRow,
     VersionRow,
+    utcnow,
 )
 from catalog.types import (
     MAX_VERSION,
@@ -320,6 +321,22 @@ class CatalogBase:
                 ) from None
         if isinstance(ref, datetime):
             at = as_utc(ref)
+            now = utcnow()
+            if at > now:
+                # the future has no answer yet: every commit until then would change it, so "as of" a later time
+                # is refused rather than pinning today's latest. A time between the latest version and now is
+                # that latest version (what is committed from now on is stamped later; docs/reading.md)
+                last = s.scalar(base.order_by(VersionRow.number.desc()).limit(1))
+                latest = (
+                    f"its latest version, {last.number}, is from {as_utc(last.created_at).isoformat()}"
+                    if last is not None
+                    else "it has no versions yet"
+                )
+                raise VersionNotFound(
+                    f"a version of {ds.name!r} as of {at.isoformat()}",
+                    hint=f"that time is in the future (it is {now.isoformat(timespec='seconds')}); {latest}: give a "
+                    "time up to now, a version number or a tag (or no version for the latest)",
+                )
             row = s.scalar(base.where(VersionRow.created_at <= at).order_by(VersionRow.number.desc()).limit(1))
             if row is None:
                 first = s.scalar(base.order_by(VersionRow.number).limit(1))

@@ -47,7 +47,7 @@ def test_wheel_creates_and_upgrades_its_catalog(tmp_path: Path) -> None:
     up = _run([dal, "db", "upgrade"], work, env)
     assert up.returncode == 0 and f"from revision none to {HEAD}" in up.stdout, up.stdout + up.stderr
     ls = _run([dal, "ls"], work, env)
-    assert ls.returncode == 0 and "no datasets yet" in ls.stdout, ls.stdout + ls.stderr
+    assert ls.returncode == 0 and "no datasets yet" in ls.stderr, ls.stdout + ls.stderr  # stdout a pipe: tsv
 
     # an older catalog is refused with the command to run, and that command fixes it
     env["DAL_CATALOG_URL"] = f"sqlite:///{tmp_path}/old-catalog.db"

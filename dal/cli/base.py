@@ -1,11 +1,12 @@
 """What every ``dal`` command shares: the exit codes, the error-to-one-line group, the per-invocation catalog
-state, and the options several commands take (``--json``, ``--version``, ``--limit``).
+state, and the options several commands take (``--json``, ``--output``, ``--version``, ``--limit``).
 
 Imports nothing heavy: the catalog is opened on first use, through ``catalog.lite`` where it can serve.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from catalog.lite import CatalogReader, LiteCatalog
 
 EXIT_USER_ERROR = 1
+OUTPUTS = ("table", "plain", "tsv", "json")  # the layouts of a table command (dal.cli.output)
 EXIT_BUG = 70  # EX_SOFTWARE: dal itself failed
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 ENV_DEBUG = "DAL_DEBUG"
@@ -81,7 +83,10 @@ def wants_json(ctx: click.Context) -> bool:
     if ctx.meta.get("dal.json"):
         return True
     words = [*getattr(ctx, "_protected_args", ()), *ctx.args]
-    return "--json" in words[: words.index("--")] if "--" in words else "--json" in words
+    words = words[: words.index("--")] if "--" in words else words
+    if "--json" in words or "--output=json" in words or "-ojson" in words:
+        return True
+    return any(w in ("-o", "--output") and nxt == "json" for w, nxt in itertools.pairwise(words))
 
 
 def _json_error(ctx: click.Context, message: str, kind: str, code: int) -> None:
@@ -163,6 +168,24 @@ def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 json_option = click.option(
     "--json", "as_json", is_flag=True, callback=_remember_json, help="Print JSON (errors: a JSON object on stderr)."
+)
+
+
+def _remember_output(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value == "json":
+        ctx.meta["dal.json"] = True
+    return value
+
+
+output_option = click.option(
+    "--output",
+    "-o",
+    "output",
+    type=click.Choice(OUTPUTS),
+    default=None,
+    callback=_remember_output,
+    help="How to print: table (the default on a terminal), tsv (the default when stdout is not a terminal: a "
+    "header line, then one row per line, tab-separated), plain (aligned columns, one row per line), json (--json).",
 )
 version_option = click.option(
     "--version",

@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from dal.cli.base import existing_catalog_of, json_option, version_option
+from dal.cli.base import existing_catalog_of, json_option, output_option, version_option
 from dal.cli.complete import complete_names, complete_versions
-from dal.cli.output import emit_json, print_table, short_text, size_text
+from dal.cli.output import emit_json, number_text, output_format, print_empty, print_table, short_text, size_text
 from dal.errors import printable
 
 
@@ -56,7 +56,7 @@ def _print_written_by(out: dict[str, Any]) -> None:
         ("spark", f"{spark.get('application_id')} on {spark.get('master')}" if spark else None),
     ):
         if value:
-            click.echo(f"  {label}: {value}")
+            click.echo(printable(f"  {label}: {value}"))
     if not out.get("time"):
         click.echo("  no lineage recorded (not written by dal.write)")
 
@@ -77,39 +77,57 @@ def _print_tree(nodes: Sequence[dict[str, Any]], indent: str) -> None:
 @click.option("--columns", default=None, help="Comma-separated columns (default: all).")
 @click.option("--where", default=None, help="A filter, e.g. \"station = 'KTLX' AND date >= '2026-03-01'\".")
 @json_option
+@output_option
 @click.pass_context
 def head_cmd(
-    ctx: click.Context, name: str, version: str | None, rows: int, columns: str | None, where: str | None, as_json: bool
+    ctx: click.Context,
+    name: str,
+    version: str | None,
+    rows: int,
+    columns: str | None,
+    where: str | None,
+    as_json: bool,
+    output: str | None,
 ) -> None:
     """Print the first rows of a version (tensor fields as dtype[shape])."""
     from dal.ops import lifecycle
 
+    out = output_format(as_json, output)
     cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     v, records = lifecycle.head(name, version, n=rows, columns=cols, where=where, catalog=existing_catalog_of(ctx))
-    if as_json:
+    if out == "json":
         emit_json({"dataset": name, "version": v.number, "rows": records})
         return
     if not records:
-        click.echo(f"{name} @ version {v.number}: no rows" + (" match" if where else ""))
+        names = cols or [f.name for f in v.schema]
+        print_empty(names, f"{name} @ version {v.number}: no rows" + (" match" if where else ""), out)
         return
     names = list(records[0])
-    print_table(f"{name} @ version {v.number}", names, [[r[c] for c in names] for r in records])
+    print_table(f"{name} @ version {v.number}", names, [[r[c] for c in names] for r in records], out)
 
 
 @click.command("stats")
 @click.argument("name", shell_complete=complete_names)
 @version_option
 @json_option
+@output_option
 @click.pass_context
-def stats_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
-    """Per-column statistics of a version from file footers (rows, nulls, min, max; distinct for partitions)."""
+def stats_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool, output: str | None) -> None:
+    """Per-column statistics of a version from file footers (rows, nulls, min, max; distinct for partitions).
+
+    Floats print to 6 significant digits (--json: in full)."""
     from dal.ops import lifecycle
 
+    out = output_format(as_json, output)
     st = lifecycle.stats(name, version, catalog=existing_catalog_of(ctx))
-    if as_json:
+    if out == "json":
         emit_json(st.to_dict())
         return
     approx = "" if st.exact else " (deletion vectors: null counts are upper bounds)"
+    if approx and out == "tsv":  # no title line in tsv: the caveat goes to stderr
+        click.echo(f"dal: {name} @ version {st.version}:{approx}", err=True)
+    # a long text min or max is cut in a terminal's table (it would fill it), whole in the other layouts
+    bound = short_text if out == "table" else number_text
     print_table(
         f"{name} @ version {st.version}: {st.rows:,} rows, {st.files} files, {size_text(st.size_bytes)}{approx}",
         ["column", "type", "nulls", "min", "max", "distinct"],
@@ -118,12 +136,13 @@ def stats_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool)
                 c.name,
                 c.type,
                 "?" if c.nulls is None else f"{c.nulls:,}",
-                short_text(c.min),
-                short_text(c.max),
+                bound(c.min),
+                bound(c.max),
                 "" if c.distinct is None else c.distinct,
             )
             for c in st.columns
         ],
+        out,
     )
 
 

@@ -15,11 +15,12 @@ from dal.cli.base import (
     existing_catalog_of,
     json_option,
     limit_option,
+    output_option,
     reader_of,
     version_option,
 )
 from dal.cli.complete import complete_names, complete_tags, complete_versions
-from dal.cli.output import emit_json, print_table, size_text
+from dal.cli.output import emit_json, output_format, print_empty, print_table, size_text, time_text
 from dal.errors import printable
 from dal.ops import views
 from dal.ops.views import dataset_dict
@@ -32,14 +33,17 @@ if TYPE_CHECKING:
 @click.argument("pattern", required=False, shell_complete=complete_names)
 @limit_option
 @json_option
+@output_option
 @click.pass_context
-def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool) -> None:
+def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool, output: str | None) -> None:
     """List datasets; PATTERN is a glob on names (weather.*) or a substring of name or description."""
+    out = output_format(as_json, output)
+    as_json = out == "json"
     if embedded_catalog_missing(ctx):  # a fresh machine: nothing to list, and nothing is created
         if as_json:
             emit_json([])
         else:
-            click.echo("no datasets yet (the first write creates the catalog)")
+            print_empty(LS_COLUMNS, "no datasets yet (the first write creates the catalog)", out)
         return
     reader = reader_of(ctx)
     datasets = reader.list_datasets(pattern, limit=limit + 1) if limit else reader.list_datasets(pattern)
@@ -51,39 +55,47 @@ def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool) -
     if as_json:
         # the row count and size of each one's latest version, as /api/datasets has them (one more query)
         sizes = reader.latest_sizes(pattern, limit=limit or None) if datasets else {}
-        out = []
+        items = []
         for d in datasets:
             item = dataset_dict(d)
             item["latest_row_count"], item["latest_size_bytes"] = sizes.get(d.name, (None, None))
-            out.append(item)
-        emit_json(out)
+            items.append(item)
+        emit_json(items)
         return
     if not datasets:
-        click.echo("no datasets" + (f" match {pattern!r}" if pattern else " yet"))
+        print_empty(LS_COLUMNS, "no datasets" + (f" match {pattern!r}" if pattern else " yet"), out)
         return
     print_table(
         None,
-        ["name", "format", "latest", "updated", "description"],
+        LS_COLUMNS,
         [
             (
                 d.name,
                 d.format,
                 "-" if d.latest_version is None else d.latest_version,
-                d.updated_at.strftime("%Y-%m-%d %H:%M"),
+                time_text(d.updated_at),
                 d.description,
             )
             for d in datasets
         ],
+        out,
     )
+
+
+LS_COLUMNS = ("name", "format", "latest", "updated", "description")
 
 
 @click.command("show")
 @click.argument("name", shell_complete=complete_names)
 @click.option("--property", "prop", default=None, metavar="KEY", help="Print only this property's value.")
 @json_option
+@output_option
 @click.pass_context
-def show_cmd(ctx: click.Context, name: str, prop: str | None, as_json: bool) -> None:
-    """Show a dataset: location, owner, time column and its newest version (--property KEY: one property)."""
+def show_cmd(ctx: click.Context, name: str, prop: str | None, as_json: bool, output: str | None) -> None:
+    """Show a dataset: location, owner, time column, its newest version and its tags (--property KEY: one
+    property)."""
+    out = output_format(as_json, output)
+    as_json = out == "json"
     cat = reader_of(ctx)
     if prop is not None:
         value = _property(cat.get_dataset(name), prop)
@@ -104,8 +116,8 @@ def show_cmd(ctx: click.Context, name: str, prop: str | None, as_json: bool) -> 
         ("description", ds.description or "-"),
         ("owner", ds.owner or "-"),
         ("time column", ds.time_column or "-"),
-        ("created", ds.created_at.isoformat(timespec="seconds")),
-        ("updated", ds.updated_at.isoformat(timespec="seconds")),
+        ("created", time_text(ds.created_at)),
+        ("updated", time_text(ds.updated_at)),
     ]
     if latest is None:
         rows.append(("versions", "none yet"))
@@ -117,9 +129,15 @@ def show_cmd(ctx: click.Context, name: str, prop: str | None, as_json: bool) -> 
             ("size", size_text(latest.size_bytes)),
             ("columns", len(latest.schema)),
             ("partitioned by", ", ".join(latest.partition_columns) or "-"),
-            ("tags", ", ".join(latest.tags) or "-"),
+            # every version's tags, not only the latest's: tag=version, newest version first
+            ("tags", tags_text(cat.tags(name)) or "-"),
         ]
-    print_table(None, ["field", "value"], rows)
+    print_table(None, ["field", "value"], rows, out)
+
+
+def tags_text(tags: Mapping[str, int]) -> str:
+    """A dataset's tags as ``prod=3, rc=3, first=0``: newest version first, by name within a version."""
+    return ", ".join(f"{t}={n}" for t, n in sorted(tags.items(), key=lambda item: (-item[1], item[0])))
 
 
 def _property(info: Any, key: str) -> Any:
@@ -138,7 +156,7 @@ def _version_rows(
     return [
         (
             v.number,
-            v.created_at.strftime("%Y-%m-%d %H:%M"),
+            time_text(v.created_at),
             # committed by another catalog's writer (dal.storage.claims.FOREIGN): said wherever it is listed
             f"{v.operation} (foreign)" if v.properties.get("foreign") is True else v.operation,
             f"{v.row_count:,}",
@@ -170,42 +188,56 @@ def _status(v: VersionInfo, checked: Mapping[int, str | None] | None) -> str:
     "costs a file list per version and a look per file.",
 )
 @json_option
+@output_option
 @click.pass_context
-def versions_cmd(ctx: click.Context, name: str, limit: int | None, check: bool, as_json: bool) -> None:
+def versions_cmd(
+    ctx: click.Context, name: str, limit: int | None, check: bool, as_json: bool, output: str | None
+) -> None:
     """List the versions of a dataset, oldest first; the status is the catalog's (expired) unless --check."""
-    if as_json:
+    out = output_format(as_json, output)
+    if out == "json":
         emit_json(views.versions(reader_of(ctx), name, limit, check=check))
         return
     reader = reader_of(ctx)
     versions = reader.versions(name) if limit is None else reader.versions(name, limit=limit)
+    # files and storage versions: --json (80 columns hold these)
+    columns = ["version", "created (UTC)", "operation", "rows", "size", "tags", "status"]
+    if out != "table":  # one line per version: why it cannot be read is a column, not a line after the table
+        columns.append("unreadable")
     if not versions:
-        click.echo(f"{name} has no versions yet")
+        print_empty(columns, f"{name} has no versions yet", out)
         return
     checked = None
     if check:
         from dal.ops import checks  # storage libraries: only for a check (a listing starts at once)
 
         checked = checks.unreadable(reader.get_dataset(name), versions)
+    rows = _version_rows(versions, checked)
+    whys = [v.unavailable or (checked or {}).get(v.number) for v in versions]
+    if out != "table":
+        print_table(name, columns, [(*row, why) for row, why in zip(rows, whys, strict=True)], out)
+        return
     print_table(
         name,
-        # files, storage versions and seconds: --json (80 columns hold these)
-        ["version", "created (UTC)", "operation", "rows", "size", "tags", "status"],
-        _version_rows(versions, checked),
+        columns,
+        rows,
+        out,
+        after=[
+            f"version {v.number}: {why}" for v, why in zip(versions, whys, strict=True) if why and not v.unavailable
+        ],
     )
-    for v in versions:
-        why = None if checked is None or v.unavailable else checked.get(v.number)
-        if why:
-            click.echo(printable(f"version {v.number}: {why}"))
 
 
 @click.command("schema")
 @click.argument("name", shell_complete=complete_names)
 @version_option
 @json_option
+@output_option
 @click.pass_context
-def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
+def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool, output: str | None) -> None:
     """Show the schema of one version (tensor fields with dtype, shape and codec)."""
-    if as_json:
+    out = output_format(as_json, output)
+    if out == "json":
         emit_json(views.schema(existing_catalog_of(ctx), name, version))
         return
     v = existing_catalog_of(ctx).version(name, version)
@@ -222,6 +254,7 @@ def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool
             )
             for i, f in enumerate(v.schema)
         ],
+        out,
     )
 
 
@@ -230,11 +263,13 @@ def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool
 @click.argument("old", shell_complete=complete_versions)
 @click.argument("new", shell_complete=complete_versions)
 @json_option
+@output_option
 @click.pass_context
-def diff_cmd(ctx: click.Context, name: str, old: str, new: str, as_json: bool) -> None:
+def diff_cmd(ctx: click.Context, name: str, old: str, new: str, as_json: bool, output: str | None) -> None:
     """Compare the schemas of two versions (numbers, tags or timestamps)."""
+    out = output_format(as_json, output)
     cat = existing_catalog_of(ctx)
-    if as_json:
+    if out == "json":
         emit_json(views.diff(cat, name, old, new))
         return
     d = cat.diff(name, old, new)
@@ -242,11 +277,13 @@ def diff_cmd(ctx: click.Context, name: str, old: str, new: str, as_json: bool) -
     rows: list[tuple[object, ...]] = [("+", f.name, "", f.describe()) for f in d.added]
     rows += [("-", f.name, f.describe(), "") for f in d.removed]
     rows += [("~", c.name, _field_text(c.old), _field_text(c.new)) for c in d.changed]
+    columns = ["change", "column", "old", "new"]
+    count = f"rows: {a.row_count:,} -> {b.row_count:,} ({b.row_count - a.row_count:+,})"
     if rows:
-        print_table(f"{name}: schema {d.old_version} -> {d.new_version}", ["", "column", "old", "new"], rows)
+        print_table(f"{name}: schema {d.old_version} -> {d.new_version}", columns, rows, out, after=[count])
     else:
-        click.echo(f"{name}: schema unchanged from version {d.old_version} to {d.new_version}")
-    click.echo(f"rows: {a.row_count:,} -> {b.row_count:,} ({b.row_count - a.row_count:+,})")
+        print_empty(columns, f"{name}: schema unchanged from version {d.old_version} to {d.new_version}", out)
+        click.echo(count, err=out == "tsv")
 
 
 def _field_text(f: Any) -> str:
@@ -257,22 +294,26 @@ def _field_text(f: Any) -> str:
 @click.argument("name", shell_complete=complete_names)
 @version_option
 @json_option
+@output_option
 @click.pass_context
-def partitions_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
+def partitions_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool, output: str | None) -> None:
     """List the partitions present in one version, with row counts."""
+    out = output_format(as_json, output)
     cat = existing_catalog_of(ctx)
-    if as_json:
+    if out == "json":
         emit_json(views.partitions(cat, name, version))
         return
     v = cat.version(name, version)
     parts = cat.partitions(name, v.number)
+    columns = ["partition", "rows", "files", "size"]
     if not v.partition_columns:
-        click.echo(f"{name} @ version {v.number} is not partitioned ({v.row_count:,} rows)")
+        print_empty(columns, f"{name} @ version {v.number} is not partitioned ({v.row_count:,} rows)", out)
         return
     print_table(
         f"{name} @ version {v.number} by {', '.join(v.partition_columns)}",
-        ["partition", "rows", "files", "size"],
+        columns,
         [(p.key, f"{p.row_count:,}", p.file_count, size_text(p.size_bytes)) for p in parts],
+        out,
     )
 
 
@@ -280,10 +321,14 @@ def partitions_cmd(ctx: click.Context, name: str, version: str | None, as_json: 
 @click.argument("name", shell_complete=complete_names)
 @click.argument("version", required=False, shell_complete=complete_versions)
 @json_option
+@output_option
 @click.pass_context
-def files_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool) -> None:
+def files_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool, output: str | None) -> None:
     """List the data files of a version (default: the latest): path, partition, rows, size."""
     from dal import api
+
+    out = output_format(as_json, output)
+    as_json = out == "json"
 
     ds = api.open(name, version, catalog=existing_catalog_of(ctx))
     files = ds.files()
@@ -301,11 +346,14 @@ def files_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool)
     if as_json:
         emit_json({"dataset": name, "version": ds.number, "location": mask_url(ds.location), "files": entries})
         return
+    columns = ["file", "rows", "size"]
     if not entries:
-        click.echo(f"{name} @ version {ds.number}: no data files")
+        print_empty(columns, f"{name} @ version {ds.number}: no data files", out)
         return
 
     def short(path: str) -> str:
+        if out == "tsv":  # no title line naming the location: the whole path
+            return path
         plain = path.split("://", 1)[-1]
         base = root.split("://", 1)[-1]
         return plain[len(base) :] if plain.startswith(base) else path
@@ -313,20 +361,24 @@ def files_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool)
     total = sum(f.size_bytes for f in files)
     print_table(
         f"{name} @ version {ds.number}: {len(entries):,} files, {size_text(total)} under {printable(mask_url(ds.location))}",
-        ["file", "rows", "size"],
+        columns,
         [
             (short(e["path"]), "?" if e["rows"] is None else f"{e['rows']:,}", size_text(e["size_bytes"]))
             for e in entries
         ],
+        out,
     )
 
 
 @click.command("profiles")
 @json_option
-def profiles_cmd(as_json: bool) -> None:
+@output_option
+def profiles_cmd(as_json: bool, output: str | None) -> None:
     """List the named catalogs of the config file (passwords masked; ${VAR} left as written)."""
     from catalog.home import config_path, default_profile, load_config, profiles
 
+    out = output_format(as_json, output)
+    as_json = out == "json"
     config = load_config()
     found = profiles(config)
     default = default_profile(config)
@@ -334,13 +386,15 @@ def profiles_cmd(as_json: bool) -> None:
         emit_json({"config": str(config_path()), "default": default,
                     "profiles": {n: mask_url(u) for n, u in found.items()}})  # fmt: skip
         return
+    columns = ["profile", "catalog", "default"]
     if not found:
-        click.echo(f"no catalog profiles in {printable(str(config_path()))}")
+        print_empty(columns, f"no catalog profiles in {config_path()}", out)
         return
     print_table(
         f"profiles in {config_path()}",
-        ["profile", "catalog", ""],
+        columns,
         [(n, mask_url(u), "default" if n == default else "") for n, u in sorted(found.items())],
+        out,
     )
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import click
 
 from catalog.urls import mask_url
-from dal.cli.base import Group, State, existing_catalog_of, json_option
+from dal.cli.base import Group, State, existing_catalog_of, json_option, output_option
 from dal.cli.complete import complete_names
-from dal.cli.output import emit_json, print_table, size_text
+from dal.cli.output import emit_json, output_format, print_table, size_text
 from dal.errors import DalError, printable
 
 
@@ -240,9 +240,13 @@ files_option = click.option(
 @cache_dir_option
 @files_option
 @json_option
-def cache_ls_cmd(cache_dir: str | None, files: bool, as_json: bool) -> None:
+@output_option
+def cache_ls_cmd(cache_dir: str | None, files: bool, as_json: bool, output: str | None) -> None:
     """List the converted DataFrames in the cache, with their size and the processes using them."""
     from dal.spark import convert_cache
+
+    out = output_format(as_json, output)
+    as_json = out == "json"
 
     if files:
         from dal.storage import rangecache
@@ -263,7 +267,7 @@ def cache_ls_cmd(cache_dir: str | None, files: bool, as_json: bool) -> None:
                          "users": users} for e, _, users in listed])  # fmt: skip
             return
         print_table(f"cache {mask_url(loc.uri)}", ["key", "created", "rows", "users"],
-               [(e.key[:16], e.created, e.rows, len(users)) for e, _, users in listed])  # fmt: skip
+                    [(e.key[:16], e.created, e.rows, len(users)) for e, _, users in listed], out)  # fmt: skip
         return
     root = convert_cache.cache_root(cache_dir, create=False)
     found = [(e, e.size_bytes(), e.users()) for e in convert_cache.entries(root)]
@@ -272,7 +276,7 @@ def cache_ls_cmd(cache_dir: str | None, files: bool, as_json: bool) -> None:
                      "users": users} for e, size, users in found])  # fmt: skip
         return
     print_table(f"cache {root}", ["key", "created", "rows", "bytes", "users"],
-           [(e.key[:16], e.created, e.rows, size, len(users)) for e, size, users in found])  # fmt: skip
+                [(e.key[:16], e.created, e.rows, size, len(users)) for e, size, users in found], out)  # fmt: skip
 
 
 @cache_group.command("clear")

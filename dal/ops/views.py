@@ -29,11 +29,13 @@ def dataset_dict(d: DatasetInfo) -> dict[str, Any]:
 
 
 def show(cat: CatalogReader, name: str) -> dict[str, Any]:
-    """A dataset and its newest version with its schema (``dal show --json``)."""
+    """A dataset, its newest version with its schema, and every tag with the version it names (``dal show
+    --json``)."""
     ds = cat.get_dataset(name)
     latest = cat.version(name) if ds.latest_version is not None else None
     out = dataset_dict(ds)
     out["latest"] = latest.to_dict(with_schema=True) if latest else None
+    out["tags"] = cat.tags(name)
     return out
 
 

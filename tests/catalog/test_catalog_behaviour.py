@@ -162,6 +162,26 @@ def timezone_minus(hours: int):  # type: ignore[no-untyped-def]
     return timezone(-timedelta(hours=hours))
 
 
+def test_as_of_a_time_after_the_latest_version(cat: Catalog) -> None:
+    """Past the latest version but not in the future: the latest; in the future: refused, naming the latest."""
+    cat.create_dataset("d.f", format="delta", location="/x")
+    with pytest.raises(VersionNotFound, match="in the future .*it has no versions yet"):
+        cat.version("d.f", datetime.now(UTC) + timedelta(hours=1))
+    t0 = datetime(2020, 1, 1, tzinfo=UTC)
+    for i in range(2):
+        cat.publish("d.f", draft(i, committed_at=t0 + timedelta(days=i)))
+    assert cat.version("d.f", t0 + timedelta(days=30)).number == 1
+    assert cat.version("d.f", datetime.now(UTC)).number == 1
+    future = datetime.now(UTC) + timedelta(minutes=5)
+    for ref in (future, future.isoformat(), (future + timedelta(days=1)).date()):
+        with pytest.raises(
+            VersionNotFound, match=r"in the future .*its latest version, 1, is from 2020-01-02T00:00:00"
+        ):
+            cat.version("d.f", ref)
+    with pytest.raises(VersionNotFound, match="in the future"):
+        cat.diff("d.f", 0, future)
+
+
 def test_no_versions_yet(cat: Catalog) -> None:
     cat.create_dataset("d.empty", format="delta", location="/x")
     assert cat.versions("d.empty") == []

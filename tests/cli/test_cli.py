@@ -64,8 +64,8 @@ def test_ls(populated: str) -> None:
     assert listing[1]["latest_version"] == 2 and listing[0]["latest_version"] is None
     code, out, _ = run(populated, "ls", "*.radar", "--json")
     assert [d["name"] for d in json.loads(out)] == ["weather.radar"]
-    code, out, _ = run(populated, "ls", "nothing-like-this")
-    assert code == 0 and "no datasets match" in out
+    code, out, err = run(populated, "ls", "nothing-like-this")  # stdout not a terminal: tsv, the note on stderr
+    assert code == 0 and "no datasets match" in err and out == "name\tformat\tlatest\tupdated\tdescription\n"
 
 
 def test_show(populated: str) -> None:
@@ -113,13 +113,15 @@ def test_schema(populated: str) -> None:
 
 
 def test_diff(populated: str) -> None:
-    code, out, _ = run(populated, "diff", "weather.radar", "0", "2")
+    code, out, err = run(populated, "diff", "weather.radar", "0", "2")
+    assert code == 0 and "+\tquality\t\tdouble" in out and "+200" in err  # tsv: the row count on stderr
+    code, out, _ = run(populated, "diff", "weather.radar", "0", "2", "-o", "table")
     assert code == 0 and "quality" in out and "+200" in out
     d = json.loads(run(populated, "diff", "weather.radar", "prod", "2", "--json")[1])
     assert [f["name"] for f in d["added"]] == ["quality"] and d["removed"] == [] and d["changed"] == []
     assert d["row_count"] == {"old": 200, "new": 300}
-    code, out, _ = run(populated, "diff", "weather.radar", "0", "1")
-    assert "unchanged" in out
+    code, out, err = run(populated, "diff", "weather.radar", "0", "1")
+    assert "unchanged" in err and out == "change\tcolumn\told\tnew\n"
 
 
 def test_partitions(populated: str) -> None:

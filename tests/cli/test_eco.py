@@ -69,7 +69,7 @@ def test_files_lists_a_versions_data_files_like_delta_rs(written: str, tmp_path:
     assert {f["partition"] for f in listed["files"]} == {"date=2026-03-01", "date=2026-03-02"}
     code, out, _ = run("--catalog", written, "files", "weather.obs", "0", "--json")
     assert code == 0 and len(json.loads(out)["files"]) == len(DeltaTable(str(tmp_path / "obs"), version=0).file_uris())
-    code, out, _ = run("--catalog", written, "files", "weather.obs")
+    code, out, _ = run("--catalog", written, "files", "weather.obs", "-o", "table")
     assert code == 0 and "weather.obs @ version 1:" in out and "date=2026-03-01/" in out
     assert all(len(line) <= 80 for line in out.splitlines()), out
     code, _, err = run("--catalog", written, "files", "weather.obs", "7")
@@ -104,8 +104,8 @@ def test_profiles_from_a_config_file(written: str, tmp_path: Path, monkeypatch: 
     monkeypatch.delenv("DAL_PROFILE", raising=False)
     monkeypatch.setenv("DAL_CONFIG", str(config))
     assert "weather.obs" in run("ls")[1]  # the default profile
-    assert "no datasets yet" in run("--profile", "other", "ls")[1]
-    assert "no datasets yet" in run("ls", env={"DAL_PROFILE": "other"})[1]
+    assert "no datasets yet" in run("--profile", "other", "ls")[2]  # stdout not a terminal: the note on stderr
+    assert "no datasets yet" in run("ls", env={"DAL_PROFILE": "other"})[2]
     assert "weather.obs" in run("--profile", "main", "ls", env={"DAL_CATALOG_URL": other})[1]  # typed beats env
     assert "weather.obs" in run("--catalog", written, "--profile", "other", "ls")[1]  # --catalog beats --profile
     code, _, err = run("--profile", "nope", "ls")
@@ -134,8 +134,8 @@ def test_tables_fit_80_columns(tmp_path: Path) -> None:
     cat.create_dataset(long_name, format="delta", location="/nowhere/" + "x" * 90,
                        description="A long description " * 8)  # fmt: skip
     cat.close()
-    for args in (["ls"], ["show", long_name], ["versions", long_name]):
-        code, out, err = run("--catalog", url, *args, env={"COLUMNS": "80"})
+    for args in (["ls"], ["show", long_name], ["versions", long_name]):  # the table a terminal gets
+        code, out, err = run("--catalog", url, *args, "-o", "table", env={"COLUMNS": "80"})
         assert code == 0, err
         assert all(len(line) <= 80 for line in out.splitlines()), "\n" + out
         if args[0] != "versions":  # folded onto several lines, never cut: the cells of a column join up again

@@ -5,6 +5,8 @@ nothing about files (JSON ``readable``: null). Delta and Petastorm, through the 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 from pathlib import Path
@@ -55,17 +57,27 @@ def test_versions_check_finds_what_storage_lost(broken: tuple[Catalog, str]) -> 
     runner = CliRunner()
     plain = runner.invoke(cli, ["versions", "t.data"])
     assert plain.exit_code == 0, plain.output
-    assert "readable" not in plain.output and plain.output.count("expired") == 1  # no claim without a look
+    rows = list(csv.DictReader(io.StringIO(plain.stdout), delimiter="\t"))
+    assert [r["status"] for r in rows] == ["", "", "", "expired"]  # no claim without a look
     listed = json.loads(runner.invoke(cli, ["versions", "t.data", "--json"]).output)
     assert [v["readable"] for v in listed] == [None, None, None, False]
     assert listed[3]["unreadable"] == "expired by a test"
 
-    checked = runner.invoke(cli, ["versions", "t.data", "--check"])
+    checked = runner.invoke(cli, ["versions", "t.data", "--check"])  # stdout not a terminal: tsv
     assert checked.exit_code == 0, checked.output
-    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in checked.output.splitlines() if line[:1] == "│"]
-    status = {int(r[0]): r[-1] for r in rows}
-    assert status == {0: "unreadable", 1: "readable", 2: "readable", 3: "expired"}
-    assert "version 0: 1 of its" in checked.output and deleted in checked.output.replace("\n", "")
+    rows = list(csv.DictReader(io.StringIO(checked.stdout), delimiter="\t"))
+    assert {int(r["version"]): r["status"] for r in rows} == {
+        0: "unreadable",
+        1: "readable",
+        2: "readable",
+        3: "expired",
+    }
+    assert rows[0]["unreadable"].startswith("1 of its") and deleted in rows[0]["unreadable"]
+    assert rows[3]["unreadable"] == "expired by a test" and rows[1]["unreadable"] == ""
+    table = runner.invoke(cli, ["versions", "t.data", "--check", "-o", "table"])  # a terminal's: why, below it
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in table.output.splitlines() if line[:1] == "│"]
+    assert {int(r[0]): r[-1] for r in rows} == {0: "unreadable", 1: "readable", 2: "readable", 3: "expired"}
+    assert "version 0: 1 of its" in table.output and deleted in table.output.replace("\n", "")
     found = json.loads(runner.invoke(cli, ["versions", "t.data", "--check", "--json"]).output)
     assert [v["readable"] for v in found] == [False, True, True, False]
     assert deleted in found[0]["unreadable"] and found[1]["unreadable"] is None

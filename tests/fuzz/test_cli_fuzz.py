@@ -5,6 +5,8 @@ Seeded and time-bounded through click's runner; a few fixed hostile cases throug
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import random
@@ -70,8 +72,13 @@ def check_outcome(args: list[str], code: int, out: str, err: str) -> str | None:
     """None if the outcome is acceptable, else what is wrong."""
     if "Traceback" in out + err:
         return "a traceback"
-    if RAW_CONTROL & set(out + err):
+    # a tab separates the cells of tsv (stdout off a terminal) and is escaped inside them
+    if RAW_CONTROL & set(err) or (RAW_CONTROL - {"\t"}) & set(out):
         return "a raw control character in the output"
+    if "\t" in out:
+        rows = list(csv.reader(io.StringIO(out), delimiter="\t"))
+        if len(rows) != out.count("\n") or len({len(r) for r in rows}) != 1:
+            return "tsv that is not one row per line with the header's cells"
     if code == 0:
         return None
     if code != 1:

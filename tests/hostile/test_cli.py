@@ -73,7 +73,11 @@ def test_ls_on_a_fresh_machine_lists_nothing_and_creates_nothing(tmp_path: Path)
         proc = subprocess.run([sys.executable, "-m", "dal.cli", *args], capture_output=True, text=True,
                               timeout=120, cwd=tmp_path, env=env)  # fmt: skip
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.strip() in ("[]", "no datasets yet (the first write creates the catalog)")
+        if args[-1] == "--json":
+            assert proc.stdout.strip() == "[]"
+        else:  # stdout a pipe: tsv, the header line, and the note on stderr
+            assert proc.stdout == "name\tformat\tlatest\tupdated\tdescription\n"
+            assert proc.stderr == "no datasets yet (the first write creates the catalog)\n"
     assert not home.exists()
     shown = subprocess.run([sys.executable, "-m", "dal.cli", "show", "a.b"], capture_output=True, text=True,
                            timeout=120, cwd=tmp_path, env=env)  # fmt: skip

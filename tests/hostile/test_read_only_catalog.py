@@ -51,7 +51,7 @@ print("count", dal.open("a.b", catalog=url).count())
 uri = "sqlite:///file:" + url[len("sqlite:///"):] + "?mode=ro&uri=true"
 print("uri", [d.name for d in Catalog(uri).list_datasets()])
 for args in (["ls"], ["show", "a.b"], ["versions", "a.b"]):
-    r = CliRunner().invoke(cli, ["--catalog", url, *args])
+    r = CliRunner().invoke(cli, ["--catalog", url, *args, "-o", "plain"])  # plain: the versions' title names a.b
     print("cli", args[0], r.exit_code, "a.b" in r.output, r.output.strip()[:200].replace(chr(10), " "))
 try:
     Catalog(url).tag("a.b", 0, "prod")

@@ -48,10 +48,12 @@ def test_head(cat: Catalog) -> None:
     assert code == 0, err
     got = json.loads(out)["rows"]
     assert got == [{"id": 45, "temp": None}, {"id": 49, "temp": 24.5}]
-    code, out, _ = run(cat, "head", "w.t", "--where", "id > 1000")
-    assert code == 0 and "no rows match" in out
-    code, out, _ = run(cat, "head", "w.t", "-n", "2")
+    code, out, err = run(cat, "head", "w.t", "--where", "id > 1000")  # stdout not a terminal: tsv
+    assert code == 0 and "no rows match" in err and out == "id\tstation\ttemp\tday\tblob\n"
+    code, out, _ = run(cat, "head", "w.t", "-n", "2", "-o", "table")
     assert code == 0 and "station" in out and "w.t @ version 1" in out
+    code, out, _ = run(cat, "head", "w.t", "-n", "2")  # tsv: the header and one line per row
+    assert code == 0 and out.splitlines()[0] == "id\tstation\ttemp\tday\tblob" and len(out.splitlines()) == 3
 
 
 def test_head_summarises_tensors(cat: Catalog) -> None:
@@ -101,7 +103,7 @@ def test_stats_from_footers(cat: Catalog) -> None:
     assert cols["blob"]["min"] is None
     old = json.loads(run(cat, "stats", "w.s", "--version", "0", "--json")[1])
     assert old["rows"] == 40 and {c["column"]: c for c in old["columns"]}["id"]["max"] == 39
-    code, out, _ = run(cat, "stats", "w.s")
+    code, out, _ = run(cat, "stats", "w.s", "-o", "table")  # the title: tsv has none
     assert code == 0 and "60 rows" in out and "distinct" in out
 
 

@@ -331,7 +331,7 @@ def test_versions_and_the_ui_say_which_versions_are_foreign(tmp_path: Path, monk
 
     a = _with_a_foreign_commit(tmp_path, monkeypatch)
     dal.sync(NAME, catalog=a)
-    result = CliRunner().invoke(cli, ["--catalog", a, "versions", NAME])
+    result = CliRunner().invoke(cli, ["--catalog", a, "versions", NAME, "-o", "table"])
     assert result.exit_code == 0, result.output
     rows = [ln for ln in result.output.splitlines() if " create " in ln or " append " in ln]
     assert len(rows) == 2 and "(foreign)" not in rows[0] and "append (foreign)" in rows[1], result.output

@@ -30,8 +30,10 @@ def test_open_takes_numpy_integers_and_dates(sqlite_env: Catalog) -> None:
     dal.write(frame(5, 100), "e.refs")
     for ref in (np.int64(1), np.int32(1), np.uint8(1)):
         assert dal.open("e.refs", ref).number == 1  # type: ignore[arg-type]
+    assert dal.open("e.refs", datetime.now(UTC)).number == 1  # as of now: after both writes
     later = datetime.now(UTC).date() + pd.Timedelta(days=2)
-    assert dal.open("e.refs", later).number == 1  # as of that day's midnight UTC: after both writes
+    with pytest.raises(dal.errors.VersionNotFound, match="in the future"):
+        dal.open("e.refs", later)  # that day's midnight UTC has not come yet: nothing pins it
     with pytest.raises(dal.errors.VersionNotFound, match="as of 2000-01-01T00:00:00"):
         dal.open("e.refs", date(2000, 1, 1))
     with pytest.raises(InvalidName, match="invalid version"):
@@ -43,12 +45,16 @@ def test_open_takes_numpy_integers_and_dates(sqlite_env: Catalog) -> None:
 def test_a_tag_wins_over_a_date_only_on_its_exact_text(sqlite_env: Catalog) -> None:
     """A string is a tag when a tag of exactly that text exists, otherwise a time; a date object is a time."""
     first = dal.write(frame(5), "e.tags")
-    later = (datetime.now(UTC).date() + pd.Timedelta(days=2)).isoformat()  # after both writes, whenever they run
-    sqlite_env.tag("e.tags", 0, later)
+    earlier = "2020-04-01"  # before both writes (a time after them would be in the future: refused)
+    sqlite_env.tag("e.tags", 0, earlier)
     dal.write(frame(5, 100), "e.tags")
-    assert dal.open("e.tags", later).number == first.number == 0  # the tag
-    assert dal.open("e.tags", date.fromisoformat(later)).number == 1  # the time: the newest by then
-    assert dal.open("e.tags", later + "T00:00").number == 1  # not the tag's text: a time
+    assert dal.open("e.tags", earlier).number == first.number == 0  # the tag
+    for time_ref in (date.fromisoformat(earlier), earlier + "T00:00"):  # a date object, and not the tag's text
+        with pytest.raises(dal.errors.VersionNotFound, match="as of 2020-04-01T00:00:00.*first version is from"):
+            dal.open("e.tags", time_ref)
+    today = datetime.now(UTC).date().isoformat()
+    sqlite_env.tag("e.tags", 1, today)
+    assert dal.open("e.tags", today).number == 1  # the tag, not today's midnight (before both writes)
 
 
 def test_select_of_no_column_is_refused(sqlite_env: Catalog) -> None:

@@ -1,6 +1,6 @@
 """Alembic environment for the dal catalog.
 
-dal runs migrations programmatically (``catalog.migrate``) and hands over an open connection in
+dal runs migrations programmatically (``dal.catalog.migrate``) and hands over an open connection in
 ``config.attributes["connection"]``; the plain ``alembic`` command line works too, given
 ``-x url=...`` or ``sqlalchemy.url``.
 """
@@ -8,8 +8,8 @@ dal runs migrations programmatically (``catalog.migrate``) and hands over an ope
 from alembic import context
 from sqlalchemy import create_engine
 
-from catalog.migrate import VERSION_TABLE
-from catalog.models import Base
+from dal.catalog.migrate import VERSION_TABLE
+from dal.catalog.models import Base
 
 config = context.config
 

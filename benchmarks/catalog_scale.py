@@ -6,7 +6,7 @@ properties as dal.write stores them), then times, in one run:
 
 - the catalog calls behind each command, server-side (in process, median of N): ``dal ls`` (a page and all
   10,000), ``dal show``, ``dal versions``, ``dal lineage`` (depth 1 and 3), upstream/downstream edges; through
-  ``Catalog`` (SQLAlchemy) and ``catalog.lite`` (what the CLI uses);
+  ``Catalog`` (SQLAlchemy) and ``dal.catalog.lite`` (what the CLI uses);
 - the commands themselves as processes (wall and CPU = user + sys, median), beside a minimal click CLI;
 - the UI's dataset page and lineage API through the real server (``dal ui``), p50/p95.
 
@@ -35,9 +35,9 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ui_load
 
-from catalog import Catalog, lite
-from catalog.models import LineageRow, VersionRow
 from dal import lineage
+from dal.catalog import Catalog, lite
+from dal.catalog.models import LineageRow, VersionRow
 
 MINIMAL_CLICK = """
 import click

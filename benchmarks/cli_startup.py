@@ -25,8 +25,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from catalog import Catalog, Schema, VersionDraft
-from catalog.types import Field
+from dal.catalog import Catalog, Schema, VersionDraft
+from dal.catalog.types import Field
 
 PG_URL = os.environ.get("DAL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 MINIMAL_CLICK = """

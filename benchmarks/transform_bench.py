@@ -45,8 +45,8 @@ def main() -> None:
     home = tempfile.mkdtemp(prefix="dal-transform-bench-")
     os.environ["DAL_HOME"] = home
     import dal
-    from catalog import Catalog
     from dal import ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema, TransformSpec
+    from dal.catalog import Catalog
     from dal.read.transform import bind
 
     catalog = Catalog(f"sqlite:///{home}/catalog.db")

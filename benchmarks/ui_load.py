@@ -27,8 +27,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from catalog import Catalog
-from catalog.models import DatasetRow, SchemaFieldRow, SchemaRow, TagRow, VersionRow
+from dal.catalog import Catalog
+from dal.catalog.models import DatasetRow, SchemaFieldRow, SchemaRow, TagRow, VersionRow
 
 PG_URL = os.environ.get("DAL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 CHUNK = 20_000

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
-from catalog import (
+from dal import lineage, openlineage, progress, validate
+from dal._testhooks import pause
+from dal.catalog import (
     CatalogReadOnly,
     CatalogUnavailable,
     CommittedNotRecorded,
@@ -29,9 +31,7 @@ from catalog import (
     default_url,
     retry,
 )
-from catalog.types import DECLARED, Input, validate_name, validate_tag
-from dal import lineage, openlineage, progress, validate
-from dal._testhooks import pause
+from dal.catalog.types import DECLARED, Input, validate_name, validate_tag
 from dal.dataset import Dataset
 from dal.errors import DalError, DatasetExists, FormatError, SchemaMismatch, TagExists, translating
 from dal.formats.base import (
@@ -56,8 +56,8 @@ from dal.storage.timeparts import TimePartitions
 from dal.tensors.schema import TensorSchema
 
 if TYPE_CHECKING:
-    from catalog import Catalog
-    from catalog.lite import LiteCatalog
+    from dal.catalog import Catalog
+    from dal.catalog.lite import LiteCatalog
 
 _catalogs: dict[str, Catalog] = {}
 # the quick read-only readers (catalog.lite, no SQLAlchemy) ``open`` pins versions through, per URL and process
@@ -78,7 +78,7 @@ def get_catalog(catalog: CatalogLike = None, *, must_exist: bool = False) -> Cat
     Raises:
         CatalogUnavailable: the catalog cannot be opened (or, ``must_exist``, its SQLite file is missing).
     """
-    from catalog import Catalog
+    from dal.catalog import Catalog
 
     if isinstance(catalog, Catalog):
         return catalog
@@ -150,11 +150,11 @@ def open(
 
 
 def _pin(name: str, version: VersionRef, catalog: CatalogLike) -> tuple[DatasetInfo, VersionInfo]:
-    """The dataset and the version ``version`` names: from the quick reader (``catalog.lite``: no SQLAlchemy to
+    """The dataset and the version ``version`` names: from the quick reader (``dal.catalog.lite``: no SQLAlchemy to
     import or compile, the same frozen values) when it resolves the reference exactly — the latest version, a
     number or a tag that exists —, else from the Catalog, which resolves the rest (times) and raises every error.
     A PostgreSQL server that refuses connections for now is retried, both readers together for at most
-    ``DAL_CATALOG_RETRY_S`` seconds (``catalog.retry``).
+    ``DAL_CATALOG_RETRY_S`` seconds (``dal.catalog.retry``).
 
     Raises:
         DatasetNotFound / VersionNotFound (with close names), InvalidName, CatalogUnavailable.
@@ -179,14 +179,14 @@ def _pin(name: str, version: VersionRef, catalog: CatalogLike) -> tuple[DatasetI
 
 
 def _reader(url: str) -> LiteCatalog | None:
-    """This process's quick reader of ``url`` (None: it cannot serve that URL; see ``catalog.lite.connect``); a
+    """This process's quick reader of ``url`` (None: it cannot serve that URL; see ``dal.catalog.lite.connect``); a
     forked child connects anew (a database connection is never shared with the parent). Connected outside the
     lock: a PostgreSQL server's refusal, waited out, holds up only the thread that met it."""
     key = (url, os.getpid())
     with _lock:
         if key in _readers:
             return _readers[key]
-    from catalog import lite
+    from dal.catalog import lite
 
     reader = lite.connect(url, check=False)  # PostgreSQL: pin checks the catalog's revision in its one statement
     with _lock:

@@ -127,7 +127,7 @@ def convert(
     if entry is None:
         folder = convert_cache.begin(root, key)
         try:
-            from catalog import Catalog
+            from dal.catalog import Catalog
 
             cat = Catalog(f"sqlite:///{folder / 'catalog.db'}")
             with (
@@ -141,7 +141,7 @@ def convert(
         except BaseException:
             convert_cache.discard(folder)
             raise
-    from catalog import Catalog
+    from dal.catalog import Catalog
 
     cat = Catalog(entry.catalog_url, create=False)
     try:
@@ -158,8 +158,8 @@ def _convert_remote(
     import shutil
     import tempfile
 
-    from catalog import Catalog
     from dal import api
+    from dal.catalog import Catalog
 
     options = dict(root.storage_options)
     scratch = tempfile.mkdtemp(prefix="dal-convert-")

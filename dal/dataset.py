@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import pyarrow as pa
 
-from catalog.types import DatasetInfo, Schema, VersionInfo
+from dal.catalog.types import DatasetInfo, Schema, VersionInfo
 from dal.errors import FilterError, require, translating
 from dal.formats.base import DataFile, Format
 from dal.formats.registry import get_format

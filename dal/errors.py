@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
-from catalog.errors import (
+from dal.catalog.errors import (
     CatalogError,
     CatalogOutOfDate,
     CatalogReadOnly,
@@ -38,7 +38,7 @@ from catalog.errors import (
     VersionConflict,
     VersionNotFound,
 )
-from catalog.urls import mask_text
+from dal.catalog.urls import mask_text
 
 
 class FormatError(DalError):

@@ -41,12 +41,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from catalog import VersionInfo, VersionRef
-from catalog.types import DECLARED, INFERRED, Edge, Input
-from catalog.urls import mask_url
+from dal.catalog import VersionInfo, VersionRef
+from dal.catalog.types import DECLARED, INFERRED, Edge, Input
+from dal.catalog.urls import mask_url
 
 if TYPE_CHECKING:
-    from catalog import Catalog
+    from dal.catalog import Catalog
 
 KEY = "lineage"  # the version property that holds the record
 GIT_TIMEOUT_S = 2.0

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from catalog.types import Input, VersionInfo
+from dal.catalog.types import Input, VersionInfo
 
 ENV_ENABLE = "DAL_OPENLINEAGE"
 ENV_READS = "DAL_OPENLINEAGE_READS"

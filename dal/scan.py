@@ -86,7 +86,7 @@ class Scan:
         return self.query.physical
 
     def _check_columns(self, names: Sequence[str], what: str) -> None:
-        from catalog.errors import suggest
+        from dal.catalog.errors import suggest
 
         for n in names:
             if not isinstance(n, str):

@@ -9,8 +9,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from catalog.types import validate_column, validate_text
-from catalog.urls import MAX_URL_LENGTH
+from dal.catalog.types import validate_column, validate_text
+from dal.catalog.urls import MAX_URL_LENGTH
 from dal.errors import DalError
 
 
@@ -71,7 +71,7 @@ def check_header_values(options: Mapping[str, str]) -> None:
 
 
 def _catalog(value: object) -> None:
-    store = sys.modules.get("catalog.store")  # not loaded: no Catalog exists (reads need no SQLAlchemy)
+    store = sys.modules.get("dal.catalog.store")  # not loaded: no Catalog exists (reads need no SQLAlchemy)
     if value is None or (store is not None and isinstance(value, store.Catalog)):
         return
     validate_text(value, "catalog (a catalog URL or a Catalog)", max_length=MAX_URL_LENGTH)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from catalog import Catalog
+from dal.catalog import Catalog
 
 pytest_plugins = ["tests.objectstores"]  # moto S3, Azurite and GCS emulator fixtures
 

@@ -56,6 +56,17 @@ def test_the_wheel_carries_the_apache_license_text(wheel: Path) -> None:
     assert meta.get_all("License-File") == ["LICENSE"]
 
 
+def test_one_top_level_package_typed_with_its_migrations(wheel: Path) -> None:
+    """`dal` is the only import package: a user's own `catalog` package (a Django app) cannot shadow dal's, and
+    py.typed covers dal.catalog too, so a user's mypy sees `VersionInfo`, not Any."""
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
+    assert tops == {"dal"}, tops
+    assert "dal/py.typed" in names
+    assert "dal/catalog/types.py" in names and "dal/catalog/_alembic/env.py" in names
+
+
 def test_classifiers_urls_and_an_absolute_image_link(wheel: Path) -> None:
     meta = _metadata(wheel)
     classifiers = meta.get_all("Classifier") or []

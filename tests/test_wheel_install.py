@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from catalog.revision import HEAD
+from dal.catalog.revision import HEAD
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,7 +37,7 @@ def test_wheel_creates_and_upgrades_its_catalog(tmp_path: Path) -> None:
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
     env["DAL_CATALOG_URL"] = f"sqlite:///{tmp_path}/wheel-catalog.db"
-    where = _run([str(py), "-c", "import catalog.migrate as m; print(m.script_location())"], work, env)
+    where = _run([str(py), "-c", "import dal.catalog.migrate as m; print(m.script_location())"], work, env)
     assert where.returncode == 0, where.stderr
     assert where.stdout.strip().startswith(str(env_dir)), where.stdout
 
@@ -49,10 +49,23 @@ def test_wheel_creates_and_upgrades_its_catalog(tmp_path: Path) -> None:
     ls = _run([dal, "ls"], work, env)
     assert ls.returncode == 0 and "no datasets yet" in ls.stderr, ls.stdout + ls.stderr  # stdout a pipe: tsv
 
+    # a user project with its own top-level `catalog` package (a Django app, say) imports and uses dal
+    (work / "catalog").mkdir()
+    (work / "catalog" / "__init__.py").write_text('APP = "the user\'s own catalog app"\n')
+    beside = (
+        "import catalog, dal\n"
+        "from dal.catalog import Catalog\n"
+        "from dal.errors import CatalogReadOnly\n"
+        'assert catalog.APP == "the user\'s own catalog app", catalog.__file__\n'
+        "print(len(Catalog(__import__('os').environ['DAL_CATALOG_URL']).list_datasets()))\n"
+    )
+    used = _run([str(py), "-c", beside], work, env)
+    assert used.returncode == 0 and used.stdout.strip() == "0", used.stdout + used.stderr
+
     # an older catalog is refused with the command to run, and that command fixes it
     env["DAL_CATALOG_URL"] = f"sqlite:///{tmp_path}/old-catalog.db"
     old = (
-        "from alembic import command; from catalog import migrate; from catalog.engine import make_engine\n"
+        "from alembic import command; from dal.catalog import migrate; from dal.catalog.engine import make_engine\n"
         "e = make_engine(__import__('os').environ['DAL_CATALOG_URL'])\n"
         "with e.begin() as c: command.upgrade(migrate._config(c), '0001')\n"
     )

@@ -118,7 +118,7 @@ def cli(
 
 def _catalog_choice(ctx: click.Context, url: str | None, profile: str | None) -> str | None:
     """The catalog URL: --catalog, else --profile, else $DAL_CATALOG_URL, else $DAL_PROFILE, else the config
-    file's default profile, else the embedded catalog (``catalog.home.default_url``)."""
+    file's default profile, else the embedded catalog (``dal.catalog.home.default_url``)."""
     from click.core import ParameterSource
 
     def typed(name: str) -> bool:
@@ -127,7 +127,7 @@ def _catalog_choice(ctx: click.Context, url: str | None, profile: str | None) ->
     if url and typed("catalog_url"):
         return url
     if profile and typed("profile"):
-        from catalog.home import profile_url
+        from dal.catalog.home import profile_url
 
         return profile_url(profile)
     return url or None  # $DAL_CATALOG_URL; else default_url() reads $DAL_PROFILE and the config file

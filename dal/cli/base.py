@@ -1,7 +1,7 @@
 """What every ``dal`` command shares: the exit codes, the error-to-one-line group, the per-invocation catalog
 state, and the options several commands take (``--json``, ``--output``, ``--version``, ``--limit``).
 
-Imports nothing heavy: the catalog is opened on first use, through ``catalog.lite`` where it can serve.
+Imports nothing heavy: the catalog is opened on first use, through ``dal.catalog.lite`` where it can serve.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from catalog.home import default_url
+from dal.catalog.home import default_url
 from dal.cli.complete import complete_versions
 from dal.errors import DalError, is_foreign, one_line, translate
 
 if TYPE_CHECKING:
-    from catalog import Catalog
-    from catalog.lite import CatalogReader, LiteCatalog
+    from dal.catalog import Catalog
+    from dal.catalog.lite import CatalogReader, LiteCatalog
 
 EXIT_USER_ERROR = 1
 OUTPUTS = ("table", "plain", "tsv", "json")  # the layouts of a table command (dal.cli.output)
@@ -109,7 +109,7 @@ class State:
         read-only commands (a missing SQLite file is an error, not a new catalog: a mistyped --catalog must
         not create folders and an empty catalog); ``pooled`` for a server (``Catalog``'s)."""
         if self._catalog is None:
-            from catalog import Catalog
+            from dal.catalog import Catalog
 
             self._catalog = Catalog(self.url, create=create, must_exist=must_exist, pooled=pooled)
         return self._catalog
@@ -117,13 +117,13 @@ class State:
     def reader(self) -> CatalogReader:
         """The quick read-only reader when it can serve this catalog (catalog.lite), else the full Catalog; a
         PostgreSQL server that refuses connections for now is waited for once, by both together
-        (``catalog.retry``)."""
-        from catalog import retry
+        (``dal.catalog.retry``)."""
+        from dal.catalog import retry
 
         with retry.window():
             if not self._lite_tried:
                 self._lite_tried = True
-                from catalog import lite
+                from dal.catalog import lite
 
                 self._lite = lite.connect(self.url)
             return self._lite if self._lite is not None else self.catalog(must_exist=True)
@@ -143,7 +143,7 @@ def embedded_catalog_missing(ctx: click.Context) -> bool:
     """Whether this invocation reads the embedded default catalog (no --catalog, profile or
     $DAL_CATALOG_URL named another) and that file does not exist yet: a fresh machine, where listing shows
     "no datasets yet" (creating nothing), unlike a named catalog that is missing (a typo: an error)."""
-    from catalog.home import data_dir
+    from dal.catalog.home import data_dir
 
     file = data_dir() / "catalog.db"
     return ctx.ensure_object(State).url == f"sqlite:///{file}" and not file.exists()

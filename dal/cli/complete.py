@@ -1,6 +1,6 @@
 """Shell completion of dataset names, versions and tags (``eval "$(_DAL_COMPLETE=bash_source dal)"``).
 
-Completion reads the catalog through ``catalog.lite`` only: it never creates, migrates or waits for a catalog,
+Completion reads the catalog through ``dal.catalog.lite`` only: it never creates, migrates or waits for a catalog,
 and never prints a traceback into the shell.
 """
 
@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import click
 from click.shell_completion import CompletionItem
 
-from catalog.home import default_url
+from dal.catalog.home import default_url
 
 if TYPE_CHECKING:
-    from catalog.lite import LiteCatalog
+    from dal.catalog.lite import LiteCatalog
 
 
 def complete_names(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
@@ -92,7 +92,7 @@ def complete_tags(ctx: click.Context, _param: click.Parameter, incomplete: str) 
 def _completion_reader(ctx: click.Context) -> LiteCatalog | None:
     """The quick reader of the catalog the command line names (``--catalog`` or the default), or None: completion
     never creates, migrates or waits for a catalog."""
-    from catalog import lite
+    from dal.catalog import lite
 
     url = ctx.find_root().params.get("catalog_url") or default_url()
     return lite.connect(url, wait=False)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from catalog.urls import mask_url
+from dal.catalog.urls import mask_url
 from dal.cli.base import (
     embedded_catalog_missing,
     existing_catalog_of,
@@ -26,7 +26,7 @@ from dal.ops import views
 from dal.ops.views import dataset_dict
 
 if TYPE_CHECKING:
-    from catalog import VersionInfo
+    from dal.catalog import VersionInfo
 
 
 @click.command("ls")
@@ -142,7 +142,7 @@ def tags_text(tags: Mapping[str, int]) -> str:
 
 def _property(info: Any, key: str) -> Any:
     """One property of a dataset (``dal set --property`` sets them); a missing key names the ones there are."""
-    from catalog.errors import NotFound, suggest
+    from dal.catalog.errors import NotFound, suggest
 
     if key not in info.properties:
         known = ", ".join(sorted(info.properties)) or "none"
@@ -375,7 +375,7 @@ def files_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool,
 @output_option
 def profiles_cmd(as_json: bool, output: str | None) -> None:
     """List the named catalogs of the config file (passwords masked; ${VAR} left as written)."""
-    from catalog.home import config_path, default_profile, load_config, profiles
+    from dal.catalog.home import config_path, default_profile, load_config, profiles
 
     out = output_format(as_json, output)
     as_json = out == "json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from catalog.urls import mask_url
+from dal.catalog.urls import mask_url
 from dal.cli.base import Group, catalog_of, json_option
 from dal.cli.complete import complete_names
 from dal.cli.output import emit_json

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from catalog.urls import mask_url
+from dal.catalog.urls import mask_url
 from dal.cli.base import Group, State, existing_catalog_of, json_option, output_option
 from dal.cli.complete import complete_names
 from dal.cli.output import emit_json, output_format, print_table, size_text
@@ -178,7 +178,7 @@ def db_group() -> None:
 @click.pass_context
 def db_upgrade_cmd(ctx: click.Context, as_json: bool) -> None:
     """Create the catalog or upgrade it to this dal's schema revision."""
-    from catalog.engine import display_url
+    from dal.catalog.engine import display_url
 
     state = ctx.ensure_object(State)
     before, after = state.catalog(create=False).upgrade()
@@ -196,8 +196,8 @@ def db_upgrade_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def db_status_cmd(ctx: click.Context, as_json: bool) -> None:
     """Show the catalog URL (password hidden) and its schema revision."""
-    from catalog import migrate
-    from catalog.engine import display_url
+    from dal.catalog import migrate
+    from dal.catalog.engine import display_url
 
     state = ctx.ensure_object(State)
     cat = state.catalog(create=False)

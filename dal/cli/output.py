@@ -203,7 +203,7 @@ def number_text(v: object) -> str:
 def time_text(t: datetime) -> str:
     """An instant as the CLI prints it: ISO 8601 in UTC to the second (``2026-04-01T12:34:56Z``), text
     ``dal.open`` and ``--version`` take back as a time (the instant cut to its second)."""
-    from catalog.types import as_utc
+    from dal.catalog.types import as_utc
 
     return as_utc(t).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -279,7 +279,7 @@ class Bind(Visitor[Expr]):
         self.schema = schema
 
     def field(self, c: Col) -> pa.Field:
-        from catalog.errors import suggest
+        from dal.catalog.errors import suggest
 
         if c.name not in self.schema.names:
             hint = suggest(c.name, self.schema.names, f"columns are {', '.join(self.schema.names)}")

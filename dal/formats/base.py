@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import pyarrow as pa
 
-from catalog.types import Schema, VersionDraft, VersionInfo
+from dal.catalog.types import Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError, SchemaMismatch
 from dal.formats.described import Described
 from dal.formats.names import DEFAULT_FORMAT as DEFAULT_FORMAT  # re-exported: what dal.write/register use

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from catalog.types import Field, Schema
+from dal.catalog.types import Field, Schema
 
 
 def from_arrow(schema: pa.Schema, tensors: dict[str, Field] | None = None) -> Schema:

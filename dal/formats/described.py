@@ -16,11 +16,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from catalog.errors import CatalogError
-from catalog.types import DatasetInfo, VersionInfo, validate_tag, validate_text
+from dal.catalog.errors import CatalogError
+from dal.catalog.types import DatasetInfo, VersionInfo, validate_tag, validate_text
 
 if TYPE_CHECKING:
-    from catalog import Catalog
+    from dal.catalog import Catalog
 
 TIME_COLUMN_KEY = "dal.time_column"  # "" when the dataset has none
 DESCRIPTION_KEY = "dal.description"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from catalog.types import Schema, VersionDraft
+from dal.catalog.types import Schema, VersionDraft
 from dal.errors import FormatError
 from dal.formats.footers import checked_rows
 from dal.storage import ownership

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from catalog.types import Schema, VersionDraft, VersionInfo
+from dal.catalog.types import Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError
 from dal.formats.base import DataFile, Format, WriteOptions, WriteTransaction
 from dal.formats.catalog_schema import from_arrow

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow.fs as pafs
 
-from catalog.types import DatasetInfo, VersionInfo
 from dal import progress
+from dal.catalog.types import DatasetInfo, VersionInfo
 from dal.errors import DalError, one_line
 from dal.formats.registry import get_format
 from dal.storage.location import Location

@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
-from catalog import VersionInfo, VersionRef
 from dal import progress
 from dal.api import CatalogLike, get_catalog, open, register
+from dal.catalog import VersionInfo, VersionRef
 from dal.errors import DalError, DatasetExists, FormatError, is_foreign, one_line, require, translate, translating
 from dal.formats.registry import detect, format_names, get_format
 from dal.storage import uris

@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from catalog import Catalog, VersionInfo, VersionRef
-from catalog.store import EXPIRED_AT, FILES_DELETED, UNAVAILABLE
-from catalog.types import DatasetInfo, Schema
 from dal import progress, validate
 from dal._testhooks import pause
 from dal.api import CatalogLike, check_claim, get_catalog, is_read_only, not_recorded, sync, sync_recorded
+from dal.catalog import Catalog, VersionInfo, VersionRef
+from dal.catalog.store import EXPIRED_AT, FILES_DELETED, UNAVAILABLE
+from dal.catalog.types import DatasetInfo, Schema
 from dal.errors import DalError, FilterError, FormatError, PurgeUnfinished, WriteConflict, translating
 from dal.formats.base import TARGET_FILE_SIZE, DataFile, Format, Retention, WriteOptions, commit_metadata
 from dal.formats.registry import get_format

@@ -11,12 +11,12 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from catalog.types import DatasetInfo, VersionInfo
-from catalog.urls import mask_url
+from dal.catalog.types import DatasetInfo, VersionInfo
+from dal.catalog.urls import mask_url
 
 if TYPE_CHECKING:
-    from catalog import Catalog
-    from catalog.lite import CatalogReader
+    from dal.catalog import Catalog
+    from dal.catalog.lite import CatalogReader
 
 VersionArg = int | str | None
 

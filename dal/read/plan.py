@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from catalog.types import DatasetInfo, Schema, VersionInfo
 from dal import expr as E
+from dal.catalog.types import DatasetInfo, Schema, VersionInfo
 from dal.errors import FilterError, FormatError
 from dal.formats.base import DataFile
 from dal.formats.footers import checked_rows

@@ -49,7 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog.types import Schema
+from dal.catalog.types import Schema
 from dal.errors import DalError, require
 from dal.tensors.codecs import shape_matches
 

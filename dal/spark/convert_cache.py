@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 
-from catalog.home import data_dir
+from dal.catalog.home import data_dir
 from dal.errors import DalError
 from dal.storage import ownership
 from dal.storage.location import Location

@@ -15,7 +15,7 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog.types import NULL_PARTITION, Partition
+from dal.catalog.types import NULL_PARTITION, Partition
 from dal.errors import DalError
 
 PartitionValues = tuple[tuple[str, str | None], ...]

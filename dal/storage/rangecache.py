@@ -55,8 +55,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from catalog.home import data_dir
 from dal._testhooks import pause
+from dal.catalog.home import data_dir
 from dal.errors import DalError
 from dal.storage import ownership
 from dal.storage.location import Location

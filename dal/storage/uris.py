@@ -10,10 +10,10 @@ from urllib.parse import SplitResult, urlsplit
 
 import pyarrow.fs as pafs
 
-from catalog.home import data_dir
-from catalog.urls import has_credentials
-from catalog.urls import mask_text as mask_text  # re-exported: dal's one masking of URLs in text
-from catalog.urls import mask_url as mask_url
+from dal.catalog.home import data_dir
+from dal.catalog.urls import has_credentials
+from dal.catalog.urls import mask_text as mask_text  # re-exported: dal's one masking of URLs in text
+from dal.catalog.urls import mask_url as mask_url
 from dal.errors import DalError
 from dal.validate import check_header_values
 

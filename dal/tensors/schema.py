@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from catalog.types import Field, Schema
+from dal.catalog.types import Field, Schema
 from dal.errors import DalError, FormatError, SchemaMismatch
 from dal.tensors.codecs import Codec, ScalarCodec, codec_from_spec, default_storage, dtype_name
 

@@ -10,7 +10,7 @@ import errno
 import ipaddress
 import socket
 
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DalError, require
 
 DEFAULT_HOST = "127.0.0.1"

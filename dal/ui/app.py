@@ -27,10 +27,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from catalog import Catalog, VersionInfo
-from catalog.errors import CatalogUnavailable, DalError, NotFound
-from catalog.urls import mask_text, mask_url
 from dal import lineage
+from dal.catalog import Catalog, VersionInfo
+from dal.catalog.errors import CatalogUnavailable, DalError, NotFound
+from dal.catalog.urls import mask_text, mask_url
 from dal.errors import is_foreign, one_line, translate
 from dal.ops import views
 from dal.progress import size_text

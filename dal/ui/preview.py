@@ -6,8 +6,8 @@ import base64
 import contextlib
 from typing import Any
 
-from catalog import Catalog
-from catalog.types import Field
+from dal.catalog import Catalog
+from dal.catalog.types import Field
 
 MAX_ROWS = 100
 MAX_TEXT = 200

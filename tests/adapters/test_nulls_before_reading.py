@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 tf = pytest.importorskip("tensorflow")
 
 import dal  # noqa: E402
-from catalog import Catalog  # noqa: E402
+from dal.catalog import Catalog  # noqa: E402
 from dal.errors import DalError  # noqa: E402
 
 FILES, PER_FILE = 4, 50

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import FilterError, MissingDependency
 from tests.conformance.conftest import require_corpus
 from tests.test_layers import uninstall

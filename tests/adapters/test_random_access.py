@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DalError
 from tests.conformance.conftest import require_corpus
 

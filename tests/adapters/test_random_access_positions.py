@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 
 torch = pytest.importorskip("torch")
 

@@ -25,7 +25,7 @@ pytest.importorskip("torch")
 pytest.importorskip("torchdata")
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from tests.adapters.rank_matrix import combinations
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ import pytest
 import ray
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import MissingDependency
 from tests.conformance.conftest import require_corpus
 from tests.test_layers import uninstall

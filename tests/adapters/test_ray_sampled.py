@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import FilterError
 
 

@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")  # CI installs torch (dal[torch]); skipping fails the run there
 
 import dal  # noqa: E402
-from catalog import Catalog  # noqa: E402
+from dal.catalog import Catalog  # noqa: E402
 from dal.errors import DalError  # noqa: E402
 
 ROWS = 1003

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import TimePartitions
+from dal.catalog import Catalog
 from dal.storage import timeparts
 from tests.reader.test_time_partitions import LAYOUTS as LAYOUTS_OF_READER
 from tests.reader.test_time_partitions import WINDOWS, check_paths, epoch_hours, expected, frame

@@ -13,8 +13,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 tf = pytest.importorskip("tensorflow")  # CI installs it (dal[tf]); skipping fails the run there
 
 import dal  # noqa: E402
-from catalog import Catalog  # noqa: E402
 from dal import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema  # noqa: E402
+from dal.catalog import Catalog  # noqa: E402
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")  # CI installs torch (dal[torch]); skipping
 from torch.utils.data import DataLoader  # noqa: E402
 
 import dal  # noqa: E402
-from catalog import Catalog  # noqa: E402
 from dal import ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema  # noqa: E402
+from dal.catalog import Catalog  # noqa: E402
 from dal.errors import DalError  # noqa: E402
 
 ROWS = 1003  # not a multiple of anything below

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import dal  # noqa: E402
-from catalog import Catalog  # noqa: E402
+from dal.catalog import Catalog  # noqa: E402
 from dal.errors import DalError  # noqa: E402
 
 

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402
 
 import dal  # noqa: E402
-from catalog import Catalog  # noqa: E402
+from dal.catalog import Catalog  # noqa: E402
 from dal.errors import DalError  # noqa: E402
 
 ROWS = 600

@@ -15,8 +15,8 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import dal
-from catalog import Catalog
 from dal import ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema, TransformSpec
+from dal.catalog import Catalog
 from dal.errors import DalError
 from dal.read.transform import OutField, TransformError
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from catalog import (
+from dal.catalog import (
     Catalog,
     CatalogError,
     DatasetExists,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-from catalog import Catalog, Field, Schema, VersionDraft
+from dal.catalog import Catalog, Field, Schema, VersionDraft
 
 WRITERS = 4
 PUBLISHES = 25

@@ -1,4 +1,4 @@
-"""catalog.lite (the CLI's quick reader, no SQLAlchemy) answers exactly what Catalog answers, on SQLite and on the
+"""dal.catalog.lite (the CLI's quick reader, no SQLAlchemy) answers exactly what Catalog answers, on SQLite and on the
 real PostgreSQL, and steps aside (None) whenever Catalog must decide (missing file, out-of-date, other URLs)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from alembic import command
 
-from catalog import Catalog, DatasetNotFound, InvalidName, Schema, VersionDraft, VersionNotFound, lite, migrate
-from catalog.engine import make_engine
-from catalog.types import Field
+from dal.catalog import Catalog, DatasetNotFound, InvalidName, Schema, VersionDraft, VersionNotFound, lite, migrate
+from dal.catalog.engine import make_engine
+from dal.catalog.types import Field
 
 SCHEMA = Schema((Field("id", "int64", False), Field("img", "binary", True, "uint8", (2, None, 3), "png")))
 

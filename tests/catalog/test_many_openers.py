@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 import dal
-from catalog import Catalog, CatalogUnavailable, DatasetNotFound
+from dal.catalog import Catalog, CatalogUnavailable, DatasetNotFound
 from tests.conftest import use_catalog
 
 pytestmark = pytest.mark.postgres

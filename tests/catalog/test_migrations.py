@@ -12,9 +12,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from click.testing import CliRunner
 
-from catalog import Catalog, CatalogOutOfDate, migrate
-from catalog.engine import make_engine
-from catalog.models import Base
+from dal.catalog import Catalog, CatalogOutOfDate, migrate
+from dal.catalog.engine import make_engine
+from dal.catalog.models import Base
 from dal.cli.app import cli
 
 
@@ -129,7 +129,7 @@ def test_current_catalog_is_opened_without_alembic(catalog_url: str) -> None:
 
     Catalog(catalog_url).close()
     code = (
-        "import sys; from catalog import Catalog; c = Catalog(sys.argv[1]); c.list_datasets(); "
+        "import sys; from dal.catalog import Catalog; c = Catalog(sys.argv[1]); c.list_datasets(); "
         "print(sorted(m for m in sys.modules if m == 'alembic' or m.startswith(('alembic.', 'mako'))))"
     )
     out = subprocess.run([sys.executable, "-c", code, catalog_url], capture_output=True, text=True, check=True)

@@ -1,6 +1,6 @@
 """An SQLite catalog file replaced (``os.replace``: a restore from a backup, another catalog moved in) or deleted
 under a running process: the process's next use reads the file now at the path, or fails with a clear
-``CatalogUnavailable``, never the old file's rows. For the quick reader (``catalog.lite``: ``dal.open``, the CLI)
+``CatalogUnavailable``, never the old file's rows. For the quick reader (``dal.catalog.lite``: ``dal.open``, the CLI)
 and ``Catalog`` (SQLAlchemy), in a real process that keeps its connections open across the change, and in threads.
 """
 
@@ -18,7 +18,7 @@ import pytest
 
 import dal
 import dal.api
-from catalog import Catalog, CatalogUnavailable, DatasetNotFound, Field, Schema, VersionDraft, lite
+from dal.catalog import Catalog, CatalogUnavailable, DatasetNotFound, Field, Schema, VersionDraft, lite
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = Schema((Field("id", "int64", False),))

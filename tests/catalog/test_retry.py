@@ -1,10 +1,10 @@
-"""``catalog.retry``: which connection failures are refusals for now, the backoff and its budget (no server)."""
+"""``dal.catalog.retry``: which connection failures are refusals for now, the backoff and its budget (no server)."""
 
 from __future__ import annotations
 
 import pytest
 
-from catalog import CatalogError, CatalogUnavailable, retry
+from dal.catalog import CatalogError, CatalogUnavailable, retry
 
 REFUSED_FOR_NOW = [
     'connection failed: connection to server at "127.0.0.1", port 5432 failed: FATAL:  sorry, too many clients already',

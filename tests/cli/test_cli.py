@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 from click.testing import CliRunner
 
-from catalog import Catalog, Field, Partition, Schema, VersionDraft
+from dal.catalog import Catalog, Field, Partition, Schema, VersionDraft
 from dal.cli.app import cli
 
 SCHEMA = Schema(

@@ -68,7 +68,7 @@ def test_errors_are_json_with_json(sqlite_url: str, args: tuple[str, ...]) -> No
 
 
 def test_untag_json(sqlite_url: str) -> None:
-    from catalog import Catalog, Field, Schema, VersionDraft
+    from dal.catalog import Catalog, Field, Schema, VersionDraft
 
     cat = Catalog(sqlite_url)
     cat.create_dataset("a.b", format="delta", location="/w/a")

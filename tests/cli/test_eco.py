@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.cli.app import cli
 
 

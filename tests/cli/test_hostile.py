@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 import dal
-from catalog import Catalog
-from catalog.types import validate_name, validate_tag
-from catalog.urls import has_credentials, mask_text, mask_url
+from dal.catalog import Catalog
+from dal.catalog.types import validate_name, validate_tag
+from dal.catalog.urls import has_credentials, mask_text, mask_url
 from dal.cli.app import cli
 from dal.errors import DalError, FormatError, InvalidName, VersionNotFound, one_line
 
@@ -314,7 +314,7 @@ def test_a_bug_is_one_line_asking_for_a_report(sqlite_url: str, monkeypatch: pyt
     def broken(self: Catalog, pattern: str | None = None, **limit: object) -> list[object]:
         raise ZeroDivisionError("a bug")
 
-    from catalog.lite import LiteCatalog
+    from dal.catalog.lite import LiteCatalog
 
     Catalog(sqlite_url).close()  # dal ls reads a catalog, it creates none
     monkeypatch.setattr(Catalog, "list_datasets", broken)

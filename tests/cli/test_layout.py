@@ -8,8 +8,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from catalog import Catalog, Schema, VersionDraft
-from catalog.types import Field
+from dal.catalog import Catalog, Schema, VersionDraft
+from dal.catalog.types import Field
 
 
 def test_every_command_module_registers_its_commands() -> None:

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.cli.app import cli
 from tests.cli.test_progress import dal_exe, run_in_pty
 

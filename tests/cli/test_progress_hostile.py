@@ -23,8 +23,8 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from catalog import Catalog
 from dal import progress
+from dal.catalog import Catalog
 
 
 class TTY(io.StringIO):

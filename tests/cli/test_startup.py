@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from catalog import Catalog, Schema, VersionDraft
-from catalog.types import Field
+from dal.catalog import Catalog, Schema, VersionDraft
+from dal.catalog.types import Field
 
 HEAVY = ("pyarrow", "pandas", "sqlalchemy", "alembic", "mako", "numpy", "deltalake", "pyspark")
 # runs the dal command in this process, then prints the heavy modules it imported on stderr's last line

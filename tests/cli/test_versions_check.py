@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 import dal
-from catalog import Catalog
 from dal import ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.cli.app import cli
 from dal.formats.registry import get_format
 from tests.conftest import use_catalog

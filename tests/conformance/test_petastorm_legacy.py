@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.formats.petastorm.unischema import ROWGROUPS_INDEX_KEY, loads_rowgroup_indexes
 from tests.conformance.conftest import corpus_tables, require_corpus
 

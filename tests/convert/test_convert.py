@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DalError
 from dal.spark import convert_cache
 

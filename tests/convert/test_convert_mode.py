@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DalError
 from tests.convert.test_examples import example
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

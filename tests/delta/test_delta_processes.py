@@ -15,7 +15,7 @@ import deltalake
 import pyarrow as pa
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 
 WRITES = 6
 

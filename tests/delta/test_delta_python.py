@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DatasetExists, FormatError, SchemaMismatch, TagExists, VersionNotFound
 
 

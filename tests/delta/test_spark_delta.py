@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import SchemaMismatch
 from dal.formats.registry import get_format
 from dal.spark.session import get_spark, native_source

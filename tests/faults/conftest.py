@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from catalog import Catalog
+from dal.catalog import Catalog
 from tests.conftest import IN_CI, use_catalog
 
 ROOT = Path(__file__).resolve().parents[2]

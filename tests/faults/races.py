@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import dal
-from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.ops import lifecycle
 from dal.storage import uris
 from dal.storage.location import Location

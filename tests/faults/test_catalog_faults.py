@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 import dal
 import dal.api
-from catalog import Catalog, CatalogReadOnly, CommittedNotRecorded
+from dal.catalog import Catalog, CatalogReadOnly, CommittedNotRecorded
 from tests.conftest import use_catalog
 from tests.faults.conftest import fill
 

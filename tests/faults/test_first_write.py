@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog, DatasetNotFound
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog, DatasetNotFound
 from dal.errors import DatasetExists, SchemaMismatch
 from tests.faults.conftest import finish, run_until_paused, start_paused
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.ops import lifecycle
 from dal.storage import intents
 from tests.faults.conftest import finish, start_paused

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.ops import lifecycle
 from tests.faults.races import NEW, NOW, check, files_below, history
 from tests.faults.spark_races import age, frame, in_thread, paused, wait_for

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.ops import lifecycle
 from dal.storage import intents
 from dal.storage.location import Location

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import FormatError
 from dal.ops import lifecycle
 from dal.storage import intents

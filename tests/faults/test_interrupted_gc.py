@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.cli.app import cli
 from dal.ops import lifecycle
 from tests.faults.conftest import run_until_paused
@@ -101,7 +101,7 @@ def test_gc_finishes_versions_an_older_dal_expired_without_marking_them(cat: Cat
     with cat._write() as s:  # what an older dal left: expired, never marked finished
         from sqlalchemy import select
 
-        from catalog.models import VersionRow
+        from dal.catalog.models import VersionRow
 
         for r in s.scalars(select(VersionRow)):
             r.properties = {k: v for k, v in (r.properties or {}).items() if k != "files_deleted_at"}

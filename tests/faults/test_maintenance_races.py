@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import errors
+from dal.catalog import Catalog
 from dal.ops import lifecycle
 from dal.storage import claims
 from tests.faults.conftest import ROOT, finish, run_until_paused, start_paused

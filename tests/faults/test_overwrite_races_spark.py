@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import errors
+from dal.catalog import Catalog
 from tests.faults.races import NEW, SCHEMA, check, data, files_below, ids_of
 from tests.faults.spark_races import complete, frame, in_thread, paused, wait_for
 

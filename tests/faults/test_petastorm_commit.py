@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.errors import DalError, FormatError
 from dal.formats.petastorm.records import ABANDONED_AFTER_S, RECORDS, record_name
 from tests.faults.conftest import fill, run_until_paused

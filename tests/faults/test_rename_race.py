@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.ops import lifecycle
 from tests.faults.conftest import start_paused
 from tests.faults.races import NEW, SCHEMA, data, ids_of, writer_code
@@ -38,7 +38,7 @@ def test_a_write_racing_rename_is_committed_not_recorded(cat: Catalog, tmp_path:
     proc, release = start_paused(writer_code("old.name", fmt, NEW), "after-storage-commit", tmp_path)
     lifecycle.rename("old.name", "new.name")
     error = _finish_failing(proc, release)
-    assert error.startswith("catalog.errors.CommittedNotRecorded: old.name: the data was committed"), error
+    assert error.startswith("dal.catalog.errors.CommittedNotRecorded: old.name: the data was committed"), error
     assert "do NOT retry" in error and "`dal sync new.name` records it" in error
     assert [v.number for v in cat.versions("new.name")] == [0]
     assert [v.storage_version for v in dal.sync("new.name")] == [1]  # what the message says records it
@@ -57,7 +57,7 @@ def test_a_write_racing_drop_is_committed_not_recorded(cat: Catalog, tmp_path: P
     proc, release = start_paused(writer_code("gone.ds", "delta", NEW), "after-storage-commit", tmp_path)
     lifecycle.drop("gone.ds")
     error = _finish_failing(proc, release)
-    assert error.startswith("catalog.errors.CommittedNotRecorded: gone.ds: the data was committed"), error
+    assert error.startswith("dal.catalog.errors.CommittedNotRecorded: gone.ds: the data was committed"), error
     assert "do NOT retry" in error and f"`dal register gone.ds {location}` records it" in error
     assert cat.list_datasets() == []
     dal.register("gone.ds", location)

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DalError
 from dal.tensors.codecs import NdarrayCodec, ScalarCodec
 from dal.tensors.schema import TensorField, TensorSchema

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.cli.app import cli
 from tests.fuzz.hostile import SEED, budget, hostile_str
 

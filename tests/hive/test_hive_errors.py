@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DalError
 
 pytest.importorskip("hive_metastore_client")

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
-from catalog.errors import DatasetNotFound
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
+from dal.catalog.errors import DatasetNotFound
 from dal.errors import DalError, FilterError, SchemaMismatch
 from dal.ops import lifecycle
 

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
-from catalog.errors import CatalogUnavailable
+from dal.catalog import Catalog
+from dal.catalog.errors import CatalogUnavailable
 
 
 def test_open_on_a_missing_catalog_creates_nothing(tmp_path: Path) -> None:

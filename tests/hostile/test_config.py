@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import dal
-from catalog.home import ProfileError
+from dal.catalog.home import ProfileError
 
 CONFIGS = {
     "deep-arrays": ("x = " + "[" * 100_000 + "]" * 100_000 + "\n").encode(),

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.errors import FormatError, MissingDependency, require
 from tests.test_layers import uninstall
 

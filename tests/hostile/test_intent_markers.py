@@ -20,8 +20,8 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.ops import lifecycle
 from dal.storage import intents
 from dal.storage.location import Location

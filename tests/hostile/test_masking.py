@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dal
-from catalog import Catalog
-from catalog.errors import CatalogUnavailable
-from catalog.home import ProfileError
-from catalog.urls import MASK, has_credentials, is_secret_param, mask_text
+from dal.catalog import Catalog
+from dal.catalog.errors import CatalogUnavailable
+from dal.catalog.home import ProfileError
+from dal.catalog.urls import MASK, has_credentials, is_secret_param, mask_text
 
 # the patterns masking used before (quadratic on runs of name or scheme characters): the reference for the output
 _OLD_PARAM = re.compile(r"(?P<lead>[?&;]|\b)(?P<name>[A-Za-z][\w.-]*)=(?P<value>[^&;\s#'\"]*)")

@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
-from catalog.errors import DatasetNotFound
 from dal import ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
+from dal.catalog.errors import DatasetNotFound
 from dal.errors import FormatError
 from dal.formats.petastorm.unischema import UNISCHEMA_KEY, dumps_unischema, loads_rowgroup_indexes, loads_unischema
 

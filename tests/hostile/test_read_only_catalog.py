@@ -19,15 +19,15 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 
 NOBODY = 65534
 
 READER = """
 import os, sys
 import dal
-from catalog import Catalog, lite
-from catalog.errors import CatalogReadOnly
+from dal.catalog import Catalog, lite
+from dal.catalog.errors import CatalogReadOnly
 from click.testing import CliRunner
 from dal.cli.app import cli
 

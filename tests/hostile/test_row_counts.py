@@ -21,8 +21,8 @@ import pytest
 from deltalake import write_deltalake
 
 import dal
-from catalog import Catalog
-from catalog.errors import DatasetNotFound
+from dal.catalog import Catalog
+from dal.catalog.errors import DatasetNotFound
 from dal.errors import FormatError
 from dal.ops import lifecycle
 

@@ -22,7 +22,7 @@ import pytest
 from deltalake import write_deltalake
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import FormatError
 
 TENSOR = pa.list_(pa.uint8(), 4)

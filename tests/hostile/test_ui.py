@@ -9,7 +9,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from catalog import Catalog
+from dal.catalog import Catalog
 from tests.ui.conftest import Server, start
 
 TOKEN = "hostile-test-token"

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import lineage
+from dal.catalog import Catalog
 from dal.ui.app import create_app
 
 LONG = "x" * 40_000

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from catalog import Catalog
+from dal.catalog import Catalog
 from tests.conftest import use_catalog
 
 

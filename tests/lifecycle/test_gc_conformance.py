@@ -19,8 +19,8 @@ from click.testing import CliRunner
 from deltalake import DeltaTable, QueryBuilder
 
 import dal
-from catalog import Catalog
 from dal import lifecycle
+from dal.catalog import Catalog
 from dal.cli.app import cli
 from tests.conformance.conftest import require_corpus
 

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 
 import dal
-from catalog import Catalog
 from dal import lifecycle
+from dal.catalog import Catalog
 from dal.cli.app import cli
 from dal.errors import DalError
 from dal.formats.delta.gc import log_retention_s

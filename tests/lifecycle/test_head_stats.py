@@ -11,8 +11,8 @@ import pyarrow.compute as pc
 from click.testing import CliRunner
 
 import dal
-from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema, lifecycle
+from dal.catalog import Catalog
 from dal.cli.app import cli
 
 

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 import dal
-from catalog import Catalog
 from dal import lineage
+from dal.catalog import Catalog
 from dal.cli.app import cli
 
 

@@ -39,8 +39,8 @@ from openlineage.client.facet_v2 import (
 )
 
 import dal
-from catalog import Catalog
 from dal import lineage, openlineage
+from dal.catalog import Catalog
 
 # the facets an event may hold, where, by key (dal's, and the tags the client adds itself)
 FACETS: dict[tuple[str, str], dict[str, type]] = {

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 import dal
-from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema, lifecycle
+from dal.catalog import Catalog
 from dal.cli.app import cli
 from dal.errors import DalError
 

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.ops import lifecycle
 
 N = 40

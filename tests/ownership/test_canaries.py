@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.cli.app import cli
 from dal.errors import DalError
 from dal.formats.petastorm.format import PetastormFormat

@@ -13,8 +13,8 @@ import pyarrow as pa
 from click.testing import CliRunner
 
 import dal
-from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.cli.app import cli
 from tests.ownership.canaries import Sandbox
 

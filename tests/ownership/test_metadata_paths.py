@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.errors import FormatError
 from dal.storage import uris
 from dal.storage.location import Location

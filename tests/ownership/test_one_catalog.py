@@ -22,8 +22,8 @@ import pandas as pd
 import pytest
 
 import dal
-from catalog.engine import display_url
 from dal import errors
+from dal.catalog.engine import display_url
 from dal.ops import lifecycle
 from dal.ops.claim import claim
 from dal.storage import claims

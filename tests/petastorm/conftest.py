@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from catalog import Catalog
+from dal.catalog import Catalog
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pyarrow.dataset as pads
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.errors import SchemaMismatch
 from tests.petastorm.legacy import run_legacy
 

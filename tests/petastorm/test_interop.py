@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import CompressedNdarrayCodec, ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from tests.petastorm.legacy import run_legacy
 
 pytestmark = pytest.mark.slow

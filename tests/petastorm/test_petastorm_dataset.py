@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 import dal
-from catalog import Catalog
 from dal import ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.cli.app import cli
 from dal.errors import FormatError, SchemaMismatch
 

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.errors import SchemaMismatch
 
 SCHEMA = TensorSchema(

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import SchemaMismatch
 from tests.petastorm.legacy import run_legacy
 from tests.petastorm.test_petastorm_dataset import SCHEMA

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import SchemaMismatch
 from tests.petastorm.legacy import run_legacy
 from tests.petastorm.petastorm_values import load, mismatch

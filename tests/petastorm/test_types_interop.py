@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.formats.petastorm.unischema import loads_unischema
 from tests.petastorm.legacy import run_legacy
 from tests.petastorm.petastorm_values import load, mismatch

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 
 ROWS = 2000
 START = datetime(2026, 1, 1, tzinfo=UTC)

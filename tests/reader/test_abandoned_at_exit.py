@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 
 REPO = Path(__file__).resolve().parents[2]
 

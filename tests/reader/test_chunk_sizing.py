@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 
 import dal
-from catalog import Catalog
 from dal import ImageCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.read import reader
 
 ROWS, FILES, WIDTH = 1_000, 12, 4_096

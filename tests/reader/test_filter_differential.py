@@ -31,8 +31,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dal
-from catalog import Catalog
 from dal import col
+from dal.catalog import Catalog
 
 duckdb = pytest.importorskip("duckdb")  # in the dev extra; CI installs it (skipping fails the run there)
 

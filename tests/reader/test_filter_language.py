@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import col
+from dal.catalog import Catalog
 from dal.errors import FilterError
 
 TABLE = pa.table(

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import col
+from dal.catalog import Catalog
 from dal.errors import FilterError
 
 N = 10

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import col
+from dal.catalog import Catalog
 
 # row groups of 3 rows: [NaN, 1, 1], [2, NaN, 2], [3, 4, NULL], [NaN, NaN, 5]; x32 the same as float32
 X = [math.nan, 1.0, 1.0, 2.0, math.nan, 2.0, 3.0, 4.0, None, math.nan, math.nan, 5.0]

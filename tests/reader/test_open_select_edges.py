@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import FilterError, InvalidName
 
 

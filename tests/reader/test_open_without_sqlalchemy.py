@@ -1,4 +1,4 @@
-"""``dal.open`` pins a version through the quick catalog reader (``catalog.lite``): a training process that only
+"""``dal.open`` pins a version through the quick catalog reader (``dal.catalog.lite``): a training process that only
 reads never imports SQLAlchemy (a third of a second) nor compiles its queries, and gets the same dataset, version
 and rows as through ``Catalog``; references only ``Catalog`` resolves (times) and every error still go through
 it. Checked in real processes by what they imported, on SQLite and on the real PostgreSQL."""
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from tests.conftest import use_catalog
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,12 +69,12 @@ def test_open_reads_the_catalog_without_sqlalchemy_and_pins_the_same_version(
 
 
 def test_a_catalog_lite_cannot_serve_is_opened_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A catalog at an older revision: ``catalog.lite`` steps aside and ``dal.open`` gets Catalog's refusal (with
+    """A catalog at an older revision: ``dal.catalog.lite`` steps aside and ``dal.open`` gets Catalog's refusal (with
     the upgrade command), as before; a missing catalog file is not created."""
     from alembic import command
 
-    from catalog import migrate
-    from catalog.engine import make_engine
+    from dal.catalog import migrate
+    from dal.catalog.engine import make_engine
 
     url = f"sqlite:///{tmp_path}/old.db"
     engine = make_engine(url)
@@ -129,8 +129,8 @@ def test_a_postgres_catalog_at_another_revision_is_refused_as_before(pg_url: str
     that): a catalog at an older revision still gets Catalog's refusal, with the upgrade command."""
     from alembic import command
 
-    from catalog import migrate
-    from catalog.engine import make_engine
+    from dal.catalog import migrate
+    from dal.catalog.engine import make_engine
 
     engine = make_engine(pg_url)
     with engine.begin() as conn:

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema, col
+from dal.catalog import Catalog
 from dal.errors import FilterError
 
 ROWS = 60

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import col, lineage
+from dal.catalog import Catalog
 from dal.expr import bind, parse_sql, to_sql
 from tests.conftest import use_catalog
 

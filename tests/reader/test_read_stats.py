@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import lineage
+from dal.catalog import Catalog
 from dal.read.stats import ReadStats
 from tests.conftest import use_catalog
 from tests.storage.test_local_cache import batches, epoch, proxy, store, table  # noqa: F401  (fixtures)

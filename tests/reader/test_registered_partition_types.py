@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DalError, DatasetNotFound
 
 SCHEMA = pa.schema(

@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import col
+from dal.catalog import Catalog
 from dal.formats.fragments import dataset_from_files
 from tests.reader.delta_log import LogFile, data, write_table
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import FilterError
 from dal.read.sharding import assign, share
 from tests.reader.conftest import START, STEP

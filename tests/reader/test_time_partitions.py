@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import TimePartitions
+from dal.catalog import Catalog
 from dal.errors import DalError, FilterError, SchemaMismatch
 from dal.storage import timeparts
 

@@ -12,8 +12,8 @@ import pytest
 from deltalake import write_deltalake
 
 import dal
-from catalog import Catalog
 from dal import TimePartitions
+from dal.catalog import Catalog
 from dal.storage import timeparts
 
 

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 
 ROWS = 4000  # 4 files x 10 row groups x 100 rows
 GROUP = 100

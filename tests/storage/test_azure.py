@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.storage import uris
 from tests.objectstores import AZURE_ACCOUNT, AZURE_KEY, frame
 from tests.petastorm.test_petastorm_dataset import SCHEMA, frames

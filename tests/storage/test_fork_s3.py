@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from tests.objectstores import SECRET
 from tests.storage.s3_counter import counting_proxy
 

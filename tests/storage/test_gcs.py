@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.storage import uris
 from tests.petastorm.test_petastorm_dataset import SCHEMA, frames
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DalError, SchemaMismatch
 from dal.storage import intents
 from dal.storage.location import Location

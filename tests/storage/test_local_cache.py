@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DalError
 from dal.storage import rangecache
 from tests.objectstores import SECRET

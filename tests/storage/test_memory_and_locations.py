@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.storage.location import Location
 from tests.petastorm.test_petastorm_dataset import SCHEMA, frames
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.formats.petastorm.encode import write_files
 from dal.formats.petastorm.format import PetastormFormat
 from dal.storage.location import Location

@@ -24,8 +24,8 @@ import pytest
 import sqlalchemy as sa
 
 import dal
-from catalog import Catalog, Field, Partition, Schema, VersionDraft
 from dal import ImageCodec, NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog, Field, Partition, Schema, VersionDraft
 from tests.conftest import PG_URL, _pg_available, _pg_schema_url
 from tests.objectstores import free_port
 
@@ -231,8 +231,8 @@ FORGED_PROGRAM = "/jobs/run.py?token=lineagesecret"  # a credential in a record 
 def populate_lineage(url: str, warehouse: Path) -> None:
     """A chain ``chain.a → chain.b → chain.c`` written through ``dal.open``/``dal.write`` (lineage recorded by dal
     itself), and a version whose lineage record (as a foreign writer might have stored it) is hostile text."""
-    from catalog.types import Input
     from dal import lineage
+    from dal.catalog.types import Input
 
     cat = Catalog(url)
     lineage.clear_read_log()  # reads earlier tests in this process made must not become upstream here

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from catalog import Catalog, Schema, VersionDraft
-from catalog.types import DECLARED, Field, Input
+from dal.catalog import Catalog, Schema, VersionDraft
+from dal.catalog.types import DECLARED, Field, Input
 from dal.ui.app import MAX_HISTORY
 from tests.ui.conftest import Server, start
 

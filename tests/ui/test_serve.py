@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DalError, MissingDependency
 from dal.ui import is_loopback, serve
 from tests.test_layers import uninstall

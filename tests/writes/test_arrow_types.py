@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dal
-from catalog import Catalog, DatasetNotFound
+from dal.catalog import Catalog, DatasetNotFound
 from dal.errors import SchemaMismatch
 from dal.formats.delta.types import problems, stored
 

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.errors import DalError
 from dal.formats.base import COMPRESSIONS, WriteOptions, commit_metadata
 from dal.formats.registry import get_format

@@ -11,8 +11,8 @@ import pyarrow.dataset as pads
 import pytest
 
 import dal
-from catalog import Catalog
-from catalog.types import partition_key
+from dal.catalog import Catalog
+from dal.catalog.types import partition_key
 from dal.tensors.schema import TensorField, TensorSchema
 
 VALUES = [None, "__null__", "__HIVE_DEFAULT_PARTITION__", "a/b=c", "50%", "x"]

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog
 from dal import ScalarCodec, TensorField, TensorSchema
+from dal.catalog import Catalog
 from dal.formats.registry import get_format
 from tests.conftest import use_catalog
 

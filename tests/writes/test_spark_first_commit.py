@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.formats.registry import get_format
 from dal.tensors.codecs import NdarrayCodec
 from dal.tensors.schema import TensorField, TensorSchema

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DalError, SchemaMismatch
 
 pytestmark = pytest.mark.spark

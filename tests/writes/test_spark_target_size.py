@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 from dal.errors import DalError
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog, DatasetNotFound
+from dal.catalog import Catalog, DatasetNotFound
 from dal.errors import SchemaMismatch
 
 pytestmark = pytest.mark.spark

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 
 import dal
-from catalog import Catalog
+from dal.catalog import Catalog
 
 
 def data_files(cat: Catalog, name: str) -> list[Path]:

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 import dal
-from catalog import Catalog, DatasetNotFound
 from dal.adapters.arrays import matrix
+from dal.catalog import Catalog, DatasetNotFound
 from dal.errors import SchemaMismatch
 from dal.formats.logical import decode_tensor, encode_tensor
 

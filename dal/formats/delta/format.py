@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from catalog.types import Schema, VersionDraft, VersionInfo
 from dal import progress
+from dal.catalog.types import Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError, UnsupportedFeature
 from dal.formats.base import (
     CATALOG_KEY,

@@ -13,7 +13,7 @@ from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 
-from catalog.types import VersionInfo
+from dal.catalog.types import VersionInfo
 from dal.errors import DalError, FormatError
 from dal.formats.base import (
     Format,

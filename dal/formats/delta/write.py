@@ -9,8 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from catalog.types import VersionInfo
 from dal import progress
+from dal.catalog.types import VersionInfo
 from dal.errors import DalError, SchemaMismatch, WriteConflict, one_line, translate
 from dal.formats.base import (
     WriteOptions,

@@ -36,8 +36,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from catalog.types import Schema, VersionDraft, VersionInfo, diff_schemas
 from dal import progress
+from dal.catalog.types import Schema, VersionDraft, VersionInfo, diff_schemas
 from dal.errors import DalError, FormatError, SchemaMismatch, WriteConflict
 from dal.formats.base import (
     CATALOG_KEY,

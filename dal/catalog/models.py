@@ -1,4 +1,4 @@
-"""SQLAlchemy 2.x models of the catalog. Only ``catalog.store`` touches these; callers get ``catalog.types``."""
+"""SQLAlchemy 2.x models of the catalog. Only ``dal.catalog.store`` touches these; callers get ``dal.catalog.types``."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-from catalog.types import as_utc
+from dal.catalog.types import as_utc
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -3,7 +3,7 @@
 The CLI's browsing commands (``dal ls``, ``dal show``, ``dal versions``) and shell completion run dozens of times
 an hour; SQLAlchemy alone costs them about a third of a second of CPU to import. ``connect(url)`` answers a
 ``LiteCatalog`` when it can serve the URL exactly as ``Catalog`` would: an SQLite file that exists (a plain
-``sqlite:///path`` URL) or a PostgreSQL URL for psycopg, at the revision this dal needs (``catalog.revision``).
+``sqlite:///path`` URL) or a PostgreSQL URL for psycopg, at the revision this dal needs (``dal.catalog.revision``).
 Anything else (a missing file, an out-of-date or newer catalog, another driver, URL options) is ``None``: the
 caller uses ``Catalog``, which creates, refuses or explains as usual. The methods return the same frozen values,
 with the same errors, as ``Catalog``'s of the same name (tests/catalog/test_lite.py compares them).
@@ -12,7 +12,7 @@ An SQLite reader keeps its one connection (a file: nothing to run out of). A Pos
 call connects, runs its queries and closes, so a process that pins a version and then trains for hours holds no
 connection slot, and hundreds of ranks that start together take slots only for the few milliseconds of their pin
 (``pin`` is one statement: one round trip after connecting). A refusal for now ("too many connections") is
-retried with backoff (``catalog.retry``). The connections are pooler-safe (PgBouncer in transaction mode): each
+retried with backoff (``dal.catalog.retry``). The connections are pooler-safe (PgBouncer in transaction mode): each
 statement is its own transaction (autocommit), nothing is ``SET`` on the session, and no statement is prepared
 on the server (``prepare_threshold=None``), since a pooler may run the next transaction on another server
 connection, where a prepared statement or a setting would not exist.
@@ -33,11 +33,11 @@ from datetime import UTC, datetime
 from functools import partial, wraps
 from typing import Any, ParamSpec, Protocol, TypeVar
 
-from catalog import retry
-from catalog.errors import CatalogUnavailable, DatasetNotFound, VersionNotFound
-from catalog.filewatch import FileId, Watched, checkpoint, file_id
-from catalog.revision import HEAD, VERSION_TABLE
-from catalog.types import (
+from dal.catalog import retry
+from dal.catalog.errors import CatalogUnavailable, DatasetNotFound, VersionNotFound
+from dal.catalog.filewatch import FileId, Watched, checkpoint, file_id
+from dal.catalog.revision import HEAD, VERSION_TABLE
+from dal.catalog.types import (
     MAX_VERSION,
     TAG_TEXT,
     DatasetInfo,
@@ -48,7 +48,7 @@ from catalog.types import (
     validate_text,
     version_ref,
 )
-from catalog.urls import MAX_URL_LENGTH, mask_url
+from dal.catalog.urls import MAX_URL_LENGTH, mask_url
 
 SQLITE_BUSY_TIMEOUT_S = 120
 _PARAM = re.compile(r":([a-z_][a-z0-9_]*)")
@@ -126,7 +126,7 @@ def _sqlite_connect(path: str) -> Any:
 
 def _postgres_connect(conninfo: str, where: str, patience: float | None) -> Any:
     """A new autocommit connection that prepares nothing on the server (see the module's docstring), a refusal for
-    now retried (``catalog.retry``)."""
+    now retried (``dal.catalog.retry``)."""
     import psycopg
 
     return retry.connect(
@@ -139,7 +139,7 @@ def connect(url: str, *, wait: bool = True, check: bool = True) -> LiteCatalog |
 
     Args:
         url: the catalog URL.
-        wait: retry a PostgreSQL server's refusal for now (``catalog.retry``); False: one attempt (shell completion
+        wait: retry a PostgreSQL server's refusal for now (``dal.catalog.retry``); False: one attempt (shell completion
             never waits), for this call and every later one of the reader.
         check: PostgreSQL: connect now to check that the catalog is at this dal's revision. False: connect at the
             first call; only for ``pin``, whose one statement checks the revision itself (``dal.open``: one
@@ -203,7 +203,7 @@ class LiteCatalog:
         url: the catalog URL.
         conn: a DB-API connection to it, kept (SQLite); None with ``connect``.
         dialect: ``sqlite`` or ``postgresql``.
-        file: an SQLite catalog's file, watched (``catalog.filewatch``): a replaced file is connected to anew,
+        file: an SQLite catalog's file, watched (``dal.catalog.filewatch``): a replaced file is connected to anew,
             a deleted one refused.
         opened: the identity of that file, taken before ``conn`` opened it.
         connect: makes a connection for each call, closed after it (PostgreSQL; see the module's docstring).
@@ -248,7 +248,7 @@ class LiteCatalog:
         new connection (``connect``), closed when the call (and any call it makes) ends.
 
         Raises:
-            CatalogUnavailable: no connection (still refused at the end of ``catalog.retry``'s budget, or failed).
+            CatalogUnavailable: no connection (still refused at the end of ``dal.catalog.retry``'s budget, or failed).
         """
         if self._connect is None:
             with self._lock:
@@ -272,14 +272,14 @@ class LiteCatalog:
 
     def _flush(self, old: FileId) -> bool | None:
         """Empty the log of the file ``old`` through the connection, when it is on that file
-        (``catalog.filewatch.retire``), after any query running on it."""
+        (``dal.catalog.filewatch.retire``), after any query running on it."""
         with self._lock:
             if self._conn is None or self._watch is None or self._watch.opened != old:
                 return None
             return checkpoint(self._conn)
 
     def _drop(self) -> None:
-        """Close the connection, after any query running on it (``catalog.filewatch.retire``)."""
+        """Close the connection, after any query running on it (``dal.catalog.filewatch.retire``)."""
         with self._lock:
             self.close()
             self._conn = None

@@ -8,17 +8,17 @@ from typing import Any
 
 from sqlalchemy import func, or_, select
 
-from catalog.base import CatalogBase, like_pattern
-from catalog.errors import (
+from dal.catalog.base import CatalogBase, like_pattern
+from dal.catalog.errors import (
     CatalogError,
 )
-from catalog.models import (
+from dal.catalog.models import (
     DatasetRow,
     SchemaFieldRow,
     TagRow,
     VersionRow,
 )
-from catalog.types import (
+from dal.catalog.types import (
     DatasetInfo,
     validate_text,
 )

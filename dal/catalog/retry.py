@@ -13,7 +13,7 @@ libpq gives a refused connection no SQLSTATE, so what is transient is read from 
 PgBouncer's, and the system's "Connection refused". ``window`` gives every connection made inside it one shared
 deadline (``dal.open`` may try the quick reader, then ``Catalog``: together they wait at most the budget).
 
-Plain Python (no SQLAlchemy, no driver): ``catalog.lite`` and ``catalog.engine`` both use it.
+Plain Python (no SQLAlchemy, no driver): ``dal.catalog.lite`` and ``dal.catalog.engine`` both use it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
 
-from catalog.errors import CatalogError, CatalogUnavailable
+from dal.catalog.errors import CatalogError, CatalogUnavailable
 
 ENV = "DAL_CATALOG_RETRY_S"
 DEFAULT_S = 30.0

@@ -9,18 +9,18 @@ from typing import Any
 from sqlalchemy import Text, cast, delete, or_, select
 from sqlalchemy.orm import Session
 
-from catalog.base import CatalogBase, like_pattern
-from catalog.errors import (
+from dal.catalog.base import CatalogBase, like_pattern
+from dal.catalog.errors import (
     CatalogError,
     VersionNotFound,
 )
-from catalog.models import (
+from dal.catalog.models import (
     DatasetRow,
     LineageRow,
     VersionRow,
     utcnow,
 )
-from catalog.types import (
+from dal.catalog.types import (
     HOW,
     MAX_VERSION,
     Edge,

@@ -1,10 +1,10 @@
 """The dal catalog: datasets, versions, schemas, partitions and tags in SQLite or PostgreSQL.
 
-This package never imports ``dal``; it hands out frozen values from ``catalog.types``.
+This package never imports ``dal``; it hands out frozen values from ``dal.catalog.types``.
 
-The names below load on first use (PEP 562): ``catalog.types``, ``catalog.errors`` and ``catalog.urls`` are
+The names below load on first use (PEP 562): ``dal.catalog.types``, ``dal.catalog.errors`` and ``dal.catalog.urls`` are
 plain Python, while ``Catalog`` brings SQLAlchemy, so a command that only needs the values (or the quick
-read-only queries of ``catalog.lite``) does not pay for it.
+read-only queries of ``dal.catalog.lite``) does not pay for it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from catalog.errors import (
+    from dal.catalog.errors import (
         CatalogError,
         CatalogOutOfDate,
         CatalogReadOnly,
@@ -28,9 +28,9 @@ if TYPE_CHECKING:
         VersionConflict,
         VersionNotFound,
     )
-    from catalog.home import data_dir, default_url
-    from catalog.store import Catalog
-    from catalog.types import (
+    from dal.catalog.home import data_dir, default_url
+    from dal.catalog.store import Catalog
+    from dal.catalog.types import (
         DatasetInfo,
         Field,
         Partition,
@@ -60,12 +60,12 @@ _ERRORS = (
 _TYPES = ("DatasetInfo", "Field", "Partition", "Schema", "SchemaDiff", "VersionDraft", "VersionInfo", "validate_name")
 # public name -> the module that defines it
 _PUBLIC: dict[str, str] = {
-    **dict.fromkeys(_ERRORS, "catalog.errors"),
-    **dict.fromkeys(_TYPES, "catalog.types"),
-    "Catalog": "catalog.store",
-    "VersionRef": "catalog.types",
-    "data_dir": "catalog.home",
-    "default_url": "catalog.home",
+    **dict.fromkeys(_ERRORS, "dal.catalog.errors"),
+    **dict.fromkeys(_TYPES, "dal.catalog.types"),
+    "Catalog": "dal.catalog.store",
+    "VersionRef": "dal.catalog.types",
+    "data_dir": "dal.catalog.home",
+    "default_url": "dal.catalog.home",
 }
 
 __all__ = [

@@ -24,8 +24,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from catalog.errors import CatalogError
-from catalog.urls import MAX_URL_LENGTH
+from dal.catalog.errors import CatalogError
+from dal.catalog.urls import MAX_URL_LENGTH
 
 ENV_URL = "DAL_CATALOG_URL"
 ENV_HOME = "DAL_HOME"

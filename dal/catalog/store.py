@@ -1,7 +1,7 @@
 """The catalog API: datasets, numbered immutable versions, schemas, partitions and tags.
 
-Every method opens its own short transaction and returns frozen values from ``catalog.types``.
-Backend errors are translated at this boundary into ``catalog.errors``.
+Every method opens its own short transaction and returns frozen values from ``dal.catalog.types``.
+Backend errors are translated at this boundary into ``dal.catalog.errors``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from catalog.base import (
+from dal.catalog.base import (
     EXPIRED_AT,
     FILES_DELETED,
     FORMAT_NAME,
@@ -22,15 +22,15 @@ from catalog.base import (
     check_properties,
     like_pattern,
 )
-from catalog.edges import LineageEdges
-from catalog.errors import (
+from dal.catalog.edges import LineageEdges
+from dal.catalog.errors import (
     CatalogError,
     DatasetExists,
     TagExists,
     VersionConflict,
     VersionNotFound,
 )
-from catalog.models import (
+from dal.catalog.models import (
     DatasetRow,
     LineageRow,
     PartitionRow,
@@ -39,8 +39,8 @@ from catalog.models import (
     VersionRow,
     utcnow,
 )
-from catalog.search import CatalogSearch
-from catalog.types import (
+from dal.catalog.search import CatalogSearch
+from dal.catalog.types import (
     DatasetInfo,
     Partition,
     Schema,
@@ -69,7 +69,7 @@ class Catalog(LineageEdges, CatalogSearch):
         must_exist: for read-only use: an SQLite catalog file that does not exist is a
             ``CatalogUnavailable`` (saying how to create one); neither the file nor its folder is created.
         pooled: PostgreSQL: keep a few connections open between operations, for a long-running server (``dal ui``);
-            by default each operation connects and closes (``catalog.engine``: no process holds idle connections).
+            by default each operation connects and closes (``dal.catalog.engine``: no process holds idle connections).
 
     Raises:
         CatalogUnavailable: the database cannot be reached (or, ``must_exist``, the SQLite file is missing).

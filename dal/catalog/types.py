@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-from catalog.errors import CatalogError, InvalidName
+from dal.catalog.errors import CatalogError, InvalidName
 
 # letters, digits, '_' and '-' in dot-separated parts: no path separators, no empty part, so no '..'
 # always matched with fullmatch: '$' would also match before a final newline ("cam\n")

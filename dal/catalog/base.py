@@ -15,17 +15,17 @@ from sqlalchemy import Row, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from catalog import migrate
-from catalog.engine import default_url, display_url, make_engine, sqlite_file, watch_file
-from catalog.errors import (
+from dal.catalog import migrate
+from dal.catalog.engine import default_url, display_url, make_engine, sqlite_file, watch_file
+from dal.catalog.errors import (
     CatalogError,
     CatalogReadOnly,
     CatalogUnavailable,
     DatasetNotFound,
     VersionNotFound,
 )
-from catalog.filewatch import file_id
-from catalog.models import (
+from dal.catalog.filewatch import file_id
+from dal.catalog.models import (
     CatalogRow,
     DatasetRow,
     SchemaFieldRow,
@@ -34,7 +34,7 @@ from catalog.models import (
     VersionRow,
     utcnow,
 )
-from catalog.types import (
+from dal.catalog.types import (
     MAX_VERSION,
     TAG_TEXT,
     DatasetInfo,
@@ -118,7 +118,7 @@ class CatalogBase:
         must_exist: for read-only use: an SQLite catalog file that does not exist is a
             ``CatalogUnavailable`` (saying how to create one); neither the file nor its folder is created.
         pooled: PostgreSQL: keep a few connections open between operations, for a long-running server (``dal ui``);
-            by default each operation connects and closes (``catalog.engine``: no process holds idle connections).
+            by default each operation connects and closes (``dal.catalog.engine``: no process holds idle connections).
 
     Raises:
         CatalogUnavailable: the database cannot be reached.
@@ -170,7 +170,7 @@ class CatalogBase:
             raise CatalogUnavailable(f"catalog {display_url(self.url)} failed: {first}") from e
 
     def _fresh(self) -> None:
-        """Follow an SQLite catalog to the file at its path now (``catalog.filewatch``): a replaced file is
+        """Follow an SQLite catalog to the file at its path now (``dal.catalog.filewatch``): a replaced file is
         connected to anew and checked as a new handle checks it.
 
         Raises:

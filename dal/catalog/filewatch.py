@@ -2,7 +2,7 @@
 
 A connection stays on the file it opened: after ``os.replace`` (a restore from a backup, another catalog moved
 in) or a delete, it goes on reading the old file's rows, and writes into a file nobody will see again. Each
-handle on an SQLite file (``Catalog``'s engine, ``catalog.lite``'s reader) keeps a ``Watched``: the identity
+handle on an SQLite file (``Catalog``'s engine, ``dal.catalog.lite``'s reader) keeps a ``Watched``: the identity
 (device, inode) of the file its connections opened, compared with the path's at every use (one ``stat``). The
 inode cannot be reused while a connection holds the old file open, so another identity means another file.
 
@@ -14,7 +14,7 @@ empties that log into the old file through a connection of this process that is 
 anything connects to the new one. Another process that holds the old file open and keeps writing to it is
 beyond this: replace a catalog file only when no writer has it open (SQLite's "How To Corrupt", section 2.4).
 
-No SQLAlchemy here (``catalog.lite`` uses it).
+No SQLAlchemy here (``dal.catalog.lite`` uses it).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from catalog.errors import CatalogUnavailable
-from catalog.urls import mask_url
+from dal.catalog.errors import CatalogUnavailable
+from dal.catalog.urls import mask_url
 
 FileId = tuple[int, int]
 FLUSH_WAIT_MS = 10_000  # how long emptying the old file's log waits for readers of it

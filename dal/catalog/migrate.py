@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, inspect, text
 
-from catalog.errors import CatalogOutOfDate
-from catalog.revision import HEAD as HEAD
-from catalog.revision import VERSION_TABLE as VERSION_TABLE
+from dal.catalog.errors import CatalogOutOfDate
+from dal.catalog.revision import HEAD as HEAD
+from dal.catalog.revision import VERSION_TABLE as VERSION_TABLE
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -49,7 +49,7 @@ def _quiet_alembic() -> Iterator[None]:
 
 
 def _where(connection: Connection) -> str:
-    from catalog.engine import display_url
+    from dal.catalog.engine import display_url
 
     return display_url(connection.engine.url)
 
@@ -60,7 +60,7 @@ def script_location() -> str:
     packaged = here / "_alembic"
     if (packaged / "env.py").is_file():
         return str(packaged)
-    return str(here.parent / "alembic")
+    return str(here.parent.parent / "alembic")
 
 
 def _config(connection: Connection | None = None) -> Config:

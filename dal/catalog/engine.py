@@ -5,7 +5,7 @@ long-running server, ``dal ui``): each session connects and closes, so a process
 training rank that pinned a version as of a time) holds no slot of ``max_connections`` while it trains, and a few
 hundred such processes cannot exhaust the server. A catalog session is one or a few statements, and a connection
 costs a few milliseconds on a LAN (where the pool saved it, its pre-ping spent a round trip of its own). A
-refusal for now ("too many connections", a server restarting) is retried with backoff (``catalog.retry``), and no
+refusal for now ("too many connections", a server restarting) is retried with backoff (``dal.catalog.retry``), and no
 statement is prepared on the server (``prepare_threshold=None``), so the engine also works through a pooler in
 transaction mode (PgBouncer), which may run each transaction on another server connection.
 """
@@ -24,14 +24,14 @@ from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import NullPool, StaticPool
 
-from catalog import retry
-from catalog.errors import CatalogUnavailable
-from catalog.filewatch import FileId, Watched, checkpoint, file_id
-from catalog.home import ENV_HOME as ENV_HOME  # re-exported: they lived here (catalog.home needs no SQLAlchemy)
-from catalog.home import ENV_URL as ENV_URL
-from catalog.home import data_dir as data_dir
-from catalog.home import default_url as default_url
-from catalog.urls import MAX_URL_LENGTH, mask_url
+from dal.catalog import retry
+from dal.catalog.errors import CatalogUnavailable
+from dal.catalog.filewatch import FileId, Watched, checkpoint, file_id
+from dal.catalog.home import ENV_HOME as ENV_HOME  # re-exported: they lived here (catalog.home needs no SQLAlchemy)
+from dal.catalog.home import ENV_URL as ENV_URL
+from dal.catalog.home import data_dir as data_dir
+from dal.catalog.home import default_url as default_url
+from dal.catalog.urls import MAX_URL_LENGTH, mask_url
 
 SQLITE_BUSY_TIMEOUT_S = 120
 
@@ -149,7 +149,7 @@ def sqlite_file(url: str) -> str | None:
 
 
 def watch_file(engine: Engine, path: str, url: str) -> Watched:
-    """Follow an SQLite engine's file (``catalog.filewatch``): each connection remembers the file it opened
+    """Follow an SQLite engine's file (``dal.catalog.filewatch``): each connection remembers the file it opened
     (its identity before and after connecting: unknown when they differ), one on a file that is no longer at
     the path is closed when it comes back to the pool, and the engine's pool goes when the file changed.
     Call before the engine's first connection."""

@@ -33,7 +33,7 @@ def test_wheel_creates_and_upgrades_its_catalog(tmp_path: Path) -> None:
     installed = _run([str(py), "-m", "pip", "install", "-q", str(wheel)], tmp_path)
     assert installed.returncode == 0, installed.stderr
 
-    work = tmp_path / "elsewhere"  # not the repo: the top-level alembic/ must not be reachable
+    work = tmp_path / "elsewhere"  # not the repo: the checkout's dal/ must not be reachable
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
     env["DAL_CATALOG_URL"] = f"sqlite:///{tmp_path}/wheel-catalog.db"

@@ -55,12 +55,8 @@ def _where(connection: Connection) -> str:
 
 
 def script_location() -> str:
-    """The alembic script directory: packaged in a wheel, or the repository's top-level ``alembic/``."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "_alembic"
-    if (packaged / "env.py").is_file():
-        return str(packaged)
-    return str(here.parent.parent / "alembic")
+    """The alembic script directory, inside this package (``dal/catalog/_alembic``), in a checkout as in a wheel."""
+    return str(Path(__file__).resolve().parent / "_alembic")
 
 
 def _config(connection: Connection | None = None) -> Config:

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-# the newest script in alembic/versions (tests/catalog/test_migrations.py checks it against alembic's own head)
+# the newest script in _alembic/versions (tests/catalog/test_migrations.py checks it against alembic's own head)
 HEAD = "0004"
 VERSION_TABLE = "dal_alembic_version"

@@ -10,7 +10,8 @@ DalError
 ├── NotOwned ⊃ ClaimedElsewhere
 ├── ReadOnlyDataset
 ├── PurgeUnfinished
-└── WriteConflict
+├── WriteConflict
+└── ChangesUnavailable
 """
 
 from __future__ import annotations
@@ -83,6 +84,11 @@ class PurgeUnfinished(DalError):
 class WriteConflict(DalError):
     """Another writer committed after the version this operation read (an overwrite, a compaction): nothing was
     committed; run it again on the new version."""
+
+
+class ChangesUnavailable(DalError):
+    """What changed between two versions cannot be told exactly (a version in the range expired or its files
+    reclaimed, a commit the log no longer holds); nothing is returned rather than a partial answer."""
 
 
 def require(module: str, extra: str) -> Any:
@@ -314,6 +320,7 @@ __all__ = [
     "CatalogOutOfDate",
     "CatalogReadOnly",
     "CatalogUnavailable",
+    "ChangesUnavailable",
     "ClaimedElsewhere",
     "CommittedNotRecorded",
     "DalError",

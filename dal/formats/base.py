@@ -17,6 +17,7 @@ from dal.storage.timeparts import RuleCheck
 from dal.tensors.schema import TensorSchema
 
 if TYPE_CHECKING:
+    from dal.formats.changes import ChangePlan
     from dal.formats.index import FileIndex
 
 WriteMode = Literal["append", "overwrite"]
@@ -305,6 +306,24 @@ class Format(ABC):
     @abstractmethod
     def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:
         """The data files of one pinned version (refusing features the plain reader cannot honour)."""
+
+    def changes(
+        self,
+        location: str,
+        storage_options: Mapping[str, str],
+        versions: Sequence[VersionInfo],
+        since: VersionInfo | None,
+    ) -> ChangePlan:
+        """What the recorded ``versions`` (oldest first: every version after ``since``, None: from the first)
+        inserted and deleted, as a plan of plain values (``dal.formats.changes``); no row is read.
+
+        Raises:
+            ChangesUnavailable: the format or the history cannot say exactly what changed.
+        """
+        from dal.errors import ChangesUnavailable
+
+        name = versions[0].dataset if versions else "the dataset"
+        raise ChangesUnavailable(f"{name} is a {self.name} dataset: dal cannot tell what changed between its versions")
 
     def described(self, location: str, storage_options: Mapping[str, str]) -> Described:
         """What the table's commits record about the dataset (``dal.formats.described``; nothing by default)."""

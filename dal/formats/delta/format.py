@@ -36,6 +36,7 @@ from dal.formats.base import (
     WriteTransaction,
 )
 from dal.formats.catalog_schema import from_arrow
+from dal.formats.changes import ChangePlan
 from dal.formats.delta import gc as delta_gc
 from dal.formats.delta import write as delta_write
 from dal.formats.delta.log import (
@@ -116,6 +117,18 @@ class DeltaFormat(Format):
             if (info := commit_info(location, v, storage_options)) is not None
         )
         return Described.of(commits, columns)
+
+    def changes(
+        self,
+        location: str,
+        storage_options: Mapping[str, str],
+        versions: Sequence[VersionInfo],
+        since: VersionInfo | None,
+    ) -> ChangePlan:
+        """From the commits of the range (``dal.formats.delta.changes``: change data files where the table has them)."""
+        from dal.formats.delta.changes import plan_changes
+
+        return plan_changes(versions[0].dataset if versions else "", location, storage_options, versions, since)
 
     def exists(self, location: str, storage_options: Mapping[str, str]) -> bool:
         return table_exists(location, storage_options)

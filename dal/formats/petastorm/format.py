@@ -50,6 +50,7 @@ from dal.formats.base import (
     check_time_column,
     plan_partitioning,
 )
+from dal.formats.changes import ChangePlan
 from dal.formats.described import Described
 from dal.formats.directory import (
     FileEntry,
@@ -368,6 +369,18 @@ class PetastormFormat(Format):
             DataFile(loc.child(f"{record.directory}/{f.path}"), f.size, f.rows, partition_values(f.path))
             for f in record.files
         ]
+
+    def changes(
+        self,
+        location: str,
+        storage_options: Mapping[str, str],
+        versions: Sequence[VersionInfo],
+        since: VersionInfo | None,
+    ) -> ChangePlan:
+        """From the version records of the range (``dal.formats.petastorm.changes``)."""
+        from dal.formats.petastorm.changes import plan_changes
+
+        return plan_changes(versions[0].dataset if versions else "", location, storage_options, versions, since)
 
     def arrow_schema(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> pa.Schema:
         return TensorSchema.from_catalog("schema", version.schema).arrow_schema()

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from dal.catalog.types import VersionInfo
 from dal.errors import ChangesUnavailable
+from dal.formats.fragments import partition_value
 
 CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
@@ -139,6 +140,40 @@ def check_range(dataset: str, versions: Sequence[VersionInfo], since: VersionInf
         )
 
 
+def by_partition(unit: DiffUnit, schema: pa.Schema) -> list[Unit]:
+    """``unit`` cut by partition: rows of different partitions never cancel, so each partition both sides hold
+    is a ``DiffUnit`` of its own (less to hold at once, units read in parallel), and a partition only one side
+    holds is its files' rows, whole (no other side read). Partition values compare as typed values (``schema``:
+    the plan's), so two writers' spellings of one value meet. ``[unit]`` unchanged when its files are not all
+    partitioned by the same columns, or a value does not parse.
+    """
+    files = (*unit.removed, *unit.added)
+    columns = {tuple(sorted(k for k, _ in f.partition_values)) for f in files}
+    if len(columns) != 1 or not next(iter(columns)):
+        return [unit]
+    keys = []
+    for f in files:
+        try:
+            key = tuple((k, partition_value(v, schema.field(k).type).as_py()) for k, v in sorted(f.partition_values))
+            hash(key)
+        except (KeyError, TypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return [unit]
+        if any(isinstance(x, float) and x != x for _, x in key):  # NaN: never equal to itself
+            return [unit]
+        keys.append(key)
+    groups: dict[tuple[object, ...], tuple[list[ChangeFile], list[ChangeFile]]] = {}
+    for i, (f, key) in enumerate(zip(files, keys, strict=True)):
+        groups.setdefault(key, ([], []))[0 if i < len(unit.removed) else 1].append(f)
+    out: list[Unit] = []
+    for removed, added in groups.values():
+        if removed and added:
+            out.append(DiffUnit(unit.version, unit.timestamp, tuple(removed), tuple(added)))
+        else:
+            out += [FileChanges(unit.version, unit.timestamp, f, DELETE) for f in removed]
+            out += [FileChanges(unit.version, unit.timestamp, f, INSERT) for f in added]
+    return out
+
+
 def refuse_gone_since(dataset: str, since: VersionInfo | None, units: Sequence[Unit], first: int) -> None:
     """Refuse a plan whose first version (``first``) reads rows of files only ``since`` held, when ``since``'s
     files are gone (gc reclaimed them): its deletes could not be read.
@@ -174,6 +209,7 @@ __all__ = [
     "DiffUnit",
     "FileChanges",
     "Unit",
+    "by_partition",
     "check_range",
     "refuse_gone_since",
 ]

@@ -156,3 +156,23 @@ def test_a_copy_on_write_delete_reports_only_the_deleted_rows(tmp_path: Path) ->
     got = changes(NAME, h.catalog, 0)
     assert got.column("id").to_pylist() == [7]
     assert got.column("_change_type").to_pylist() == ["delete"]
+
+
+def test_an_overwrite_is_diffed_partition_by_partition(tmp_path: Path) -> None:
+    """A full overwrite: partition a kept as it was, b changed, c dropped, d new. Only a and b read both
+    sides; c is its files' rows as deletes, d as inserts; a reports nothing."""
+    h = History(tmp_path, 0)
+    first = pa.concat_tables([h.batch(3, "a"), h.batch(3, "b"), h.batch(2, "c")])
+    h.write(first)
+    kept = first.filter(pa.compute.equal(first.column("part"), "a"))
+    b = first.filter(pa.compute.equal(first.column("part"), "b")).slice(1)
+    h.write(pa.concat_tables([kept, b, h.batch(2, "d")]), mode="overwrite")
+    cat = dal.get_catalog(h.catalog)
+    plan = plan_changes(cat.get_dataset(NAME), cat.versions(NAME), 0, 1)
+    diffs = [u for u in plan.units if isinstance(u, DiffUnit)]
+    assert {f.partition_values for u in diffs for f in (*u.removed, *u.added)} == {(("part", "a"),), (("part", "b"),)}
+    whole = {(u.file.partition_values, u.change_type) for u in plan.units if isinstance(u, FileChanges)}
+    assert whole == {((("part", "c"),), "delete"), ((("part", "d"),), "insert")}
+    got = changes(NAME, h.catalog, 0)
+    by_kind = sorted(zip(got.column("_change_type").to_pylist(), got.column("part").to_pylist(), strict=True))
+    assert by_kind == [("delete", "b"), ("delete", "c"), ("delete", "c"), ("insert", "d"), ("insert", "d")]

@@ -13,8 +13,9 @@ the range and is not read. Each Delta commit, as the Delta protocol says for cha
 - otherwise its add and remove actions with ``dataChange=true`` (an optimize's are ``false``: nothing):
   adds alone are inserts and removes alone deletes, one file each, no extra reads; a file re-added with a
   bigger deletion vector is the rows the new vector removes (deletes); removes and adds together (a
-  copy-on-write delete, update or predicate overwrite, a full overwrite) are one ``DiffUnit``, whose rows on
-  both sides cancel;
+  copy-on-write delete, update or predicate overwrite, a full overwrite) are one ``DiffUnit`` per partition
+  both sides hold (``dal.formats.changes.by_partition``), whose rows on both sides cancel, and whole-file
+  deletes or inserts for a partition only one side holds;
 - commits that add and remove nothing (metadata, properties, protocol) contribute nothing.
 
 A commit the log no longer holds (its JSON cleaned after a checkpoint) cannot say what it changed:
@@ -39,6 +40,7 @@ from dal.formats.changes import (
     DiffUnit,
     FileChanges,
     Unit,
+    by_partition,
     check_range,
     refuse_gone_since,
 )
@@ -126,7 +128,8 @@ def plan_changes(
                     "checkpoint), so what it changed cannot be told; read changes since a later version"
                 )
             _check_paths(location, commit, actions)
-            units += _commit_units(location, commit, actions, v.number, stamp, logical, snapshots)
+            for unit in _commit_units(location, commit, actions, v.number, stamp, logical, snapshots):
+                units += by_partition(unit, schema) if isinstance(unit, DiffUnit) else [unit]
         previous = v.storage_version
     refuse_gone_since(dataset, since, units, versions[0].number)
     return ChangePlan(dataset, location, None if since is None else since.number, newest.number, schema, physical,

@@ -7,8 +7,9 @@ changes of catalog version ``w`` are found by comparing its record with the prev
 
 - an append: the files whose paths the previous version lacks are inserts, one file each, no extra reads (the
   carried ones hold the same rows; widened by a merge, they are the same rows projected onto the new schema);
-- an overwrite: one ``DiffUnit`` of every previous file against every new one, whose rows on both sides
-  cancel (a compaction therefore reports nothing, after reading both sides);
+- an overwrite: a ``DiffUnit`` of the previous files against the new ones, per partition both hold (whose
+  rows on both sides cancel: a compaction therefore reports nothing, after reading both sides), and whole-file
+  deletes or inserts for a partition only one side holds;
 - the first version of a dataset (``since`` None): every row an insert.
 """
 
@@ -19,7 +20,7 @@ from datetime import UTC, datetime
 
 from dal.catalog.types import VersionInfo
 from dal.errors import ChangesUnavailable, FormatError
-from dal.formats.changes import INSERT, ChangeFile, ChangePlan, DiffUnit, FileChanges, Unit, check_range
+from dal.formats.changes import INSERT, ChangeFile, ChangePlan, DiffUnit, FileChanges, Unit, by_partition, check_range
 from dal.formats.directory import partition_values
 from dal.formats.petastorm.records import Commit, read_commit
 from dal.storage.location import Location
@@ -56,14 +57,15 @@ def plan_changes(
             f"{versions[0].number} changed cannot be told; read changes since version {versions[0].number} or later"
         )
     previous = record(since) if since is not None else None
+    newest = versions[-1]
+    schema = TensorSchema.from_catalog("schema", newest.schema).arrow_schema()
     units: list[Unit] = []
     for v in versions:
         current = record(v)
         stamp = v.created_at if v.created_at.tzinfo is not None else v.created_at.replace(tzinfo=UTC)
-        units += _version_units(previous, current, v.number, stamp)
+        for unit in _version_units(previous, current, v.number, stamp):
+            units += by_partition(unit, schema) if isinstance(unit, DiffUnit) else [unit]
         previous = current
-    newest = versions[-1]
-    schema = TensorSchema.from_catalog("schema", newest.schema).arrow_schema()
     return ChangePlan(dataset, location, None if since is None else since.number, newest.number, schema, None,
                       tuple(units))  # fmt: skip
 

@@ -72,7 +72,8 @@ class History:
             part = self.rng.choice("abc")
             data = self.batch(self.rng.randint(1, 4), part)
             write_deltalake(self.path, data, mode="overwrite", predicate=f"part = '{part}'")
-        elif op == "optimize":
+        elif op == "optimize":  # after an append to every partition: at least two files to compact
+            self.write(pa.concat_tables([self.batch(1, p) for p in "abc"]))
             dal.lifecycle.optimize(NAME, catalog=self.catalog)
         else:
             self.has_y = True
@@ -112,6 +113,7 @@ def test_changes_are_the_difference_of_delta_rs_reads(tmp_path: Path, seed: int)
         assert rows(inserts, columns) == new - old, context
         if after.operation == "optimize":
             assert got.num_rows == 0
+    assert ("optimize" in ops) == any(v.operation == "optimize" for v in versions)
     # every change from the first version on, applied in order to its rows, gives the newest rows
     state = rows(reads[versions[0].number], columns)
     for r in changes(NAME, h.catalog, versions[0].number).to_pylist():

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -36,7 +36,6 @@ from dal.formats.base import (
     WriteTransaction,
 )
 from dal.formats.catalog_schema import from_arrow
-from dal.formats.changes import ChangePlan
 from dal.formats.delta import gc as delta_gc
 from dal.formats.delta import write as delta_write
 from dal.formats.delta.log import (
@@ -68,6 +67,9 @@ from dal.formats.logical import logical_schema
 from dal.storage import ownership, uris
 from dal.storage.location import Location
 from dal.storage.partitions import PartitionValues, partition_totals
+
+if TYPE_CHECKING:
+    from dal.formats.changes import ChangePlan
 
 # version property: why a recorded Delta version cannot be read (expired from the log, data files gone)
 UNAVAILABLE_KEY = "unavailable"

@@ -31,7 +31,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import EllipsisType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -50,7 +50,6 @@ from dal.formats.base import (
     check_time_column,
     plan_partitioning,
 )
-from dal.formats.changes import ChangePlan
 from dal.formats.described import Described
 from dal.formats.directory import (
     FileEntry,
@@ -81,6 +80,9 @@ from dal.storage import ownership, uris
 from dal.storage.location import Location
 from dal.storage.partitions import partition_dir
 from dal.tensors.schema import TensorSchema, decode_table
+
+if TYPE_CHECKING:
+    from dal.formats.changes import ChangePlan
 
 
 def _settle_schema(current: TensorSchema, given: TensorSchema | None, opts: WriteOptions, where: str) -> TensorSchema:

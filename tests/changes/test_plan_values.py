@@ -47,3 +47,19 @@ def test_a_plain_parquet_dataset_cannot_say_what_changed(tmp_path: Path) -> None
     dal.register("p", str(plain), format="parquet", catalog=catalog)
     with pytest.raises(ChangesUnavailable, match="parquet dataset"):
         changes("p", catalog, None)
+
+
+def test_a_catalog_version_spanning_several_delta_commits_labels_them_all_with_its_number(tmp_path: Path) -> None:
+    """Versions recorded from another log can skip Delta commits: the next recorded version covers them."""
+    from dal.formats.registry import get_format
+
+    catalog, path = f"sqlite:///{tmp_path}/catalog.db", str(tmp_path / "d")
+    for ids in ([0, 1], [2], [3, 4]):
+        dal.write(pa.table({"id": ids}), "d", path=path, catalog=catalog)
+    cat = dal.get_catalog(catalog)
+    v0, _, v2 = sorted(cat.versions("d"), key=lambda v: v.number)
+    plan = get_format("delta").changes(path, {}, [v2], v0)  # as if Delta commit 1 had no catalog version
+    got = pa.concat_tables([read_unit(plan, u, {}) for u in plan.units])
+    assert got.column("id").to_pylist() == [2, 3, 4]
+    assert set(got.column("_commit_version").to_pylist()) == {2}
+    assert set(got.column("_commit_timestamp").to_pylist()) == {v2.created_at}

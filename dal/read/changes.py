@@ -238,10 +238,34 @@ def _key(column: pa.ChunkedArray) -> pa.Array | None:
         values = values.cast(pa.float32()) if t.bit_width < 32 else values
         bits = pc.fill_null(values, 0).to_numpy(zero_copy_only=False).view(width)
         return pa.array(bits, mask=pc.is_null(values).to_numpy(zero_copy_only=False))
+    packed = _packed_list(values)
+    if packed is not None:
+        return packed
     nested = pa.types.is_nested(t) or isinstance(t, pa.BaseExtensionType) or pa.types.is_union(t)
     if nested:
         return pa.array([None if v is None else repr(v) for v in values.to_pylist()], pa.string())
     return values
+
+
+def _packed_list(values: pa.Array) -> pa.Array | None:
+    """A list column of fixed-width numbers (embeddings, vectors) without null items as the bytes of each row's
+    items (equal bytes: equal lists, floats by their bits; nulls stay null), without a Python object per row;
+    None for any other column."""
+    t = values.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
+        return None
+    item = t.value_type
+    if not (pa.types.is_integer(item) or pa.types.is_floating(item) or pa.types.is_temporal(item)):
+        return None
+    items = values.flatten()  # the items of the non-null lists, in order
+    if items.null_count or item.bit_width % 8:
+        return None
+    raw = items.to_numpy(zero_copy_only=False).view(np.uint8)
+    lengths = pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths * (item.bit_width // 8))]).astype(np.int64)
+    valid = pc.is_valid(values)
+    buffers = [valid.buffers()[1] if values.null_count else None, pa.py_buffer(offsets), pa.py_buffer(raw.tobytes())]
+    return pa.Array.from_buffers(pa.large_binary(), len(values), buffers, null_count=values.null_count)
 
 
 __all__ = ["iter_changes", "multiset_difference", "plan_changes", "read_changes", "read_unit"]

@@ -46,3 +46,17 @@ def test_identical_sides_report_nothing_and_keep_their_order() -> None:
     deletes, inserts = multiset_difference(t, pa.table({"id": [1, 9]}))
     assert deletes.column("id").to_pylist() == [3, 2, 1] and inserts.column("id").to_pylist() == [9]
     assert Counter(deletes.column("id").to_pylist()) == Counter([3, 1, 2, 1]) - Counter([1])
+
+
+def test_vectors_compare_by_their_items() -> None:
+    """List columns of numbers (embeddings) take the packed path: same items cancel, any difference does not."""
+    vec = pa.list_(pa.float32())
+    removed = pa.table({"v": pa.array([[1.0, 2.0], [1.0], None, [], [float("nan")], [3.0]], vec)})
+    added = pa.table({"v": pa.array([[1.0, 2.0], [2.0], None, [1.0], [float("nan")], [3.0, 0.0]], vec)})
+    deletes, inserts = multiset_difference(removed.slice(1), added.slice(1))
+    assert deletes.column("v").to_pylist() == [[], [3.0]]  # [1.0], None and [nan] are on both sides
+    assert inserts.column("v").to_pylist() == [[2.0], [3.0, 0.0]]
+    fixed = pa.list_(pa.int64(), 2)
+    deletes, inserts = multiset_difference(pa.table({"v": pa.array([[1, 2], [3, 4]], fixed)}),
+                                           pa.table({"v": pa.array([[3, 4], [2, 1]], fixed)}))  # fmt: skip
+    assert deletes.column("v").to_pylist() == [[1, 2]] and inserts.column("v").to_pylist() == [[2, 1]]

@@ -192,11 +192,12 @@ def _read_file(
 def multiset_difference(removed: pa.Table, added: pa.Table) -> tuple[pa.Table, pa.Table]:
     """(rows of ``removed`` that ``added`` lacks, rows of ``added`` that ``removed`` lacks), as multisets of full
     rows (a row held three times and kept twice is one delete), each in its side's order. Rows compare by value:
-    floats by their bits (NaN equals NaN), nulls equal nulls, nested values by their Python form."""
+    floats by their bits (NaN equals NaN), nulls equal nulls, structs field by field, lists of numbers by their
+    items' bytes, other nested values by their Python form."""
     if not removed.num_rows or not added.num_rows:
         return removed, added
     both = pa.concat_tables([removed, added.cast(removed.schema)])
-    keys = [k for c in both.columns if (k := _key(c)) is not None]
+    keys = [k for c in both.columns for k in _keys(c.combine_chunks())]
     n, nr = both.num_rows, removed.num_rows
     side = np.concatenate([np.zeros(nr, dtype=np.int8), np.ones(n - nr, dtype=np.int8)])
     if not keys:  # no comparable column (none at all): every row is the same row
@@ -224,27 +225,30 @@ def multiset_difference(removed: pa.Table, added: pa.Table) -> tuple[pa.Table, p
     return removed.take(pa.array(deleted, pa.int64())), added.take(pa.array(inserted, pa.int64()))
 
 
-def _key(column: pa.ChunkedArray) -> pa.Array | None:
-    """A sortable, comparable stand-in for ``column`` (None: a column of no type, equal in every row)."""
-    values = column.combine_chunks()
+def _keys(values: pa.Array) -> list[pa.Array]:
+    """Sortable, comparable stand-ins for a column: equal rows of the column have equal rows of every key. A
+    struct is its validity and its fields' keys; a column of no type (equal in every row) has none."""
     t = values.type
     if pa.types.is_null(t):
-        return None
+        return []
     if pa.types.is_dictionary(t):
         values = values.dictionary_decode()
         t = values.type
+    if pa.types.is_struct(t):
+        valid = pc.is_valid(values).cast(pa.int8())
+        return [valid] + [k for field in values.flatten() for k in _keys(field)]  # fields null where the struct is
     if pa.types.is_floating(t):
         width = np.int32 if t.bit_width <= 32 else np.int64
         values = values.cast(pa.float32()) if t.bit_width < 32 else values
         bits = pc.fill_null(values, 0).to_numpy(zero_copy_only=False).view(width)
-        return pa.array(bits, mask=pc.is_null(values).to_numpy(zero_copy_only=False))
+        return [pa.array(bits, mask=pc.is_null(values).to_numpy(zero_copy_only=False))]
     packed = _packed_list(values)
     if packed is not None:
-        return packed
+        return [packed]
     nested = pa.types.is_nested(t) or isinstance(t, pa.BaseExtensionType) or pa.types.is_union(t)
     if nested:
-        return pa.array([None if v is None else repr(v) for v in values.to_pylist()], pa.string())
-    return values
+        return [pa.array([None if v is None else repr(v) for v in values.to_pylist()], pa.string())]
+    return [values]
 
 
 def _packed_list(values: pa.Array) -> pa.Array | None:

@@ -60,3 +60,12 @@ def test_vectors_compare_by_their_items() -> None:
     deletes, inserts = multiset_difference(pa.table({"v": pa.array([[1, 2], [3, 4]], fixed)}),
                                            pa.table({"v": pa.array([[3, 4], [2, 1]], fixed)}))  # fmt: skip
     assert deletes.column("v").to_pylist() == [[1, 2]] and inserts.column("v").to_pylist() == [[2, 1]]
+
+
+def test_a_null_struct_and_a_struct_of_nulls_differ() -> None:
+    st = pa.struct([("k", pa.int8()), ("v", pa.list_(pa.float64()))])
+    removed = pa.table({"s": pa.array([None, {"k": None, "v": None}, {"k": 1, "v": [0.5]}], st)})
+    added = pa.table({"s": pa.array([{"k": None, "v": None}, {"k": 1, "v": [0.5]}, {"k": 1, "v": [1.5]}], st)})
+    deletes, inserts = multiset_difference(removed, added)
+    assert deletes.column("s").to_pylist() == [None]
+    assert inserts.column("s").to_pylist() == [{"k": 1, "v": [1.5]}]

@@ -5,6 +5,14 @@ reading engine can treat units as tasks: a ``FileChanges`` is one file read like
 vectors and column mapping applied: ``dal.formats.fragments.read_exact``) plus three constant columns; a
 ``DiffUnit`` reads both sides and keeps the multiset difference of full rows (``multiset_difference``).
 
+A reading engine that plans its own tasks can read a ``FileChanges`` as it reads any data file: a row group
+at a time through ``read_exact`` (live rows: every position but ``deleted``, or only those in ``only``), with
+the plan's ``schema``/``physical`` (plus a ``_change_type`` string field for a change-data file, whose rows
+carry it), then add the three columns as constants of the unit (``_change_type`` unless the file carries it,
+``_commit_version``, ``_commit_timestamp``); selection and filters apply after, as to any chunk. A
+``DiffUnit`` is one task whose rows are known only after both sides are read (``read_unit``); its row count
+is not known from footers.
+
 ``read_changes`` is the whole answer for a dataset: the rows versions ``(since, until]`` inserted and deleted,
 each with ``_change_type``, ``_commit_version`` (the catalog's version number) and ``_commit_timestamp``,
 projected onto ``until``'s schema.

@@ -29,6 +29,7 @@ from dal.catalog import (
     VersionInfo,
     VersionRef,
     default_url,
+    remote,
     retry,
 )
 from dal.catalog.types import DECLARED, Input, validate_name, validate_tag
@@ -83,6 +84,8 @@ def get_catalog(catalog: CatalogLike = None, *, must_exist: bool = False) -> Cat
     if isinstance(catalog, Catalog):
         return catalog
     key = catalog or default_url()
+    if remote.is_remote(key):  # a dal serve catalog: reads only (dal.open goes through _pin)
+        raise remote.not_supported(key)
     with _lock:
         if key not in _catalogs:
             _catalogs[key] = Catalog(key, must_exist=must_exist)
@@ -159,6 +162,8 @@ def _pin(name: str, version: VersionRef, catalog: CatalogLike) -> tuple[DatasetI
     Raises:
         DatasetNotFound / VersionNotFound (with close names), InvalidName, CatalogUnavailable.
     """
+    if (catalog is None or isinstance(catalog, str)) and remote.is_remote(catalog or default_url()):
+        return remote.client(catalog or default_url()).pin(name, version)  # the server resolves and audits
     with retry.window():
         if catalog is None or isinstance(catalog, str):
             key = catalog or default_url()

@@ -29,7 +29,7 @@ import click
 
 from dal import progress
 from dal._version import __version__
-from dal.cli import content, datasets, hive, io, maintenance, ui
+from dal.cli import content, datasets, hive, io, maintenance, serve, ui
 from dal.cli.base import (
     EXIT_BUG,
     EXIT_INTERRUPTED,
@@ -140,6 +140,7 @@ COMMANDS: tuple[click.Command, ...] = (
     *maintenance.COMMANDS,
     hive.hive_group,
     ui.ui_cmd,
+    *serve.COMMANDS,
 )
 for _command in COMMANDS:
     cli.add_command(_command)

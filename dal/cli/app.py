@@ -5,6 +5,7 @@
 - ``io``: register, sync
 - ``maintenance``: drop, gc, cache ls/clear, db upgrade/status
 - ``hive``: hive sync/import; ``ui``: the web UI
+- ``serve``: dal serve and its administration (principal, token, grant, revoke, grants, audit)
 
 ``base`` holds what they share (exit codes, the error-to-one-line group, options), ``output`` how they print
 (tables, JSON, the one size formatter), ``complete`` shell completion.

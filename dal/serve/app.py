@@ -86,10 +86,11 @@ class Server:
     cat: Catalog
     store: AuthStore
     retention: timedelta | None
-    pruned: float = 0.0
+    pruned: float | None = None  # when the audit was last pruned (monotonic)
 
     def prune(self) -> None:
-        if self.retention is not None and time.monotonic() - self.pruned > PRUNE_EVERY_S:
+        """Drop audit rows beyond the retention: at start, then at most once per ``PRUNE_EVERY_S``."""
+        if self.retention is not None and (self.pruned is None or time.monotonic() - self.pruned > PRUNE_EVERY_S):
             self.pruned = time.monotonic()
             self.store.prune_audit(utcnow() - self.retention)
 

@@ -104,3 +104,24 @@ def test_postgresql_behind_the_server(pg_url: str, tmp_path: Path, monkeypatch: 
         assert RemoteCatalog(base).pin("weather.more")[1].row_count == 1  # the namespace grant covers it at once
     finally:
         stop(proc)
+
+
+def test_the_audit_keeps_its_retention(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    from dal.catalog.auth import AuthStore
+    from dal.catalog.engine import make_engine
+
+    db = f"sqlite:///{tmp_path}/c.db"
+    Catalog(db).close()
+    store = AuthStore(db)
+    store.record("alice", "pin", "allowed", dataset="old.one", version=0)
+    store.record("alice", "pin", "allowed", dataset="new.one", version=0)
+    engine = make_engine(db)
+    with engine.begin() as c:
+        c.execute(sa.text("UPDATE dal_audit SET at = '2020-01-01 00:00:00' WHERE dataset = 'old.one'"))
+    engine.dispose()
+    proc, _ = start(db, ["--audit-retention-days", "30"])  # pruned as it starts
+    stop(proc)
+    assert [r.dataset for r in store.audit()] == ["new.one"]
+    store.close()

@@ -162,11 +162,11 @@ def _pin(name: str, version: VersionRef, catalog: CatalogLike) -> tuple[DatasetI
     Raises:
         DatasetNotFound / VersionNotFound (with close names), InvalidName, CatalogUnavailable.
     """
-    if (catalog is None or isinstance(catalog, str)) and remote.is_remote(catalog or default_url()):
-        return remote.client(catalog or default_url()).pin(name, version)  # the server resolves and audits
     with retry.window():
         if catalog is None or isinstance(catalog, str):
             key = catalog or default_url()
+            if remote.is_remote(key):  # a dal serve catalog: the server resolves, checks the grant, audits
+                return remote.client(key).pin(name, version)
             reader = None if key in _catalogs else _reader(key)  # a Catalog open already answers as quickly
             if reader is not None:
                 try:

@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import ssl
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Any
@@ -143,6 +139,8 @@ def _error(status: int, body: bytes, where: str) -> CatalogError:
 
 def _client_info() -> str:
     """Who is asking, for the server's audit: program, host, process, and rank when a launcher set one."""
+    import socket
+
     parts = [
         os.path.basename(sys.argv[0] or "python") or "python",
         f"host={socket.gethostname()}",
@@ -175,6 +173,8 @@ class RemoteCatalog:
     def __init__(
         self, url: str, token: str | None = None, *, attempts: int = 4, timeout: float = 30.0, backoff: float = 0.2
     ) -> None:
+        import ssl  # here, not at the top: a database URL's `dal ls` does not load ssl and urllib.request
+
         self.url = url.rstrip("/")
         self._token = token if token is not None else token_from_env()
         self._attempts = max(1, attempts)
@@ -193,6 +193,10 @@ class RemoteCatalog:
         return self.url
 
     def _get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        import ssl
+        import urllib.error
+        import urllib.request
+
         query = {k: str(v) for k, v in (params or {}).items() if v is not None}
         url = self.url + API + path + ("?" + urllib.parse.urlencode(query) if query else "")
         headers = {"Accept": "application/json", "X-Dal-Client": self._client}

@@ -106,11 +106,12 @@ def token_create(ctx: click.Context, principal: str, expires_days: float, as_jso
 
 @token_group.command("revoke")
 @click.argument("token_id")
+@json_option
 @click.pass_context
-def token_revoke(ctx: click.Context, token_id: str) -> None:
+def token_revoke(ctx: click.Context, token_id: str, as_json: bool) -> None:
     """Revoke a token by its id (the part after ``dal_``; ``dal token list``)."""
     _store(ctx).revoke_token(token_id)
-    click.echo(f"revoked token {token_id}")
+    _emit(as_json, {"revoked": token_id}, f"revoked token {token_id}")
 
 
 @token_group.command("list")
@@ -138,23 +139,26 @@ def token_list(ctx: click.Context, principal: str | None, as_json: bool) -> None
 @click.argument("principal")
 @click.argument("privilege", type=click.Choice(["READ", "WRITE", "MANAGE"], case_sensitive=False))
 @click.argument("target")
+@json_option
 @click.pass_context
-def grant_cmd(ctx: click.Context, principal: str, privilege: str, target: str) -> None:
+def grant_cmd(ctx: click.Context, principal: str, privilege: str, target: str, as_json: bool) -> None:
     """Give PRINCIPAL PRIVILEGE on TARGET: a dataset, a namespace (weather.*) or * (everything)."""
     g = _store(ctx).grant(principal, privilege, target)
-    click.echo(f"granted {g.privilege} on {g.target} to {g.principal}")
+    _emit(as_json, g.__dict__, f"granted {g.privilege} on {g.target} to {g.principal}")
 
 
 @click.command("revoke")
 @click.argument("principal")
 @click.argument("privilege", type=click.Choice(["READ", "WRITE", "MANAGE"], case_sensitive=False))
 @click.argument("target")
+@json_option
 @click.pass_context
-def revoke_cmd(ctx: click.Context, principal: str, privilege: str, target: str) -> None:
+def revoke_cmd(ctx: click.Context, principal: str, privilege: str, target: str, as_json: bool) -> None:
     """Take back a grant."""
     done = _store(ctx).revoke(principal, privilege, target)
     what = f"{privilege.upper()} on {target} from {principal}"
-    click.echo(f"revoked {what}" if done else f"no grant of {what}: nothing to revoke")
+    value = {"principal": principal, "privilege": privilege.upper(), "target": target, "revoked": done}
+    _emit(as_json, value, f"revoked {what}" if done else f"no grant of {what}: nothing to revoke")
 
 
 @click.command("grants")

@@ -36,6 +36,11 @@ ALLOWED, DENIED = "allowed", "denied"
 _PRINCIPAL_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,199}")
 _TOKEN_RE = re.compile(r"dal_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
 MAX_CLIENT = 300
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # never into the audit: `dal audit` prints it on a terminal
+
+
+def _printable(text: str, limit: int) -> str:
+    return _CONTROL.sub("?", text[:limit])
 
 
 class NotAuthorized(CatalogError):
@@ -301,13 +306,13 @@ class AuthStore:
             s.add(
                 AuditRow(
                     at=utcnow(),
-                    principal=principal[:200],
-                    action=action[:32],
-                    dataset=None if dataset is None else dataset[:200],
+                    principal=_printable(principal, 200),
+                    action=_printable(action, 32),
+                    dataset=None if dataset is None else _printable(dataset, 200),
                     version=version,
-                    client=client[:MAX_CLIENT],
+                    client=_printable(client, MAX_CLIENT),
                     outcome=outcome,
-                    detail=detail[:1000],
+                    detail=_printable(detail, 1000),
                 )
             )
 

@@ -165,6 +165,17 @@ def test_hostile_names_are_404_never_500(served: Served, name: str) -> None:
     assert status == 200 or (status == 400 and len(name) > 1000), raw[:200]  # a pattern too long: 400
 
 
+def test_the_audit_holds_no_control_characters(served: Served) -> None:
+    """What a client sends (its X-Dal-Client header, a name) is kept printable: `dal audit` prints it."""
+    hostile = "\x1b[2J\x1b]0;owned\x07"
+    served.request(
+        "GET", f"/api/v1/datasets/{quote('x' + hostile, safe='')}/pin", "nobody", headers={"X-Dal-Client": hostile}
+    )
+    rows = AuthStore(served.db).audit(principal="nobody")
+    assert rows and all(not any(ord(c) < 32 or 127 <= ord(c) < 160 for c in r.client + (r.dataset or "")) for r in rows)
+    assert any("?[2J" in r.client for r in rows)
+
+
 def test_oversized_bodies_are_413(served: Served) -> None:
     big = json.dumps({"name": "x" * 200_000}).encode()
     status, raw, _ = served.request("POST", "/api/v1/admin/principals", "owner", big)

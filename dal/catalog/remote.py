@@ -152,19 +152,43 @@ def _client_info() -> str:
     return " ".join(parts)[:300]
 
 
-def token_from_env() -> str | None:
-    """``$DAL_TOKEN``, else the first line of the file ``$DAL_TOKEN_FILE``."""
+def _read_token(path: str, where: str) -> str | None:
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as f:
+            return f.readline().strip() or None
+    except OSError as e:
+        raise CatalogError(f"cannot read the token file {where} ({path}): {e.strerror or e}") from e
+
+
+def _profile_token_file(url: str) -> str | None:
+    """The ``token_file`` of the config file's profile whose URL is ``url`` (``dal.catalog.home``), if any."""
+    from dal.catalog import home
+
+    if not (os.environ.get(home.ENV_CONFIG) or home.config_path().is_file()):
+        return None
+    config = home.load_config()
+    for name, entry in (config.get("catalogs") or {}).items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("token_file"), str):
+            continue
+        try:
+            if home.profile_url(str(name), config).rstrip("/") == url.rstrip("/"):
+                return str(entry["token_file"])
+        except home.ProfileError:
+            continue
+    return None
+
+
+def token_from_env(url: str | None = None) -> str | None:
+    """``$DAL_TOKEN``, else the first line of the file ``$DAL_TOKEN_FILE``, else (for ``url``) the first line of the
+    ``token_file`` of the config file's profile with that URL."""
     token = os.environ.get(ENV_TOKEN)
     if token:
         return token.strip()
     path = os.environ.get(ENV_TOKEN_FILE)
     if path:
-        try:
-            with open(path, encoding="utf-8") as f:
-                return f.readline().strip() or None
-        except OSError as e:
-            raise CatalogError(f"cannot read the token file ${ENV_TOKEN_FILE} ({path}): {e.strerror or e}") from e
-    return None
+        return _read_token(path, f"${ENV_TOKEN_FILE}")
+    path = _profile_token_file(url) if url else None
+    return _read_token(path, "of the profile") if path else None
 
 
 class RemoteCatalog:
@@ -176,7 +200,7 @@ class RemoteCatalog:
         import ssl  # here, not at the top: a database URL's `dal ls` does not load ssl and urllib.request
 
         self.url = url.rstrip("/")
-        self._token = token if token is not None else token_from_env()
+        self._token = token if token is not None else token_from_env(url)
         self._attempts = max(1, attempts)
         self._timeout = timeout
         self._backoff = backoff
@@ -260,7 +284,7 @@ _lock = threading.Lock()
 
 def client(url: str) -> RemoteCatalog:
     """This process's client of ``url`` (the token read from the environment when first made)."""
-    token = token_from_env()
+    token = token_from_env(url)
     key = (url, os.getpid(), token or "")
     with _lock:
         if key not in _clients:

@@ -8,13 +8,14 @@ import json
 import os
 import socket
 from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
 
 import dal
-from dal.catalog import CatalogUnavailable, DatasetNotFound, VersionNotFound
+from dal.catalog import CatalogError, CatalogUnavailable, DatasetNotFound, VersionNotFound
 from dal.catalog.auth import AuthStore, NotAuthorized
 from dal.catalog.remote import RemoteCatalog, RemoteNotSupported
 from dal.cli.app import cli
@@ -198,3 +199,20 @@ def test_oversized_bodies_are_413(served: Served) -> None:
         answer = s.recv(65536)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert served.request("GET", "/api/v1/health")[0] == 200  # still serving
+
+
+def test_the_token_from_the_profile_file(served: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile of the config file names the server and a token file (the token stays out of the config)."""
+    token_file = tmp_path / "team.token"
+    token_file.write_text(str(served.tokens["one_reader"]) + "\n")
+    config = tmp_path / "config.toml"
+    config.write_text(f'[catalogs.team]\nurl = "{served.url}"\ntoken_file = "{token_file}"\n')
+    monkeypatch.setenv("DAL_CONFIG", str(config))
+    monkeypatch.setenv("DAL_PROFILE", "team")
+    monkeypatch.delenv("DAL_TOKEN", raising=False)
+    assert dal.open("weather.radar").to_arrow().num_rows == 6
+    code, out, err = _cli("ls", "--json", env={"DAL_CONFIG": str(config), "DAL_PROFILE": "team"})
+    assert code == 0 and [d["name"] for d in json.loads(out)] == ["weather.radar"], err
+    token_file.unlink()
+    with pytest.raises(CatalogError, match="cannot read the token file of the profile"):
+        dal.open("weather.radar")

@@ -226,7 +226,11 @@ class AuthStore:
             return [Token(t.token_id, n, t.created_at, t.expires_at, t.revoked) for t, n in rows]
 
     def authenticate(self, text: str) -> str:
-        """The principal a bearer token's text names.
+        """The principal a bearer token's text names (``identify``'s first half)."""
+        return self.identify(text)[0]
+
+    def identify(self, text: str) -> tuple[str, list[Grant]]:
+        """The principal a bearer token's text names, and its grants (one database session).
 
         Raises:
             NotAuthorized: malformed, unknown, revoked or expired (the message says which: for the audit only).
@@ -250,7 +254,12 @@ class AuthStore:
                 raise NotAuthorized("revoked token")
             if row.expires_at is not None and row.expires_at <= utcnow():
                 raise NotAuthorized("expired token")
-            return str(name)
+            rows = s.execute(
+                select(GrantRow.privilege, GrantRow.target)
+                .where(GrantRow.principal_id == row.principal_id)
+                .order_by(GrantRow.target, GrantRow.privilege)
+            ).all()
+            return str(name), [Grant(str(name), str(p), str(t)) for p, t in rows]
 
     # -- grants ------------------------------------------------------------------------------------
 

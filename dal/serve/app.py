@@ -106,11 +106,10 @@ class Server:
         try:
             if scheme.lower() != "bearer" or not text.strip():
                 raise NotAuthorized("no bearer token")
-            who = self.store.authenticate(text.strip())
+            return self.store.identify(text.strip())
         except NotAuthorized as e:
             self.store.record("", action, DENIED, dataset=dataset, client=self.client(request), detail=str(e))
             raise _Refused(_error(401, NotAuthorized(UNAUTHENTICATED), {"WWW-Authenticate": "Bearer"})) from None
-        return who, self.store.grants(who)
 
     def not_found(self, name: str, grants: list[Grant]) -> Response:
         """The one answer for a dataset that does not exist and for one the principal may not read."""

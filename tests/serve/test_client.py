@@ -216,3 +216,38 @@ def test_the_token_from_the_profile_file(served: Served, tmp_path: Path, monkeyp
     token_file.unlink()
     with pytest.raises(CatalogError, match="cannot read the token file of the profile"):
         dal.open("weather.radar")
+
+
+def test_transient_answers_are_retried_with_backoff() -> None:
+    """502/503/504 are retried (then the answer is used); other 5xx are CatalogUnavailable at once."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    answers = [503, 502, 200, 500]
+    seen: list[str] = []
+
+    class Flaky(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            status = answers.pop(0)
+            body = b'{"tags": {"prod": 1}}' if status == 200 else b'{"error": "boom", "type": "DalError"}'
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = RemoteCatalog(f"http://127.0.0.1:{server.server_address[1]}", "dal_x", attempts=4, backoff=0.01)
+        assert client.tags("weather.radar") == {"prod": 1}
+        assert seen == ["/api/v1/datasets/weather.radar/tags"] * 3
+        with pytest.raises(CatalogUnavailable, match="failed: boom"):
+            client.tags("weather.radar")
+        assert len(seen) == 4  # a 500 is not retried
+    finally:
+        server.shutdown()
+        server.server_close()

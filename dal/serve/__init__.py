@@ -43,6 +43,16 @@ def _check_can_listen(host: str, port: int) -> None:
             raise DalError(f"dal serve cannot listen on {host}:{port}: {e.strerror or e}{hint}") from e
 
 
+def _check_tls(cert: str, key: str) -> None:
+    """A certificate and key that do not load (not PEM, not a pair) are one line before anything starts."""
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as e:
+        raise DalError(f"dal serve: cannot use --tls-cert {cert} with --tls-key {key}: {e}") from None
+
+
 def serve(
     url: str,
     *,
@@ -71,6 +81,8 @@ def serve(
             f"dal serve: plain HTTP is only served on loopback; to listen on {host}, give a certificate and its key "
             "(--tls-cert, --tls-key)"
         )
+    if tls_cert is not None and tls_key is not None:
+        _check_tls(tls_cert, tls_key)
     _check_can_listen(host, port)
     app = create_app(url, audit_retention_days=audit_retention_days)
     # no access log: request lines are not tokens, but nothing about a request is logged by default

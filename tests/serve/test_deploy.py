@@ -59,6 +59,9 @@ def test_plain_http_beyond_loopback_is_refused(tmp_path: Path) -> None:
     assert proc.stderr.startswith("dal: error: dal serve: plain HTTP is only served on loopback")
     proc = _serve("--catalog", url, "serve", "--tls-cert", str(tmp_path / "c.db"))
     assert proc.returncode == 1 and "both --tls-cert and --tls-key" in proc.stderr
+    proc = _serve("--catalog", url, "serve", "--tls-cert", str(tmp_path / "c.db"), "--tls-key", str(tmp_path / "c.db"))
+    assert proc.returncode == 1 and proc.stderr.startswith("dal: error: dal serve: cannot use --tls-cert")
+    assert proc.stdout == ""  # nothing said it was serving
     proc = _serve("--catalog", "https://example.invalid", "serve")
     assert proc.returncode == 1 and "needs the catalog's database URL" in proc.stderr
     proc = _serve("--catalog", f"sqlite:///{tmp_path}/missing.db", "serve", "--port", "0")

@@ -31,6 +31,7 @@ PRINCIPALS: dict[str, list[tuple[str, str]]] = {
     "ns_reader": [("READ", "weather.*")],
     "one_reader": [("READ", "weather.radar")],
     "writer": [("WRITE", "weather.*")],
+    "ns_manager": [("MANAGE", "weather.*")],  # manages a namespace: reads it, but is no catalog admin
     "nobody": [],
 }
 BAD_TOKENS = ("revoked", "expired", "none", "malformed")

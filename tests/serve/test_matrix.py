@@ -93,7 +93,7 @@ def test_every_cell(served: Served) -> None:
     leaks = [c for c in cells if c[4] < 300 and c[3] >= 300]
     assert leaks == [] and not [c for c in cells if c[4] >= 500]
     routes = len(DATASET_ROUTES) + 2 + len(ADMIN_ROUTES)
-    assert len(cells) == len(CALLERS) * len(DATASETS) * routes == 9 * 3 * 18
+    assert len(cells) == len(CALLERS) * len(DATASETS) * routes == 10 * 3 * 18
     # a forbidden dataset answers exactly as a missing one (but for the name asked about)
     for who in PRINCIPALS:
         if _may_read(who, FORBIDDEN_DS):
@@ -120,3 +120,44 @@ def test_unauthenticated_answers_are_one_and_ask_for_a_bearer_token(served: Serv
 
 def test_health_needs_no_token(served: Served) -> None:
     assert served.request("GET", "/api/v1/health")[:2] == (200, b'{"ok":true,"api":"v1"}')
+
+
+def test_the_browsing_commands_cell_by_cell(served: Served) -> None:
+    """The same matrix for the CLI through the server: dal ls / show / versions, every caller, every dataset."""
+    from click.testing import CliRunner
+
+    from dal.cli.app import cli
+
+    cells: list[tuple[str, str, str, str, str]] = []  # (caller, command, dataset, expected, actual)
+    for who in CALLERS:
+        token = served.tokens[who]
+        env = {"DAL_CATALOG_URL": served.url, "DAL_TOKEN": token or ""}
+        listed = CliRunner().invoke(cli, ["ls", "--json"], env=env)
+        for d in DATASETS:
+            if who in BAD_TOKENS:
+                expected_ls = "unauthorized"
+            else:
+                expected_ls = "listed" if d in EXISTING and _may_read(who, d) else "absent"
+            if listed.exit_code == 0:
+                actual_ls = "listed" if d in {x["name"] for x in json.loads(listed.stdout)} else "absent"
+            else:
+                actual_ls = "unauthorized" if "valid bearer token" in listed.stderr else listed.stderr
+            cells.append((who, "ls", d, expected_ls, actual_ls))
+            for command in ("show", "versions"):
+                result = CliRunner().invoke(cli, [command, d, "--json"], env=env)
+                if who in BAD_TOKENS:
+                    expected = "unauthorized"
+                else:
+                    expected = "shown" if d in EXISTING and _may_read(who, d) else f"dataset {d!r} not found"
+                    if d == MISSING_DS and _may_read(who, FORBIDDEN_DS):  # only who may read it hears of it
+                        expected += f"; did you mean {FORBIDDEN_DS!r}?"
+                if result.exit_code == 0:
+                    actual = "shown"
+                elif "valid bearer token" in result.stderr:
+                    actual = "unauthorized"
+                else:
+                    actual = json.loads(result.stderr)["error"]
+                cells.append((who, command, d, expected, actual))
+    wrong = [c for c in cells if c[3] != c[4]]
+    assert wrong == [] and len(cells) == len(CALLERS) * len(DATASETS) * 3 == 90, wrong[:10]
+    assert not [c for c in cells if c[4] in ("shown", "listed") and c[3] not in ("shown", "listed")]

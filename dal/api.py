@@ -29,6 +29,7 @@ from dal.catalog import (
     VersionInfo,
     VersionRef,
     default_url,
+    remote,
     retry,
 )
 from dal.catalog.types import DECLARED, Input, validate_name, validate_tag
@@ -83,6 +84,8 @@ def get_catalog(catalog: CatalogLike = None, *, must_exist: bool = False) -> Cat
     if isinstance(catalog, Catalog):
         return catalog
     key = catalog or default_url()
+    if remote.is_remote(key):  # a dal serve catalog: reads only (dal.open goes through _pin)
+        raise remote.not_supported(key)
     with _lock:
         if key not in _catalogs:
             _catalogs[key] = Catalog(key, must_exist=must_exist)
@@ -162,6 +165,8 @@ def _pin(name: str, version: VersionRef, catalog: CatalogLike) -> tuple[DatasetI
     with retry.window():
         if catalog is None or isinstance(catalog, str):
             key = catalog or default_url()
+            if remote.is_remote(key):  # a dal serve catalog: the server resolves, checks the grant, audits
+                return remote.client(key).pin(name, version)
             reader = None if key in _catalogs else _reader(key)  # a Catalog open already answers as quickly
             if reader is not None:
                 try:

@@ -173,3 +173,59 @@ class LineageRow(Base):
     upstream_version: Mapped[int] = mapped_column(BigInteger)
     filters: Mapped[str | None] = mapped_column(Text, nullable=True)
     how: Mapped[str] = mapped_column(String(16))
+
+
+class PrincipalRow(Base):
+    """A user or a service principal (a job) of ``dal serve`` (``dal.catalog.auth``)."""
+
+    __tablename__ = "dal_principals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    kind: Mapped[str] = mapped_column(String(16))  # user | service
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class TokenRow(Base):
+    """A bearer token: its public id and the SHA-256 of its secret (never the secret itself)."""
+
+    __tablename__ = "dal_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_id: Mapped[str] = mapped_column(String(32), unique=True)
+    principal_id: Mapped[int] = mapped_column(ForeignKey("dal_principals.id", ondelete="CASCADE"), index=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class GrantRow(Base):
+    """A privilege (READ, WRITE, MANAGE) of a principal on a dataset name or a namespace (``weather.*``, ``*``)."""
+
+    __tablename__ = "dal_grants"
+    __table_args__ = (UniqueConstraint("principal_id", "privilege", "target", name="uq_dal_grants"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    principal_id: Mapped[int] = mapped_column(ForeignKey("dal_principals.id", ondelete="CASCADE"), index=True)
+    privilege: Mapped[str] = mapped_column(String(16))
+    target: Mapped[str] = mapped_column(String(202))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AuditRow(Base):
+    """One audited request of ``dal serve``: a pin, an admin change or a refusal (names, not ids: kept after a
+    principal or dataset is gone)."""
+
+    __tablename__ = "dal_audit"
+    __table_args__ = (Index("ix_dal_audit_dataset", "dataset", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    principal: Mapped[str] = mapped_column(String(200))
+    action: Mapped[str] = mapped_column(String(32))
+    dataset: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    version: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    client: Mapped[str] = mapped_column(Text, default="")
+    outcome: Mapped[str] = mapped_column(String(16))
+    detail: Mapped[str] = mapped_column(Text, default="")

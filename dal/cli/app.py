@@ -5,6 +5,7 @@
 - ``io``: register, sync
 - ``maintenance``: drop, gc, cache ls/clear, db upgrade/status
 - ``hive``: hive sync/import; ``ui``: the web UI
+- ``serve``: dal serve and its administration (principal, token, grant, revoke, grants, audit)
 
 ``base`` holds what they share (exit codes, the error-to-one-line group, options), ``output`` how they print
 (tables, JSON, the one size formatter), ``complete`` shell completion.
@@ -29,7 +30,7 @@ import click
 
 from dal import progress
 from dal._version import __version__
-from dal.cli import content, datasets, hive, io, maintenance, ui
+from dal.cli import content, datasets, hive, io, maintenance, serve, ui
 from dal.cli.base import (
     EXIT_BUG,
     EXIT_INTERRUPTED,
@@ -140,6 +141,7 @@ COMMANDS: tuple[click.Command, ...] = (
     *maintenance.COMMANDS,
     hive.hive_group,
     ui.ui_cmd,
+    *serve.COMMANDS,
 )
 for _command in COMMANDS:
     cli.add_command(_command)

@@ -109,7 +109,10 @@ class State:
         read-only commands (a missing SQLite file is an error, not a new catalog: a mistyped --catalog must
         not create folders and an empty catalog); ``pooled`` for a server (``Catalog``'s)."""
         if self._catalog is None:
-            from dal.catalog import Catalog
+            from dal.catalog import Catalog, remote
+
+            if remote.is_remote(self.url):  # a dal serve catalog: reads only, through reader() (dal.catalog.remote)
+                raise remote.not_supported(self.url, "this command")
 
             self._catalog = Catalog(self.url, create=create, must_exist=must_exist, pooled=pooled)
         return self._catalog
@@ -118,8 +121,10 @@ class State:
         """The quick read-only reader when it can serve this catalog (catalog.lite), else the full Catalog; a
         PostgreSQL server that refuses connections for now is waited for once, by both together
         (``dal.catalog.retry``)."""
-        from dal.catalog import retry
+        from dal.catalog import remote, retry
 
+        if remote.is_remote(self.url):  # a dal serve catalog (its client retries on its own)
+            return remote.client(self.url)
         with retry.window():
             if not self._lite_tried:
                 self._lite_tried = True

@@ -16,7 +16,7 @@ import dal
 from dal.cli.app import cli
 
 # `dal ui` serves pages until stopped: there is no result to print as JSON
-NO_JSON = {"ui"}
+NO_JSON = {"ui", "serve"}  # servers: they print where they listen
 
 
 def leaf_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:

@@ -1,0 +1,104 @@
+"""``dal serve``: the catalog as a service, a versioned JSON API behind principals, tokens and grants
+(``pip install 'dal-catalog[ui]'``: Starlette on uvicorn).
+
+Clients set ``DAL_CATALOG_URL=https://host:port`` and ``DAL_TOKEN`` (``dal.catalog.remote``). Plain HTTP is
+refused unless the server listens on loopback only; beyond it, give a certificate and key (``--tls-cert``,
+``--tls-key``).
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import socket
+
+from dal.errors import DalError, require
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8766
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise DalError(f"dal serve cannot listen on {host}:{port}: {e.strerror or e}") from e
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as e:
+            hint = " (pick another with --port)" if e.errno == errno.EADDRINUSE else ""
+            raise DalError(f"dal serve cannot listen on {host}:{port}: {e.strerror or e}{hint}") from e
+
+
+def _check_tls(cert: str, key: str) -> None:
+    """A certificate and key that do not load (not PEM, not a pair) are one line before anything starts."""
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as e:
+        raise DalError(f"dal serve: cannot use --tls-cert {cert} with --tls-key {key}: {e}") from None
+
+
+def serve(
+    url: str,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    audit_retention_days: float | None = 365.0,
+) -> None:
+    """Serve the catalog at ``url`` on ``host:port`` until interrupted.
+
+    Raises:
+        DalError: plain HTTP beyond loopback, half a TLS pair, a port that is taken; MissingDependency without
+            the ``ui`` extra; CatalogOutOfDate / CatalogUnavailable for the catalog.
+    """
+    for module in ("starlette", "uvicorn"):
+        require(module, "ui")
+    import uvicorn
+
+    from dal.serve.app import create_app
+
+    if (tls_cert is None) != (tls_key is None):
+        raise DalError("dal serve: give both --tls-cert and --tls-key (or neither, on loopback only)")
+    if tls_cert is None and not is_loopback(host):
+        raise DalError(
+            f"dal serve: plain HTTP is only served on loopback; to listen on {host}, give a certificate and its key "
+            "(--tls-cert, --tls-key)"
+        )
+    if tls_cert is not None and tls_key is not None:
+        _check_tls(tls_cert, tls_key)
+    _check_can_listen(host, port)
+    app = create_app(url, audit_retention_days=audit_retention_days)
+    # no access log: request lines are not tokens, but nothing about a request is logged by default
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+        h11_max_incomplete_event_size=64 * 1024,
+    )
+    scheme = "https" if tls_cert else "http"
+    where = f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
+    print(f"dal serve: serving the catalog on {where}/api/v1/ (clients: DAL_CATALOG_URL={where}; Ctrl-C stops it)",
+          flush=True)  # fmt: skip
+    uvicorn.Server(config).run()

@@ -751,7 +751,9 @@ def _check_in_memory(data: Any, check: timeparts.RuleCheck | None) -> None:
     columns = [c for c in (rule.column, *rule.partitions) if c is not None]
     if isinstance(data, pa.Table | pa.RecordBatch) and all(c in data.schema.names for c in columns):
         check.see(data.select(columns))
-    elif type(data).__module__.startswith("pandas.") and all(c in getattr(data, "columns", ()) for c in columns):
+    elif type(data).__module__.partition(".")[0] == "pandas" and all(
+        c in getattr(data, "columns", ()) for c in columns
+    ):
         check.see(pa.Table.from_pandas(data[columns], preserve_index=False))
 
 

@@ -34,7 +34,7 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
         return data.to_reader()
     if isinstance(data, pa.RecordBatch):
         return pa.RecordBatchReader.from_batches(data.schema, [data])
-    if type(data).__module__.startswith("pandas.") and type(data).__name__ == "DataFrame":
+    if type(data).__module__.partition(".")[0] == "pandas" and type(data).__name__ == "DataFrame":
         return from_pandas(data).to_reader()
     if hasattr(data, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(data)

@@ -120,6 +120,27 @@ def test_a_complex_column_is_refused_naming_what_to_do(sqlite_env: Catalog) -> N
         dal.write(pd.DataFrame({"z": np.array([1 + 2j, 3j])}), "bad")
 
 
+# pandas 3 names its classes' module "pandas" (2.x: "pandas.core.frame"): dal took a pandas 3 DataFrame for
+# something else (Petastorm writes refused it; Delta writes went through pyarrow's C stream, which refuses
+# N-D cells; the progress line had no row count)
+Pandas3Frame = type("DataFrame", (pd.DataFrame,), {"__module__": "pandas"})
+
+
+def test_a_pandas_3_dataframe_is_a_dataframe(sqlite_env: Catalog) -> None:
+    from dal import ScalarCodec, TensorField, TensorSchema
+    from dal.progress import rows_of
+
+    images = np.arange(2 * 4 * 4, dtype=np.uint8).reshape(2, 4, 4)
+    frame = Pandas3Frame({"id": [0, 1], "image": list(images)})
+    assert type(frame).__module__ == "pandas" and rows_of(frame) == 2
+    dal.write(frame, "p3")
+    flat = dal.open("p3").to_arrow().sort_by("id").column("image").combine_chunks().values.values.to_numpy()
+    assert flat.tobytes() == images.tobytes()
+    schema = TensorSchema("s", [TensorField("id", np.int64, (), ScalarCodec())])
+    dal.write(Pandas3Frame({"id": [5, 6]}), "p3.pt", format="petastorm", schema=schema)
+    assert sorted(dal.open("p3.pt").to_arrow().column("id").to_pylist()) == [5, 6]
+
+
 @pytest.mark.xfail(strict=True, reason=READ_SIDE)
 def test_to_pandas_cells_are_2d_arrays(digits: tuple[np.ndarray, np.ndarray]) -> None:
     images, _ = digits

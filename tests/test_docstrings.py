@@ -96,14 +96,21 @@ def _raises_parsed(fn: object) -> tuple[list[str], list[str]]:
     [
         (dal.open, {"DatasetNotFound", "VersionNotFound", "InvalidName", "CatalogUnavailable", "DalError"}),
         (dal.write, {"InvalidName", "SchemaMismatch", "TagExists", "DatasetExists", "CommittedNotRecorded"}),
+        (dal.lifecycle.drop, {"DatasetNotFound", "DalError", "PurgeUnfinished"}),
+        (dal.lifecycle.rename, {"DatasetNotFound", "DatasetExists", "InvalidName"}),
+        (dal.lifecycle.head, {"DatasetNotFound", "VersionNotFound", "FilterError"}),
+        (dal.lifecycle.gc, {"DatasetNotFound", "DalError"}),
     ],
 )
-def test_the_reference_renders_each_error_of_open_and_write(fn: object, expected: set[str]) -> None:
-    """The reference page turned the parser's warnings off, and the Raises table showed one mangled row:
-    ``DatasetNotFound / VersionNotFound (with close names), InvalidName; ...``: the others were dropped."""
+def test_the_reference_renders_each_error_and_argument(fn: Any, expected: set[str]) -> None:
+    """The reference pages turned the parser's warnings off, and the Raises table showed one mangled row:
+    ``DatasetNotFound / VersionNotFound (with close names), InvalidName; ...``: the others were dropped. Every
+    argument is documented too (``reference/lifecycle`` had almost none)."""
     names, warnings = _raises_parsed(fn)
     assert expected <= set(names), names
     assert all(n.isidentifier() for n in names), names
     assert not [w for w in warnings if "raises" in w.lower() or "failed to get" in w.lower()], warnings
-    page = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "api.md").read_text()
-    assert "warnings: false" not in page
+    documented = inspect.getdoc(fn) or ""
+    assert all(f"\n    {p}:" in documented for p in inspect.signature(fn).parameters), fn
+    for page in ("api.md", "lifecycle.md"):
+        assert "warnings: false" not in (Path(__file__).resolve().parents[1] / "docs" / "reference" / page).read_text()

@@ -1,6 +1,6 @@
 # Two set-up commands on a fresh machine (Python 3.11, Java 17):
 #   make demo   creates .venv, installs dal, runs the end-to-end example on the embedded catalog
-#   make test   creates .venv, installs dal with test extras, runs lint, types, the docs build and the whole test suite
+#   make test   creates .venv, installs dal, its extras and the dev group; runs lint, types, the docs build and the whole test suite
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -15,10 +15,12 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	# pip >= 25.1 reads PEP 735 dependency groups (--group dev: the test tools, not in the wheel's metadata)
+	$(BIN)/python -m pip install -q --upgrade "pip>=25.1"
 	# the extras declare ranges (torch>=2.3,<3); the tests run on the one torch build pinned here (the CPU wheel
-	# this machine keeps on disk: an unpinned torch would download several GB)
-	$(BIN)/python -m pip install -q -e ".[dev]" "torch==2.13.0"
+	# this machine keeps on disk: an unpinned torch would download several GB). The suite runs on the previous
+	# majors of pandas, polars and duckdb; tests/test_wheel_install.py runs the adapters' tests on the current ones
+	$(BIN)/python -m pip install -q -e ".[all,ray,mlflow]" --group dev "torch==2.13.0" "pandas<3" "polars<2" "duckdb<2"
 	touch $@
 
 demo: install

@@ -124,8 +124,12 @@ def open(
         cache_dir: The file cache's folder.
 
     Raises:
-        DatasetNotFound / VersionNotFound (with close names), InvalidName; DalError for a bad cache option;
+        DatasetNotFound: no dataset of that name (the message names close ones).
+        VersionNotFound: no such version, tag or time (the message names close ones).
+        InvalidName: the name is not a dataset name.
         CatalogUnavailable: the catalog cannot be opened (a missing SQLite catalog file is not created).
+        FormatError: the version is recorded as unavailable (its files or log are gone).
+        DalError: a bad cache option.
     """
     validate.check(storage_options=storage_options, catalog=catalog)
     file_cache = None
@@ -278,10 +282,15 @@ def write(
         track: Record the read datasets of this process as inferred lineage.
 
     Raises:
-        InvalidName, SchemaMismatch (naming the columns), TagExists, DatasetExists, FormatError,
-        CatalogReadOnly (this role cannot record versions: nothing was written),
-        CommittedNotRecorded (the data is committed in storage but the catalog could not record it:
-        do not retry; ``dal sync`` records it).
+        InvalidName: the name is not a dataset name.
+        SchemaMismatch: the data does not fit the dataset's schema or the options (the message names the columns).
+        TagExists: a tag of ``tags`` already names another version.
+        DatasetExists: another dataset is recorded at ``path`` (two entries over one table).
+        FormatError: the format refuses the data or the location.
+        CatalogReadOnly: this role cannot record versions (nothing was written).
+        CommittedNotRecorded: the data is committed in storage but the catalog could not record it (do not
+            retry; ``dal sync`` records it).
+        DalError: an input dal cannot write (a pandas column Arrow has no type for, N-D arrays of varying shapes).
     """
     request = _WriteRequest(data, name, format, partition_by, mode, schema_mode, time_column, time_partitions,
                             description, tags, path, schema, compression, target_file_size, storage_options,
@@ -756,7 +765,9 @@ def _check_in_memory(data: Any, check: timeparts.RuleCheck | None) -> None:
     columns = [c for c in (rule.column, *rule.partitions) if c is not None]
     if isinstance(data, pa.Table | pa.RecordBatch) and all(c in data.schema.names for c in columns):
         check.see(data.select(columns))
-    elif type(data).__module__.startswith("pandas.") and all(c in getattr(data, "columns", ()) for c in columns):
+    elif type(data).__module__.partition(".")[0] == "pandas" and all(
+        c in getattr(data, "columns", ()) for c in columns
+    ):
         check.see(pa.Table.from_pandas(data[columns], preserve_index=False))
 
 

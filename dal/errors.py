@@ -91,12 +91,22 @@ class ChangesUnavailable(DalError):
     reclaimed, a commit the log no longer holds); nothing is returned rather than a partial answer."""
 
 
+# Extras that name no distribution: several install the same import package (tensorflow/ from tensorflow or
+# tensorflow-cpu; cv2/ from opencv-python or opencv-python-headless), and two of them overwrite each other, so
+# the application picks one. What to install instead of the (empty) extra:
+VARIANTS = {
+    "tf": "pip install tensorflow (or tensorflow-cpu, or tensorflow[and-cuda]: one of them, never two)",
+    "images": "pip install opencv-python-headless (servers) or opencv-python (desktops): one of them, never two",
+}
+
+
 def require(module: str, extra: str) -> Any:
     """Import an optional module.
 
     Args:
         module: the module to import (``"pandas"``, ``"deltalake"``).
-        extra: the ``dal-catalog`` extra that installs it, named in the error.
+        extra: the ``dal-catalog`` extra that installs it, named in the error (for an extra of ``VARIANTS``,
+            which installs nothing, the variants to choose from).
 
     Raises:
         MissingDependency: the module is not installed (the pip command to run), or it is installed but fails
@@ -104,7 +114,9 @@ def require(module: str, extra: str) -> Any:
     """
     import importlib
 
-    install = f"pip install 'dal-catalog[{extra}]'"
+    install = VARIANTS.get(extra, f"pip install 'dal-catalog[{extra}]'")
+    # a variant's distribution is not named after its module (tensorflow-cpu): reinstall the one in use
+    repair = "reinstall the one installed" if extra in VARIANTS else f"e.g. pip install --force-reinstall {module}, or"
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
@@ -117,8 +129,7 @@ def require(module: str, extra: str) -> Any:
         ) from e
     except ImportError as e:  # installed, but it (or a shared library it loads) fails to load
         raise MissingDependency(
-            f"{module} is installed but fails to load: {one_line(e)}; repair the installation (e.g. pip install "
-            f"--force-reinstall {module}, or {install})"
+            f"{module} is installed but fails to load: {one_line(e)}; repair the installation ({repair} {install})"
         ) from e
 
 

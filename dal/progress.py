@@ -624,7 +624,7 @@ def rows_of(data: Any) -> int | None:
     if isinstance(n, int):
         return n
     module = type(data).__module__
-    if module.startswith("pandas.") and type(data).__name__ == "DataFrame":
+    if module.partition(".")[0] == "pandas" and type(data).__name__ == "DataFrame":  # pandas 3: "pandas"
         return int(data.shape[0])
     if isinstance(data, list):
         return len(data)

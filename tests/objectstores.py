@@ -128,7 +128,7 @@ def gcs_endpoint() -> Iterator[str]:
     """gcp-storage-emulator (pip, JSON API only) on loopback, in memory."""
     script = Path(sys.executable).parent / "gcp-storage-emulator"
     if not script.exists():
-        pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
+        pytest.skip("gcp-storage-emulator is not installed (it is in the dev group)")
     port = free_port()
     with serving([str(script), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"], port):
         yield f"http://127.0.0.1:{port}"

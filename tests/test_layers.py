@@ -190,7 +190,7 @@ def test_the_import_contracts_hold() -> None:
     lint_imports = Path(sys.executable).with_name("lint-imports")
     if not lint_imports.exists():
         if os.environ.get("CI"):
-            pytest.fail("import-linter is not installed: pip install -e '.[dev]'")
-        pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
+            pytest.fail("import-linter is not installed: make install")
+        pytest.skip("import-linter is not installed (make install)")
     out = subprocess.run([str(lint_imports), "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]

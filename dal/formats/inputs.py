@@ -1,13 +1,20 @@
-"""Input data for writes: Arrow tables, record batches and readers, pandas DataFrames (Spark is in adapters)."""
+"""Input data for writes: Arrow tables, record batches and readers, pandas DataFrames (Spark is in adapters).
+
+A pandas column whose cells are NumPy arrays of one N-D shape (N >= 2: images, spectrograms) becomes a
+fixed-shape tensor column (nested Arrow fixed-size lists, which a Delta write stores as binary cells of the
+arrays' bytes: ``dal.formats.logical``); pyarrow alone refuses it. Arrays of varying shapes, complex numbers and
+Python objects Arrow has no type for are refused with one line naming the column and what to do.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from dal.errors import DalError
+from dal.errors import DalError, one_line
 
 
 def is_spark_dataframe(data: object) -> bool:
@@ -19,7 +26,7 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
     """Stream any supported local input as Arrow record batches.
 
     Raises:
-        DalError: the input type is not supported.
+        DalError: the input type is not supported, or a pandas column cannot be stored (``from_pandas``).
     """
     if isinstance(data, pa.RecordBatchReader):
         return data
@@ -27,8 +34,8 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
         return data.to_reader()
     if isinstance(data, pa.RecordBatch):
         return pa.RecordBatchReader.from_batches(data.schema, [data])
-    if type(data).__module__.startswith("pandas.") and type(data).__name__ == "DataFrame":
-        return pa.Table.from_pandas(data, preserve_index=False).to_reader()
+    if type(data).__module__.partition(".")[0] == "pandas" and type(data).__name__ == "DataFrame":
+        return from_pandas(data).to_reader()
     if hasattr(data, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(data)
     if isinstance(data, Iterable) and not isinstance(data, (str, bytes, dict)):
@@ -39,3 +46,76 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
         f"cannot write {type(data).__name__}: pass a Spark or pandas DataFrame, a pyarrow Table, "
         "RecordBatch or RecordBatchReader"
     )
+
+
+def from_pandas(frame: Any) -> pa.Table:
+    """A pandas DataFrame as an Arrow table (its index left out); a column of equal-shape N-D NumPy arrays as a
+    fixed-shape tensor column.
+
+    Raises:
+        DalError: a column holds complex numbers, N-D arrays of different shapes or of a non-numeric dtype, or
+            values Arrow has no type for (one line: the column and what to do).
+    """
+    tensors: dict[str, pa.Array] = {}
+    for name in frame.columns:
+        column = frame[name]
+        kind = getattr(column.dtype, "kind", "")
+        if kind == "c":
+            raise DalError(f"column {name!r} holds complex numbers ({column.dtype}), which Arrow cannot store: "
+                           f"write the real and imaginary parts as two float columns ({name}.real, {name}.imag)")  # fmt: skip
+        if kind == "O":
+            tensor = _tensor_column(str(name), column.to_numpy())
+            if tensor is not None:
+                tensors[name] = tensor
+    rest = frame.drop(columns=list(tensors)) if tensors else frame
+    try:
+        table = pa.Table.from_pandas(rest, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise DalError(_conversion_failed(e)) from e
+    if not tensors:
+        return table
+    order = [str(c) for c in frame.columns]
+    columns = {**dict(zip(table.column_names, table.columns, strict=True)), **tensors}
+    return pa.table({c: columns[c] for c in order})
+
+
+def _tensor_column(name: str, cells: np.ndarray) -> pa.Array | None:
+    """The object column ``cells`` as a fixed-shape tensor array when its first array cell is N-D (N >= 2);
+    None when it holds no such array (pyarrow converts the column, or says why not)."""
+    first = next((c for c in cells if isinstance(c, np.ndarray)), None)
+    if first is None or first.ndim < 2:
+        return None  # scalars, strings, 1-D arrays (a list column): pyarrow's own conversion
+    if first.dtype.kind not in "iuf" or first.dtype.itemsize > 8:
+        raise DalError(f"column {name!r} holds {first.ndim}-D arrays of {first.dtype}, which dal stores only as "
+                       "integers or floats: convert them (e.g. .astype('float32')) or serialize each to bytes")  # fmt: skip
+    valid = np.array([not _is_null(c) for c in cells], dtype=bool)
+    for row in np.flatnonzero(valid):
+        cell = cells[row]
+        if not isinstance(cell, np.ndarray) or cell.shape != first.shape or cell.dtype != first.dtype:
+            what = f"{cell.dtype} {cell.shape}" if isinstance(cell, np.ndarray) else type(cell).__name__
+            raise DalError(f"column {name!r} holds arrays of one shape and dtype ({first.dtype} {first.shape}) and "
+                           f"a {what} in row {row}: a tensor column needs one shape (resize or pad the arrays), or "
+                           "flatten each to 1-D (a list column)")  # fmt: skip
+    values = np.zeros((len(cells), *first.shape), dtype=first.dtype)
+    if valid.any():
+        values[valid] = np.stack([cells[i] for i in np.flatnonzero(valid)])
+    out: pa.Array = pa.array(values.reshape(-1))
+    for size in reversed(first.shape):
+        out = pa.FixedSizeListArray.from_arrays(out, size)
+    if not valid.all():
+        out = pa.FixedSizeListArray.from_arrays(out.values, type=out.type, mask=pa.array(~valid))
+    return out
+
+
+def _is_null(cell: object) -> bool:
+    """None, NaN, pandas' NA or NaT: a missing cell (a null tensor)."""
+    return cell is None or (isinstance(cell, float) and cell != cell) or type(cell).__name__ in ("NAType", "NaTType")
+
+
+def _conversion_failed(e: Exception) -> str:
+    """pyarrow's ``('reason', 'Conversion failed for column x with type object')`` as one line that names the
+    column and what Arrow can store."""
+    parts = e.args if len(e.args) == 2 and all(isinstance(a, str) for a in e.args) else (str(e),)
+    where = parts[-1].replace("Conversion failed for ", "") if len(parts) == 2 else "a column"
+    return (f"cannot store {where}: {one_line(parts[0])}; give it numbers, strings, bytes, timestamps, "
+            "lists or dicts of those, or N-D NumPy arrays of one shape")  # fmt: skip

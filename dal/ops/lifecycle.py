@@ -62,7 +62,13 @@ OPTIMIZE_TRIES = 3  # compactions overtaken by another commit before optimize gi
 
 
 def parse_duration(text: str) -> timedelta:
-    """``30d``, ``12h``, ``15m``, ``45s``, ``2w`` as a timedelta; anything else is a ``DalError``."""
+    """``30d``, ``12h``, ``15m``, ``45s``, ``2w`` as a timedelta.
+
+    Args:
+        text: A number and a unit: ``s``, ``m``, ``h``, ``d`` or ``w``.
+
+    Raises:
+        DalError: not a duration, or longer than ``timedelta`` holds."""
     m = _DURATION.fullmatch(text) if isinstance(text, str) else None
     if m is None or len(m.group(1)) > 9:
         raise DalError(f"{text!r} is not a duration: write a number and a unit, e.g. 30d, 12h, 15m, 45s or 2w")
@@ -114,8 +120,16 @@ def purge_plan(
     name: str, *, storage_options: Mapping[str, str] | None = None, catalog: CatalogLike = None
 ) -> tuple[list[str], list[str]]:
     """The files ``drop(name, purge=True)`` would delete and the foreign ones it would leave (paths relative
-    to the dataset's location; a linked directory, never followed, as ``<path>/``). Raises ``DalError`` when
-    another dataset lives at or inside the location."""
+    to the dataset's location; a linked directory, never followed, as ``<path>/``).
+
+    Args:
+        name: The dataset's catalog name.
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
+    Raises:
+        DatasetNotFound: no dataset of that name.
+        DalError: another dataset lives at or inside the location, or dal cannot delete this dataset's files."""
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
     nested = _nested(info, cat.list_datasets())
@@ -165,10 +179,19 @@ def drop(
     refuses a location that holds other files unless ``force`` (which still deletes only dal's files). The
     data goes first, the catalog entry last: a purge that fails half-way can be run again.
 
+    Args:
+        name: The dataset's catalog name.
+        purge: Also delete the dataset's data (only the files dal wrote).
+        force: Purge even when the location holds files dal did not write (they are left in place).
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
     Raises:
-        DatasetNotFound; DalError: foreign files without ``force`` (another location's claim inside it among
-        them), another dataset inside the location, or a read-only (plain Parquet) dataset. PurgeUnfinished: a
-        drop without ``purge`` of a dataset whose purge was stopped half-way (finish it with ``purge``).
+        DatasetNotFound: no dataset of that name.
+        DalError: foreign files without ``force`` (another location's claim inside it among them), another
+            dataset inside the location, or a read-only (plain Parquet) dataset.
+        PurgeUnfinished: a drop without ``purge`` of a dataset whose purge was stopped half-way (finish it with
+            ``purge``).
     """
     validate.check(storage_options=storage_options, catalog=catalog)
     cat = get_catalog(catalog)
@@ -235,7 +258,17 @@ def _refuse_unfinished_purge(loc: Location, holder: claims.Holder) -> None:
 
 @translating("renaming {name}")
 def rename(name: str, new_name: str, *, catalog: CatalogLike = None) -> DatasetInfo:
-    """Rename a dataset in the catalog; its data, versions and tags stay (the location is not moved)."""
+    """Rename a dataset in the catalog; its data, versions and tags stay (the location is not moved).
+
+    Args:
+        name: The dataset's catalog name.
+        new_name: Its new name.
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
+    Raises:
+        DatasetNotFound: no dataset called ``name``.
+        DatasetExists: a dataset called ``new_name`` exists.
+        InvalidName: ``new_name`` is not a dataset name."""
     return get_catalog(catalog).rename_dataset(name, new_name)
 
 
@@ -249,7 +282,19 @@ def set_info(
     properties: Mapping[str, Any] | None = None,
     catalog: CatalogLike = None,
 ) -> DatasetInfo:
-    """Change a dataset's description, owner, time column or properties (``None`` removes a property)."""
+    """Change a dataset's description, owner, time column or properties (``None`` removes a property).
+
+    Args:
+        name: The dataset's catalog name.
+        description: Its new description (None: unchanged).
+        owner: Its new owner (None: unchanged).
+        time_column: The column ``Scan.window`` filters on, a column of its latest version (None: unchanged).
+        properties: Properties to set; a value of None removes that property.
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
+    Raises:
+        DatasetNotFound: no dataset of that name.
+        DalError: ``time_column`` is not a column of the latest version."""
     cat = get_catalog(catalog)
     if time_column is not None:
         info = cat.get_dataset(name)
@@ -274,7 +319,21 @@ def head(
     catalog: CatalogLike = None,
 ) -> tuple[VersionInfo, list[dict[str, Any]]]:
     """The first ``n`` rows (of ``where``'s matches) of a version as dicts; tensor fields are summarised as
-    ``dtype[shape]`` strings, binary values by their length."""
+    ``dtype[shape]`` strings, binary values by their length.
+
+    Args:
+        name: The dataset's catalog name.
+        version: None (latest), a number, a tag, or a time (as ``dal.open``).
+        n: How many rows, at most ``HEAD_MAX_ROWS``.
+        columns: Only these columns (default: all).
+        where: A SQL filter (``"label = 1"``): the first ``n`` matching rows.
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
+    Raises:
+        DatasetNotFound: no dataset of that name.
+        VersionNotFound: no such version.
+        FilterError: ``n`` out of range, or ``where`` is not a filter on the version's columns."""
     from dal import api
 
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= HEAD_MAX_ROWS:
@@ -424,7 +483,18 @@ def stats(
 ) -> Stats:
     """Rows, nulls, min and max per column from Parquet footers (one footer read per file); for partition
     columns from the partition values, with an exact distinct count. A list, struct or map column's nulls
-    are exact when one of its leaves has none (0), else unknown (None); it has no min or max."""
+    are exact when one of its leaves has none (0), else unknown (None); it has no min or max.
+
+    Args:
+        name: The dataset's catalog name.
+        version: None (latest), a number, a tag, or a time (as ``dal.open``).
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
+    Raises:
+        DatasetNotFound: no dataset of that name.
+        VersionNotFound: no such version.
+        FormatError: a data file's Parquet footer cannot be read."""
     from dal import api
 
     ds = api.open(name, version, storage_options=storage_options, catalog=catalog)
@@ -606,6 +676,21 @@ def gc(
     (abandoned by killed writers) that no write in flight claims (``dal.storage.intents``) and that are older
     than ``safe_age``; the intent markers of dead writers. Without ``keep_last`` and ``older_than`` nothing
     expires (only abandoned files go). A second gc with the same arguments finds nothing to do.
+
+    Args:
+        name: The dataset's catalog name.
+        keep_last: Keep the newest ``keep_last`` versions (at least 1).
+        older_than: Expire only versions older than this.
+        dry_run: Report what would expire and be deleted; change nothing.
+        force: Expire tagged versions too.
+        safe_age: Files no version references are deleted only when older than this (a write in flight may
+            still commit them).
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
+    Raises:
+        DatasetNotFound: no dataset of that name.
+        DalError: a bad argument, or a dataset registered read-only (gc deletes none of its files).
     """
     validate.check(storage_options=storage_options, catalog=catalog)
     _check_gc_arguments(keep_last, older_than, safe_age)

@@ -70,3 +70,20 @@ def test_an_installed_package_that_fails_to_load_says_what_failed(
         require("dal_absent_pkg", "x")
     with pytest.raises(MissingDependency, match=r"dal_absent_pkg.sub is needed for this"):
         require("dal_absent_pkg.sub", "x")
+
+
+@pytest.mark.parametrize(
+    ("module", "extra", "named"),
+    [("tensorflow", "tf", ("tensorflow-cpu", "pip install tensorflow")),
+     ("cv2", "images", ("opencv-python-headless", "opencv-python"))],
+)  # fmt: skip
+def test_an_extra_with_variants_names_them_not_itself(
+    monkeypatch: pytest.MonkeyPatch, module: str, extra: str, named: tuple[str, ...]
+) -> None:
+    """``[tf]`` and ``[images]`` install nothing (two variants of one import package overwrite each other): the
+    error names the variants to choose from, never ``dal-catalog[tf]``, which would install nothing."""
+    uninstall(monkeypatch, module)
+    with pytest.raises(MissingDependency, match=f"{module} is needed for this") as e:
+        require(module, extra)
+    assert all(n in str(e.value) for n in named) and "dal-catalog[" not in str(e.value)
+    assert "never two" in str(e.value)

@@ -34,7 +34,7 @@ import dal
 from dal import col
 from dal.catalog import Catalog
 
-duckdb = pytest.importorskip("duckdb")  # in the dev extra; CI installs it (skipping fails the run there)
+duckdb = pytest.importorskip("duckdb")  # in the dev group; CI installs it (skipping fails the run there)
 
 ROWS = 240
 # examples of the main property; DAL_DIFF_EXAMPLES=5000 searches deeper (minutes), the default is CI's

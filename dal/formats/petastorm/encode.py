@@ -110,7 +110,7 @@ def _write_common_metadata(loc: Location, directory: str, schema: TensorSchema, 
 
 def _columns(data: Any) -> dict[str, list[Any]]:
     """Columns of Python/NumPy values from a pandas DataFrame, a dict of columns, or a list of row dicts."""
-    if type(data).__module__.startswith("pandas.") and type(data).__name__ == "DataFrame":
+    if type(data).__module__.partition(".")[0] == "pandas" and type(data).__name__ == "DataFrame":
         return {str(c): list(data[c]) for c in data.columns}
     if isinstance(data, dict):
         return {str(k): list(v) for k, v in data.items()}

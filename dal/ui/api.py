@@ -10,6 +10,7 @@ from starlette.requests import Request
 from dal.ops import views
 from dal.ui.lineage_view import lineage_json
 from dal.ui.preview import preview
+from dal.ui.schemas import RESPONSES, components, ref
 from dal.ui.web import FACETS, MAX_PER_PAGE, SORTS, BadRequest, Ui, int_param, version_param
 
 MAX_DEPTH = 20  # lineage hops, as the API allows
@@ -63,14 +64,7 @@ def openapi_document() -> dict[str, Any]:
             param("depth", "query", "integer", "downstream levels", minimum=1, maximum=MAX_DEPTH)
         ],
     }  # fmt: skip
-    error = {
-        "description": 'an error: {"error": message}',
-        "content": {
-            "application/json": {
-                "schema": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
-            }
-        },
-    }
+    error = {"description": 'an error: {"error": message}', "content": {"application/json": {"schema": ref("Error")}}}
     paths: dict[str, Any] = {}
     for path, summary in API_SUMMARIES.items():
         params = [param(p, "path", "string", f"the {'dataset name' if p == 'name' else 'version'}")
@@ -81,7 +75,7 @@ def openapi_document() -> dict[str, Any]:
             "operationId": "get" + "".join(w.strip("{}").title() for w in path.split("/")[1:]).replace(".", ""),
             "parameters": params,
             "responses": {
-                "200": {"description": "JSON", "content": {"application/json": {"schema": {}}}},
+                "200": {"description": "JSON", "content": {"application/json": {"schema": RESPONSES[path]}}},
                 "400": error, "404": error, "503": error,
             },
         }}  # fmt: skip
@@ -90,6 +84,7 @@ def openapi_document() -> dict[str, Any]:
         "info": {"title": "dal ui", "version": __version__,
                  "description": "The read-only JSON API of a dal catalog (dal ui): GET and HEAD only."},
         "paths": paths,
+        "components": {"schemas": components()},
     }  # fmt: skip
 
 

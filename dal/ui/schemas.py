@@ -138,6 +138,12 @@ _DOWNSTREAM = {
     ],
 }  # fmt: skip
 _COUNTS = {"type": "object", "additionalProperties": INTEGER}
+_MATCH = _object(
+    {  # why a dataset matched ?q: its own text, or the tag or column (value) that contains it
+        "in": {"enum": ["name", "description", "owner", "format", "tag", "column"]},
+        "value": nullable(STRING),
+    }
+)
 
 RESPONSES: dict[str, dict[str, Any]] = {
     "/api": _object({
@@ -150,7 +156,8 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "page": INTEGER, "pages": INTEGER, "per_page": INTEGER, "total": INTEGER,
         "facets": {"type": "object", "additionalProperties": _COUNTS},
         "datasets": {"type": "array", "items": _with(
-            "DatasetInfo", {"latest_row_count": nullable(INTEGER), "latest_size_bytes": nullable(INTEGER)})},
+            "DatasetInfo", {"latest_row_count": nullable(INTEGER), "latest_size_bytes": nullable(INTEGER),
+                            "matched": {"type": "array", "items": _MATCH}})},
     }),
     "/api/datasets/{name}": _with("DatasetInfo", {"latest": nullable(ref("VersionInfo")), "tags": _COUNTS}),
     "/api/datasets/{name}/versions": {"type": "array", "items": _with(

@@ -171,11 +171,13 @@ class Ui:
         rows = self.cat.search_datasets(
             query, limit=per_page, offset=(page_no - 1) * per_page, filters=filters, sort=sort
         )
+        reasons = self.cat.match_reasons(query, [d.name for d, _, _ in rows])
         items = []
         for d, row_count, size in rows:
             item = views.dataset_dict(d)
             item["latest_row_count"] = row_count
             item["latest_size_bytes"] = size
+            item["matched"] = [{"in": kind, "value": value} for kind, value in reasons.get(d.name, ())]
             items.append(item)
         return {
             "query": query,

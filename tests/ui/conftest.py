@@ -245,9 +245,11 @@ def populate_lineage(url: str, warehouse: Path) -> None:
         dal.open("chain.b", 0, catalog=cat)
         dal.write(table, "chain.c", path=str(warehouse / "c"), catalog=cat)
         lineage.clear_read_log()
-        a = dal.open("chain.a", 0, catalog=cat)  # one upstream version, read through two filters
+        dal.write(table, "twice.src", path=str(warehouse / "src"), catalog=cat)
+        src = dal.open("twice.src", 0, catalog=cat)  # one upstream version, read through two filters
         dal.write(table, "chain.twice", path=str(warehouse / "twice"), catalog=cat,
-                  inputs=[a.filter("x > 1"), a.filter("x < 3")])  # fmt: skip
+                  inputs=[src.filter("x > 1"), src.filter("x < 3")])  # fmt: skip
+        lineage.clear_read_log()
         lineage.clear_read_log()
         dal.write(table, "chain.forged", path=str(warehouse / "forged"), catalog=cat)
         cat.record_lineage(  # the record as a foreign writer might have stored it; the one edge a write would

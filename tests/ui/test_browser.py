@@ -330,3 +330,17 @@ def test_accessibility_basics(browser: Any, sqlite_server: Server) -> None:
             assert overflow <= 0, (path, overflow)
     finally:
         d.set_window_size(1280, 1600)
+
+
+def test_search_says_why_a_dataset_matched(browser: Any, sqlite_server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(sqlite_server.base + "/")
+    by_id(d, "q").send_keys("QUAL")  # part of a column name of weather.radar's latest version, another case
+    navigate(d, by_id(d, "search"))
+    rows = d.find_elements(By.CSS_SELECTOR, "#datasets tbody tr")
+    assert len(rows) == 1 and rows[0].find_element(By.CSS_SELECTOR, ".matched").text == "matched: column quality"
+    d.get(sqlite_server.base + "/?column=STAT")  # the column facet: part of a name, any case
+    names = [a.text for a in d.find_elements(By.CSS_SELECTOR, "#datasets .dataset-link")]
+    assert names == ["weather.radar"] and d.find_elements(By.CSS_SELECTOR, ".matched") == []

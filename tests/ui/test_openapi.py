@@ -79,9 +79,9 @@ def cli_lineage(server: Server, *args: str) -> Any:
 def test_lineage_lists_an_upstream_version_once(lineage_server: Server) -> None:
     status, body = lineage_server.json("/api/datasets/chain.twice/versions/0/lineage")
     assert status == 200 and body == cli_lineage(lineage_server, "chain.twice", "0")
-    assert [(u["dataset"], u["version"]) for u in body["upstream"]] == [("chain.a", 0)]
+    assert [(u["dataset"], u["version"]) for u in body["upstream"]] == [("twice.src", 0)]
     assert body["upstream"][0]["filters"] == "(x > 1) OR (x < 3)"
     _, document = lineage_server.json("/api/openapi.json")
     assert validator(document, "/api/datasets/{name}/versions/{v}/lineage").is_valid(body)
     page = lineage_server.get("/d/chain.twice")[2].decode()
-    assert page.count('href="/d/chain.a?v=0"') >= 1 and "(x &gt; 1) OR (x &lt; 3)" in page
+    assert page.count('href="/d/twice.src?v=0"') >= 1 and "(x &gt; 1) OR (x &lt; 3)" in page

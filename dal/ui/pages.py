@@ -13,18 +13,23 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from dal.catalog import DatasetInfo, Partition, VersionInfo
+from dal.catalog.errors import DalError
 from dal.catalog.urls import mask_url
 from dal.progress import size_text
+from dal.storage import uris
 from dal.ui import lineage_view
 from dal.ui.api import MAX_DEPTH
 from dal.ui.charts import Bar, bar_chart, hbar_chart
 from dal.ui.preview import preview
-from dal.ui.web import PER_PAGE, SORTS, BadRequest, Ui, int_param, version_param
+from dal.ui.web import PER_PAGE, SORTS, BadRequest, Ui, int_param, message, version_param
 
 MAX_PARTITION_BARS = 60
 MAX_HISTORY = 500  # versions on a dataset's page (charts, pickers); all of them: /api/datasets/NAME/versions
 VERSIONS_PER_PAGE = 25  # rows of the versions table beside the charts (?vpage=)
 DEFAULT_TREE_DEPTH = 3  # hops of the lineage trees on a dataset's page (?depth=)
+# column statistics (dal stats: one Parquet footer read per file) are computed when the page is viewed for a
+# version of at most this many files; a larger one has a link (?stats=1) that computes them when asked
+MAX_STATS_FILES = 64
 
 
 def _pick(history: list[VersionInfo], asked: str | None) -> VersionInfo | None:
@@ -106,6 +111,27 @@ def _checked(
     return checks.unreadable(info, [current, *(v for v in listed if v.number != current.number)])
 
 
+def _column_stats(ui: Ui, request: Request, location: str, current: VersionInfo | None) -> dict[str, Any] | None:
+    """The current version's column statistics as ``dal stats`` computes them (nulls, min, max, distinct), on view
+    for a version of at most ``MAX_STATS_FILES`` files on local storage, else when asked (?stats=1: object storage
+    round trips only then, as ``?check=1``); ``error``: why there are none (an expired version, a footer that
+    cannot be read), never a failed page."""
+    if current is None:
+        return None
+    asked = bool(int_param(request, "stats", 0, 0, 1))
+    if not asked and (current.file_count > MAX_STATS_FILES or not uris.is_local(location)):
+        return {"columns": None, "deferred": True, "files": current.file_count, "remote": not uris.is_local(location)}
+    if current.unavailable:
+        return {"columns": None, "error": f"version {current.number} has expired"}
+    from dal.ops import lifecycle
+
+    try:
+        st = lifecycle.stats(current.dataset, current.number, catalog=ui.cat)
+    except DalError as e:
+        return {"columns": None, "error": message(e)}
+    return {"columns": [c.to_dict() for c in st.columns], "exact": st.exact, "files": st.files}
+
+
 def dataset(ui: Ui, request: Request) -> HTMLResponse:
     cat = ui.cat
     name = request.path_params["name"]
@@ -154,6 +180,7 @@ def dataset(ui: Ui, request: Request) -> HTMLResponse:
         "rows_chart": rows_chart,
         "bytes_chart": bytes_chart,
         "parts_chart": _partitions_chart(parts),
+        "column_stats": _column_stats(ui, request, info.location, current),
     }
     return ui.page("dataset.html", **context)
 

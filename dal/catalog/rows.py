@@ -25,6 +25,9 @@ VERSION_COLUMNS = (
     "partition_columns", "properties",
 )  # fmt: skip
 FIELD_COLUMNS = ("name", "type", "nullable", "dtype", "shape", "codec")
+# a version's column descriptions (column -> text), kept in its properties: schemas are shared between versions by
+# their fields' definitions, and an older catalog's rows need no new column (no migration)
+COLUMN_DESCRIPTIONS = "column_descriptions"
 
 
 def like_pattern(pattern: str) -> str:
@@ -85,7 +88,12 @@ def schema(rows: Iterable[Sequence[Any]]) -> Schema:
 
 
 def version_info(name: str, r: Sequence[Any], schema: Schema, tags: Iterable[str]) -> VersionInfo:
-    """A version of dataset ``name`` from a row of ``VERSION_COLUMNS``, with its schema and its tags (sorted)."""
+    """A version of dataset ``name`` from a row of ``VERSION_COLUMNS``, with its schema and its tags (sorted); the
+    column descriptions the version's properties keep (``COLUMN_DESCRIPTIONS``) go on its schema's fields."""
+    properties = dict(from_json(r[10]) or {})
+    descriptions = properties.pop(COLUMN_DESCRIPTIONS, None)
+    if isinstance(descriptions, dict) and descriptions:
+        schema = schema.described(descriptions)
     return VersionInfo(
         dataset=name,
         number=r[1],
@@ -98,7 +106,7 @@ def version_info(name: str, r: Sequence[Any], schema: Schema, tags: Iterable[str
         schema=schema,
         partition_columns=tuple(from_json(r[9]) or ()),
         tags=tuple(tags),
-        properties=dict(from_json(r[10]) or {}),
+        properties=properties,
     )
 
 

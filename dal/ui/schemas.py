@@ -91,7 +91,7 @@ def of_dataclass(
 def components() -> dict[str, Any]:
     """The catalog's values, as the API writes them."""
     return {
-        "Field": of_dataclass(Field, omitted_when_none=("dtype", "shape", "codec")),
+        "Field": of_dataclass(Field, omitted_when_none=("dtype", "shape", "codec", "description")),
         "FieldChange": of_dataclass(FieldChange),
         "SchemaDiff": of_dataclass(SchemaDiff),
         "Partition": of_dataclass(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.ui.conftest import EXPIRED, HOSTILE, THUMB_COLOUR, Server
+from tests.ui.conftest import EXPIRED, HOSTILE, THUMB_COLOUR, VALUE_COMMENT, Server
 
 pytestmark = pytest.mark.slow
 
@@ -362,3 +362,16 @@ def test_dataset_page_shows_column_statistics(browser: Any, sqlite_server: Serve
     d.get(sqlite_server.base + "/d/vision.street_scenes")  # object storage: only when asked
     assert "in object storage" in by_id(d, "stats-deferred").text and d.find_elements(By.ID, "column-stats") == []
     assert "stats=1" in by_id(d, "stats-link").get_dom_attribute("href")
+
+
+def test_schema_shows_column_descriptions(browser: Any, sqlite_server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(sqlite_server.base + "/d/weather.radar")
+    cells = {
+        r.find_elements(By.TAG_NAME, "td")[1].text.split()[0]: r.find_element(By.CSS_SELECTOR, "td.description").text
+        for r in d.find_elements(By.CSS_SELECTOR, "#schema tbody tr")
+    }
+    assert cells == {"date": "", "station": "", "value": VALUE_COMMENT, "quality": ""}  # text, not markup
+    assert d.find_elements(By.CSS_SELECTOR, "#schema i") == []

@@ -65,7 +65,7 @@ def test_schemas_are_strict_enough_to_catch_a_wrong_answer(server: Server) -> No
     broken["latest"]["schema"][0]["nullable"] = "yes"  # a field of a field (components, through $ref)
     assert not check.is_valid(broken)
     fields = document["components"]["schemas"]["Field"]["properties"]
-    assert {"name", "type", "nullable", "dtype", "shape", "codec"} <= set(fields)  # from the dataclass
+    assert {"name", "type", "nullable", "dtype", "shape", "codec", "description"} <= set(fields)  # from the dataclass
 
 
 def cli_lineage(server: Server, *args: str) -> Any:

@@ -299,7 +299,8 @@ class CatalogBase:
             tag = s.scalar(select(TagRow).where(TagRow.dataset_id == ds.id, TagRow.name == want.tag))
             if tag is not None:
                 return s.get_one(VersionRow, tag.version_id)
-        if want.time is None:
+        at = want.time
+        if at is None:
             tags = self._tags(s, ds.id)
             raise VersionNotFound(
                 f"version {want.text!r} of {ds.name!r}",
@@ -307,7 +308,7 @@ class CatalogBase:
                 tags,
                 hint=f"tags are {', '.join(sorted(tags))}" if tags else "it has no tags",
             )
-        return self._as_of(s, ds, base, as_utc(want.time))
+        return self._as_of(s, ds, base, as_utc(at))
 
     @staticmethod
     def _as_of(s: Session, ds: DatasetRow, base: Select[VersionRow], at: datetime) -> VersionRow:

@@ -114,15 +114,24 @@ def version_info(name: str, r: Sequence[Any], schema: Schema, tags: Iterable[str
 class Reference:
     """A version reference as the catalog looks it up, in this order: the newest (``latest``); a version number
     (``number``; ``out_of_range`` when no version can have it); a tag (``tag``: text a tag can be, never junk sent
-    to the database); a time (``time``, as given: naive is UTC). ``text``: the string given, for messages; text
-    that is neither a tag that exists nor a time is no version."""
+    to the database); a time (``time``, as given: naive is UTC; text is read as one only when asked). ``text``: the
+    string given, for messages; text that is neither a tag that exists nor a time is no version."""
 
     latest: bool = False
     number: int | None = None
     out_of_range: bool = False
     tag: str | None = None
-    time: datetime | None = None
+    when: datetime | None = None
     text: str | None = None
+
+    @property
+    def time(self) -> datetime | None:
+        if self.when is not None or self.text is None:
+            return self.when
+        try:
+            return datetime.fromisoformat(self.text)
+        except ValueError:
+            return None
 
 
 def reference(ref: object) -> Reference:
@@ -137,11 +146,7 @@ def reference(ref: object) -> Reference:
     if isinstance(ref, int):
         return Reference(number=ref, out_of_range=not 0 <= ref <= MAX_VERSION)
     if isinstance(ref, datetime):
-        return Reference(time=ref)
+        return Reference(when=ref)
     if isinstance(ref, str):
-        try:
-            at: datetime | None = datetime.fromisoformat(ref)
-        except ValueError:
-            at = None
-        return Reference(tag=ref if TAG_TEXT.fullmatch(ref) else None, time=at, text=ref)
+        return Reference(tag=ref if TAG_TEXT.fullmatch(ref) else None, text=ref)
     raise TypeError(f"version must be an int, a tag, a datetime or None, not {type(ref).__name__}")

@@ -362,9 +362,28 @@ def lineage(cat: Catalog, name: str, version: VersionRef | VersionInfo = None, *
         else:
             upstream.append({**u, "how": u.get("how") if u.get("how") in (DECLARED, INFERRED) else INFERRED})
     upstream += [_edge_entry(e) for e in edges.values()]
-    result["upstream"] = upstream
+    result["upstream"] = _one_per_version(upstream)
     result["downstream"] = _downstream_tree(cat, name, v.number, max(1, depth), set())
     return result
+
+
+def _one_per_version(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each upstream version once, where it was read several times through different filters: its filters joined
+    with OR (null when one read took it whole), ``declared`` when any of its entries is."""
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    filters: dict[tuple[str, str], list[str | None]] = {}
+    for u in entries:
+        key = (str(u.get("dataset")), str(u.get("version")))
+        if key not in merged:
+            merged[key] = dict(u)
+        elif u.get("how") == DECLARED:
+            merged[key]["how"] = DECLARED
+        filters.setdefault(key, []).append(u.get("filters") or None)
+    for key, entry in merged.items():
+        read = filters[key]
+        if len(read) > 1:
+            entry["filters"] = None if None in read else " OR ".join(f"({f})" for f in dict.fromkeys(read))
+    return list(merged.values())
 
 
 def _edge_entry(e: Edge) -> dict[str, Any]:

@@ -102,7 +102,7 @@ def __getattr__(name: str) -> Any:
     try:
         module = _PUBLIC[name]
     except KeyError:
-        raise AttributeError(f"module 'catalog' has no attribute {name!r}") from None
+        raise AttributeError(f"module 'dal.catalog' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -11,11 +11,11 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, select, text
+from sqlalchemy import Row, Select, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from dal.catalog import migrate
+from dal.catalog import migrate, rows
 from dal.catalog.engine import default_url, display_url, make_engine, sqlite_file, watch_file
 from dal.catalog.errors import (
     CatalogError,
@@ -34,18 +34,16 @@ from dal.catalog.models import (
     VersionRow,
     utcnow,
 )
+from dal.catalog.rows import like_pattern as like_pattern  # the catalog's queries import it from here
 from dal.catalog.types import (
-    MAX_VERSION,
     TAG_TEXT,
     DatasetInfo,
-    Field,
     Schema,
     VersionInfo,
     VersionRef,
     as_utc,
     validate_name,
     validate_text,
-    version_ref,
 )
 
 # a format is dal's business (dal.formats): the catalog stores its name, a short lower-case word
@@ -78,12 +76,6 @@ def _is_permission_error(e: DBAPIError) -> bool:
         return True
     name = str(getattr(orig, "sqlite_errorname", ""))
     return name.startswith("SQLITE_READONLY") or "attempt to write a readonly database" in str(orig)
-
-
-def like_pattern(pattern: str) -> str:
-    """Translate a shell glob (``*``, ``?``) into a LIKE pattern with ``\\`` as the escape character."""
-    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped.replace("*", "%").replace("?", "_")
 
 
 def check_properties(properties: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -291,59 +283,58 @@ class CatalogBase:
 
     def _resolve(self, s: Session, ds: DatasetRow, ref: VersionRef) -> VersionRow:
         base = select(VersionRow).where(VersionRow.dataset_id == ds.id)
-        ref = version_ref(ref)  # InvalidName for a bool, float, …; ASCII digit strings become ints
-        if ref is None or ref == "latest":
+        want = rows.reference(ref)  # InvalidName for a bool, float, …; ASCII digit strings become numbers
+        if want.latest:
             row = s.scalar(base.order_by(VersionRow.number.desc()).limit(1))
             if row is None:
                 raise VersionNotFound(f"any version of {ds.name!r}", hint="the dataset has no versions yet")
             return row
-        if isinstance(ref, int):
-            row = s.scalar(base.where(VersionRow.number == ref)) if 0 <= ref <= MAX_VERSION else None
+        if want.number is not None:
+            row = None if want.out_of_range else s.scalar(base.where(VersionRow.number == want.number))
             if row is None:
                 latest = "none yet" if ds.current_version < 0 else f"0..{ds.current_version}"
-                raise VersionNotFound(f"version {ref} of {ds.name!r}", hint=f"versions are {latest}")
+                raise VersionNotFound(f"version {want.number} of {ds.name!r}", hint=f"versions are {latest}")
             return row
-        if isinstance(ref, str):
-            text = ref
-            valid = TAG_TEXT.fullmatch(text) is not None  # never send NUL or other junk to the database
-            tag = s.scalar(select(TagRow).where(TagRow.dataset_id == ds.id, TagRow.name == text)) if valid else None
+        if want.tag is not None:
+            tag = s.scalar(select(TagRow).where(TagRow.dataset_id == ds.id, TagRow.name == want.tag))
             if tag is not None:
                 return s.get_one(VersionRow, tag.version_id)
-            try:
-                ref = datetime.fromisoformat(text)
-            except ValueError:
-                tags = self._tags(s, ds.id)
-                raise VersionNotFound(
-                    f"version {text!r} of {ds.name!r}",
-                    text,
-                    tags,
-                    hint=f"tags are {', '.join(sorted(tags))}" if tags else "it has no tags",
-                ) from None
-        if isinstance(ref, datetime):
-            at = as_utc(ref)
-            now = utcnow()
-            if at > now:
-                # the future has no answer yet: every commit until then would change it, so "as of" a later time
-                # is refused rather than pinning today's latest. A time between the latest version and now is
-                # that latest version (what is committed from now on is stamped later; docs/reading.md)
-                last = s.scalar(base.order_by(VersionRow.number.desc()).limit(1))
-                latest = (
-                    f"its latest version, {last.number}, is from {as_utc(last.created_at).isoformat()}"
-                    if last is not None
-                    else "it has no versions yet"
-                )
-                raise VersionNotFound(
-                    f"a version of {ds.name!r} as of {at.isoformat()}",
-                    hint=f"that time is in the future (it is {now.isoformat(timespec='seconds')}); {latest}: give a "
-                    "time up to now, a version number or a tag (or no version for the latest)",
-                )
-            row = s.scalar(base.where(VersionRow.created_at <= at).order_by(VersionRow.number.desc()).limit(1))
-            if row is None:
-                first = s.scalar(base.order_by(VersionRow.number).limit(1))
-                hint = f"its first version is from {first.created_at.isoformat()}" if first else "it has no versions"
-                raise VersionNotFound(f"a version of {ds.name!r} as of {at.isoformat()}", hint=hint)
-            return row
-        raise TypeError(f"version must be an int, a tag, a datetime or None, not {type(ref).__name__}")
+        at = want.time
+        if at is None:
+            tags = self._tags(s, ds.id)
+            raise VersionNotFound(
+                f"version {want.text!r} of {ds.name!r}",
+                want.text or "",
+                tags,
+                hint=f"tags are {', '.join(sorted(tags))}" if tags else "it has no tags",
+            )
+        return self._as_of(s, ds, base, as_utc(at))
+
+    @staticmethod
+    def _as_of(s: Session, ds: DatasetRow, base: Select[VersionRow], at: datetime) -> VersionRow:
+        """The version current at ``at``: the newest created at or before it."""
+        now = utcnow()
+        if at > now:
+            # the future has no answer yet: every commit until then would change it, so "as of" a later time
+            # is refused rather than pinning today's latest. A time between the latest version and now is
+            # that latest version (what is committed from now on is stamped later; docs/reading.md)
+            last = s.scalar(base.order_by(VersionRow.number.desc()).limit(1))
+            latest = (
+                f"its latest version, {last.number}, is from {as_utc(last.created_at).isoformat()}"
+                if last is not None
+                else "it has no versions yet"
+            )
+            raise VersionNotFound(
+                f"a version of {ds.name!r} as of {at.isoformat()}",
+                hint=f"that time is in the future (it is {now.isoformat(timespec='seconds')}); {latest}: give a "
+                "time up to now, a version number or a tag (or no version for the latest)",
+            )
+        row = s.scalar(base.where(VersionRow.created_at <= at).order_by(VersionRow.number.desc()).limit(1))
+        if row is None:
+            first = s.scalar(base.order_by(VersionRow.number).limit(1))
+            hint = f"its first version is from {first.created_at.isoformat()}" if first else "it has no versions"
+            raise VersionNotFound(f"a version of {ds.name!r} as of {at.isoformat()}", hint=hint)
+        return row
 
     @staticmethod
     def _schema_row(s: Session, dataset_id: int, schema: Schema) -> SchemaRow:
@@ -371,34 +362,11 @@ class CatalogBase:
 
     @staticmethod
     def _schema(row: SchemaRow) -> Schema:
-        return Schema(
-            tuple(
-                Field(
-                    name=f.name,
-                    type=f.type,
-                    nullable=f.nullable,
-                    dtype=f.dtype,
-                    shape=None if f.shape is None else tuple(f.shape),
-                    codec=f.codec,
-                )
-                for f in row.fields
-            )
-        )
+        return rows.schema(rows.columns(f, rows.FIELD_COLUMNS) for f in row.fields)
 
     @staticmethod
-    def _dataset_info(r: DatasetRow) -> DatasetInfo:
-        return DatasetInfo(
-            name=r.name,
-            format=r.format,
-            location=r.location,
-            description=r.description,
-            owner=r.owner,
-            time_column=r.time_column,
-            created_at=r.created_at,
-            updated_at=r.updated_at,
-            latest_version=None if r.current_version < 0 else r.current_version,
-            properties=dict(r.properties or {}),
-        )
+    def _dataset_info(r: DatasetRow | Row[*tuple[Any, ...]]) -> DatasetInfo:
+        return rows.dataset_info(rows.columns(r, rows.DATASET_COLUMNS))
 
     def _version_info(
         self,
@@ -409,17 +377,10 @@ class CatalogBase:
     ) -> VersionInfo:
         """The frozen value of a version: from its ORM row (its schema and tags loaded through it), or from a
         row of the version's columns with its ``schema`` and ``tags`` (``Catalog.versions``, in bulk)."""
-        return VersionInfo(
-            dataset=name,
-            number=r.number,
-            created_at=r.created_at,
-            operation=r.operation,
-            row_count=r.row_count,
-            file_count=r.file_count,
-            size_bytes=r.size_bytes,
-            storage_version=r.storage_version,
-            schema=self._schema(r.schema) if schema is None else schema,
-            partition_columns=tuple(r.partition_columns or ()),
-            tags=tuple(t.name for t in r.tags) if tags is None else tuple(tags),
-            properties=dict(r.properties or {}),
-        )
+        if schema is None:
+            assert isinstance(r, VersionRow)
+            schema = self._schema(r.schema)
+        if tags is None:
+            assert isinstance(r, VersionRow)
+            tags = [t.name for t in r.tags]
+        return rows.version_info(name, rows.columns(r, rows.VERSION_COLUMNS), schema, tags)

@@ -18,47 +18,39 @@ on the server (``prepare_threshold=None``), since a pooler may run the next tran
 connection, where a prepared statement or a setting would not exist.
 
 Why one module: it is one class, ``LiteCatalog``, whose every query answers for a ``Catalog`` method of the same
-name and shares the row-to-value conversions above it; the connection plumbing for both backends is a few lines.
+name; the connection plumbing for both backends is a few lines. The row-to-value conversions and the reading of a
+version reference are ``Catalog``'s own, shared through ``dal.catalog.rows`` (which imports no SQLAlchemy).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from datetime import UTC, datetime
 from functools import partial, wraps
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from dal.catalog import retry
+from dal.catalog import rows as shared  # the row conversions Catalog uses too
 from dal.catalog.errors import CatalogUnavailable, DatasetNotFound, VersionNotFound
 from dal.catalog.filewatch import FileId, Watched, checkpoint, file_id
 from dal.catalog.revision import HEAD, VERSION_TABLE
 from dal.catalog.types import (
-    MAX_VERSION,
-    TAG_TEXT,
     DatasetInfo,
-    Field,
     Schema,
     VersionInfo,
     validate_name,
     validate_text,
-    version_ref,
 )
 from dal.catalog.urls import MAX_URL_LENGTH, mask_url
 
 SQLITE_BUSY_TIMEOUT_S = 120
 _PARAM = re.compile(r":([a-z_][a-z0-9_]*)")
-_DATASET_COLUMNS = (
-    "id, name, format, location, description, owner, time_column, created_at, updated_at, current_version, properties"
-)
-_VERSION_COLUMNS = (
-    "id, number, created_at, operation, row_count, file_count, size_bytes, storage_version, schema_id, "
-    "partition_columns, properties"
-)
+_DATASET_COLUMNS = ", ".join(shared.DATASET_COLUMNS)
+_VERSION_COLUMNS = ", ".join(shared.VERSION_COLUMNS)
+_FIELD_COLUMNS = ", ".join(shared.FIELD_COLUMNS)
 _V_COLUMNS = ", ".join(f"v.{c}" for c in _VERSION_COLUMNS.split(", "))  # the same, from dal_versions v
 _PIN_COLUMNS = (  # pin's statement on PostgreSQL: the dataset (d) and its version (p)
     ", ".join(f"d.{c}" for c in _DATASET_COLUMNS.split(", ")),
@@ -84,22 +76,6 @@ class CatalogReader(Protocol):
     def tags(self, name: str) -> dict[str, int]: ...
 
     def latest_sizes(self, pattern: str | None = None, *, limit: int | None = None) -> dict[str, tuple[int, int]]: ...
-
-
-def _like_pattern(pattern: str) -> str:
-    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped.replace("*", "%").replace("?", "_")
-
-
-def _utc(value: Any) -> datetime:
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    assert isinstance(value, datetime)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
 
 
 def _sqlite_path(url: str) -> str | None:
@@ -344,20 +320,6 @@ class LiteCatalog:
         rows = self._rows(f"SELECT version_num FROM {VERSION_TABLE}")  # noqa: S608  (a constant)
         return str(rows[0][0]) if len(rows) == 1 else None
 
-    def _dataset(self, r: Sequence[Any]) -> DatasetInfo:
-        return DatasetInfo(
-            name=r[1],
-            format=r[2],
-            location=r[3],
-            description=r[4],
-            owner=r[5],
-            time_column=r[6],
-            created_at=_utc(r[7]),
-            updated_at=_utc(r[8]),
-            latest_version=None if r[9] < 0 else int(r[9]),
-            properties=dict(_json(r[10]) or {}),
-        )
-
     def _dataset_row(self, name: str) -> tuple[Any, ...]:
         validate_name(name)
         rows = self._rows(f"SELECT {_DATASET_COLUMNS} FROM dal_datasets WHERE name = :name", {"name": name})  # noqa: S608
@@ -366,51 +328,15 @@ class LiteCatalog:
             raise DatasetNotFound(f"dataset {name!r}", name, names)
         return rows[0]
 
-    @staticmethod
-    def _fields(rows: Sequence[Sequence[Any]]) -> Schema:
-        """A schema from its field rows (name, type, nullable, dtype, shape, codec), in position order."""
-        return Schema(
-            tuple(
-                Field(
-                    name=n,
-                    type=t,
-                    nullable=bool(nullable),
-                    dtype=dtype,
-                    shape=None if (shape := _json(raw_shape)) is None else tuple(shape),
-                    codec=codec,
-                )
-                for n, t, nullable, dtype, raw_shape, codec in rows
-            )
-        )
-
     def _schema(self, schema_id: int) -> Schema:
         if schema_id not in self._schemas:
-            self._schemas[schema_id] = self._fields(
+            self._schemas[schema_id] = shared.schema(
                 self._rows(
-                    "SELECT name, type, nullable, dtype, shape, codec FROM dal_schema_fields WHERE schema_id = :s "
-                    "ORDER BY position",
+                    f"SELECT {_FIELD_COLUMNS} FROM dal_schema_fields WHERE schema_id = :s ORDER BY position",  # noqa: S608
                     {"s": schema_id},
                 )
             )
         return self._schemas[schema_id]
-
-    @staticmethod
-    def _version(name: str, r: Sequence[Any], schema: Schema, tags: Sequence[str]) -> VersionInfo:
-        """A version from a row of ``_VERSION_COLUMNS``, with its schema and its tags (sorted)."""
-        return VersionInfo(
-            dataset=name,
-            number=r[1],
-            created_at=_utc(r[2]),
-            operation=r[3],
-            row_count=r[4],
-            file_count=r[5],
-            size_bytes=r[6],
-            storage_version=r[7],
-            schema=schema,
-            partition_columns=tuple(_json(r[9]) or ()),
-            tags=tuple(tags),
-            properties=dict(_json(r[10]) or {}),
-        )
 
     def _versions(self, name: str, rows: list[tuple[Any, ...]]) -> list[VersionInfo]:
         tags: dict[int, list[str]] = {}
@@ -422,7 +348,7 @@ class LiteCatalog:
                 ids,
             ):
                 tags.setdefault(version_id, []).append(tag)
-        return [self._version(name, r, self._schema(r[8]), tags.get(r[0], ())) for r in rows]
+        return [shared.version_info(name, r, self._schema(r[8]), tags.get(r[0], ())) for r in rows]
 
     # -- the read-only API (as Catalog's) ---------------------------------------------------------
 
@@ -432,9 +358,9 @@ class LiteCatalog:
         if not pattern:
             return "", {}
         if any(c in pattern for c in "*?"):
-            return "WHERE name LIKE :p ESCAPE '\\'", {"p": _like_pattern(pattern)}
+            return "WHERE name LIKE :p ESCAPE '\\'", {"p": shared.like_pattern(pattern)}
         where = "WHERE lower(name) LIKE :p ESCAPE '\\' OR lower(description) LIKE :p ESCAPE '\\'"
-        return where, {"p": f"%{_like_pattern(pattern.lower())}%"}
+        return where, {"p": f"%{shared.like_pattern(pattern.lower())}%"}
 
     @_current
     def list_datasets(self, pattern: str | None = None, *, limit: int | None = None) -> list[DatasetInfo]:
@@ -442,7 +368,7 @@ class LiteCatalog:
         where, params = self._where(pattern)
         tail = f" LIMIT {int(limit)}" if limit is not None else ""
         sql = f"SELECT {_DATASET_COLUMNS} FROM dal_datasets {where} ORDER BY name{tail}"  # noqa: S608
-        return [self._dataset(r) for r in self._rows(sql, params)]
+        return [shared.dataset_info(r) for r in self._rows(sql, params)]
 
     @_current
     def latest_sizes(self, pattern: str | None = None, *, limit: int | None = None) -> dict[str, tuple[int, int]]:
@@ -458,7 +384,7 @@ class LiteCatalog:
 
     @_current
     def get_dataset(self, name: str) -> DatasetInfo:
-        return self._dataset(self._dataset_row(name))
+        return shared.dataset_info(self._dataset_row(name))
 
     @_current
     def version(self, name: str, ref: Any = None) -> VersionInfo:
@@ -480,16 +406,16 @@ class LiteCatalog:
         Raises:
             InvalidName: not a version reference, or not a name. DatasetNotFound (for a reference it resolves).
         """
-        ref = version_ref(ref)
+        want = shared.reference(ref)
         validate_name(name)
         params: dict[str, Any] = {}
-        if ref is None or ref == "latest":
+        if want.latest:
             join, where = "", ""
-        elif isinstance(ref, int) and 0 <= ref <= MAX_VERSION:
-            join, where, params = "", "AND v.number = :n", {"n": ref}
-        elif isinstance(ref, str) and TAG_TEXT.fullmatch(ref):
+        elif want.number is not None and not want.out_of_range:
+            join, where, params = "", "AND v.number = :n", {"n": want.number}
+        elif want.tag is not None:
             join = "JOIN dal_tags t ON t.version_id = v.id AND t.dataset_id = v.dataset_id"
-            where, params = "AND t.name = :t", {"t": ref}
+            where, params = "AND t.name = :t", {"t": want.tag}
         else:
             return None  # a time, a number out of range, text that is no tag: Catalog's
         if self.dialect == "postgresql":
@@ -500,7 +426,7 @@ class LiteCatalog:
             "ORDER BY v.number DESC LIMIT 1"
         )
         rows = self._rows(sql, {"d": ds[0], **params})
-        return (self._dataset(ds), self._versions(ds[1], rows)[0]) if rows else None
+        return (shared.dataset_info(ds), self._versions(ds[1], rows)[0]) if rows else None
 
     def _pin_in_one(
         self, name: str, join: str, where: str, params: dict[str, Any]
@@ -511,7 +437,7 @@ class LiteCatalog:
         sql = (
             f"SELECT r.version_num, {_PIN_COLUMNS[0]}, {_PIN_COLUMNS[1]}, "  # noqa: S608
             "(SELECT json_agg(g.name ORDER BY g.name) FROM dal_tags g WHERE g.version_id = p.id), "
-            "(SELECT json_agg(json_build_array(f.name, f.type, f.nullable, f.dtype, f.shape, f.codec) "
+            f"(SELECT json_agg(json_build_array({', '.join(f'f.{c}' for c in shared.FIELD_COLUMNS)}) "
             "ORDER BY f.position) FROM dal_schema_fields f WHERE f.schema_id = p.schema_id), "
             "CASE WHEN d.id IS NULL THEN (SELECT json_agg(n.name) FROM dal_datasets n) END "
             f"FROM {VERSION_TABLE} r LEFT JOIN dal_datasets d ON d.name = :name "
@@ -528,7 +454,7 @@ class LiteCatalog:
             raise DatasetNotFound(f"dataset {name!r}", name, names or ())
         if version[0] is None:
             return None
-        return self._dataset(ds), self._version(ds[1], version, self._fields(fields or ()), tags or ())
+        return shared.dataset_info(ds), shared.version_info(ds[1], version, shared.schema(fields or ()), tags or ())
 
     @_current
     def versions(self, name: str, *, limit: int | None = None) -> list[VersionInfo]:
@@ -559,7 +485,7 @@ class LiteCatalog:
         """Names starting with ``prefix`` (case-sensitive), sorted, at most ``limit``."""
         rows = self._rows(
             "SELECT name FROM dal_datasets WHERE name LIKE :p ESCAPE '\\' ORDER BY name LIMIT :n",
-            {"p": _like_pattern(prefix) + "%", "n": int(limit) * 4},  # SQLite's LIKE ignores case: filtered below
+            {"p": shared.like_pattern(prefix) + "%", "n": int(limit) * 4},  # SQLite's LIKE ignores case: filtered below
         )
         return [r[0] for r in rows if r[0].startswith(prefix)][:limit]
 

@@ -3,7 +3,7 @@ columns), its facets, sorting and pages, run in the database."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import func, or_, select
@@ -46,8 +46,8 @@ class CatalogSearch(CatalogBase):
     def _find_clause(query: str | None, filters: Mapping[str, str] | None, skip: str | None = None) -> list[Any]:
         """The WHERE clauses of the web UI's search: ``query`` as ``_search_clause`` and, without wildcards, also
         the owner, the format, a tag or a column name of the latest version containing it; ``filters`` (facets)
-        match exactly: ``format``, ``owner``, ``tag`` (a tag of any version), ``column`` (a column of the latest
-        version, case-insensitive). ``skip``: a facet left out (to count that facet's values)."""
+        match exactly: ``format``, ``owner``, ``tag`` (a tag of any version); ``column``: a column of the latest
+        version whose name contains it, case-insensitive. ``skip``: a facet left out (to count that facet's values)."""
         from sqlalchemy.orm import aliased
 
         clauses: list[Any] = []
@@ -84,11 +84,48 @@ class CatalogSearch(CatalogBase):
                 clauses.append(DatasetRow.owner == value)
             elif key == "tag":
                 clauses.append(select(tag.id).where(tag.dataset_id == DatasetRow.id, tag.name == value).exists())
-            elif key == "column":
-                clauses.append(latest_fields.where(func.lower(field.name) == value.lower()).exists())
+            elif key == "column":  # a case-insensitive substring of a column name (tensors, emb_*: any part)
+                part = f"%{like_pattern(value.lower())}%"
+                clauses.append(latest_fields.where(func.lower(field.name).like(part, escape="\\")).exists())
             else:
                 raise CatalogError(f"unknown search facet {key!r} (format, owner, tag, column)")
         return clauses
+
+    def match_reasons(self, query: str | None, names: Sequence[str]) -> dict[str, list[tuple[str, str | None]]]:
+        """Why each of ``names`` (a page of a search's results) matched ``query``, in the search's own terms
+        (``_find_clause``, in the database): ``("name" | "description" | "owner" | "format", None)``, ``("tag",
+        TAG)``, ``("column", COLUMN)`` (of the latest version); a glob matches the name. Without a query: {}."""
+        validate_text(query, "query", optional=True, max_length=1000)
+        if not query or not names:
+            return {}
+        if any(c in query for c in "*?"):
+            return {n: [("name", None)] for n in names}
+        needle = f"%{like_pattern(query.lower())}%"
+        out: dict[str, list[tuple[str, str | None]]] = {n: [] for n in names}
+        own = ("name", "description", "owner", "format")
+        flags = [func.lower(getattr(DatasetRow, c)).like(needle, escape="\\") for c in own]
+        tags = (
+            select(DatasetRow.name, TagRow.name)
+            .join(TagRow, TagRow.dataset_id == DatasetRow.id)
+            .where(DatasetRow.name.in_(names), func.lower(TagRow.name).like(needle, escape="\\"))
+            .order_by(TagRow.name)
+        )
+        columns = (
+            select(DatasetRow.name, SchemaFieldRow.name)
+            .join(
+                VersionRow, (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)
+            )
+            .join(SchemaFieldRow, SchemaFieldRow.schema_id == VersionRow.schema_id)
+            .where(DatasetRow.name.in_(names), func.lower(SchemaFieldRow.name).like(needle, escape="\\"))
+            .order_by(SchemaFieldRow.position)
+        )
+        with self._read() as s:
+            for name, *hits in s.execute(select(DatasetRow.name, *flags).where(DatasetRow.name.in_(names))):
+                out[name] += [(c, None) for c, hit in zip(own, hits, strict=True) if hit]
+            for kind, stmt in (("tag", tags), ("column", columns)):
+                for name, value in s.execute(stmt):
+                    out[name].append((kind, str(value)))
+        return out
 
     def count_datasets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> int:
         """How many datasets match ``query`` and ``filters`` (as ``search_datasets``)."""

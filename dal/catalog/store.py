@@ -39,6 +39,7 @@ from dal.catalog.models import (
     VersionRow,
     utcnow,
 )
+from dal.catalog.rows import COLUMN_DESCRIPTIONS
 from dal.catalog.search import CatalogSearch
 from dal.catalog.types import (
     DatasetInfo,
@@ -57,6 +58,16 @@ from dal.catalog.types import (
 )
 
 __all__ = ["EXPIRED_AT", "FILES_DELETED", "UNAVAILABLE", "Catalog", "CatalogBase", "VersionRef"]
+
+
+def with_descriptions(properties: Mapping[str, Any], schema: Schema) -> dict[str, Any]:
+    """A version's properties with its schema's column descriptions (``dal.catalog.rows.COLUMN_DESCRIPTIONS``)."""
+    out = {k: v for k, v in properties.items() if k != COLUMN_DESCRIPTIONS}
+    for name, text in schema.descriptions.items():
+        validate_text(text, f"the description of column {name!r}")
+    if schema.descriptions:
+        out[COLUMN_DESCRIPTIONS] = schema.descriptions
+    return out
 
 
 class Catalog(LineageEdges, CatalogSearch):
@@ -358,7 +369,7 @@ class Catalog(LineageEdges, CatalogSearch):
                 storage_version=draft.storage_version,
                 schema=self._schema_row(s, ds.id, draft.schema),
                 partition_columns=list(draft.partition_columns),
-                properties=dict(draft.properties),
+                properties=with_descriptions(draft.properties, draft.schema),
             )
             s.add(version)
             s.flush()

@@ -7,7 +7,7 @@ import json
 import numbers
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -107,7 +107,9 @@ def version_ref(ref: object) -> int | str | datetime | None:
 
 @dataclass(frozen=True)
 class Field:
-    """One column: Arrow type string, nullability, and for tensor fields numpy dtype, shape and codec."""
+    """One column: Arrow type string, nullability, for tensor fields numpy dtype, shape and codec, and the
+    column's description (a Delta column comment, Spark's ``StructField.metadata["comment"]``, Arrow field
+    metadata ``comment``; None: none)."""
 
     name: str
     type: str
@@ -115,6 +117,7 @@ class Field:
     dtype: str | None = None
     shape: tuple[int | None, ...] | None = None
     codec: str | None = None
+    description: str | None = None
 
     @property
     def is_tensor(self) -> bool:
@@ -128,6 +131,8 @@ class Field:
             out["shape"] = list(self.shape)
         if self.codec is not None:
             out["codec"] = self.codec
+        if self.description is not None:
+            out["description"] = self.description
         return out
 
     @classmethod
@@ -140,6 +145,7 @@ class Field:
             dtype=d.get("dtype"),
             shape=None if shape is None else tuple(None if s is None else int(s) for s in shape),
             codec=d.get("codec"),
+            description=d.get("description"),
         )
 
     def describe(self) -> str:
@@ -175,9 +181,24 @@ class Schema:
         return None
 
     def fingerprint(self) -> str:
-        """A stable hash of the fields, used to share identical schemas between versions."""
-        payload = json.dumps([f.to_dict() for f in self.fields], sort_keys=True, separators=(",", ":"))
+        """A stable hash of the fields, used to share identical schemas between versions (descriptions left
+        out: the catalog keeps them with each version, ``descriptions``)."""
+        fields = [{k: v for k, v in f.to_dict().items() if k != "description"} for f in self.fields]
+        payload = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(payload.encode()).hexdigest()
+
+    @property
+    def descriptions(self) -> dict[str, str]:
+        """The columns that have a description, and it."""
+        return {f.name: f.description for f in self.fields if f.description is not None}
+
+    def described(self, descriptions: Mapping[str, Any]) -> Schema:
+        """These fields with ``descriptions`` (column name -> text; other values and unknown names ignored)."""
+        return Schema(
+            tuple(
+                replace(f, description=d) if isinstance(d := descriptions.get(f.name), str) else f for f in self.fields
+            )
+        )
 
     def to_list(self) -> list[dict[str, Any]]:
         return [f.to_dict() for f in self.fields]

@@ -131,20 +131,28 @@ def plan_partitioning(
     if repeated:
         raise SchemaMismatch(f"partition_by names {', '.join(repeated)} more than once")
     if current is not None and (given is None or given == tuple(current)):
-        parts = tuple(current)
-        missing = [c for c in parts if c not in names]
-        if missing and replaces_schema(opts):
-            raise SchemaMismatch(
-                f"{where} is partitioned by {list(parts)}, and the new schema has no column {', '.join(missing)}: "
-                "pass partition_by=[...] naming columns of the new data, or partition_by=[] for none"
-            )
-        return parts  # appends and overwrites may lack a nullable partition column: written as nulls
+        return _kept_partitioning(tuple(current), opts, names, where)
     if current is not None and not replaces_schema(opts):
         raise SchemaMismatch(
             f"{where} is partitioned by {list(current)}, not {list(given or ())}; "
             "to change that, write with mode='overwrite', schema_mode='overwrite'"
         )
-    parts = given or ()  # a new table, or a schema overwrite that says how the new version is partitioned
+    return _new_partitioning(given or (), names)  # a new table, or a schema overwrite that says how it is partitioned
+
+
+def _kept_partitioning(parts: tuple[str, ...], opts: WriteOptions, names: Sequence[str], where: str) -> tuple[str, ...]:
+    """The table's partitioning, kept: a schema overwrite must still have its columns."""
+    missing = [c for c in parts if c not in names]
+    if missing and replaces_schema(opts):
+        raise SchemaMismatch(
+            f"{where} is partitioned by {list(parts)}, and the new schema has no column {', '.join(missing)}: "
+            "pass partition_by=[...] naming columns of the new data, or partition_by=[] for none"
+        )
+    return parts  # appends and overwrites may lack a nullable partition column: written as nulls
+
+
+def _new_partitioning(parts: tuple[str, ...], names: Sequence[str]) -> tuple[str, ...]:
+    """A partitioning the write sets: columns of the data, and not all of them."""
     absent = [c for c in parts if c not in names]
     if absent:
         raise SchemaMismatch(f"partition_by names columns not in the data: {', '.join(absent)}")

@@ -21,6 +21,15 @@ def from_arrow(schema: pa.Schema, tensors: dict[str, Field] | None = None) -> Sc
                 dtype=t.dtype if t else None,
                 shape=t.shape if t else None,
                 codec=t.codec if t else None,
+                description=_comment(f),
             )
         )
     return Schema(tuple(out))
+
+
+def _comment(f: pa.Field) -> str | None:
+    """A column's description: the ``comment`` of its Arrow field metadata (what delta-rs reads from a Delta
+    column's metadata, and Spark's ``StructField.metadata["comment"]`` as dal passes it on)."""
+    raw = (f.metadata or {}).get(b"comment")
+    text = raw.decode("utf-8", "replace") if raw else ""
+    return text or None

@@ -22,7 +22,12 @@ def arrow_schema(df: Any) -> pa.Schema:
 
     session_tz = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
     schema = to_arrow_schema(df.schema, timezone=session_tz)
-    return pa.schema([f.with_type(_writable(f.type, f.nullable)) for f in schema])
+    # a column's comment (StructField.metadata["comment"]) is its description in the catalog
+    comments = {f.name: str(f.metadata["comment"]) for f in df.schema.fields if (f.metadata or {}).get("comment")}
+    return pa.schema([
+        f.with_type(_writable(f.type, f.nullable)).with_metadata({"comment": comments[f.name]} if f.name in comments else f.metadata)
+        for f in schema
+    ])  # fmt: skip
 
 
 def _writable(t: pa.DataType, nullable_above: bool) -> pa.DataType:

@@ -34,6 +34,7 @@ SECRET_LOCATION = "s3://AKIAEXAMPLE:wJalrXUtnFEMI@bucket/raw?X-Amz-Signature=dea
 SECRETS = ("wJalrXUtnFEMI", "deadbeefsecret", "sassecret", "pgsecretpw")
 FILLER = 120  # enough datasets for three pages of 50
 NAMED = 5  # datasets besides the filler
+VALUE_COMMENT = "Reflectivity in <i>dBZ</i>"  # weather.radar's column description (shown as text, never markup)
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,10 @@ def populate(url: str, warehouse: Path) -> None:
         }
         if i == 2:
             cols["quality"] = [j % 3 for j in range(n)]
+        table = pa.table(cols)
+        value = table.schema.field("value").with_metadata({"comment": VALUE_COMMENT})  # a Delta column comment
         dal.write(
-            pa.table(cols),
+            table.cast(table.schema.set(table.schema.get_field_index("value"), value)),
             "weather.radar",
             partition_by=["date"],
             description="Radar scans <b>hourly</b>",
@@ -244,6 +247,12 @@ def populate_lineage(url: str, warehouse: Path) -> None:
         lineage.clear_read_log()
         dal.open("chain.b", 0, catalog=cat)
         dal.write(table, "chain.c", path=str(warehouse / "c"), catalog=cat)
+        lineage.clear_read_log()
+        dal.write(table, "twice.src", path=str(warehouse / "src"), catalog=cat)
+        src = dal.open("twice.src", 0, catalog=cat)  # one upstream version, read through two filters
+        dal.write(table, "chain.twice", path=str(warehouse / "twice"), catalog=cat,
+                  inputs=[src.filter("x > 1"), src.filter("x < 3")])  # fmt: skip
+        lineage.clear_read_log()
         lineage.clear_read_log()
         dal.write(table, "chain.forged", path=str(warehouse / "forged"), catalog=cat)
         cat.record_lineage(  # the record as a foreign writer might have stored it; the one edge a write would

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.ui.conftest import EXPIRED, HOSTILE, THUMB_COLOUR, Server
+from tests.ui.conftest import EXPIRED, HOSTILE, THUMB_COLOUR, VALUE_COMMENT, Server
 
 pytestmark = pytest.mark.slow
 
@@ -330,3 +330,48 @@ def test_accessibility_basics(browser: Any, sqlite_server: Server) -> None:
             assert overflow <= 0, (path, overflow)
     finally:
         d.set_window_size(1280, 1600)
+
+
+def test_search_says_why_a_dataset_matched(browser: Any, sqlite_server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(sqlite_server.base + "/")
+    by_id(d, "q").send_keys("QUAL")  # part of a column name of weather.radar's latest version, another case
+    navigate(d, by_id(d, "search"))
+    rows = d.find_elements(By.CSS_SELECTOR, "#datasets tbody tr")
+    assert len(rows) == 1 and rows[0].find_element(By.CSS_SELECTOR, ".matched").text == "matched: column quality"
+    d.get(sqlite_server.base + "/?column=STAT")  # the column facet: part of a name, any case
+    names = [a.text for a in d.find_elements(By.CSS_SELECTOR, "#datasets .dataset-link")]
+    assert names == ["weather.radar"] and d.find_elements(By.CSS_SELECTOR, ".matched") == []
+
+
+def test_dataset_page_shows_column_statistics(browser: Any, sqlite_server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(sqlite_server.base + "/d/weather.radar")  # 6 local files: computed on view, as dal stats does
+    rows = {
+        r.find_elements(By.TAG_NAME, "td")[0].text: [c.text for c in r.find_elements(By.TAG_NAME, "td")[1:]]
+        for r in d.find_elements(By.CSS_SELECTOR, "#column-stats tbody tr")
+    }
+    assert set(rows) == {"date", "station", "value", "quality"}
+    assert rows["station"] == ["0", "st0", "st6", ""]  # nulls, min, max, distinct (not known from footers)
+    assert rows["quality"][:3] == ["120", "0", "2"]  # versions 0 and 1 had no quality column
+    assert rows["date"] == ["0", "2026-03-01", "2026-03-03", "3"]  # a partition column: exact distinct count
+    d.get(sqlite_server.base + "/d/vision.street_scenes")  # object storage: only when asked
+    assert "in object storage" in by_id(d, "stats-deferred").text and d.find_elements(By.ID, "column-stats") == []
+    assert "stats=1" in by_id(d, "stats-link").get_dom_attribute("href")
+
+
+def test_schema_shows_column_descriptions(browser: Any, sqlite_server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(sqlite_server.base + "/d/weather.radar")
+    cells = {
+        r.find_elements(By.TAG_NAME, "td")[1].text.split()[0]: r.find_element(By.CSS_SELECTOR, "td.description").text
+        for r in d.find_elements(By.CSS_SELECTOR, "#schema tbody tr")
+    }
+    assert cells == {"date": "", "station": "", "value": VALUE_COMMENT, "quality": ""}  # text, not markup
+    assert d.find_elements(By.CSS_SELECTOR, "#schema i") == []

@@ -457,6 +457,30 @@ def _codec(stub: Any, field: str, stored: pa.DataType | None) -> Codec | None:
     raise FormatError(f"field {field!r} uses an unknown petastorm codec {kind!r}")
 
 
+def _tensor_field(value: Any, stored: pa.Schema | None) -> TensorField:
+    """One pickled ``UnischemaField`` (name, numpy type, shape, codec, nullable) as a ``TensorField``; a scalar
+    keeps the type ``stored`` has for its column (see ``loads_unischema``).
+
+    Raises:
+        FormatError: the field is malformed.
+    """
+    if not isinstance(value, _StubField) or len(value) < 3:
+        raise FormatError("petastorm schema metadata has a malformed field")
+    name, np_type, shape = value[0], value[1], value[2]
+    if not isinstance(name, str) or not isinstance(shape, (tuple, list)):
+        raise FormatError("petastorm schema metadata has a malformed field")
+    if not all(d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0) for d in shape):
+        raise FormatError(f"field {name!r} has a malformed shape {_short(shape)}")
+    codec = value[3] if len(value) > 3 else None
+    nullable = bool(value[4]) if len(value) > 4 else False
+    column = stored.field(name) if stored is not None and name in stored.names else None
+    kept = column.type if column is not None and not shape else None
+    try:
+        return TensorField(name, _field_dtype(np_type, name), tuple(shape), _codec(codec, name, kept), nullable)
+    except (TypeError, ValueError) as e:
+        raise FormatError(f"field {name!r}: {e}") from e
+
+
 def loads_unischema(data: bytes, stored: pa.Schema | None = None) -> TensorSchema:
     """Read petastorm's pickled Unischema into a ``TensorSchema``, running nothing the pickle names.
 
@@ -474,25 +498,7 @@ def loads_unischema(data: bytes, stored: pa.Schema | None = None) -> TensorSchem
     fields_state = state.get("_fields") or {}
     if not isinstance(fields_state, Mapping):
         raise FormatError("petastorm schema metadata has malformed fields")
-    fields = []
-    for value in fields_state.values():
-        if not isinstance(value, _StubField) or len(value) < 3:
-            raise FormatError("petastorm schema metadata has a malformed field")
-        name, np_type, shape = value[0], value[1], value[2]
-        if not isinstance(name, str) or not isinstance(shape, (tuple, list)):
-            raise FormatError("petastorm schema metadata has a malformed field")
-        if not all(d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0) for d in shape):
-            raise FormatError(f"field {name!r} has a malformed shape {_short(shape)}")
-        codec = value[3] if len(value) > 3 else None
-        nullable = bool(value[4]) if len(value) > 4 else False
-        column = stored.field(name) if stored is not None and name in stored.names else None
-        kept = column.type if column is not None and not shape else None
-        try:
-            fields.append(
-                TensorField(name, _field_dtype(np_type, name), tuple(shape), _codec(codec, name, kept), nullable)
-            )
-        except (TypeError, ValueError) as e:
-            raise FormatError(f"field {name!r}: {e}") from e
+    fields = [_tensor_field(value, stored) for value in fields_state.values()]
     name = state.get("_name", "unischema")
     if not isinstance(name, str):  # never str() a pickled structure: it may stand for billions of elements
         raise FormatError(f"petastorm schema metadata has a {type(name).__name__} as its name, not a string")
@@ -579,6 +585,16 @@ class _Reduce:
 
 
 def _emit(obj: Any, out: bytearray) -> None:
+    """Append the pickle opcodes (protocol 2) that build ``obj``: a scalar, a container of them, or a node."""
+    if isinstance(obj, tuple | list | dict):
+        _emit_container(obj, out)
+    elif isinstance(obj, _Global | _NewObj | _Reduce):
+        _emit_node(obj, out)
+    else:
+        _emit_scalar(obj, out)
+
+
+def _emit_scalar(obj: Any, out: bytearray) -> None:
     if obj is None:
         out += b"N"
     elif obj is True or obj is False:
@@ -590,7 +606,12 @@ def _emit(obj: Any, out: bytearray) -> None:
     elif isinstance(obj, str):
         raw = obj.encode()
         out += b"X" + struct.pack("<I", len(raw)) + raw
-    elif isinstance(obj, tuple):
+    else:  # pragma: no cover - only the node types above are built here
+        raise TypeError(f"cannot emit {type(obj).__name__}")
+
+
+def _emit_container(obj: tuple[Any, ...] | list[Any] | dict[Any, Any], out: bytearray) -> None:
+    if isinstance(obj, tuple):
         if not obj:
             out += b")"
             return
@@ -598,22 +619,24 @@ def _emit(obj: Any, out: bytearray) -> None:
         for x in obj:
             _emit(x, out)
         out += b"t"
-    elif isinstance(obj, list):
-        out += b"]"
-        if obj:
-            out += b"("
-            for x in obj:
-                _emit(x, out)
-            out += b"e"
-    elif isinstance(obj, dict):
-        out += b"}"
-        if obj:
-            out += b"("
-            for k, v in obj.items():
-                _emit(k, out)
-                _emit(v, out)
-            out += b"u"
-    elif isinstance(obj, _Global):
+        return
+    out += b"]" if isinstance(obj, list) else b"}"
+    if not obj:
+        return
+    out += b"("
+    if isinstance(obj, list):
+        for x in obj:
+            _emit(x, out)
+        out += b"e"
+    else:
+        for k, v in obj.items():
+            _emit(k, out)
+            _emit(v, out)
+        out += b"u"
+
+
+def _emit_node(obj: _Global | _NewObj | _Reduce, out: bytearray) -> None:
+    if isinstance(obj, _Global):
         out += b"c" + obj.module.encode() + b"\n" + obj.name.encode() + b"\n"
     elif isinstance(obj, _NewObj):
         _emit(obj.cls, out)
@@ -622,12 +645,10 @@ def _emit(obj: Any, out: bytearray) -> None:
         if obj.state:
             _emit(obj.state, out)
             out += b"b"
-    elif isinstance(obj, _Reduce):
+    else:
         _emit(obj.func, out)
         _emit(tuple(obj.args), out)
         out += b"R"
-    else:  # pragma: no cover - only the node types above are built here
-        raise TypeError(f"cannot emit {type(obj).__name__}")
 
 
 def _spark_node(field: TensorField, codec: ScalarCodec) -> _NewObj:

@@ -58,8 +58,8 @@ every system alike); each figure is the best of the rounds (CPU and memory: the 
   every peer imports its own; open included; Ray: ``ray.init`` included) to the first batch. Every system
   opens its data before the rows/s clock starts: dal ``dal.open`` and ``files()`` (the version's file list,
   as ``lance.dataset`` loads its manifest), planning (footers) inside it;
-- CPU s / 1M rows: user + system CPU of the whole process tree (the process, its live descendants and what they
-  reaped, from /proc) during the iteration; "process CPU s": ``getrusage(RUSAGE_CHILDREN)`` around the whole
+- CPU s / 1M rows: user + system CPU of the whole process tree during the iteration (``proc_cpu``: the
+  process's threads, the children it reaped, its live descendants and what they reaped); "process CPU s": ``getrusage(RUSAGE_CHILDREN)`` around the whole
   subprocess (imports, open, iteration, exit);
 - peak extra MB: VmHWM minus VmRSS after the imports, plus the VmHWM of the descendants alive at the end (Ray's
   raylet and workers; its shared-memory object store is not counted);
@@ -83,6 +83,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from proc_cpu import tree_cpu_seconds  # beside this script, stdlib only: imports in every peer's venv
+
 REPO = Path(__file__).resolve().parents[1]
 SYSTEMS = ["hand", "dal", "lance", "lance-torch", "hf", "mosaic", "litdata", "ray"]
 DATASETS = ["tab", "img", "ten"]
@@ -99,22 +101,20 @@ PEERS = {"lance", "lance-torch", "hf", "mosaic", "litdata", "ray"}
 # ---------------------------------------------------------------- measuring (stdlib only: runs in every venv)
 
 
-def _proc_stat() -> dict[int, tuple[int, float]]:
-    """pid -> (parent pid, CPU seconds of the process and of the children it reaped)."""
-    tick = os.sysconf("SC_CLK_TCK")
+def _parents() -> dict[int, int]:
+    """pid -> parent pid, of every process."""
     out = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            f = stat.read_text().rsplit(")", 1)[1].split()
+            out[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
         except OSError:
             continue
-        out[int(stat.parent.name)] = (int(f[1]), sum(int(x) for x in f[11:15]) / tick)
     return out
 
 
-def _tree(root: int, stat: dict[int, tuple[int, float]]) -> list[int]:
+def _tree(root: int, parents: dict[int, int]) -> list[int]:
     kids: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stat.items():
+    for pid, ppid in parents.items():
         kids.setdefault(ppid, []).append(pid)
     found, todo = [], [root]
     while todo:
@@ -122,11 +122,6 @@ def _tree(root: int, stat: dict[int, tuple[int, float]]) -> list[int]:
         found.append(pid)
         todo += kids.get(pid, [])
     return found
-
-
-def tree_cpu() -> float:
-    stat = _proc_stat()
-    return sum(stat[p][1] for p in _tree(os.getpid(), stat) if p in stat)
 
 
 def _status_kb(pid: int | str, key: str) -> int:
@@ -161,7 +156,7 @@ class Meter:
         self.base_kb = _status_kb("self", "VmRSS")
 
     def start(self) -> None:
-        self.cpu0 = tree_cpu()
+        self.cpu0 = tree_cpu_seconds()
         self.start_t = time.perf_counter()
 
     def batch(self, n: int) -> None:
@@ -175,9 +170,8 @@ class Meter:
 
     def result(self) -> dict[str, Any]:
         end = time.perf_counter()
-        cpu = tree_cpu() - self.cpu0
-        stat = _proc_stat()
-        kids = [p for p in _tree(os.getpid(), stat) if p != os.getpid()]
+        cpu = tree_cpu_seconds() - self.cpu0
+        kids = [p for p in _tree(os.getpid(), _parents()) if p != os.getpid()]
         peak = _status_kb("self", "VmHWM") - self.base_kb + sum(_status_kb(p, "VmHWM") for p in kids)
         return {
             "capped": getattr(self, "capped", False),

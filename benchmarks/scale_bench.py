@@ -16,7 +16,8 @@ process, alternating which goes first (A B, B A, ...), so load elsewhere on the 
 the table gives the min and the median of the rounds. dal's clock starts before the process's first
 ``dal.open`` (the catalog connection included; that open's own time is a column too), and the one-time
 ``dal.register`` of each table (for the log-only table: its ``dal.sync``, the log read) is a column of its
-own. Memory is the process's peak RSS, median of the rounds (imports included: pyarrow, delta-rs, dal ~
+own. CPU: the process tree's user + system seconds over the timed part (``proc_cpu``), median of the rounds.
+Memory is the process's peak RSS, median of the rounds (imports included: pyarrow, delta-rs, dal ~
 150-200 MB before any table).
 ``--s3 N``: a table of N files on the moto S3 emulator, and the requests planning makes there.
 """
@@ -39,6 +40,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from benchmarks.proc_cpu import tree_cpu_seconds  # noqa: E402
 
 CASES = {"partition": "part = 77", "stats": "id = 777", "none": None}
 
@@ -63,7 +66,7 @@ def child(engine: str, case: str, location: str, name: str, files_only: bool, op
 
     where = {"partition": dal.col("part") == 77, "stats": dal.col("id") == 777}.get(case)
     opened = 0.0
-    t = time.perf_counter()
+    cpu, t = tree_cpu_seconds(), time.perf_counter()
     if engine == "dal":
         ds = dal.open(name, storage_options=options or None)  # the process's first: the catalog connection too
         opened = time.perf_counter() - t
@@ -78,7 +81,8 @@ def child(engine: str, case: str, location: str, name: str, files_only: bool, op
             kept = table.get_add_actions(flatten=True).num_rows  # delta-rs: the stats, unpruned
         else:
             kept = len(table.file_uris())
-    out = {"seconds": time.perf_counter() - t, "open": opened, "kept": kept, "rss_mb": _rss_mb()}
+    out = {"seconds": time.perf_counter() - t, "cpu": tree_cpu_seconds() - cpu, "open": opened, "kept": kept,
+           "rss_mb": _rss_mb()}  # fmt: skip
     print(json.dumps(out))
 
 
@@ -132,17 +136,17 @@ def delta_rs_table(root: str, files: int, options: dict[str, str] | None = None)
 def report(rows: list[tuple[str, str, float, Runs, Runs]]) -> None:
     print(
         "| table | filter | dal register (once) | dal first open (median) | dal open + plan min / median | "
-        "delta-rs load + list min / median | ratio min / median | files kept (dal / delta-rs) | "
-        "peak RSS dal / delta-rs (median) |"
+        "delta-rs load + list min / median | ratio min / median | CPU dal / delta-rs (median) | "
+        "files kept (dal / delta-rs) | peak RSS dal / delta-rs (median) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for table, case, registered, d, r in rows:
         (d_min, d_med), (r_min, r_med) = _stat(d, "seconds"), _stat(r, "seconds")
         ratio = f"{d_min / r_min:.1f}x / {d_med / r_med:.1f}x" if r_min and r_med else "-"
         print(
             f"| {table} | {CASES[case] or 'none'} | {registered:.2f} s | {_stat(d, 'open')[1]:.3f} s | "
             f"{d_min:.3f} / {d_med:.3f} s | {r_min:.3f} / {r_med:.3f} s | {ratio} | "
-            f"{int(d[0]['kept']):,} / {int(r[0]['kept']):,} | "
+            f"{_stat(d, 'cpu')[1]:.2f} / {_stat(r, 'cpu')[1]:.2f} s | {int(d[0]['kept']):,} / {int(r[0]['kept']):,} | "
             f"{_stat(d, 'rss_mb')[1]:.0f} / {_stat(r, 'rss_mb')[1]:.0f} MB |"
         )
 

@@ -46,12 +46,13 @@ from dal.catalog.types import DatasetInfo, Schema
 from dal.errors import DalError, FilterError, FormatError, PurgeUnfinished, WriteConflict, translating
 from dal.formats.base import TARGET_FILE_SIZE, DataFile, Format, Retention, WriteOptions, commit_metadata
 from dal.formats.registry import get_format
+from dal.ops.first import first_rows
 from dal.storage import claims, intents, ownership, uris
 from dal.storage.location import Location
 from dal.tensors.schema import decode_table
 
 if TYPE_CHECKING:
-    from dal.scan import Scan
+    pass
 
 SAFE_AGE = timedelta(hours=1)
 GC_LOOKS = 3  # looks at the writes in flight before gc settles for deleting expired versions' files only
@@ -339,28 +340,10 @@ def head(
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= HEAD_MAX_ROWS:
         raise FilterError(f"-n must be an integer in [0, {HEAD_MAX_ROWS}], not {n!r}")
     ds = api.open(name, version, storage_options=storage_options, catalog=catalog)
-    scan = ds.scan()
-    if columns:
-        scan = scan.select(*columns)
-    if where:
-        scan = scan.filter(where)
-    table = _first_rows(scan, n)
+    table = first_rows(ds, n, columns, where)  # the files that hold them, not the whole version's footers
     if table is None:
         return ds.version, []
     return ds.version, _display_rows(table, ds.schema)
-
-
-def _first_rows(scan: Scan, n: int) -> pa.Table | None:
-    """The first ``n`` rows the scan yields (None when it yields none), reading no further batch than needed."""
-    batches: list[pa.RecordBatch] = []
-    got = 0
-    if n:
-        for batch in scan.iter_batches(batch_size=n):
-            batches.append(batch)
-            got += batch.num_rows
-            if got >= n:
-                break
-    return pa.Table.from_batches(batches).slice(0, n) if batches else None
 
 
 def _display_rows(table: pa.Table, schema: Schema) -> list[dict[str, Any]]:

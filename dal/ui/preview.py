@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 from typing import Any
 
 from dal.catalog import Catalog
 from dal.catalog.types import Field
+from dal.ops.first import first_rows
 
 MAX_ROWS = 100
 MAX_TEXT = 200
@@ -58,12 +58,7 @@ def preview(cat: Catalog, name: str, version: int | str | None = None, rows: int
     rows = max(1, min(int(rows), MAX_ROWS))
     ds = api.open(name, version, catalog=cat)
     fields = {f.name: f for f in ds.version.schema}
-    batches = ds.iter_batches(batch_size=rows)
-    try:
-        first = next(iter(batches), None)
-    finally:
-        with contextlib.suppress(Exception):
-            batches.close()  # type: ignore[attr-defined]
+    first = first_rows(ds, rows)  # the first file(s) that hold them, whatever the table's size
     columns = list(first.schema.names) if first is not None else list(fields)
     data = first.to_pylist() if first is not None else []
     return {

@@ -8,10 +8,6 @@ On the real PostgreSQL, with a role of its own (``CONNECTION LIMIT``) per test, 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -26,6 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 import dal
+from benchmarks.fanin import create_role, drop_role, fan_in
+from benchmarks.fanin import grant_reads as grant
 from dal.catalog import Catalog, CatalogUnavailable, DatasetNotFound
 from tests.conftest import use_catalog
 
@@ -34,35 +32,6 @@ pytestmark = pytest.mark.postgres
 REPO = Path(__file__).resolve().parents[2]
 NAME = "fanin.data"
 PROCESSES, THREADS, OPENS = 8, 4, 25  # 200 opens, 32 at once, against 5 connections
-OPENER = """
-import json, logging, sys, time
-from concurrent.futures import ThreadPoolExecutor
-import dal
-import dal.api  # what dal.open imports (pyarrow, …): before the clock, as in a rank that has its data code loaded
-
-refused = []
-class Refusals(logging.Handler):
-    def emit(self, record):
-        refused.append(record.getMessage())
-log = logging.getLogger("dal.catalog")
-log.setLevel(logging.DEBUG)
-log.addHandler(Refusals())
-threads, opens = int(sys.argv[1]), int(sys.argv[2])
-print("ready", flush=True)
-sys.stdin.readline()  # every process starts at once
-
-def one(_i):
-    t = time.perf_counter()
-    try:
-        v = dal.open(sys.argv[3]).version
-        return {"version": [v.number, v.storage_version, v.row_count], "s": time.perf_counter() - t}
-    except Exception as e:
-        return {"error": type(e).__name__, "message": str(e)[:400], "s": time.perf_counter() - t}
-
-with ThreadPoolExecutor(threads) as pool:
-    out = list(pool.map(one, range(opens)))
-print(json.dumps({"opens": out, "refused": len([m for m in refused if "retrying" in m])}), flush=True)
-"""
 
 
 def role_url(url: str, role: str) -> str:
@@ -73,26 +42,15 @@ def role_url(url: str, role: str) -> str:
 def limited_role(pg_url: str) -> Iterator[tuple[str, str]]:
     """A login role that may open at most 5 connections and read the test's schema: (its URL, its name)."""
     role = f"dal_fanin_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
-    with admin.begin() as c:
-        c.execute(sa.text(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 5'))
+    create_role(pg_url, role, 5)
     try:
         yield role_url(pg_url, role), role
     finally:
-        with admin.begin() as c:
-            c.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = :r"), {"r": role})
-            c.execute(sa.text(f'DROP OWNED BY "{role}"'))
-            c.execute(sa.text(f'DROP ROLE "{role}"'))
-        admin.dispose()
+        drop_role(pg_url, role)
 
 
 def grant_reads(pg_url: str, role: str) -> None:
-    schema = dict(make_url(pg_url).query)["options"].split("=", 1)[1]
-    admin = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
-    with admin.begin() as c:
-        c.execute(sa.text(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"'))
-        c.execute(sa.text(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"'))
-    admin.dispose()
+    grant(pg_url, dict(make_url(pg_url).query)["options"].split("=", 1)[1], role)
 
 
 def slot(libpq: str) -> psycopg.Connection[Any]:
@@ -123,35 +81,14 @@ def test_200_opens_from_8_processes_through_5_connections_all_pin_the_same_versi
     grant_reads(pg_url, role)
     latest = cat.version(NAME)
     cat.close()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "DAL_CATALOG_URL": url, "OPENLINEAGE_DISABLED": "true"}
-    command = [sys.executable, "-c", OPENER, str(THREADS), str(OPENS), NAME]
-    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-    children = [subprocess.Popen(command, text=True, env=env, **pipes) for _ in range(PROCESSES)]
-    try:
-        for child in children:
-            assert child.stdout is not None and child.stdout.readline().strip() == "ready", child.stderr
-        started = time.perf_counter()
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
-        reports = []
-        for child in children:
-            out, err = child.communicate(timeout=120)
-            assert child.returncode == 0, err
-            reports.append(json.loads(out.strip().splitlines()[-1]))
-        took = time.perf_counter() - started
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-    opens = [o for r in reports for o in r["opens"]]
+    run = fan_in(str(REPO), url, NAME, PROCESSES, THREADS, OPENS, timeout=120)
+    opens = run["results"]
     failures = [o for o in opens if "error" in o]
     assert len(opens) == PROCESSES * OPENS
     assert failures == [], f"{len(failures)} of {len(opens)} opens failed, e.g. {failures[0]}"
     assert {tuple(o["version"]) for o in opens} == {(latest.number, latest.storage_version, latest.row_count)}
-    assert sum(r["refused"] for r in reports) > 0  # the limit was reached, and waited out
-    assert took < 60, took
+    assert run["refused"] > 0  # the limit was reached, and waited out
+    assert run["wall"] < 60, run["wall"]
 
 
 def test_a_refusal_for_now_is_waited_out_and_a_lasting_one_fails_within_the_budget(

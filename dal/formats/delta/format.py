@@ -12,9 +12,8 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,10 +23,8 @@ from dal import progress
 from dal.catalog.types import Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError, UnsupportedFeature
 from dal.formats.base import (
-    CATALOG_KEY,
     DATASET_KEY,
     WRITE_ID_KEY,
-    WRITER_CATALOG,
     DataFile,
     Format,
     Retention,
@@ -41,11 +38,8 @@ from dal.formats.delta import write as delta_write
 from dal.formats.delta.log import (
     SUPPORTED_READER_FEATURES,
     _arrow_schema,
-    _check_claim,
-    _check_counts,
     _check_location,
     _check_paths,
-    _commit_actions,
     _commit_exists,
     _deleted_rows,
     _dl,
@@ -57,42 +51,33 @@ from dal.formats.delta.log import (
     open_table,
     table_exists,
 )
+from dal.formats.delta.replay import (
+    UNAVAILABLE_KEY,
+    Budget,
+    Tally,
+    check_footers,
+    commit_entry,
+    commit_lines,
+    latest_commit,
+    parse_all,
+    parse_checked,
+)
 from dal.formats.delta.stats import prunable_bounds
 from dal.formats.delta.types import COLUMN_MAPPING_KEY, physical_schema
 from dal.formats.delta.write import DeltaWrite
-from dal.formats.described import Described
-from dal.formats.footers import checked_rows
+from dal.formats.described import TIME_COLUMN_KEY, Described
 from dal.formats.index import FileIndex
 from dal.formats.logical import logical_schema
 from dal.storage import ownership, uris
 from dal.storage.location import Location
-from dal.storage.partitions import PartitionValues, partition_totals
 
 if TYPE_CHECKING:
     from dal.formats.changes import ChangePlan
 
-# version property: why a recorded Delta version cannot be read (expired from the log, data files gone)
-UNAVAILABLE_KEY = "unavailable"
 # delta-rs tables of pinned versions, by the VersionInfo object that pins them (kept alive beside: the id is
 # checked against the very object, so it never names another version)
 _PINNED: OrderedDict[tuple[int, str], tuple[VersionInfo, dict[str, str], Any]] = OrderedDict()
 _PINNED_LOCK = threading.Lock()
-
-
-def _operation(entry: Mapping[str, Any], version: int, schema_changed: bool) -> str:
-    op = str(entry.get("operation", "unknown"))
-    mode = str(entry.get("operationParameters", {}).get("mode", "")).lower()
-    if version > 0 and "REPLACE TABLE" in op:  # a schema overwrite that changed the partitioning (DeltaWrite.commit)
-        return "overwrite"
-    if version == 0 or op in ("CREATE TABLE", "CREATE OR REPLACE TABLE") or mode == "errorifexists":
-        return "create"
-    if op == "WRITE" and mode == "overwrite":
-        return "overwrite"
-    if schema_changed:
-        return "schema-change"
-    if op == "WRITE":
-        return "append"
-    return op.lower().replace(" ", "-")
 
 
 class DeltaFormat(Format):
@@ -110,14 +95,19 @@ class DeltaFormat(Format):
         return str(_metadata(commit_info(location, 0, storage_options) or {}).get(DATASET_KEY, ""))
 
     def described(self, location: str, storage_options: Mapping[str, str]) -> Described:
-        """What dal's writes recorded in the commits the log still holds (``dal.formats.described``)."""
-        table = self._table(location, storage_options)
-        columns = from_arrow(logical_schema(_arrow_schema(table))).names
-        commits = (
+        """What dal's writes recorded in the commits the log still holds (``dal.formats.described``); the
+        table's columns are loaded only when a commit names a time column."""
+        latest = latest_commit(location, storage_options)
+        if latest is None:
+            latest = self._table(location, storage_options).version()
+        commits = [
             (v, _metadata(info))
-            for v in range(table.version() + 1)
+            for v in range(latest + 1)
             if (info := commit_info(location, v, storage_options)) is not None
-        )
+        ]
+        named = any(m.get(TIME_COLUMN_KEY) for _v, m in commits)
+        table = self._table(location, storage_options) if named else None
+        columns = from_arrow(logical_schema(_arrow_schema(table))).names if table is not None else []
         return Described.of(commits, columns)
 
     def changes(
@@ -166,140 +156,40 @@ class DeltaFormat(Format):
     ) -> list[VersionDraft]:
         """Every version after ``after``; versions the log no longer holds (expired, before the first one it
         can rebuild) are described as unavailable, a version missing or corrupt between readable ones is an
-        error (never skipped: it could not be recorded afterwards)."""
-        table = self._table(location, storage_options)
-        latest = table.version()
-        drafts: list[VersionDraft] = []
-        expired: list[tuple[int, str | None]] = []
-        readable_seen = False
+        error (never skipped: it could not be recorded afterwards). delta-rs loads the first one, each later
+        one is its commit applied to it (``dal.formats.delta.replay``)."""
         first = 0 if after is None else after + 1
+        latest = latest_commit(location, storage_options)
+        if latest is None:  # no commit listed (a log a checkpoint holds alone, or none): delta-rs says
+            latest = self._table(location, storage_options).version()
         # adopting the whole history (register, a re-adoption after drop): versions whose data files are gone
         # (deleted by dal gc or a VACUUM) are recorded as unavailable, not as readable versions
         on_disk = self._data_paths(location, storage_options) if after is None else None
+        run = _Run(self, location, storage_options, Tally(location, storage_options, on_disk))
         label = f"reading the Delta log of {uris.mask_url(location)}"
         for v in progress.each(range(first, latest + 1), label, unit="versions"):  # a line on a terminal only
-            try:
-                table.load_as_version(v)
-            except Exception as e:
-                present = _commit_exists(location, v, storage_options)
-                if readable_seen or (after is not None and present):  # a gap, or a corrupt commit after ours
-                    raise FormatError(
-                        f"{location}: Delta version {v} cannot be loaded ({_short(e)}), yet version {v - 1} "
-                        "before it can: its commit is missing or corrupt, and dal will not skip it silently"
-                    ) from e
-                # before the oldest version the log can rebuild: expired by log cleanup, or a broken start
-                expired.append((v, _short(e) if present else None))
-                continue
-            readable_seen = True
-            actions = _commit_actions(location, v, storage_options)
-            _check_paths(location, v, actions)  # every path the commit names lies under the table's root
-            entry: dict[str, Any] = next(
-                (a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)), {}
-            )
-            if not _metadata(entry).get(WRITE_ID_KEY):  # another writer's statistics: checked against footers
-                _check_counts(location, v, actions, storage_options)
-            try:
-                draft = self._describe(table, v, entry, previous, storage_options, on_disk)
-            except DalError:
-                raise
-            except Exception as e:
-                unsupported = sorted(set(table.protocol().reader_features or []) - SUPPORTED_READER_FEATURES)
-                if unsupported:
-                    raise UnsupportedFeature(
-                        f"{location}: Delta version {v} needs the reader feature(s) {', '.join(unsupported)}, "
-                        f"which neither delta-rs nor dal can read ({_short(e)})"
-                    ) from e
-                raise FormatError(f"{location}: cannot describe Delta version {v}: {_short(e)}") from e
-            # expired versions take the time of the first readable one (theirs is gone with their commits)
-            drafts += [_expired(x, why, v, draft.committed_at) for x, why in expired]
-            expired = []
-            drafts.append(draft)
-            if UNAVAILABLE_KEY not in draft.properties:
+            draft = run.describe(v, previous, after is not None)
+            if draft is not None and UNAVAILABLE_KEY not in draft.properties:
                 previous = draft.schema
-        if expired:
-            raise FormatError(f"{location}: Delta versions {expired[0][0]}..{expired[-1][0]} cannot be loaded")
-        return drafts
+        if run.expired:
+            raise FormatError(f"{location}: Delta versions {run.expired[0][0]}..{run.expired[-1][0]} cannot be loaded")
+        return run.drafts
 
     @staticmethod
     def _data_paths(location: str, storage_options: Mapping[str, str]) -> set[str]:
-        """Every file below the table (paths relative to it), in one listing."""
-        return {rel for rel, _size in Location.of(location, storage_options).list()}
-
-    def _describe(
-        self,
-        table: Any,
-        v: int,
-        entry: Mapping[str, Any],
-        previous: Schema | None,
-        storage_options: Mapping[str, str],
-        present: set[str] | None = None,
-    ) -> VersionDraft:
-        arrow = _arrow_schema(table)
-        schema = from_arrow(logical_schema(arrow))  # recorded columns as written
-        parts = tuple(table.metadata().partition_columns)
-        actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
-        where = f"{uris.mask_url(str(table.table_uri))} (Delta version {v})"
-        for a in actions:  # checkpointed ones too, whose commits may be gone
-            ownership.below(table.table_uri, a["path"], table=where, entry="an add action's path")
-            _check_claim(where, a)
-        rows = sum(a["num_records"] or 0 for a in actions)
-        missing = None
-        if present is not None:
-            gone = [p for a in actions if "://" not in (p := unquote(a["path"])) and p not in present]
-            if gone:
-                missing = (
-                    f"{len(gone)} data file(s) of Delta version {v} are gone (e.g. {gone[0]}): deleted by dal gc or "
-                    "a VACUUM"
-                )
-        if any(a["num_records"] is None for a in actions):
-            try:
-                rows = self._count_without_stats(table, actions, storage_options)
-            except FileNotFoundError as e:
-                missing = f"a data file of Delta version {v} is missing ({_short(e)}); was it removed by VACUUM?"
-        if "deletionVectors" in (table.protocol().reader_features or []):
-            try:
-                rows -= sum(len(d) for d in _deleted_rows(table).values())
-            except Exception as e:
-                if "not found" not in str(e).lower():
-                    raise
-                missing = missing or f"a deletion vector file of Delta version {v} is missing ({_short(e)})"
-        ts = entry.get("timestamp")
-        props: dict[str, Any] = {"delta_operation": str(entry.get("operation", "")), "delta_version": v}
-        if missing:
-            props[UNAVAILABLE_KEY] = missing
-        writer = _metadata(entry).get(CATALOG_KEY)
-        if isinstance(writer, str) and writer:
-            props[WRITER_CATALOG] = writer  # which catalog's dal wrote it: sync tells its own from others'
-        return VersionDraft(
-            operation="unavailable" if missing else _operation(entry, v, previous is not None and previous != schema),
-            schema=schema,
-            row_count=rows,
-            file_count=len(actions),
-            size_bytes=sum(a["size_bytes"] for a in actions),
-            storage_version=v,
-            committed_at=datetime.fromtimestamp(ts / 1000, UTC) if ts is not None else None,
-            partition_columns=parts,
-            partitions=partition_totals((_values(a, parts), a["num_records"] or 0, a["size_bytes"]) for a in actions)
-            if parts
-            else (),
-            properties=props,
-        )
-
-    def _count_without_stats(
-        self, table: Any, actions: list[dict[str, Any]], storage_options: Mapping[str, str]
-    ) -> int:
-        import pyarrow.parquet as pq
-
-        fs, root = uris.filesystem(table.table_uri, storage_options)
-        total = 0
-        for a in actions:
-            if a["num_records"] is not None:
-                total += a["num_records"]
-                continue
-            rel = ownership.below(table.table_uri, a["path"], table=str(table.table_uri), entry="an add action's path")
-            with fs.open_input_file(uris.join(root, rel)) as fh:
-                total += checked_rows(pq.ParquetFile(fh).metadata, f"{uris.mask_url(table.table_uri)}: {rel}")
-        return total
+        """Every file below the table (paths relative to it), in one listing (local disk: a directory walk, a
+        third of pyarrow's listing's time at 50,000 files)."""
+        loc = Location.of(location, storage_options)
+        base = loc.path("")
+        if loc.local:
+            out: set[str] = set()
+            for folder, _dirs, names in os.walk(base, followlinks=True):  # as pyarrow's listing, links followed
+                rel = os.path.relpath(folder, base)
+                prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+                out.update(prefix + name for name in names)
+            return out
+        infos = loc.fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+        return {i.path[len(base) :].lstrip("/") for i in infos if i.is_file}
 
     def _pinned(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> Any:
         """delta-rs's table at the version ``version`` pins, loaded once per ``VersionInfo`` object (an opened
@@ -449,11 +339,6 @@ class DeltaFormat(Format):
         ownership.remove_empty_dirs(Location.of(location, storage_options), lambda rel: not rel or "_delta_log" in rel)
 
 
-def _values(action: Mapping[str, Any], parts: Sequence[str]) -> PartitionValues:
-    """An add action's partition values (flattened ``partition.<col>``) as strings."""
-    return tuple((c, None if action[f"partition.{c}"] is None else str(action[f"partition.{c}"])) for c in parts)
-
-
 def _expired(version: int, error: str | None, first: int, committed_at: datetime | None) -> VersionDraft:
     """A version before the oldest one the log can rebuild: recorded, so ``dal versions`` shows it, but
     unreadable (``open`` refuses it with this reason)."""
@@ -470,6 +355,81 @@ def _expired(version: int, error: str | None, first: int, committed_at: datetime
         committed_at=committed_at,
         properties={"delta_version": version, UNAVAILABLE_KEY: f"{why}; the oldest readable version is {first}"},
     )
+
+
+class _Run:
+    """One ``snapshots`` call: delta-rs's table once loaded, the tally, the footer budget, the drafts so far and
+    the expired versions waiting for the first readable one."""
+
+    def __init__(self, fmt: DeltaFormat, location: str, options: Mapping[str, str], tally: Tally) -> None:
+        self.fmt, self.location, self.options, self.tally = fmt, location, options, tally
+        self.table: Any = None
+        self.budget = Budget()
+        self.drafts: list[VersionDraft] = []
+        self.expired: list[tuple[int, str | None]] = []
+
+    def describe(self, v: int, previous: Schema | None, syncing: bool) -> VersionDraft | None:
+        """Version ``v``'s draft (added to ``drafts``), or None while it is before the oldest readable one."""
+        lines = commit_lines(self.location, v, self.options)
+        actions = parse_all(lines) if lines is not None and self.tally.loaded else None
+        counts = self.tally.applies(actions) if actions is not None else None
+        if actions is not None and counts is not None:
+            self._checked(v, actions)
+            self.tally.apply(v, actions, counts)
+        elif not self._load(v, syncing, lines):
+            return None
+        draft = self.tally.draft(v, commit_entry(lines or ()), previous)
+        # expired versions take the time of the first readable one (theirs is gone with their commits)
+        self.drafts += [_expired(x, why, v, draft.committed_at) for x, why in self.expired]
+        self.expired = []
+        self.drafts.append(draft)
+        return draft
+
+    def _checked(self, v: int, actions: Sequence[Mapping[str, Any]]) -> None:
+        _check_paths(self.location, v, actions)  # every path the commit names lies under the table's root
+        check_footers(self.location, v, actions, self.options, self.budget)  # another writer's statistics
+
+    def _load(self, v: int, syncing: bool, lines: Sequence[bytes] | None) -> bool:
+        """delta-rs's table at ``v`` into the tally; False for a version before the oldest readable one."""
+        try:
+            self._at(v)
+        except DalError:
+            raise
+        except Exception as e:
+            present = _commit_exists(self.location, v, self.options)
+            if self.drafts or (syncing and present):  # a gap, or a corrupt commit after ours
+                raise FormatError(
+                    f"{self.location}: Delta version {v} cannot be loaded ({_short(e)}), yet version {v - 1} "
+                    "before it can: its commit is missing or corrupt, and dal will not skip it silently"
+                ) from e
+            # before the oldest version the log can rebuild: expired by log cleanup, or a broken start
+            self.expired.append((v, _short(e) if present else None))
+            return False
+        self._checked(v, parse_checked(self.location, v, lines or (), self.budget))
+        try:
+            self.tally.load(self.table, v)
+        except DalError:
+            raise
+        except Exception as e:
+            unsupported = sorted(set(self.table.protocol().reader_features or []) - SUPPORTED_READER_FEATURES)
+            if unsupported:
+                raise UnsupportedFeature(
+                    f"{self.location}: Delta version {v} needs the reader feature(s) {', '.join(unsupported)}, "
+                    f"which neither delta-rs nor dal can read ({_short(e)})"
+                ) from e
+            raise FormatError(f"{self.location}: cannot describe Delta version {v}: {_short(e)}") from e
+        return True
+
+    def _at(self, v: int) -> None:
+        """Load ``v``: at once when no table is open yet (else the latest first, which refuses a table delta-rs
+        cannot open with the reason, then ``v``)."""
+        if self.table is None:
+            try:
+                self.table = _dl().DeltaTable(self.location, version=v, storage_options=_opts(self.options))
+                return
+            except Exception:
+                self.table = self.fmt._table(self.location, self.options)
+        self.table.load_as_version(v)
 
 
 __all__ = ["UNAVAILABLE_KEY", "WRITE_ID_KEY", "DeltaFormat", "DeltaWrite", "physical_schema"]

@@ -177,27 +177,38 @@ def prunable_bounds(
     if not with_stats:
         return out
     for f in schema:
-        t = f.type
-        usable = (
-            pa.types.is_integer(t)
-            or pa.types.is_floating(t)
-            or pa.types.is_string(t)
-            or pa.types.is_large_string(t)
-            or pa.types.is_date(t)
-            or pa.types.is_timestamp(t)
-        )
-        if f.name in partition_columns or "." in f.name or not usable:
-            continue
         names = [f"min.{f.name}", f"max.{f.name}", f"null_count.{f.name}"]
-        if not all(n in actions.column_names for n in names):
+        if not _prunable(f, partition_columns) or not all(n in actions.column_names for n in names):
             continue
         lo, hi, nulls = (actions.column(n) for n in names)
-        if pa.types.is_timestamp(lo.type) and pa.types.is_timestamp(hi.type):
-            lo, hi = _widened(lo, -1), _widened(hi, 1)
-        elif pa.types.is_string(hi.type) or pa.types.is_large_string(hi.type):
-            hi = pc.if_else(pc.less(pc.utf8_length(hi), STRING_PREFIX), hi, pa.scalar(None, hi.type))
+        lo, hi = _safe(lo, hi)
         out = out.append_column(names[0], lo).append_column(names[1], hi).append_column(names[2], nulls)
     return out
+
+
+def _prunable(f: pa.Field, partition_columns: tuple[str, ...]) -> bool:
+    """Whether the log's bounds of ``f`` may prune: a top-level data column of an integer, floating, string,
+    date or timestamp type."""
+    t = f.type
+    usable = (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+    )
+    return usable and f.name not in partition_columns and "." not in f.name
+
+
+def _safe(lo: pa.ChunkedArray, hi: pa.ChunkedArray) -> tuple[pa.ChunkedArray | pa.Array, pa.ChunkedArray | pa.Array]:
+    """Timestamps widened by a millisecond each way; a string max of ``STRING_PREFIX`` characters or more
+    dropped (a writer may have truncated it)."""
+    if pa.types.is_timestamp(lo.type) and pa.types.is_timestamp(hi.type):
+        return _widened(lo, -1), _widened(hi, 1)
+    if pa.types.is_string(hi.type) or pa.types.is_large_string(hi.type):
+        return lo, pc.if_else(pc.less(pc.utf8_length(hi), STRING_PREFIX), hi, pa.scalar(None, hi.type))
+    return lo, hi
 
 
 def _widened(bound: pa.ChunkedArray, direction: int) -> pa.ChunkedArray | pa.Array:

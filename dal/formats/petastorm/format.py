@@ -313,19 +313,8 @@ class PetastormFormat(Format):
     ) -> list[VersionDraft]:
         loc = Location.of(location, storage_options)
         numbers = committed_numbers(loc)
-        drafts = []
         if not numbers and loc.exists(COMMON_METADATA):
-            if after is None:  # adopted once, as version 0
-                tensors = read_schema(loc)
-                draft = describe_files(scan_directory(loc), tensors.to_catalog(), previous=None, number=0)
-                stamp = loc.fs.get_file_info(loc.path(COMMON_METADATA)).mtime
-                committed = stamp.astimezone(UTC) if stamp is not None else datetime.now(UTC)
-                drafts.append(
-                    dataclasses.replace(
-                        draft, committed_at=committed, properties={"unischema": tensors.name, "path": ""}
-                    )
-                )
-            return drafts
+            return [_adopted(loc)] if after is None else []  # a legacy layout: adopted once, as version 0
         label = f"reading the Petastorm records of {uris.mask_url(location)}"
         # a number without a record below the newest one: a version dal gc removed (records are created one
         # after another, an abandoned commit keeps its record). Recorded as expired, so that a re-adopted
@@ -333,6 +322,7 @@ class PetastormFormat(Format):
         start = 0 if after is None else after + 1
         removed = sorted(set(range(start, numbers[-1])) - set(numbers)) if numbers else []
         gone, pending = set(removed), []
+        drafts: list[VersionDraft] = []
         for n in progress.each(sorted([n for n in numbers if n >= start] + removed), label, unit="versions"):
             if n in gone:
                 pending.append(n)
@@ -341,21 +331,9 @@ class PetastormFormat(Format):
             if record is None:  # an abandoned commit: no version
                 continue
             drafts += [_removed(x, record.committed_at) for x in pending]
-            tensors = version_schema(loc, record)
-            draft = describe_files(record.files, tensors.to_catalog(), previous=previous, number=n)
-            operation = draft.operation
-            if operation == "create" and (pending or drafts):  # versions before it were removed: not a creation
-                operation = record.mode
-            if operation == "append" and record.mode == "overwrite":
-                operation = "overwrite"
+            draft = _described(loc, n, record, previous, after_removed=bool(pending or drafts))
             pending = []
-            props = {"unischema": tensors.name, "path": record.directory}
-            writer = record.metadata.get(CATALOG_KEY)
-            if isinstance(writer, str) and writer:
-                props[WRITER_CATALOG] = writer  # which catalog's dal wrote it: sync tells its own from others'
-            drafts.append(
-                dataclasses.replace(draft, operation=operation, committed_at=record.committed_at, properties=props)
-            )
+            drafts.append(draft)
             previous = draft.schema
         return drafts + [_removed(x, None) for x in pending]
 
@@ -467,6 +445,32 @@ class PetastormFormat(Format):
                 ownership.remove_empty_dirs(Location.of(loc.child(d)))
             elif not any(True for _ in loc.list(d)):  # a store's folder markers; not files written meanwhile
                 ownership.remove_tree(loc, d)
+
+
+def _adopted(loc: Location) -> VersionDraft:
+    """A Petastorm dataset without dal's records (``_common_metadata`` beside its files), as version 0."""
+    tensors = read_schema(loc)
+    draft = describe_files(scan_directory(loc), tensors.to_catalog(), previous=None, number=0)
+    stamp = loc.fs.get_file_info(loc.path(COMMON_METADATA)).mtime
+    committed = stamp.astimezone(UTC) if stamp is not None else datetime.now(UTC)
+    return dataclasses.replace(draft, committed_at=committed, properties={"unischema": tensors.name, "path": ""})
+
+
+def _described(loc: Location, n: int, record: Commit, previous: Schema | None, *, after_removed: bool) -> VersionDraft:
+    """Version ``n`` from its record (``after_removed``: versions before it were removed or recorded, so a
+    first-looking one is not a creation)."""
+    tensors = version_schema(loc, record)
+    draft = describe_files(record.files, tensors.to_catalog(), previous=previous, number=n)
+    operation = draft.operation
+    if operation == "create" and after_removed:  # versions before it were removed: not a creation
+        operation = record.mode
+    if operation == "append" and record.mode == "overwrite":
+        operation = "overwrite"
+    props = {"unischema": tensors.name, "path": record.directory}
+    writer = record.metadata.get(CATALOG_KEY)
+    if isinstance(writer, str) and writer:
+        props[WRITER_CATALOG] = writer  # which catalog's dal wrote it: sync tells its own from others'
+    return dataclasses.replace(draft, operation=operation, committed_at=record.committed_at, properties=props)
 
 
 def _removed(number: int, committed_at: datetime | None) -> VersionDraft:

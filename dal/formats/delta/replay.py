@@ -1,0 +1,463 @@
+"""Describing a Delta table's versions for the catalog in time proportional to its log, not to its files times
+its versions.
+
+delta-rs loads the first version to describe once (its log replay: checkpoint and commits); each later
+version is that state with one commit's actions applied (``Tally.apply``): a running tally of the live files,
+their rows, bytes and partition totals, so describing a version costs its commit. A commit the tally does not
+model (a new schema or protocol, deletion vectors, an add without a size, a commit only a checkpoint holds) is
+loaded by delta-rs instead (``Tally.load``), as every version was before.
+
+Another writer's ``numRecords`` are compared with the Parquet footers of the files its commits add, up to
+``FOOTER_CHECKS`` files per register or sync; the rest are compared when a read plans them
+(``dal.read.plan``: a file whose footer disagrees with the version's count is refused), and every claim is
+bounded by its file's size without reading it (``log._check_claim``)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dal.catalog.types import Partition, Schema, VersionDraft
+from dal.errors import FormatError
+from dal.formats.base import CATALOG_KEY, WRITE_ID_KEY, WRITER_CATALOG
+from dal.formats.catalog_schema import from_arrow
+from dal.formats.delta.log import _arrow_schema, _check_claim, _check_counts, _deleted_rows, _metadata, _short
+from dal.formats.delta.types import COLUMN_MAPPING_KEY
+from dal.formats.footers import PAGE_BYTES, PAGE_VALUES, checked_rows
+from dal.formats.logical import logical_schema
+from dal.storage import ownership, uris
+from dal.storage.partitions import PartitionValues
+
+# version property: why a recorded Delta version cannot be read (expired from the log, data files gone)
+UNAVAILABLE_KEY = "unavailable"
+# footers compared with another writer's numRecords per register / sync (the others: when a read plans them)
+FOOTER_CHECKS = 256
+# actions a commit the tally applies may hold; any other (metaData, protocol, ...) is loaded by delta-rs
+_PLAIN = frozenset({"commitInfo", "add", "remove", "txn", "cdc", "domainMetadata"})
+
+
+@dataclass
+class _File:
+    rows: int
+    size: int
+    values: PartitionValues
+    deleted: int = 0
+
+
+_NO_COLUMNS = (pa.table({}), pa.array([], pa.string()), pa.array([], pa.int64()), pa.array([], pa.int64()))
+
+
+@dataclass
+class Budget:
+    """Footers left to compare with another writer's ``numRecords`` in this register or sync."""
+
+    left: int = field(default_factory=lambda: FOOTER_CHECKS)
+
+
+@dataclass
+class Tally:
+    """The live files of one version of the table at ``location`` and their totals."""
+
+    location: str
+    storage_options: Mapping[str, str]
+    present: set[str] | None  # every file below the table (register: data files gone are marked), else None
+    _files: dict[str, _File] | None = field(default_factory=dict)
+    _columns: tuple[pa.Table, pa.Array, pa.Array, pa.Array] = field(default_factory=lambda: _NO_COLUMNS)
+    parts: tuple[str, ...] = ()
+    arrow: pa.Schema = field(default_factory=lambda: pa.schema([]))
+    rows: int = 0
+    size: int = 0
+    totals: dict[PartitionValues, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
+    gone: dict[str, None] = field(default_factory=dict)  # live files not on disk (register), in log order
+    footless: dict[str, str] = field(default_factory=dict)  # live files without statistics, gone: why
+    dv_missing: str | None = None  # why delta-rs could not read a deletion vector
+    loaded: bool = False  # whether a version was loaded (commits apply to it)
+    typed: _Typed = field(default_factory=lambda: _Typed(pa.schema([]), ()))
+
+    # -- delta-rs's state ---------------------------------------------------------------------------------
+
+    def load(self, table: Any, version: int) -> None:
+        """Start over from delta-rs's ``table`` (loaded at ``version``): its add actions, checked and summed as
+        columns (one object per file only once a later commit applies to them: ``_files``)."""
+        self.arrow = _arrow_schema(table)
+        self.parts = tuple(table.metadata().partition_columns)
+        self.typed = _Typed(self.arrow, self.parts)
+        self.gone, self.footless, self.dv_missing, self.loaded = {}, {}, None, False
+        adds = pa.table(table.get_add_actions(flatten=True))
+        where = f"{uris.mask_url(str(table.table_uri))} (Delta version {version})"
+        # checkpointed ones too, whose commits may be gone
+        paths = ownership.below_all(table.table_uri, adds.column("path"), table=where, entry="an add action's path")
+        _check_claims(where, adds)
+        counts = adds.column("num_records").combine_chunks()
+        if counts.null_count:  # no statistics: the footer says
+            listed = counts.to_pylist()
+            names = paths.to_pylist()
+            counts = pa.array([self._count(names[i], version) if n is None else n for i, n in enumerate(listed)],
+                              pa.int64())  # fmt: skip
+        deleted = self._deleted(table, version)
+        dropped = pa.array([len(deleted.get(p, ())) for p in paths.to_pylist()] if deleted else [0] * len(paths),
+                           pa.int64())  # fmt: skip
+        self.rows = int(pc.sum(counts).as_py() or 0) - int(pc.sum(dropped).as_py() or 0)
+        self.size = int(pc.sum(adds.column("size_bytes")).as_py() or 0)
+        self.totals = _totals(adds, self.parts, counts)
+        if self.present is not None:
+            local = pc.invert(pc.match_substring(adds.column("path"), "://"))
+            missing = pc.and_(local, pc.invert(pc.is_in(paths, pa.array(sorted(self.present), pa.string()))))
+            self.gone = dict.fromkeys(paths.filter(missing).to_pylist())
+        self._files = None
+        self._columns = (adds, paths, counts, dropped)
+        self.loaded = True
+
+    @property
+    def files(self) -> dict[str, _File]:
+        """The live files by path, made from the loaded columns when first asked for."""
+        if self._files is None:
+            adds, paths, counts, dropped = self._columns
+            values = _values_of(adds, self.parts)
+            rows, sizes, gone = counts.to_pylist(), adds.column("size_bytes").to_pylist(), dropped.to_pylist()
+            self._files = {p: _File(rows[i], sizes[i], values[i], gone[i]) for i, p in enumerate(paths.to_pylist())}
+            self._columns = _NO_COLUMNS
+        return self._files
+
+    def _deleted(self, table: Any, version: int) -> dict[str, tuple[int, ...]]:
+        if "deletionVectors" not in (table.protocol().reader_features or []):
+            return {}
+        try:
+            return _deleted_rows(table)
+        except Exception as e:
+            if "not found" not in str(e).lower():
+                raise
+            self.dv_missing = _short(e)
+            return {}
+
+    def _count(self, path: str, version: int) -> int:
+        """Rows of a file the log has no statistics for, from its footer (0 and marked when it is gone)."""
+        import pyarrow.parquet as pq
+
+        fs, root = uris.filesystem(self.location, self.storage_options)
+        try:
+            with fs.open_input_file(uris.join(root, path)) as fh:
+                return checked_rows(pq.ParquetFile(fh).metadata, f"{uris.mask_url(self.location)}: {path}")
+        except FileNotFoundError as e:
+            self.footless[path] = _short(e)
+            return 0
+
+    # -- one commit -----------------------------------------------------------------------------------
+
+    def applies(self, actions: Sequence[Mapping[str, Any]]) -> list[int | bool] | None:
+        """Each add's ``numRecords`` (True: none, counted from its footer) when the tally models every action of
+        this commit; None otherwise (delta-rs loads the version)."""
+        if not self.loaded or not actions:
+            return None
+        counts: list[int | bool] = []
+        for action in actions:
+            if not set(action) <= _PLAIN:
+                return None
+            for kind in ("add", "remove"):
+                a = action.get(kind)
+                if a is None:
+                    continue
+                if not isinstance(a, dict) or not isinstance(a.get("path"), str) or a.get("deletionVector"):
+                    return None
+                if kind == "add":
+                    rows = _counted(a.get("stats"))
+                    if type(a.get("size")) is not int or rows is False:
+                        return None
+                    counts.append(rows)
+        return counts
+
+    def apply(self, version: int, actions: Sequence[Mapping[str, Any]], counts: Sequence[int | bool]) -> None:
+        """This commit's removes, then its adds (``counts``: from ``applies``; a file re-added in one commit
+        replaces itself)."""
+        where = f"{uris.mask_url(self.location)} (Delta version {version})"
+        for action in actions:
+            a = action.get("remove")
+            if a is not None:
+                self._remove(ownership.below(self.location, a["path"], table=where, entry="a remove action's path"))
+        adds = (a for action in actions if (a := action.get("add")) is not None)
+        for a, rows in zip(adds, counts, strict=True):
+            path = ownership.below(self.location, a["path"], table=where, entry="an add action's path")
+            claim = {"path": a["path"], "num_records": None if rows is True else rows, "size_bytes": a["size"]}
+            _check_claim(where, claim)
+            count = self._count(path, version) if rows is True else int(rows)
+            self._remove(path)
+            self._add(path, a["path"], _File(count, a["size"], self.typed.values(a.get("partitionValues") or {})))
+
+    def _add(self, path: str, raw: str, f: _File) -> None:
+        self.files[path] = f
+        self.rows += f.rows - f.deleted
+        self.size += f.size
+        if self.parts:
+            t = self.totals[f.values]
+            t[0], t[1], t[2] = t[0] + f.rows, t[1] + 1, t[2] + f.size
+        if self.present is not None and "://" not in raw and unquote(raw) not in self.present:
+            self.gone[unquote(raw)] = None
+
+    def _remove(self, path: str) -> None:
+        f = self.files.pop(path, None)
+        if f is None:
+            return
+        self.rows -= f.rows - f.deleted
+        self.size -= f.size
+        if self.parts:
+            t = self.totals[f.values]
+            t[0], t[1], t[2] = t[0] - f.rows, t[1] - 1, t[2] - f.size
+            if not t[1]:
+                del self.totals[f.values]
+        self.gone.pop(path, None)
+        self.footless.pop(path, None)
+
+    # -- the version's description ------------------------------------------------------------------------
+
+    def missing(self, version: int) -> str | None:
+        """Why this version cannot be read (its files are gone), or None."""
+        if self.footless:
+            why = next(iter(self.footless.values()))
+            return f"a data file of Delta version {version} is missing ({why}); was it removed by VACUUM?"
+        if self.gone:
+            first = next(iter(self.gone))
+            return (
+                f"{len(self.gone)} data file(s) of Delta version {version} are gone (e.g. {first}): deleted by dal "
+                "gc or a VACUUM"
+            )
+        if self.dv_missing:
+            return f"a deletion vector file of Delta version {version} is missing ({self.dv_missing})"
+        return None
+
+    def draft(self, version: int, entry: Mapping[str, Any], previous: Schema | None) -> VersionDraft:
+        """The version as the catalog records it (``entry``: its commitInfo)."""
+        schema = from_arrow(logical_schema(self.arrow))  # recorded columns as written
+        missing = self.missing(version)
+        ts = entry.get("timestamp")
+        props: dict[str, Any] = {"delta_operation": str(entry.get("operation", "")), "delta_version": version}
+        if missing:
+            props[UNAVAILABLE_KEY] = missing
+        writer = _metadata(entry).get(CATALOG_KEY)
+        if isinstance(writer, str) and writer:
+            props[WRITER_CATALOG] = writer  # which catalog's dal wrote it: sync tells its own from others'
+        changed = previous is not None and previous != schema
+        return VersionDraft(
+            operation="unavailable" if missing else operation(entry, version, changed),
+            schema=schema,
+            row_count=self.rows,
+            file_count=len(self._files) if self._files is not None else len(self._columns[1]),
+            size_bytes=self.size,
+            storage_version=version,
+            committed_at=datetime.fromtimestamp(ts / 1000, UTC) if ts is not None else None,
+            partition_columns=self.parts,
+            partitions=tuple(
+                Partition(k, r, f, b) for k, (r, f, b) in sorted(self.totals.items(), key=lambda kv: str(kv[0]))
+            ),
+            properties=props,
+        )
+
+
+def check_footers(
+    location: str, version: int, actions: Sequence[Mapping[str, Any]], options: Mapping[str, str], budget: Budget
+) -> None:
+    """Another writer's commit: the ``numRecords`` of the files it adds against their footers, while the
+    budget lasts (``log._check_counts``); dal's own commits carry the counts it wrote."""
+    entry: Mapping[str, Any] = next((a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)), {})
+    if _metadata(entry).get(WRITE_ID_KEY) or budget.left <= 0:
+        return
+    picked: list[Mapping[str, Any]] = []
+    for a in actions:
+        if isinstance(a.get("add"), dict) and isinstance(a["add"].get("stats"), str):
+            if len(picked) >= budget.left:
+                break
+            picked.append(a)
+    budget.left -= len(picked)
+    _check_counts(location, version, picked, options)
+
+
+def operation(entry: Mapping[str, Any], version: int, schema_changed: bool) -> str:
+    """What a commit did, in the catalog's words."""
+    op = str(entry.get("operation", "unknown"))
+    mode = str(entry.get("operationParameters", {}).get("mode", "")).lower()
+    if version > 0 and "REPLACE TABLE" in op:  # a schema overwrite that changed the partitioning (DeltaWrite.commit)
+        return "overwrite"
+    if version == 0 or op in ("CREATE TABLE", "CREATE OR REPLACE TABLE") or mode == "errorifexists":
+        return "create"
+    if op == "WRITE" and mode == "overwrite":
+        return "overwrite"
+    if schema_changed:
+        return "schema-change"
+    if op == "WRITE":
+        return "append"
+    return op.lower().replace(" ", "-")
+
+
+def _counted(stats: object) -> int | bool:
+    """An add's ``numRecords``: the count, True when it has none (counted from the footer), False when the
+    statistics are not JSON or the count not a non-negative integer (delta-rs loads that commit)."""
+    if stats is None:
+        return True
+    if not isinstance(stats, str):
+        return False
+    try:
+        parsed = json.loads(stats)
+    except ValueError:
+        return False
+    n = parsed.get("numRecords") if isinstance(parsed, dict) else None
+    if n is None:
+        return True
+    return n if type(n) is int and n >= 0 else False
+
+
+def _check_claims(where: str, adds: pa.Table) -> None:
+    """``log._check_claim`` over every add action at once (the first implausible one raises)."""
+    counts = adds.column("num_records").to_numpy(zero_copy_only=False)
+    if not len(counts):
+        return
+    sizes = adds.column("size_bytes").to_numpy(zero_copy_only=False)
+    known = ~pc.is_null(adds.column("num_records")).to_numpy(zero_copy_only=False)
+    bound = (np.maximum(sizes, 0) // PAGE_BYTES).astype(object) * PAGE_VALUES  # footers.most_rows, exact ints
+    claimed = np.where(known, counts, 0).astype(object)
+    bad = np.flatnonzero(known & ((claimed < 0) | (claimed > bound)))
+    if len(bad):
+        i = int(bad[0])
+        _check_claim(where, {"path": adds.column("path")[i].as_py(), "num_records": int(counts[i]),
+                             "size_bytes": int(sizes[i])})  # fmt: skip
+
+
+def _totals(adds: pa.Table, parts: Sequence[str], counts: pa.Array) -> dict[PartitionValues, list[int]]:
+    """Rows, files and bytes per partition value combination (the values as ``_values_of`` prints them)."""
+    totals: dict[PartitionValues, list[int]] = defaultdict(lambda: [0, 0, 0])
+    if not parts or not adds.num_rows:
+        return totals
+    keys = [f"partition.{c}" for c in parts]
+    grouped = pa.table([*(adds.column(k) for k in keys), counts, adds.column("size_bytes")],
+                       names=[*keys, "rows", "bytes"]).group_by(keys, use_threads=False)  # fmt: skip
+    out = grouped.aggregate([("rows", "sum"), ("bytes", "count"), ("bytes", "sum")])
+    for g in out.to_pylist():
+        values = tuple((c, None if g[k] is None else str(g[k])) for c, k in zip(parts, keys, strict=True))
+        totals[values] = [int(g["rows_sum"] or 0), int(g["bytes_count"]), int(g["bytes_sum"] or 0)]
+    return totals
+
+
+def _values_of(adds: pa.Table, parts: Sequence[str]) -> list[PartitionValues]:
+    """Each add action's partition values (flattened ``partition.<col>``) as strings."""
+    if not parts:
+        return [()] * adds.num_rows
+    cols = [adds.column(f"partition.{c}").to_pylist() for c in parts]
+    return [tuple((c, None if col[i] is None else str(col[i])) for c, col in zip(parts, cols, strict=True))
+            for i in range(adds.num_rows)]  # fmt: skip
+
+
+class _Typed:
+    """A commit's ``partitionValues`` (text, keyed by physical name under column mapping) as delta-rs's typed
+    values print (``_values_of``), so a version applied from its commit records what delta-rs would."""
+
+    def __init__(self, arrow: pa.Schema, parts: Sequence[str]) -> None:
+        self.parts = tuple(parts)
+        self.keys: dict[str, str] = {}
+        self.types: dict[str, pa.DataType] = {}
+        for c in self.parts:
+            f = arrow.field(c) if c in arrow.names else None
+            meta = (f.metadata or {}) if f is not None else {}
+            physical = meta.get(COLUMN_MAPPING_KEY.encode())
+            self.keys[c] = physical.decode() if isinstance(physical, bytes) else c
+            self.types[c] = f.type if f is not None else pa.string()
+        self.seen: dict[tuple[str, str], str | None] = {}
+
+    def values(self, raw: Mapping[str, Any]) -> PartitionValues:
+        return tuple((c, self._one(c, raw.get(self.keys[c], raw.get(c)))) for c in self.parts)
+
+    def _one(self, column: str, text: object) -> str | None:
+        if text is None:
+            return None
+        key = (column, str(text))
+        if key not in self.seen:
+            self.seen[key] = _typed_text(str(text), self.types[column])
+        return self.seen[key]
+
+
+def _typed_text(text: str, typ: pa.DataType) -> str | None:
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return text
+    if text == "":
+        return None
+    if pa.types.is_integer(typ) and text.lstrip("-").isdigit():
+        return str(int(text))
+    try:
+        return str(pa.array([text]).cast(typ)[0].as_py())
+    except (pa.ArrowException, ValueError):
+        return text
+
+
+def commit_lines(location: str, version: int, options: Mapping[str, str]) -> list[bytes] | None:
+    """The non-empty lines of one commit file; None when it is gone (a version only a checkpoint holds)."""
+    fs, root = uris.filesystem(location, options)
+    try:
+        with fs.open_input_stream(uris.join(root, "_delta_log", f"{version:020d}.json")) as fh:
+            text: bytes = fh.read()
+    except OSError:
+        return None
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def commit_entry(lines: Sequence[bytes]) -> dict[str, Any]:
+    """A commit's ``commitInfo`` ({} when it has none)."""
+    for line in lines:
+        if b'"commitInfo"' in line:
+            try:
+                info = json.loads(line).get("commitInfo")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(info, dict):
+                return info
+    return {}
+
+
+def parse_all(lines: Sequence[bytes]) -> list[dict[str, Any]] | None:
+    """Every action of a commit; None when one is not a JSON object (delta-rs then decides)."""
+    try:
+        parsed = [json.loads(line) for line in lines]
+    except ValueError:
+        return None
+    return parsed if all(isinstance(a, dict) for a in parsed) else None
+
+
+def parse_checked(location: str, version: int, lines: Sequence[bytes], budget: Budget) -> list[dict[str, Any]]:
+    """The actions of a commit delta-rs loaded that ``check`` still needs: all but its plain add actions (whose
+    paths ``Tally.load`` checked among the version's files), and the first adds the footer budget covers.
+
+    Raises:
+        FormatError: a line is not JSON."""
+    out: list[dict[str, Any]] = []
+    wanted = budget.left
+    for line in lines:
+        plain = line.startswith(b'{"add":') and b'"deletionVector"' not in line
+        if plain and wanted <= 0:
+            continue
+        try:
+            action = json.loads(line)
+        except ValueError as e:
+            raise FormatError(f"{location}: Delta commit {version} is not valid JSON ({e})") from e
+        if isinstance(action, dict):
+            out.append(action)
+            wanted -= plain
+    return out
+
+
+def latest_commit(location: str, options: Mapping[str, str]) -> int | None:
+    """The newest commit file's version, from one listing of the log (None: none listed)."""
+    import pyarrow.fs as pafs
+
+    fs, root = uris.filesystem(location, options)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(uris.join(root, "_delta_log")))
+    except OSError:
+        return None
+    names: Iterable[str] = (i.base_name for i in infos)
+    found = [int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
+    return max(found) if found else None

@@ -1,0 +1,123 @@
+"""Register and sync in time proportional to the log (issue #34): delta-rs loads the first version described
+once, each later version is its commit applied (``dal.formats.delta.replay``), and the result is what loading
+every version with delta-rs gives; another writer's row counts are compared with footers up to a budget per
+call, the rest when a read plans the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+import dal
+from benchmarks.many_files import ROWS, append, make_table
+from dal.catalog import Catalog
+from dal.errors import FormatError
+from dal.formats.delta import replay
+from dal.formats.delta.format import DeltaFormat
+
+
+def _drafts(root: Path, after: int | None = None) -> list[dict[str, Any]]:
+    drafts = DeltaFormat().snapshots(str(root), {}, after=after, previous=None)
+    return [
+        {"v": d.storage_version, "rows": d.row_count, "files": d.file_count, "bytes": d.size_bytes,
+         "parts": d.partitions, "op": d.operation, "schema": d.schema, "props": dict(d.properties)}
+        for d in drafts
+    ]  # fmt: skip
+
+
+def _history(root: Path) -> None:
+    """Appends, removes, a re-added file, typed partitions, a schema change and a delete, by delta-rs."""
+    data = pa.table({"id": pa.array(range(12), pa.int64()), "p": [i % 3 for i in range(12)],
+                     "flag": [i % 2 == 0 for i in range(12)]})  # fmt: skip
+    write_deltalake(str(root), data, partition_by=["p", "flag"])
+    for k in range(4):
+        write_deltalake(str(root), data.slice(k, 3), partition_by=["p", "flag"], mode="append")
+    DeltaTable(str(root)).delete("id = 5")
+    write_deltalake(str(root), data.slice(0, 2), partition_by=["p", "flag"], mode="append")
+    wider = data.append_column("extra", pa.array([1.5] * 12))
+    write_deltalake(str(root), wider, partition_by=["p", "flag"], mode="append", schema_mode="merge")
+    DeltaTable(str(root)).optimize.compact()
+
+
+def test_applied_commits_describe_what_delta_rs_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _history(tmp_path / "t")
+    applied = _drafts(tmp_path / "t")
+    monkeypatch.setattr(replay.Tally, "applies", lambda self, actions: None)  # every version loaded by delta-rs
+    loaded = _drafts(tmp_path / "t")
+    assert applied == loaded
+    assert [d["v"] for d in applied] == list(range(DeltaTable(str(tmp_path / "t")).version() + 1))
+    for d in applied:  # and delta-rs's own count of each version
+        table = DeltaTable(str(tmp_path / "t"), version=d["v"])
+        assert d["rows"] == table.to_pyarrow_table().num_rows
+        assert d["files"] == len(table.file_uris())
+
+
+def test_a_sync_describes_the_new_commits_from_the_last_one(tmp_path: Path) -> None:
+    _history(tmp_path / "t")
+    whole = _drafts(tmp_path / "t")
+    assert _drafts(tmp_path / "t", after=3) == whole[4:]
+
+
+def test_delta_rs_loads_one_version_however_many_commits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """50 commits: one log replay by delta-rs (the first version), not one per version (the old cost: each
+    version loaded and its add actions listed, O(versions x files))."""
+    make_table(str(tmp_path / "t"), 500, commits=50, parts=7)
+    loads: list[object] = []
+    real = DeltaTable.load_as_version
+
+    def counted(self: DeltaTable, version: Any) -> None:
+        loads.append(version)
+        real(self, version)
+
+    monkeypatch.setattr(DeltaTable, "load_as_version", counted)
+    adds: list[int] = []
+    listed = DeltaTable.get_add_actions
+    monkeypatch.setattr(DeltaTable, "get_add_actions", lambda self, *a, **k: adds.append(1) or listed(self, *a, **k))
+    drafts = _drafts(tmp_path / "t")
+    assert [d["rows"] for d in drafts] == [ROWS * 10 * (k + 1) for k in range(50)]
+    assert loads == [] and len(adds) == 1
+
+
+def test_removes_and_partitions_follow_the_commits(tmp_path: Path) -> None:
+    make_table(str(tmp_path / "t"), 40, commits=4, parts=3)
+    append(str(tmp_path / "t"), 40, 5, parts=3, removes=range(0, 40, 2))  # half removed, five added
+    *_, last = _drafts(tmp_path / "t")
+    assert last["files"] == 25 and last["rows"] == 25 * ROWS
+    live = [*range(1, 40, 2), *range(40, 45)]
+    assert sorted((p.values, p.file_count, p.row_count) for p in last["parts"]) == [
+        ((("part", str(k)),), n, n * ROWS) for k in range(3) if (n := sum(i % 3 == k for i in live))
+    ]
+
+
+def _lie(root: Path, version: int, index: int, rows: int) -> None:
+    log = root / "_delta_log" / f"{version:020d}.json"
+    actions = [json.loads(line) for line in log.read_text().splitlines()]
+    adds = [a for a in actions if "add" in a]
+    stats = json.loads(adds[index]["add"]["stats"])
+    stats["numRecords"] = rows
+    adds[index]["add"]["stats"] = json.dumps(stats)
+    log.write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def test_footers_beyond_the_budget_are_checked_when_read(
+    sqlite_env: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replay, "FOOTER_CHECKS", 3)
+    make_table(str(tmp_path / "t"), 10, commits=1, parts=1)
+    _lie(tmp_path / "t", 0, 1, ROWS + 1)  # the second file: within the budget
+    with pytest.raises(
+        FormatError, match=r"the log says .* holds 11 rows \(numRecords\) but its Parquet footer says 10"
+    ):
+        dal.register("x.early", str(tmp_path / "t"))
+    _lie(tmp_path / "t", 0, 1, ROWS)
+    _lie(tmp_path / "t", 0, 8, ROWS + 1)  # the ninth: past it, registered; the read that plans it refuses
+    dal.register("x.late", str(tmp_path / "t"))
+    ds = dal.open("x.late")
+    assert ds.version.row_count == 10 * ROWS + 1
+    with pytest.raises(FormatError, match="by its Parquet footer but the version says 11"):
+        ds.to_arrow()

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from dal.errors import DalError
 
 if TYPE_CHECKING:
-    from dal.read.feed import RowSource
+    from dal.read.source import Source
 
 PEEK_TASKS = 8  # row groups read at most to find the length of a column's arrays
 
@@ -93,7 +93,7 @@ def rows(column: pa.Array | pa.ChunkedArray) -> list[np.ndarray | None]:
     return [None if v is None else np.asarray(v) for v in array.to_numpy(zero_copy_only=False)]
 
 
-def widths(scan: RowSource, names: list[str]) -> dict[str, int | None]:
+def widths(scan: Source, names: list[str]) -> dict[str, int | None]:
     """For each numeric array column of ``names``: the length of its arrays, when its first non-empty row
     group of the scan holds arrays of one length (FixedSizeList columns: their size); None when they vary.
     Reads only those columns of at most ``PEEK_TASKS`` row groups (nothing when the types decide)."""
@@ -133,7 +133,7 @@ def fixed(name: str, dataset: str, column: pa.Array | pa.ChunkedArray, width: in
     return m
 
 
-def check_footers(scan: RowSource, widths: dict[str, int | None]) -> None:
+def check_footers(scan: Source, widths: dict[str, int | None]) -> None:
     """Before reading: a DalError naming the column when a row group's footer shows that its arrays are
     not all of the length found in the first row group (Parquet counts one value per array element, and
     one per empty or null array), so a mismatch is caught at spec time, not mid-epoch."""
@@ -159,9 +159,9 @@ def check_footers(scan: RowSource, widths: dict[str, int | None]) -> None:
                 )
 
 
-def check_nulls(scan: Any, tensors: dict[str, str]) -> None:
+def check_nulls(scan: Source, tensors: dict[str, str]) -> None:
     """Before the first batch: a DalError naming the first column of ``tensors`` (column -> the tensor it
-    becomes, e.g. "TensorFlow") that holds a null in the rows of ``scan`` (a Scan or a mix; every rank's
+    becomes, e.g. "TensorFlow") that holds a null in the rows of ``scan`` (a read source: a scan's or a mix's; every rank's
     rows, so that all ranks refuse alike), which that tensor has no value for.
 
     Footer statistics decide where they can: a row group whose null count is 0 is clean; one with nulls
@@ -170,8 +170,9 @@ def check_nulls(scan: Any, tensors: dict[str, str]) -> None:
     (statistics missing; nulls a filter or deletion vector may remove) that column of those row groups is
     read, filtered, and counted."""
     from dal.read import reader
+    from dal.read.plan import Query
 
-    for member in getattr(scan, "scans", (scan,)):
+    for member in scan.members():
         wanted = [n for n in tensors if n not in _null_rejected(member.condition)]
         if not wanted:
             continue
@@ -206,9 +207,9 @@ def check_nulls(scan: Any, tensors: dict[str, str]) -> None:
                     raise nulls_error(member.dataset.name, name, tensors[name])
                 suspects[name].append(task)
         for name, tasks in suspects.items():
-            narrow = dataclasses.replace(member, columns=(name,), sample_=None, shard_=None)
+            narrow = Query(member.dataset, (name,), member.filters, member.window)  # every row of the column
             for task in tasks:
-                if reader.read_task(narrow.query, task).column(name).null_count:
+                if reader.read_task(narrow, task).column(name).null_count:
                     raise nulls_error(member.dataset.name, name, tensors[name])
 
 
@@ -216,14 +217,11 @@ def _null_rejected(condition: Any) -> set[str]:
     """Columns whose nulls ``condition`` (a bound filter) never keeps: those named by one of its AND-terms
     that is null wherever they are (comparisons, IN, LIKE, IS NOT NULL, a type-decided comparison)."""
     from dal import expr as E
+    from dal.expr.walk import conjuncts
 
     out: set[str] = set()
-    terms = [condition] if condition is not None else []
-    while terms:
-        t = terms.pop()
-        if isinstance(t, E.And):
-            terms += [t.left, t.right]
-        elif isinstance(t, E.Compare | E.IsIn | E.Like | E.Fixed):
+    for t in conjuncts(condition):
+        if isinstance(t, E.Compare | E.IsIn | E.Like | E.Fixed):
             out |= t.columns()
         elif isinstance(t, E.Not) and isinstance(t.operand, E.IsNull):
             out |= t.operand.columns()

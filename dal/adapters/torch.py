@@ -49,7 +49,8 @@ from dal.errors import DalError, check_int, require, translating
 from dal.read import feed, reader
 
 if TYPE_CHECKING:
-    from dal.scan import Scan
+    from dal.read.source import Source
+    from dal.read.transform import TransformSpec
 
 _torch = require("torch", "torch")
 _data = require("torch.utils.data", "torch")
@@ -108,10 +109,10 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
 
     def __init__(
         self,
-        scan: feed.RowSource,
+        scan: Source,
         batch_size: int = 256,
         *,
-        transform: Transform | None = None,
+        transform: TransformSpec | Transform | None = None,
         output_schema: pa.Schema | None = None,
         num_canonical_shards: int | None = None,
         device: str | None = None,
@@ -162,15 +163,15 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             self._consumed = self._resume = 0
         self.epoch = epoch
 
-    def rank_scan(self) -> feed.RowSource:
-        """The scan for this process: its shard from ``.shard``, else this process's rank (``implicit_rank``;
+    def rank_scan(self) -> Source:
+        """The source for this process: its shard from ``.shard``, else this process's rank (``implicit_rank``;
         inside a DataLoader worker: the rank of the process that started it), at this epoch."""
         scan = self.scan
-        if scan.shard_ is None:
+        if scan.shard is None:
             rank = self._implicit()
             if rank is not None:
-                scan = scan.shard(*rank)
-        return scan.set_epoch(self.epoch)
+                scan = scan.with_shard((*rank, "pad"))
+        return scan.with_epoch(self.epoch)
 
     def _implicit(self) -> tuple[int, int] | None:
         sent = self.__dict__.get("_sent")
@@ -183,12 +184,12 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
     def __getstate__(self) -> dict[str, Any]:
         """Pickled for a worker process (spawn / forkserver DataLoader workers): the rank travels along."""
         state = dict(self.__dict__)
-        state["_sent"] = (implicit_rank() if self.scan.shard_ is None else None,)
+        state["_sent"] = (implicit_rank() if self.scan.shard is None else None,)
         return state
 
     def _rank(self) -> tuple[int, int]:
         scan = self.rank_scan()
-        return (scan.shard_[0], scan.shard_[1]) if scan.shard_ is not None else (0, 1)
+        return (scan.shard[0], scan.shard[1]) if scan.shard is not None else (0, 1)
 
     # -- resumption ------------------------------------------------------------------------------
 
@@ -236,10 +237,10 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
 
     # -- the stream --------------------------------------------------------------------------------
 
-    def _stream(self, skip: int) -> feed.Stream[Any]:
+    def _stream(self, skip: int) -> feed.Stream:
         scan = self.rank_scan()
         if self.num_canonical_shards is None:
-            return feed.plain_stream(scan, skip)
+            return scan.rank_stream(skip)
         rank, world = self._rank()
         return feed.canonical_stream(scan, self.num_canonical_shards, rank, world, self.batch_size, skip)
 
@@ -250,11 +251,11 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             if self.num_canonical_shards is not None:
                 rows = self._stream(0).rows
             else:
-                rows = feed.rank_rows(scan)
+                rows = scan.rank_rows()
             return -(-rows // self.batch_size)
         total = 0
         for w in range(num_workers):
-            rows = feed.rank_rows(scan, w, num_workers)  # counted (filter columns only), not read
+            rows = scan.rank_rows(w, num_workers)  # counted (filter columns only), not read
             total += -(-rows // self.batch_size)
         return total
 
@@ -319,7 +320,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
                 "use data.loader(num_workers=...) instead of DataLoader(data, num_workers=...)"
             )
         skip, self._consumed = self._resume, 0  # skip: a worker's own state (StatefulDataLoader keeps one per worker)
-        chunks = feed.worker_chunks(scan, worker, workers, self.convert, skip)
+        chunks = scan.worker_chunks(worker, workers, self.convert, skip)
         for n, batch in feed.split_batches(chunks, self.batch_size, _take, _join, _split):
             self._consumed += n
             yield _Shipped(_batch(batch), self._token)  # through the worker's pipe as one bytes object
@@ -419,7 +420,7 @@ class Loader:
             return
         _READ_BY_WORKERS.pop(data._token, None)
         skip, data._consumed = data._resume, 0
-        rank = data._implicit() if data.scan.shard_ is None else None
+        rank = data._implicit() if data.scan.shard is None else None
         if self._loader is not None and rank != self._rank:
             self._loader = None  # persistent workers started as another rank (before init_process_group)
         self._rank = rank
@@ -689,12 +690,12 @@ class MapDataset(_data.Dataset):  # type: ignore[misc,name-defined]
         DalError: a sampled or balanced scan; a null a tensor cannot hold (at conversion).
     """
 
-    def __init__(self, scan: Scan, *, cache_bytes: int | None = None) -> None:
+    def __init__(self, scan: Source, *, cache_bytes: int | None = None) -> None:
         from dal.read.access import CACHE_BYTES, RowIndex
 
         super().__init__()
         self.index = RowIndex(scan, CACHE_BYTES if cache_bytes is None else cache_bytes)
-        self._convert = TorchDataset(self.index.scan, 1)  # the streaming path's conversion: the same tensors
+        self._convert = TorchDataset(self.index.source, 1)  # the streaming path's conversion: the same tensors
 
     def __len__(self) -> int:
         return len(self.index)

@@ -80,8 +80,7 @@ def test_the_catalog_imports_nothing_else_of_dal() -> None:
 
 def test_heavy_dependencies_are_imported_lazily() -> None:
     offenders = {
-        str(p.relative_to(REPO)): sorted(imports(p, top_level_only=True) & HEAVY)
-        for p in (REPO / "dal").rglob("*.py")
+        str(p.relative_to(REPO)): sorted(imports(p, top_level_only=True) & HEAVY) for p in (REPO / "dal").rglob("*.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 

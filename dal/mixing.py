@@ -62,6 +62,16 @@ def mix(
     Raises:
         DalError: no scans, a sharded member, weights not one positive number per scan, a bad ``stop``
             or ``rows``, or selected columns that disagree between scans (named) — before any read."""
+    members = _members(scans)
+    ws = _weights(weights, members)
+    seed = check_int(seed, "mix seed", minimum=0, maximum=2**63 - 1)
+    rows = _length(stop, rows)
+    _check_schemas(members)
+    return Mix(tuple(members), ws, seed, stop if rows is None else "rows", rows)
+
+
+def _members(scans: Sequence[Any]) -> list[Scan]:
+    """The scans to mix (a Dataset: its whole-version scan), none sharded."""
     if isinstance(scans, Scan) or not isinstance(scans, list | tuple) or not scans:
         raise FilterError("mix needs a non-empty list of scans")
     members = []
@@ -72,6 +82,11 @@ def mix(
         if s.shard_ is not None:
             raise FilterError(f"mix: scan {i} ({s.dataset.name}) is sharded; shard the mix instead")
         members.append(s)
+    return members
+
+
+def _weights(weights: Sequence[float] | None, members: list[Scan]) -> tuple[float, ...]:
+    """One positive number per member (default: equal), normalised to sum to 1."""
     if weights is None:
         weights = [1.0] * len(members)
     if isinstance(weights, np.ndarray) and weights.ndim == 1:
@@ -83,18 +98,21 @@ def mix(
     for i, w in enumerate(ws):
         if w <= 0:
             raise FilterError(f"mix weight {i} ({members[i].dataset.name}) must be > 0, not {w}")
-    seed = check_int(seed, "mix seed", minimum=0, maximum=2**63 - 1)
+    top = max(ws)
+    ws = [w / top for w in ws]  # 1e308 + 1e308 is inf: normalise by the largest first
+    total = sum(ws)
+    return tuple(w / total for w in ws)
+
+
+def _length(stop: str, rows: int | None) -> int | None:
+    """``rows`` checked against ``stop`` (one of them sets the epoch's length)."""
     if rows is not None:
         rows = check_int(rows, "mix rows", minimum=1, maximum=sampling.MAX_DRAW)
         if stop != "shortest":
             raise FilterError(f"mix: rows={rows} sets the epoch's length; stop={stop!r} cannot also (pass one)")
     elif stop not in ("shortest", "longest"):
         raise FilterError(f"mix stop must be 'shortest' or 'longest' (or pass rows=N), not {stop!r}")
-    _check_schemas(members)
-    top = max(ws)
-    ws = [w / top for w in ws]  # 1e308 + 1e308 is inf: normalise by the largest first
-    total = sum(ws)
-    return Mix(tuple(members), tuple(w / total for w in ws), seed, stop if rows is None else "rows", rows)
+    return rows
 
 
 def _check_schemas(members: list[Scan]) -> None:

@@ -186,21 +186,10 @@ def check_nulls(scan: Source, tensors: dict[str, str]) -> None:
         suspects: dict[str, list[Any]] = {n: [] for n in wanted}
         for task in query.all_tasks():  # the whole scan, unsharded, before sampling
             for name in wanted:
-                nulls: int | None
                 if name in parts:
-                    nulls = task.num_rows if dict(task.partition_values).get(name) is None else 0
+                    nulls: int | None = task.num_rows if dict(task.partition_values).get(name) is None else 0
                 else:
-                    if task.uri not in footers:
-                        footer = query.fragment(task).metadata
-                        first = footer.row_group(0)
-                        footers[task.uri] = (
-                            footer,
-                            {first.column(c).path_in_schema: c for c in range(first.num_columns)},
-                        )
-                    footer, index = footers[task.uri]
-                    at = index.get(stored.get(name, name))
-                    stats = footer.row_group(task.row_group).column(at).statistics if at is not None else None
-                    nulls = stats.null_count if stats is not None and stats.has_null_count else None
+                    nulls = _footer_nulls(query, task, stored.get(name, name), footers)
                 if nulls == 0:
                     continue
                 if nulls is not None and not conditioned and not task.deleted:
@@ -211,6 +200,19 @@ def check_nulls(scan: Source, tensors: dict[str, str]) -> None:
             for task in tasks:
                 if reader.read_task(narrow, task).column(name).null_count:
                     raise nulls_error(member.dataset.name, name, tensors[name])
+
+
+def _footer_nulls(query: Any, task: Any, column: str, footers: dict[str, tuple[Any, dict[str, int]]]) -> int | None:
+    """Nulls of ``column`` (its name in the file) in ``task``'s row group by the footer's statistics (None: not
+    recorded); ``footers`` caches each file's footer and column index."""
+    if task.uri not in footers:
+        footer = query.fragment(task).metadata
+        first = footer.row_group(0)
+        footers[task.uri] = (footer, {first.column(c).path_in_schema: c for c in range(first.num_columns)})
+    footer, index = footers[task.uri]
+    at = index.get(column)
+    stats = footer.row_group(task.row_group).column(at).statistics if at is not None else None
+    return stats.null_count if stats is not None and stats.has_null_count else None  # type: ignore[no-any-return]
 
 
 def _null_rejected(condition: Any) -> set[str]:

@@ -261,22 +261,8 @@ class Query:
             store.fragments[uri] = fragment  # keeps its footer once split_by_row_group has read it
             values = uri_of[uri].partition_values if uri in uri_of else ()
             deleted = uri_of[uri].deleted_rows if uri in uri_of else ()
-            if flt is not None and not mapped:
-                pieces = fragment.split_by_row_group(filter=flt, schema=self.schema)
-            elif pruning is not None and pruning[2] <= set(fragment.physical_schema.names):
-                # column mapping: statistics carry the physical names, so prune by the data-column
-                # terms of the filter renamed to them (only where the file has every one of them)
-                pieces = fragment.split_by_row_group(filter=pruning[0], schema=pruning[1])
-            else:
-                pieces = fragment.split_by_row_group(schema=self.schema)
-            rows = checked_rows(fragment.metadata, uris.mask_url(uri))  # the footer split_by_row_group read
-            claimed = uri_of[uri].row_count if uri in uri_of else None
-            if claimed is not None and claimed != rows:  # a log/record count the catalog's count() came from
-                raise FormatError(
-                    f"{self.source.name} version {self.source.number}: {uris.mask_url(uri)} holds {rows:,} rows "
-                    f"by its Parquet footer but the version says {claimed:,}: dal will not read a version whose "
-                    "row count it cannot return"
-                )
+            pieces = self._row_groups_kept(fragment, flt, pruning)
+            self._check_row_count(uri, fragment, uri_of[uri].row_count if uri in uri_of else None)
             kept_files, groups = kept_files + 1, groups + fragment.num_row_groups
             starts = row_group_starts(fragment.path, fragment.filesystem) if deleted else []
             for piece in pieces:
@@ -296,6 +282,32 @@ class Query:
             groups,
         )
         return tasks
+
+    def _row_groups_kept(
+        self,
+        fragment: pads.ParquetFileFragment,
+        flt: pc.Expression | None,
+        pruning: tuple[pc.Expression, pa.Schema, set[str]] | None,
+    ) -> list[pads.ParquetFileFragment]:
+        """The file's row groups the filter's statistics do not rule out (``pruning``: column mapping's)."""
+        if flt is not None and self.physical is None:
+            return list(fragment.split_by_row_group(filter=flt, schema=self.schema))
+        if pruning is not None and pruning[2] <= set(fragment.physical_schema.names):
+            # column mapping: statistics carry the physical names, so prune by the data-column
+            # terms of the filter renamed to them (only where the file has every one of them)
+            return list(fragment.split_by_row_group(filter=pruning[0], schema=pruning[1]))
+        return list(fragment.split_by_row_group(schema=self.schema))
+
+    def _check_row_count(self, uri: str, fragment: pads.ParquetFileFragment, claimed: int | None) -> None:
+        """The footer's rows (read by ``split_by_row_group``) against the count the version's log or record
+        claims (what the catalog's ``count()`` came from): a FormatError when they differ."""
+        rows = checked_rows(fragment.metadata, uris.mask_url(uri))
+        if claimed is not None and claimed != rows:
+            raise FormatError(
+                f"{self.source.name} version {self.source.number}: {uris.mask_url(uri)} holds {rows:,} rows "
+                f"by its Parquet footer but the version says {claimed:,}: dal will not read a version whose "
+                "row count it cannot return"
+            )
 
     def fragment(self, task: ReadTask, row_groups: Sequence[int] | None = None) -> pads.ParquetFileFragment:
         """The row groups of one file as a fragment, reusing the footer planning read when it can."""

@@ -2,32 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import pyarrow as pa
 
-from dal.catalog.types import DatasetInfo, Schema, VersionInfo
-from dal.errors import FilterError, require, translating
-from dal.formats.base import DataFile, Format
-from dal.formats.registry import get_format
-from dal.read.plan import PlanCache
-from dal.read.stats import ReadStats, StatsBox
-from dal.scan import Scan
+from dal.errors import FilterError, require
+from dal.feeds import Feeds
+from dal.read.pinned import Pinned
+from dal.read.source import Source
+from dal.read.stats import ReadStats
+from dal.scan import Draws, Scan
 
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
     import polars as pl
     import ray.data
-    import tensorflow as tf
     from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import SparkSession
 
-    from dal.adapters.torch import TorchDataset
-    from dal.formats.index import FileIndex
     from dal.read.sharding import Remainder
 
 
@@ -38,75 +34,12 @@ def _is_1d(values: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class Dataset:
+class Dataset(Pinned, Feeds, Draws):
     """One immutable version of a dataset: reading it always gives the same rows.
 
     Created by ``dal.open``; no data is read until a terminal method (``to_arrow``, ``iter_batches``, …).
     ``storage_options`` (credentials) live only in this process, never in the catalog.
     """
-
-    info: DatasetInfo
-    version: VersionInfo
-    storage_options: Mapping[str, str] = field(default_factory=dict, repr=False)
-    plan_cache: PlanCache = field(default_factory=PlanCache, repr=False, compare=False)
-    stats_: StatsBox = field(default_factory=StatsBox, repr=False, compare=False)
-
-    @property
-    def name(self) -> str:
-        return self.info.name
-
-    @property
-    def number(self) -> int:
-        return self.version.number
-
-    @property
-    def schema(self) -> Schema:
-        return self.version.schema
-
-    @property
-    def location(self) -> str:
-        return self.info.location
-
-    @cached_property
-    def _format(self) -> Format:
-        return get_format(self.info.format)
-
-    @translating("reading {self.name} version {self.number}")
-    def files(self) -> list[DataFile]:
-        """The data files this version pins, in a deterministic order (listed once: a version is immutable)."""
-
-        def listed() -> list[DataFile]:
-            index = self.file_index()
-            if index is not None:
-                return index.data_files()
-            return self._format.files(self.location, self.version, self.storage_options)
-
-        files: list[DataFile] = self.plan_cache.value("files", listed)
-        return list(files)
-
-    @translating("reading {self.name} version {self.number}")
-    def file_index(self) -> FileIndex | None:
-        """The files with their recorded statistics as columns (formats that record them; else None), listed
-        once: planning prunes them before making one object per file."""
-        index: FileIndex | None = self.plan_cache.value(
-            "index", lambda: self._format.file_index(self.location, self.version, self.storage_options)
-        )
-        return index
-
-    @translating("reading {self.name} version {self.number}")
-    def arrow_schema(self) -> pa.Schema:
-        """The Arrow schema of this version (partition columns included; tensor fields as stored)."""
-        schema: pa.Schema = self.plan_cache.value(
-            "schema", lambda: self._format.arrow_schema(self.location, self.version, self.storage_options)
-        )
-        return schema
-
-    def physical_schema(self) -> pa.Schema | None:
-        """The schema as the data files name it, when that differs (Delta column mapping); else None."""
-        physical: pa.Schema | None = self.plan_cache.value(
-            "physical", lambda: self._format.physical_schema(self.arrow_schema())
-        )
-        return physical
 
     def _scan_of(self, columns: list[str] | None) -> Scan:
         if columns is None:
@@ -165,21 +98,6 @@ class Dataset:
         for batch in self.iter_batches(batch_size, columns):
             yield self.decode(pa.Table.from_batches([batch]))
 
-    def _has_tensors(self, names: list[str]) -> bool:
-        return any((f := self.schema.get(n)) is not None and f.codec not in (None, "scalar") for n in names)
-
-    def decode(self, table: pa.Table) -> dict[str, Any]:
-        """Columns of ``table`` as NumPy, tensor fields decoded by their codecs (see ``to_numpy``).
-
-        Args:
-            table: Rows of this dataset (as read).
-
-        Raises:
-            FormatError: a value its codec cannot decode."""
-        from dal.tensors.schema import decode_table
-
-        return decode_table(table, self.schema)
-
     @property
     def petastorm_url(self) -> str:
         """Where petastorm's own ``make_reader`` can read this version (Petastorm datasets only)."""
@@ -198,6 +116,12 @@ class Dataset:
     def scan(self) -> Scan:
         """A Scan of this whole version, to narrow with select / filter / window / shard / shuffle."""
         return Scan(self)
+
+    def _as_scan(self) -> Scan:  # sample / balance (dal.scan.Draws)
+        return self.scan()
+
+    def _feed(self) -> Source:  # to_torch / to_tf (dal.feeds.Feeds)
+        return self.scan()._source
 
     def select(self, *columns: str) -> Scan:
         """A scan of this version reading only ``columns`` (see ``Scan.select``).
@@ -244,52 +168,25 @@ class Dataset:
         """
         return self.scan().shuffle(seed, buffer_size)
 
-    def sample(self, fraction: float | None = None, **kwargs: Any) -> Scan:
-        """A per-epoch random sample of this version's rows (see ``Scan.sample``).
-
-        Args:
-            fraction: Probability of keeping each row.
-            **kwargs: As ``Scan.sample`` (rows, seed, replace, spread, windows).
-        """
-        return self.scan().sample(fraction, **kwargs)
-
-    def balance(self, by: str, weights: dict[Any, float] | str = "uniform", **kwargs: Any) -> Scan:
-        """Class-balanced draws per epoch (see ``Scan.balance``).
-
-        Args:
-            by: The class column.
-            weights: Share per class, or ``uniform``.
-            **kwargs: As ``Scan.balance`` (rows, seed, replace).
-        """
-        return self.scan().balance(by, weights, **kwargs)
-
-    def sequences(self, length: int, step: int = 1, **kwargs: Any) -> Iterator[pa.Table]:
+    def sequences(
+        self,
+        length: int,
+        step: int = 1,
+        *,
+        column: str | None = None,
+        by: str | None = None,
+        max_gap: timedelta | float | None = None,
+    ) -> Iterator[pa.Table]:
         """Fixed-length, time-ordered windows of rows (see ``Scan.sequences``).
 
         Args:
             length: Rows per window.
             step: Rows between window starts.
-            **kwargs: As ``Scan.sequences`` (column, by, max_gap).
+            column: The time column (default: the dataset's).
+            by: Entity column windows never cross.
+            max_gap: Largest time step inside a window.
         """
-        return self.scan().sequences(length, step, **kwargs)
-
-    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> TorchDataset:
-        """This whole version as a torch IterableDataset (see ``Scan.to_torch``).
-
-        Args:
-            batch_size: Rows per batch.
-            **kwargs: As ``Scan.to_torch``.
-        """
-        return self.scan().to_torch(batch_size, **kwargs)
-
-    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> tf.data.Dataset:
-        """This whole version as a tf.data.Dataset (see ``Scan.to_tf``).
-
-        Args:
-            batch_size: Rows per batch.
-            **kwargs: As ``Scan.to_tf``.
-        """
-        return self.scan().to_tf(batch_size, **kwargs)
+        return self.scan().sequences(length, step, column=column, by=by, max_gap=max_gap)
 
     def to_spark(self, spark: SparkSession | None = None) -> SparkDataFrame:
         """This exact version as a Spark DataFrame (delta-spark ``versionAsOf`` when its classes are present,

@@ -22,24 +22,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from dal.errors import DalError, FilterError, check_int
+from dal.errors import FilterError, check_int
+from dal.feeds import Feeds
 from dal.read import reader, sampling
-from dal.read.sharding import Remainder, wrapped
-from dal.read.tasks import ReadTask
+from dal.read.mixed import MIX_TAG, Mixed, MixRows
+from dal.read.sharding import Remainder
+from dal.read.source import Source
 from dal.scan import Scan
 
 if TYPE_CHECKING:
     import pandas as pd
-    import tensorflow as tf
 
-    from dal.adapters.torch import TorchDataset
-
-MIX_TAG = 0x31
+__all__ = ["MIX_TAG", "Mix", "MixRows", "mix"]
 
 
 def mix(
@@ -62,6 +62,16 @@ def mix(
     Raises:
         DalError: no scans, a sharded member, weights not one positive number per scan, a bad ``stop``
             or ``rows``, or selected columns that disagree between scans (named) — before any read."""
+    members = _members(scans)
+    ws = _weights(weights, members)
+    seed = check_int(seed, "mix seed", minimum=0, maximum=2**63 - 1)
+    rows = _length(stop, rows)
+    _check_schemas(members)
+    return Mix(tuple(members), ws, seed, stop if rows is None else "rows", rows)
+
+
+def _members(scans: Sequence[Any]) -> list[Scan]:
+    """The scans to mix (a Dataset: its whole-version scan), none sharded."""
     if isinstance(scans, Scan) or not isinstance(scans, list | tuple) or not scans:
         raise FilterError("mix needs a non-empty list of scans")
     members = []
@@ -72,6 +82,11 @@ def mix(
         if s.shard_ is not None:
             raise FilterError(f"mix: scan {i} ({s.dataset.name}) is sharded; shard the mix instead")
         members.append(s)
+    return members
+
+
+def _weights(weights: Sequence[float] | None, members: list[Scan]) -> tuple[float, ...]:
+    """One positive number per member (default: equal), normalised to sum to 1."""
     if weights is None:
         weights = [1.0] * len(members)
     if isinstance(weights, np.ndarray) and weights.ndim == 1:
@@ -83,18 +98,21 @@ def mix(
     for i, w in enumerate(ws):
         if w <= 0:
             raise FilterError(f"mix weight {i} ({members[i].dataset.name}) must be > 0, not {w}")
-    seed = check_int(seed, "mix seed", minimum=0, maximum=2**63 - 1)
+    top = max(ws)
+    ws = [w / top for w in ws]  # 1e308 + 1e308 is inf: normalise by the largest first
+    total = sum(ws)
+    return tuple(w / total for w in ws)
+
+
+def _length(stop: str, rows: int | None) -> int | None:
+    """``rows`` checked against ``stop`` (one of them sets the epoch's length)."""
     if rows is not None:
         rows = check_int(rows, "mix rows", minimum=1, maximum=sampling.MAX_DRAW)
         if stop != "shortest":
             raise FilterError(f"mix: rows={rows} sets the epoch's length; stop={stop!r} cannot also (pass one)")
     elif stop not in ("shortest", "longest"):
         raise FilterError(f"mix stop must be 'shortest' or 'longest' (or pass rows=N), not {stop!r}")
-    _check_schemas(members)
-    top = max(ws)
-    ws = [w / top for w in ws]  # 1e308 + 1e308 is inf: normalise by the largest first
-    total = sum(ws)
-    return Mix(tuple(members), tuple(w / total for w in ws), seed, stop if rows is None else "rows", rows)
+    return rows
 
 
 def _check_schemas(members: list[Scan]) -> None:
@@ -125,10 +143,10 @@ def _check_schemas(members: list[Scan]) -> None:
 
 
 @dataclass(frozen=True)
-class Mix:
-    """A plan for reading several scans as one stream; nothing is read until a terminal call. Offers what
-    the training adapters use of a ``Scan`` (``dal.read.feed.RowSource``: ``shard``, ``set_epoch``, ``iter_chunks``, …);
-    decoding and TensorFlow specs use the first scan's schema (the others agree on the selected columns)."""
+class Mix(Feeds):
+    """A plan for reading several scans as one stream; nothing is read until a terminal call. Its terminals
+    hand the read engine one frozen value (``dal.read.mixed.Mixed``); decoding and TensorFlow specs use the
+    first scan's schema (the others agree on the selected columns)."""
 
     scans: tuple[Scan, ...]
     weights: tuple[float, ...]
@@ -137,48 +155,37 @@ class Mix:
     rows: int | None
     shard_: tuple[int, int, Remainder] | None = None
     epoch: int = 0
-    shuffle_: None = None  # the interleave is seeded by ``seed``; members shuffle themselves
-    sample_: None = None
-
-    # -- what adapters read of a scan --------------------------------------------------------------
 
     @property
     def dataset(self) -> Any:
+        """The first scan's pinned version."""
         return self.scans[0].dataset
 
     @property
     def arrow_schema(self) -> pa.Schema:
+        """The first scan's Arrow schema."""
         return self.scans[0].arrow_schema
 
     @property
     def output_names(self) -> list[str]:
+        """The columns the mix yields, in order."""
         return self.scans[0].output_names
-
-    @property
-    def query(self) -> Any:
-        return self.scans[0].query
 
     @property
     def name(self) -> str:
         return "mix(" + ", ".join(f"{s.dataset.name}@{s.dataset.number}" for s in self.scans) + ")"
 
-    def identity(self) -> dict[str, Any]:
-        """What a loader state records of this mix (resuming checks it)."""
-        return {
-            "dataset": [s.dataset.name for s in self.scans],
-            "version": [s.dataset.number for s in self.scans],
-            "seed": self.seed,
-            "sampling": {
-                "kind": "mix",
-                "weights": list(self.weights),
-                "stop": self.stop,
-                "rows": self.rows,
-                "members": [
-                    [s.shuffle_[0] if s.shuffle_ is not None else None, sampling.describe(s.sample_)]
-                    for s in self.scans
-                ],
-            },
-        }
+    @cached_property
+    def _source(self) -> Mixed:
+        """This mix as the read engine's frozen value: its members' sources interleaved."""
+        members = tuple(s._source for s in self.scans)
+        return Mixed(
+            sources=members, weights=self.weights, seed=self.seed, stop=self.stop, rows=self.rows,
+            shard=self.shard_, epoch=self.epoch,
+        )  # fmt: skip
+
+    def _feed(self) -> Source:
+        return self._source
 
     # -- builder -------------------------------------------------------------------------------------
 
@@ -201,43 +208,25 @@ class Mix:
         """
         return replace(self, epoch=check_int(epoch, "epoch", minimum=0, maximum=2**63 - 1))
 
-    # -- planning ------------------------------------------------------------------------------------
-
-    def plan(self) -> list[ReadTask]:
-        """Plans every scan (footers and file lists read here, in the calling process) and the epoch's
-        counts (an empty scan is a DalError here, before any data is read); returns the first scan's tasks
-        (what TensorFlow's spec peeks at)."""
-        plans = [s.plan() for s in self.scans]
-        self.epoch_rows()
-        return plans[0]
+    # -- reading -------------------------------------------------------------------------------------
 
     def epoch_rows(self) -> MixRows:
         """This epoch's mixed stream as virtual rows (every rank's: ``shard`` cuts it)."""
-        members = [sampling.scan_rows(s.set_epoch(self.epoch)) for s in self.scans]
-        return MixRows(self, members)
+        return self._source.epoch_rows()
 
     def count(self) -> int:
         """Rows of one epoch of this rank's mixed stream."""
-        return sampling.length(sampling.rank_ranges(self.epoch_rows().total, self.shard_))
+        return self._source.count()
 
-    # -- reading -------------------------------------------------------------------------------------
-
-    def iter_chunks(self, tasks: Any = None, *, skip_rows: int = 0, convert: Any = None) -> Iterator[Any]:
+    def iter_chunks(self, tasks: None = None, *, skip_rows: int = 0, convert: Any = None) -> Iterator[Any]:
         """The rank's mixed rows as chunks (tables of the selected columns), the first ``skip_rows`` dropped.
 
         Args:
             tasks: Must be None (a mix plans its own members).
             skip_rows: Drop the first rows (resuming).
-            convert: Applied to each chunk.
-
-        Raises:
-            FilterError: tasks given (a mix is read whole: its rank's share).
+            convert: Applied to each chunk on the reading thread.
         """
-        if tasks is not None:
-            raise FilterError("a mix is read whole (its rank's share), not by tasks")
-        skip_rows = check_int(skip_rows, "skip_rows", minimum=0)
-        units, _n = sampling.rank_units(self.epoch_rows(), self.shard_, skip_rows)
-        yield from sampling.read_units(units, convert)
+        return self._source.iter_chunks(tasks, skip_rows=skip_rows, convert=convert)
 
     def iter_batches(self, batch_size: int = 65_536, *, num_epochs: int = 1) -> Iterator[pa.RecordBatch]:
         """Record batches of exactly ``batch_size`` rows of the mixed stream (the last may be shorter).
@@ -265,104 +254,4 @@ class Mix:
     def schema(self) -> pa.Schema:
         """The mixed stream's schema (the first scan's fields of the selected columns; nullable where any
         scan's is: a non-nullable column of one dataset mixed with a nullable one holds nulls)."""
-        fields = [self.arrow_schema.field(n) for n in self.output_names]
-        return pa.schema(
-            [
-                f.with_nullable(True) if any(s.arrow_schema.field(f.name).nullable for s in self.scans) else f
-                for f in fields
-            ]
-        )
-
-    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> TorchDataset:
-        """The mixed stream as a torch IterableDataset (as ``Scan.to_torch``).
-
-        Args:
-            batch_size: Rows per batch.
-            **kwargs: As ``Scan.to_torch``.
-        """
-        from dal.adapters.torch import TorchDataset
-
-        return TorchDataset(self, batch_size, **kwargs)
-
-    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> tf.data.Dataset:
-        """The mixed stream as a tf.data.Dataset (as ``Scan.to_tf``).
-
-        Args:
-            batch_size: Rows per batch.
-            **kwargs: As ``Scan.to_tf``.
-        """
-        from dal.adapters.tf import to_tf
-
-        return to_tf(self, batch_size, **kwargs)
-
-
-class MixRows(sampling.Rows):
-    """An epoch of a mix: block i holds ``counts[i][s]`` rows of member s, interleaved by a permutation
-    seeded by (seed, epoch, i); member s's rows come in its own order, starting over when it runs out."""
-
-    def __init__(self, mix: Mix, members: list[sampling.Rows]) -> None:
-        self.members, self.mix = members, mix
-        self.schema = mix.schema()
-        self.columns = mix.output_names
-        totals = [m.total for m in members]
-        for i, t in enumerate(totals):
-            if t == 0:
-                s = mix.scans[i]
-                raise DalError(f"mix: scan {i} ({s.dataset.name} version {s.dataset.number}) has no rows this epoch")
-        w = mix.weights
-        if mix.rows is not None:
-            n = sampling.apportion(mix.rows, w)
-        else:
-            ratios = [t / x for t, x in zip(totals, w, strict=True)]  # the epoch's length each member allows
-            if mix.stop == "shortest":
-                length = int(min(ratios) + 1e-9)  # the largest weight's member: finite
-                n = [min(k, t) for k, t in zip(sampling.apportion(length, w), totals, strict=True)]
-            else:
-                most = max(ratios)
-                if most > sampling.MAX_DRAW:  # a tiny weight: an epoch beyond any count (inf too)
-                    shown = f"{most:,.0f}" if most < 1e18 else f"{most:.3g}"
-                    raise DalError(
-                        f"mix: stop='longest' makes an epoch of {shown} rows; "
-                        f"a mix's epoch holds at most {sampling.MAX_DRAW:,} rows: pass rows=N or stop='shortest'"
-                    )
-                n = sampling.apportion(int(np.ceil(most - 1e-9)), w)
-        if sum(n) > sampling.MAX_DRAW:
-            raise DalError(
-                f"mix: an epoch of {sum(n):,} rows (stop={mix.stop!r}); a mix's epoch holds at most "
-                f"{sampling.MAX_DRAW:,} rows: pass rows=N or stop='shortest'"
-            )
-        self.counts = n
-        block = reader.chunk_rows(mix.scans[0].query)
-        total = sum(n)
-        rng = np.random.default_rng([mix.seed, mix.epoch, MIX_TAG])
-        left = np.asarray(n, dtype=np.int64)
-        per_block = []
-        for start in range(0, total, block):  # a uniformly random interleave, drawn block by block
-            size = min(block, total - start)
-            drawn = rng.multivariate_hypergeometric(left, size) if len(left) > 1 else np.asarray([size])
-            per_block.append(drawn)
-            left = left - drawn
-        self.blocks = np.asarray(per_block, dtype=np.int64).reshape(-1, len(members))
-        self.before = np.vstack([np.zeros((1, len(members)), np.int64), np.cumsum(self.blocks, axis=0)])
-        super().__init__([min(i * block, total) for i in range(len(per_block))] + [total] if total else [0])
-
-    def read_chunk(self, i: int) -> pa.Table:
-        counts = self.blocks[i]
-        rng = np.random.default_rng([self.mix.seed, self.mix.epoch, MIX_TAG, i])
-        seq = rng.permutation(np.repeat(np.arange(len(counts)), counts))
-        tables, base, offset = [], np.zeros(len(counts), np.int64), 0
-        for s, k in enumerate(counts):
-            base[s] = offset
-            if not k:
-                continue
-            lo = int(self.before[i][s])
-            pieces = [p for a, b in wrapped(lo, lo + int(k), self.members[s].total) for p in self.members[s].rows(a, b)]
-            for p in pieces:
-                p = p.select(self.columns)
-                tables.append(pa.Table.from_arrays(p.columns, schema=self.schema))
-            offset += int(k)
-        index = np.empty(len(seq), dtype=np.int64)
-        for s in range(len(counts)):
-            where = seq == s
-            index[where] = base[s] + np.arange(int(where.sum()))
-        return pa.concat_tables(tables).take(pa.array(index))  # one gather (chunked input: no concatenation first)
+        return self._source.schema()

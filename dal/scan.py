@@ -19,7 +19,6 @@ delegate to ``dal.read`` or ``dal.adapters``; most of the length is their docstr
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from dataclasses import replace as _with  # sample()/balance() take an argument named replace
@@ -27,16 +26,19 @@ from datetime import date, datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from dal import expr as E
 from dal.errors import FilterError, check_int, require, translating
+from dal.feeds import Feeds
 from dal.read import reader, sampling
-from dal.read.plan import PLAN_CACHE, Pinned, Query, Window, as_datetime, cut, translate_missing, window_expr
-from dal.read.sharding import Remainder, share
-from dal.read.stats import ReadStats, Recorder, StatsBox
+from dal.read.pinned import PLAN_CACHE, Pinned
+from dal.read.plan import Query, Window, as_datetime, window_expr
+from dal.read.sequences import windows
+from dal.read.sharding import Remainder
+from dal.read.source import Picked, RowGroups, Source, Version
+from dal.read.stats import ReadStats, StatsBox
 from dal.read.tasks import ReadTask
 
 if TYPE_CHECKING:
@@ -44,19 +46,96 @@ if TYPE_CHECKING:
     import pandas as pd
     import polars as pl
     import ray.data
-    import tensorflow as tf
     from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import SparkSession
 
-    from dal.adapters.torch import MapDataset, TorchDataset
+    from dal.adapters.torch import MapDataset
     from dal.read.access import RowIndex
 
 __all__ = ["PLAN_CACHE", "Scan", "Window"]
 T = TypeVar("T")
 
 
+class Draws:
+    """``sample`` and ``balance`` of a ``Scan`` and a ``Dataset`` (a whole-version scan), defined once."""
+
+    def _as_scan(self) -> Scan:
+        raise NotImplementedError
+
+    def sample(
+        self,
+        fraction: float | None = None,
+        *,
+        rows: int | None = None,
+        seed: int = 0,
+        replace: bool = False,
+        spread: float = sampling.DEFAULT_SPREAD,
+        windows: int | None = None,
+    ) -> Scan:
+        """A different random sample of the rows each epoch: each row kept with probability ``fraction``
+        (the count varies around fraction·N), or exactly ``rows`` rows; a pure function of (seed, epoch,
+        version). Row groups are picked with probability min(1, max(spread·fraction, 16 / row groups)) and
+        rows inside the picked ones with the rest, so a 1% sample of many row groups reads about ``spread`` %
+        of the bytes (``spread=math.inf``: every row group, rows drawn one by one). ``rows=n`` draws the n rows
+        among spread·n rows covered by ``windows`` (default 16) windows evenly spread over the scan's row groups
+        (in a random order each epoch), so an epoch's rows come from all over the scan at the I/O of about
+        ``windows`` row groups plus spread·n rows; ``windows=1`` reads the least but draws each epoch from a few
+        neighbouring row groups. Every row's chance is exactly n/N. ``replace=True``: with replacement. See
+        ``dal.read.sampling``.
+
+        Args:
+            fraction: Probability of keeping each row.
+            rows: Exactly this many rows instead.
+            seed: The draws' seed.
+            replace: Draw with replacement.
+            spread: How many chunks a draw spreads over.
+            windows: Contiguous windows per epoch.
+
+        Raises:
+            FilterError: neither or both of fraction/rows, or a bad value.
+        """
+        scan = self._as_scan()
+        if scan.sample_ is not None:
+            raise FilterError("this scan is already sampled or balanced: sample or balance once")
+        checked = sampling.check_sample(fraction, rows, seed, replace, spread, windows)
+        return _with(scan, sample_=checked, stats_=StatsBox())
+
+    def balance(
+        self,
+        by: str,
+        weights: dict[Any, float] | str = "uniform",
+        *,
+        rows: int | None = None,
+        seed: int = 0,
+        replace: bool = False,
+    ) -> Scan:
+        """Class-balanced draws per epoch: class ``c`` of column ``by`` makes ``weights[c] / sum(weights)``
+        of the epoch's rows (``"uniform"``: every class alike; classes left out of ``weights`` are left
+        out). ``rows``: rows per epoch (default: as many as the scarcest class allows without
+        replacement, the scan's row count with). Per-class counts come from one pass over ``by`` per
+        pinned version (cached). See ``dal.read.sampling``.
+
+        Args:
+            by: The class column.
+            weights: Share per class, or ``uniform``.
+            rows: Rows per epoch.
+            seed: The draws' seed.
+            replace: Draw with replacement.
+
+        Raises:
+            FilterError: an unknown column or class, or a bad weight.
+        """
+        scan = self._as_scan()
+        if scan.sample_ is not None:
+            raise FilterError("this scan is already sampled or balanced: sample or balance once")
+        scan._check_columns([by], "balance")
+        checked = sampling.check_balance(by, weights, rows, seed, replace)
+        sampling.check_balance_column(scan, checked)  # a class column, weights of its type
+        return _with(scan, sample_=checked, stats_=StatsBox())
+
+
 @dataclass(frozen=True)
-class Scan:
+class Scan(Feeds, Draws):
     """A plan for reading one pinned version; nothing is read until a terminal call."""
 
     dataset: Pinned
@@ -211,74 +290,8 @@ class Scan:
         buffer_size = check_int(buffer_size, "shuffle buffer_size", minimum=1, maximum=2**31 - 1)
         return replace(self, shuffle_=(seed, buffer_size), stats_=StatsBox())
 
-    def sample(
-        self,
-        fraction: float | None = None,
-        *,
-        rows: int | None = None,
-        seed: int = 0,
-        replace: bool = False,
-        spread: float = sampling.DEFAULT_SPREAD,
-        windows: int | None = None,
-    ) -> Scan:
-        """A different random sample of the rows each epoch: each row kept with probability ``fraction``
-        (the count varies around fraction·N), or exactly ``rows`` rows; a pure function of (seed, epoch,
-        version). Row groups are picked with probability min(1, max(spread·fraction, 16 / row groups)) and
-        rows inside the picked ones with the rest, so a 1% sample of many row groups reads about ``spread`` %
-        of the bytes (``spread=math.inf``: every row group, rows drawn one by one). ``rows=n`` draws the n rows
-        among spread·n rows covered by ``windows`` (default 16) windows evenly spread over the scan's row groups
-        (in a random order each epoch), so an epoch's rows come from all over the scan at the I/O of about
-        ``windows`` row groups plus spread·n rows; ``windows=1`` reads the least but draws each epoch from a few
-        neighbouring row groups. Every row's chance is exactly n/N. ``replace=True``: with replacement. See
-        ``dal.read.sampling``.
-
-        Args:
-            fraction: Probability of keeping each row.
-            rows: Exactly this many rows instead.
-            seed: The draws' seed.
-            replace: Draw with replacement.
-            spread: How many chunks a draw spreads over.
-            windows: Contiguous windows per epoch.
-
-        Raises:
-            FilterError: neither or both of fraction/rows, or a bad value.
-        """
-        if self.sample_ is not None:
-            raise FilterError("this scan is already sampled or balanced: sample or balance once")
-        checked = sampling.check_sample(fraction, rows, seed, replace, spread, windows)
-        return _with(self, sample_=checked, stats_=StatsBox())
-
-    def balance(
-        self,
-        by: str,
-        weights: dict[Any, float] | str = "uniform",
-        *,
-        rows: int | None = None,
-        seed: int = 0,
-        replace: bool = False,
-    ) -> Scan:
-        """Class-balanced draws per epoch: class ``c`` of column ``by`` makes ``weights[c] / sum(weights)``
-        of the epoch's rows (``"uniform"``: every class alike; classes left out of ``weights`` are left
-        out). ``rows``: rows per epoch (default: as many as the scarcest class allows without
-        replacement, the scan's row count with). Per-class counts come from one pass over ``by`` per
-        pinned version (cached). See ``dal.read.sampling``.
-
-        Args:
-            by: The class column.
-            weights: Share per class, or ``uniform``.
-            rows: Rows per epoch.
-            seed: The draws' seed.
-            replace: Draw with replacement.
-
-        Raises:
-            FilterError: an unknown column or class, or a bad weight.
-        """
-        if self.sample_ is not None:
-            raise FilterError("this scan is already sampled or balanced: sample or balance once")
-        self._check_columns([by], "balance")
-        checked = sampling.check_balance(by, weights, rows, seed, replace)
-        sampling.check_balance_column(self, checked)  # a class column, weights of its type
-        return _with(self, sample_=checked, stats_=StatsBox())
+    def _as_scan(self) -> Scan:
+        return self
 
     def set_epoch(self, epoch: int) -> Scan:
         """The scan for another epoch (a new order when shuffling).
@@ -288,12 +301,28 @@ class Scan:
         """
         return replace(self, epoch=check_int(epoch, "epoch", minimum=0, maximum=2**63 - 1))
 
-    # -- planning (dal.read.plan) -----------------------------------------------------------------------
+    # -- the read source (dal.read.source): what the terminals hand down -------------------------------
 
     @cached_property
+    def _source(self) -> Version:
+        """This scan as the read engine's frozen value (built once per scan; its reads count in ``stats_``)."""
+        if self.sample_ is None:
+            return RowGroups(
+                pinned=self.dataset, columns=self.columns, filters=self.filters, window=self.window_,
+                shuffle=self.shuffle_, shard=self.shard_, epoch=self.epoch, stats=self.stats_,
+            )  # fmt: skip
+        return Picked(
+            pinned=self.dataset, columns=self.columns, filters=self.filters, window=self.window_,
+            shuffle=self.shuffle_, shard=self.shard_, epoch=self.epoch, stats=self.stats_, selection=self.sample_,
+        )  # fmt: skip
+
+    def _feed(self) -> Source:
+        return self._source
+
+    @property
     def query(self) -> Query:
         """What planning and reading see of this scan (its filters, window and projection)."""
-        return Query(self.dataset, self.columns, self.filters, self.window_)
+        return self._source.query
 
     @property
     def condition(self) -> E.Expr | None:
@@ -305,42 +334,10 @@ class Scan:
         """The filters and window as a pyarrow expression (None: every row)."""
         return self.query.row_filter
 
-    def _window_expr(self, w: Window) -> E.Expr:  # kept for dal.spark until it uses ``condition``
-        return window_expr(w, self.arrow_schema)
-
-    @property
-    def _physical(self) -> pa.Schema | None:  # kept for dal.spark until it uses ``physical_schema``
-        return self.physical_schema
-
-    def _log_read(self) -> None:
-        """Record a read of this scan: in the process's read log (``dal.read_log``) when filtered (or windowed),
-        once per dataset, version and filter text (``dal.open`` recorded the unfiltered one), and as a read the
-        next write infers as its input (``dal.lineage``)."""
-        from dal import lineage
-
-        condition = self.query.condition
-        name, number = self.dataset.name, self.dataset.number
-        text = None if condition is None else E.to_sql(condition)
-        if text is not None and not any(
-            (r.dataset, r.version, r.filters) == (name, number, text) for r in lineage.read_log()
-        ):
-            lineage.record_read(name, number, text)
-        else:
-            lineage.record_use(name, number, text)
-
-    @translating("reading {self.dataset.name} version {self.dataset.number}")
     def plan(self) -> list[ReadTask]:
         """The ReadTasks this scan reads, for its epoch and (when sharded) its rank, in reading order."""
-        self._log_read()  # every terminal but to_spark plans first
-        if self.sample_ is not None:  # the picked row groups this rank reads (read whole)
-            rows = sampling.PickRows(self)
-            return rows.tasks_in(sampling.rank_ranges(rows.total, self.shard_))
-        tasks = self.query.ordered(self.shuffle_, self.epoch)
-        if self.shard_ is None:
-            return tasks
-        return self.query.shard(tasks, *self.shard_)
+        return self._source.plan()
 
-    @translating("reading {self.dataset.name} version {self.dataset.number}")
     def split(self, index: int, parts: int) -> list[ReadTask]:
         """One of ``parts`` disjoint pieces of this scan's plan (e.g. a DataLoader worker's), by rows.
 
@@ -349,55 +346,20 @@ class Scan:
             parts: How many pieces.
 
         Raises:
-            FilterError: a bad index or count, or a sampled scan (split by rows instead).
-        """
-        parts, index = check_int(parts, "parts"), check_int(index, "index")  # NumPy integers too, no bool
-        if parts < 1:
-            raise FilterError(f"parts must be a positive int, got {parts!r}")
-        if not 0 <= index < parts:
-            raise FilterError(f"index must be in [0, {parts}), got {index!r}")
-        if self.sample_ is not None:
-            raise FilterError("a sampled or balanced scan splits by rows: use dal.read.feed.worker_chunks")
-        tasks = self.plan()
-        counts = self.task_rows(tasks)
-        return cut(tasks, counts, share(sum(counts), index, parts, "keep"))
-
-    @translating("reading {self.dataset.name} version {self.dataset.number}")
-    def count(self) -> int:
-        """Rows this scan yields (counts matching rows when filtered; no data columns are read)."""
-        if self.sample_ is not None:
-            self._log_read()
-            return sampling.length(sampling.rank_ranges(sampling.PickRows(self).total, self.shard_))
-        return sum(self.task_rows(self.plan()))
+            FilterError: a bad index or count, or a sampled scan (split by rows instead)."""
+        return self._source.split(index, parts)
 
     def task_rows(self, tasks: Sequence[ReadTask]) -> list[int]:
         """Rows each of these tasks (of this scan's plan or a split of it) yields, counted, not read.
 
         Args:
-            tasks: Read tasks of this scan.
-        """
-        with translate_missing(self.dataset):
-            return self.query.task_rows(tasks)
+            tasks: Read tasks of this scan."""
+        return self._source.task_rows(tasks)
 
-    # -- reading (dal.read) ------------------------------------------------------------------------
+    def count(self) -> int:
+        """Rows this scan yields (counts matching rows when filtered; no data columns are read)."""
+        return self._source.count()
 
-    def chunk_spans(self, tasks: Sequence[ReadTask]) -> list[tuple[int, int]]:
-        """How ``tasks`` group into chunks: ``[(first, end)]`` task indices, from footer row counts only
-        (no filter is evaluated), so the grouping is known before reading and the same on resumption.
-
-        Args:
-            tasks: Read tasks of this scan.
-
-        Raises:
-            FilterError: a sampled or balanced scan (read by rows, not by tasks).
-        """
-        if self.sample_ is not None:
-            raise FilterError("a sampled or balanced scan is read by rows (iter_chunks / to_torch), not by tasks")
-        floor = self.shuffle_[1] if self.shuffle_ is not None else 0
-        estimate = [t.length if t.length is not None else t.live_rows for t in tasks]
-        return reader.groups(tasks, estimate, reader.chunk_rows(self.query, floor))
-
-    @translating("reading {self.dataset.name} version {self.dataset.number}")
     def iter_chunks(
         self,
         tasks: Sequence[ReadTask] | None = None,
@@ -408,76 +370,20 @@ class Scan:
         """This epoch's rows as large chunks (Arrow tables of whole row groups, tens of thousands of rows,
         sized from the footers; rows permuted inside each chunk when shuffling), read ahead on threads.
 
-        ``tasks``: part of the plan (e.g. a DataLoader worker's ``split``; default: ``plan()``).
-        ``skip_rows``: resume after this many rows of the stream (only the chunk holding that row is read
-        again). ``convert``: applied to each chunk on the reading thread (e.g. decoding tensor fields).
-
         Args:
-            tasks: Read these tasks (default: this scan's plan).
-            skip_rows: Drop the first rows (resuming).
+            tasks: Read these tasks (default: this scan's plan; a ``split`` of it).
+            skip_rows: Drop the first rows (resuming: only the chunk holding that row is read again).
             convert: Applied to each chunk in the reading thread.
 
         Raises:
-            FilterError: tasks given for a sampled or balanced scan.
-        """
-        skip_rows = check_int(skip_rows, "skip_rows", minimum=0)
-        if self.sample_ is not None:  # virtual rows: the rank's share of the epoch's selection
-            if tasks is not None:
-                raise FilterError("a sampled or balanced scan is read whole (its rank's share), not by tasks")
-            self._log_read()
-            recorder = Recorder(self)
-            units, _rows = sampling.rank_units(sampling.PickRows(self), self.shard_, skip_rows)
-            try:
-                for rows, chunk in sampling.read_units(units, recorder.counting(convert)):
-                    recorder.handed(rows)
-                    yield chunk
-            finally:
-                self._record(recorder)
-            return
-        recorder = Recorder(self)  # from here: planning's footer reads count too
-        tasks = list(tasks) if tasks is not None else self.plan()
-        spans = self.chunk_spans(tasks)
-        if skip_rows:
-            counts = self.task_rows(tasks)  # filter columns only when filtered; footers otherwise
-            while spans and skip_rows >= (rows := sum(counts[spans[0][0] : spans[0][1]])):
-                skip_rows -= rows
-                spans = spans[1:]
-        try:
-            chunks = reader.read_chunks(
-                self.query, tasks, spans, permute=self._permute(), skip=skip_rows, convert=recorder.counting(convert)
-            )
-            last = -1
-            for k, (rows, chunk) in chunks:  # k: the span the chunk came from (a span may come in slices)
-                recorder.handed(rows, tasks[spans[k][0] : spans[k][1]] if k != last else ())
-                last = k
-                yield chunk
-        finally:
-            self._record(recorder)
-
-    def _record(self, recorder: Recorder) -> None:
-        """One pass done (or abandoned): its statistics added to this scan's, the Dataset's and the read log's.
-        Nothing while the interpreter shuts down (an iterator left open at exit): no import works then, and
-        no one is left to read them."""
-        if sys.is_finalizing():
-            return
-        from dal import lineage
-
-        stats = recorder.finish()
-        self.stats_.add(stats)
-        box = getattr(self.dataset, "stats_", None)
-        if isinstance(box, StatsBox):
-            box.add(stats)
-        condition = self.query.condition
-        lineage.add_stats(stats.dataset, stats.version, None if condition is None else E.to_sql(condition), stats)
+            FilterError: tasks given for a sampled or balanced scan."""
+        return self._source.iter_chunks(tasks, skip_rows=skip_rows, convert=convert)
 
     def stats(self) -> ReadStats:
         """What the reads made through this scan did: rows, chunks, bytes read, files and row groups read and pruned,
         seconds, file-cache hits and misses (see ``dal.read.stats.ReadStats``), summed over its passes (epochs).
         All zero before the first read; a narrowed scan (``select``, ``filter``, …) counts its own."""
         return self.stats_.get(self.dataset.name, self.dataset.number)
-
-    def _permute(self) -> tuple[int, int] | None:
-        return (self.shuffle_[0], self.epoch) if self.shuffle_ is not None else None
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def iter_batches(
@@ -515,29 +421,17 @@ class Scan:
         require("pandas", "pandas")  # before reading: pyarrow's to_pandas says only "No module named 'pandas'"
         return self.to_arrow().to_pandas()
 
-    def to_torch(self, batch_size: int = 256, **kwargs: Any) -> TorchDataset:
-        """A ``torch.utils.data.IterableDataset`` of dicts of tensors (see ``dal.adapters.torch``).
-
-        Args:
-            batch_size: Rows per batch.
-            **kwargs: ``TorchDataset``'s options (device, drop_last, transform, …).
-        """
-        self._log_read()  # here, in the calling process (DataLoader workers plan in theirs)
-        from dal.adapters.torch import TorchDataset
-
-        return TorchDataset(self, batch_size, **kwargs)
-
-    def to_torch_map(self, **kwargs: Any) -> MapDataset:
+    def to_torch_map(self, *, cache_bytes: int | None = None) -> MapDataset:
         """A map-style ``torch.utils.data.Dataset`` of this scan's rows by position (``len``, ``ds[i]``,
         batched ``__getitems__``), for samplers such as ``DistributedSampler``.
 
         Args:
-            **kwargs: ``dal.adapters.torch.MapDataset``'s options.
+            cache_bytes: Decoded row groups kept per process (default 256 MiB).
         """
-        self._log_read()
+        self._source.log_read()
         from dal.adapters.torch import MapDataset
 
-        return MapDataset(self, **kwargs)
+        return MapDataset(self._source, cache_bytes=cache_bytes)
 
     def rows(self) -> RowIndex:
         """Random access to this scan's rows by position: a ``dal.read.access.RowIndex`` (``len(index)``,
@@ -546,10 +440,10 @@ class Scan:
 
         Raises:
             DalError: a sampled or balanced scan."""
-        self._log_read()
+        self._source.log_read()
         from dal.read.access import RowIndex
 
-        return RowIndex(self)
+        return RowIndex(self._source)
 
     def take(self, indices: Sequence[int]) -> pa.Table:
         """The rows at positions ``indices`` (in ``to_arrow()``'s order; negative from the end), in that
@@ -565,18 +459,6 @@ class Scan:
         index: pa.Table = self.rows().take(indices)
         return index
 
-    def to_tf(self, batch_size: int = 256, **kwargs: Any) -> tf.data.Dataset:
-        """A prefetching ``tf.data.Dataset`` of dicts with a full element_spec (see ``dal.adapters.tf``).
-
-        Args:
-            batch_size: Rows per batch.
-            **kwargs: ``dal.adapters.tf.to_tf``'s options (prefetch, transform, …).
-        """
-        self._log_read()
-        from dal.adapters.tf import to_tf
-
-        return to_tf(self, batch_size, **kwargs)
-
     def to_spark(self, spark: SparkSession | None = None) -> SparkDataFrame:
         """This scan as a Spark DataFrame of the pinned version, projection and filters pushed into Spark.
 
@@ -588,10 +470,12 @@ class Scan:
         """
         if self.sample_ is not None:
             raise FilterError("to_spark does not draw dal samples: use DataFrame.sample / sampleBy in Spark")
-        self._log_read()
+        source = self._source
+        assert isinstance(source, RowGroups)
+        source.log_read()
         from dal.spark.read import scan_to_spark
 
-        frame: SparkDataFrame = scan_to_spark(self, spark)
+        frame: SparkDataFrame = scan_to_spark(source, spark)
         return frame
 
     @overload
@@ -606,10 +490,10 @@ class Scan:
         Args:
             lazy: A LazyFrame (True) or a collected DataFrame (False).
         """
-        self._log_read()
+        self._source.log_read()
         from dal.adapters.polars import to_polars
 
-        return to_polars(self, lazy)
+        return to_polars(self._source, lazy)
 
     def to_duckdb(
         self, connection: duckdb.DuckDBPyConnection | None = None, name: str | None = None
@@ -620,10 +504,10 @@ class Scan:
             connection: A DuckDB connection (default: a new in-memory one).
             name: Also register the relation as this view.
         """
-        self._log_read()
+        self._source.log_read()
         from dal.adapters.duckdb import to_duckdb
 
-        return to_duckdb(self, connection, name)
+        return to_duckdb(self._source, connection, name)
 
     def to_ray(self, **read_args: Any) -> ray.data.Dataset:
         """A Ray Data ``Dataset`` read by dal's reader on the Ray workers (see ``dal.adapters.ray``).
@@ -636,10 +520,12 @@ class Scan:
         """
         if self.sample_ is not None:  # Ray's read tasks cut the plan by chunks: they cannot draw dal's rows
             raise FilterError("to_ray does not draw dal samples: use Dataset.random_sample / groupby in Ray Data")
-        self._log_read()
+        source = self._source
+        assert isinstance(source, RowGroups)
+        source.log_read()
         from dal.adapters.ray import to_ray
 
-        return to_ray(self, **read_args)
+        return to_ray(source, **read_args)
 
     def to_numpy(self) -> dict[str, Any]:
         """Columns as NumPy, tensor fields decoded (see ``Dataset.to_numpy``)."""
@@ -679,41 +565,8 @@ class Scan:
         keys = [c for c in (by, column) if c is not None]
         self._check_columns(keys, "sequences")
         scan = self if self.columns is None else replace(self, columns=tuple(dict.fromkeys([*self.columns, *keys])))
-        table = scan.to_arrow().sort_by([(k, "ascending") for k in keys])
-        times = table.column(column)
-        if max_gap is not None:
-            gap = max_gap.total_seconds() if isinstance(max_gap, timedelta) else float(max_gap)
-            t = times.cast(pa.int64()).to_numpy() if not pa.types.is_integer(times.type) else times.to_numpy()
-            if pa.types.is_timestamp(times.type):
-                t = t / {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}[times.type.unit]
-            breaks = np.diff(t) > gap
-        else:
-            breaks = np.zeros(max(table.num_rows - 1, 0), dtype=bool)
-        if by is not None:
-            entity = table.column(by).to_numpy(zero_copy_only=False)
-            breaks |= entity[1:] != entity[:-1]
-        # segment starts: row 0 and every row after a break; windows stay inside one segment
-        starts = np.concatenate([[0], np.nonzero(breaks)[0] + 1]) if table.num_rows else np.array([], dtype=int)
-        ends = np.concatenate([starts[1:], [table.num_rows]]) if table.num_rows else np.array([], dtype=int)
-        for a, b in zip(starts, ends, strict=True):
-            for i in range(int(a), int(b) - length + 1, step):
-                yield table.slice(i, length)
+        yield from windows(scan.to_arrow(), length, step, column, by, max_gap)
 
-    @translating("reading {self.dataset.name} version {self.dataset.number}")
     def bytes_planned(self) -> int:
         """Compressed bytes of the column chunks this scan reads (for measuring pruning)."""
-        import pyarrow.parquet as pq
-
-        wanted = set(self.columns) if self.columns is not None else None
-        total = 0
-        footers: dict[str, Any] = {}
-        for t in self.plan():
-            if t.uri not in footers:
-                fragment = self.query.fragment(t)
-                footers[t.uri] = pq.ParquetFile(fragment.path, filesystem=self.query.pa_dataset.filesystem).metadata
-            rg = footers[t.uri].row_group(t.row_group)
-            for c in range(rg.num_columns):
-                chunk = rg.column(c)
-                if wanted is None or chunk.path_in_schema.split(".")[0] in wanted:
-                    total += chunk.total_compressed_size
-        return total
+        return self._source.bytes_planned()

@@ -28,9 +28,14 @@ def public_functions() -> Iterator[tuple[str, Any]]:
         if inspect.isfunction(obj):
             yield f"dal.{name}", obj
     for cls in CLASSES:
-        for name, member in vars(cls).items():
-            if not name.startswith("_") and inspect.isfunction(member):
-                yield f"{cls.__name__}.{name}", member
+        seen: set[str] = set()
+        for base in cls.__mro__:  # its own methods and those it takes from dal's mixins (dal.feeds.Feeds, …)
+            if not base.__module__.startswith("dal"):
+                continue
+            for name, member in vars(base).items():
+                if name not in seen and not name.startswith("_") and inspect.isfunction(member):
+                    seen.add(name)
+                    yield f"{cls.__name__}.{name}", member
 
 
 def takes_arguments(fn: Any) -> bool:

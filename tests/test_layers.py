@@ -194,3 +194,70 @@ def test_the_import_contracts_hold() -> None:
         pytest.skip("import-linter is not installed (make install)")
     out = subprocess.run([str(lint_imports), "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def test_the_typing_contracts_hold() -> None:
+    """importlinter-typing.toml: the read engine (dal.read, dal.adapters, dal.spark) never imports dal.scan or
+    anything above it, and has no import cycle, counting the imports made only for type checking."""
+    lint_imports = Path(sys.executable).with_name("lint-imports")
+    if not lint_imports.exists():
+        if os.environ.get("CI"):
+            pytest.fail("import-linter is not installed: pip install -e '.[dev]'")
+        pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
+    config = "importlinter-typing.toml"
+    out = subprocess.run(
+        [str(lint_imports), "--no-cache", "--config", config], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+READ_ENGINE = ("dal.read", "dal.adapters", "dal.spark")
+ABOVE_THE_ENGINE = ("dal.scan", "dal.feeds", "dal.dataset", "dal.mixing", "dal.api")
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _dal_imports_with_typing(path: Path, modules: set[str]) -> set[str]:
+    """The dal modules ``path`` imports anywhere: at module level, inside functions and under ``if TYPE_CHECKING:``
+    (``from dal.read import reader`` names the module ``dal.read.reader``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("dal")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("dal"):
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules}
+    return {m for m in found if m in modules}
+
+
+def test_the_read_engine_reads_one_way_down_type_checking_included() -> None:
+    """Issue #33: dal.read, dal.adapters and dal.spark take the read source a Scan hands them and never import
+    dal.scan (or above), not even under ``TYPE_CHECKING``; the import graph of dal.scan, dal.feeds and the engine,
+    type-checking imports included, has no cycle."""
+    paths = {_module_of(p): p for p in (REPO / "dal").rglob("*.py")}
+    modules = set(paths)
+    engine = {m for m in modules if m.startswith(READ_ENGINE) or m in ("dal.scan", "dal.feeds")}
+    graph = {m: _dal_imports_with_typing(paths[m], modules) & engine for m in engine}
+    upward = sorted(
+        f"{m} -> {t}" for m in engine if m.startswith(READ_ENGINE) for t in graph[m] if t.startswith(ABOVE_THE_ENGINE)
+    )
+    assert upward == []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def cycle_from(m: str, path: list[str]) -> list[str] | None:
+        state[m] = 1
+        for t in sorted(graph[m] - {m}):
+            if t.startswith(m + "."):  # a package importing its own submodule is not an arrow back
+                continue
+            if state.get(t) == 1:
+                return [*path[path.index(t) :], t] if t in path else [*path, t]
+            if t not in state and (found := cycle_from(t, [*path, t])):
+                return found
+        state[m] = 2
+        return None
+
+    cycles = [c for m in sorted(engine) if m not in state and (c := cycle_from(m, [m]))]
+    assert cycles == []

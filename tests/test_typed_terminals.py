@@ -51,3 +51,19 @@ def test_loader_and_mix_are_typed() -> None:
     assert returns(TorchDataset.loader) is Loader
     assert returns(Mix.to_torch) is TorchDataset
     assert "tf.data.Dataset" in str(Mix.to_tf.__annotations__["return"])
+
+
+@pytest.mark.parametrize("name", ["to_torch", "to_tf", "sample", "balance"])
+def test_the_public_edge_says_what_it_takes(name: str) -> None:
+    """Issue #33: ``to_torch``, ``to_tf``, ``sample`` and ``balance`` take explicit, typed parameters (no
+    ``**kwargs``), and each is one definition shared by the classes that offer it (not a façade per class)."""
+    import inspect
+
+    owners = [c for c in (Scan, Dataset, Mix) if hasattr(c, name)]
+    assert len(owners) >= 2
+    for cls in owners:
+        params = inspect.signature(getattr(cls, name)).parameters.values()
+        assert not [p for p in params if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL)], f"{cls.__name__}.{name}"
+        annotated = set(getattr(cls, name).__annotations__)
+        assert {p.name for p in params} - {"self"} <= annotated, f"{cls.__name__}.{name} has untyped parameters"
+    assert len({getattr(c, name) for c in owners}) == 1  # the same function object: defined once

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from dal.errors import DalError
 
 if TYPE_CHECKING:
-    from dal.read.feed import RowSource
+    from dal.read.source import Source
 
 PEEK_TASKS = 8  # row groups read at most to find the length of a column's arrays
 
@@ -93,7 +93,7 @@ def rows(column: pa.Array | pa.ChunkedArray) -> list[np.ndarray | None]:
     return [None if v is None else np.asarray(v) for v in array.to_numpy(zero_copy_only=False)]
 
 
-def widths(scan: RowSource, names: list[str]) -> dict[str, int | None]:
+def widths(scan: Source, names: list[str]) -> dict[str, int | None]:
     """For each numeric array column of ``names``: the length of its arrays, when its first non-empty row
     group of the scan holds arrays of one length (FixedSizeList columns: their size); None when they vary.
     Reads only those columns of at most ``PEEK_TASKS`` row groups (nothing when the types decide)."""
@@ -133,7 +133,7 @@ def fixed(name: str, dataset: str, column: pa.Array | pa.ChunkedArray, width: in
     return m
 
 
-def check_footers(scan: RowSource, widths: dict[str, int | None]) -> None:
+def check_footers(scan: Source, widths: dict[str, int | None]) -> None:
     """Before reading: a DalError naming the column when a row group's footer shows that its arrays are
     not all of the length found in the first row group (Parquet counts one value per array element, and
     one per empty or null array), so a mismatch is caught at spec time, not mid-epoch."""
@@ -159,9 +159,9 @@ def check_footers(scan: RowSource, widths: dict[str, int | None]) -> None:
                 )
 
 
-def check_nulls(scan: Any, tensors: dict[str, str]) -> None:
+def check_nulls(scan: Source, tensors: dict[str, str]) -> None:
     """Before the first batch: a DalError naming the first column of ``tensors`` (column -> the tensor it
-    becomes, e.g. "TensorFlow") that holds a null in the rows of ``scan`` (a Scan or a mix; every rank's
+    becomes, e.g. "TensorFlow") that holds a null in the rows of ``scan`` (a read source: a scan's or a mix's; every rank's
     rows, so that all ranks refuse alike), which that tensor has no value for.
 
     Footer statistics decide where they can: a row group whose null count is 0 is clean; one with nulls
@@ -170,8 +170,9 @@ def check_nulls(scan: Any, tensors: dict[str, str]) -> None:
     (statistics missing; nulls a filter or deletion vector may remove) that column of those row groups is
     read, filtered, and counted."""
     from dal.read import reader
+    from dal.read.plan import Query
 
-    for member in getattr(scan, "scans", (scan,)):
+    for member in scan.members():
         wanted = [n for n in tensors if n not in _null_rejected(member.condition)]
         if not wanted:
             continue
@@ -185,45 +186,44 @@ def check_nulls(scan: Any, tensors: dict[str, str]) -> None:
         suspects: dict[str, list[Any]] = {n: [] for n in wanted}
         for task in query.all_tasks():  # the whole scan, unsharded, before sampling
             for name in wanted:
-                nulls: int | None
                 if name in parts:
-                    nulls = task.num_rows if dict(task.partition_values).get(name) is None else 0
+                    nulls: int | None = task.num_rows if dict(task.partition_values).get(name) is None else 0
                 else:
-                    if task.uri not in footers:
-                        footer = query.fragment(task).metadata
-                        first = footer.row_group(0)
-                        footers[task.uri] = (
-                            footer,
-                            {first.column(c).path_in_schema: c for c in range(first.num_columns)},
-                        )
-                    footer, index = footers[task.uri]
-                    at = index.get(stored.get(name, name))
-                    stats = footer.row_group(task.row_group).column(at).statistics if at is not None else None
-                    nulls = stats.null_count if stats is not None and stats.has_null_count else None
+                    nulls = _footer_nulls(query, task, stored.get(name, name), footers)
                 if nulls == 0:
                     continue
                 if nulls is not None and not conditioned and not task.deleted:
                     raise nulls_error(member.dataset.name, name, tensors[name])
                 suspects[name].append(task)
         for name, tasks in suspects.items():
-            narrow = dataclasses.replace(member, columns=(name,), sample_=None, shard_=None)
+            narrow = Query(member.dataset, (name,), member.filters, member.window)  # every row of the column
             for task in tasks:
-                if reader.read_task(narrow.query, task).column(name).null_count:
+                if reader.read_task(narrow, task).column(name).null_count:
                     raise nulls_error(member.dataset.name, name, tensors[name])
+
+
+def _footer_nulls(query: Any, task: Any, column: str, footers: dict[str, tuple[Any, dict[str, int]]]) -> int | None:
+    """Nulls of ``column`` (its name in the file) in ``task``'s row group by the footer's statistics (None: not
+    recorded); ``footers`` caches each file's footer and column index."""
+    if task.uri not in footers:
+        footer = query.fragment(task).metadata
+        first = footer.row_group(0)
+        footers[task.uri] = (footer, {first.column(c).path_in_schema: c for c in range(first.num_columns)})
+    footer, index = footers[task.uri]
+    at = index.get(column)
+    stats = footer.row_group(task.row_group).column(at).statistics if at is not None else None
+    return stats.null_count if stats is not None and stats.has_null_count else None  # type: ignore[no-any-return]
 
 
 def _null_rejected(condition: Any) -> set[str]:
     """Columns whose nulls ``condition`` (a bound filter) never keeps: those named by one of its AND-terms
     that is null wherever they are (comparisons, IN, LIKE, IS NOT NULL, a type-decided comparison)."""
     from dal import expr as E
+    from dal.expr.walk import conjuncts
 
     out: set[str] = set()
-    terms = [condition] if condition is not None else []
-    while terms:
-        t = terms.pop()
-        if isinstance(t, E.And):
-            terms += [t.left, t.right]
-        elif isinstance(t, E.Compare | E.IsIn | E.Like | E.Fixed):
+    for t in conjuncts(condition):
+        if isinstance(t, E.Compare | E.IsIn | E.Like | E.Fixed):
             out |= t.columns()
         elif isinstance(t, E.Not) and isinstance(t.operand, E.IsNull):
             out |= t.operand.columns()

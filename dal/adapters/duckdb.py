@@ -1,6 +1,6 @@
 """DuckDB over a scan: a relation reading the scan's Arrow stream.
 
-The stream is ``Scan.iter_chunks`` (the pinned version's planned files only, Delta deletion vectors and
+The stream is the read source's ``iter_chunks`` (the pinned version's planned files only, Delta deletion vectors and
 column mapping honoured, the scan's projection and filters pushed into the Parquet reads); DuckDB applies
 its own SQL on top. DuckDB runs a relation again on every call, so the source is an object whose Arrow
 stream (``__arrow_c_stream__``) starts a fresh read of the scan each time it is asked for.
@@ -17,7 +17,7 @@ from dal.errors import FilterError, require
 if TYPE_CHECKING:
     import duckdb
 
-    from dal.scan import Scan
+    from dal.read.source import Source
 
 __all__ = ["to_duckdb"]
 
@@ -25,7 +25,7 @@ __all__ = ["to_duckdb"]
 class _Stream:
     """The scan's rows as an Arrow stream, read afresh for every consumer (the Arrow PyCapsule interface)."""
 
-    def __init__(self, scan: Scan) -> None:
+    def __init__(self, scan: Source) -> None:
         self.scan = scan
         schema = scan.arrow_schema
         self.schema = pa.schema([schema.field(n) for n in scan.output_names])
@@ -37,7 +37,7 @@ class _Stream:
 
 
 def to_duckdb(
-    scan: Scan, connection: duckdb.DuckDBPyConnection | None = None, name: str | None = None
+    scan: Source, connection: duckdb.DuckDBPyConnection | None = None, name: str | None = None
 ) -> duckdb.DuckDBPyRelation:
     """A DuckDB relation over ``scan`` on ``connection`` (default: ``duckdb.connect()``, in memory),
     also registered as view ``name`` when given."""

@@ -1,6 +1,6 @@
 """Polars over a scan: a LazyFrame whose source is the scan's own reader.
 
-The source is ``Scan.iter_chunks`` (the pinned version's planned files only, Delta deletion vectors and
+The source is the read source's ``iter_chunks`` (the pinned version's planned files only, Delta deletion vectors and
 column mapping honoured, the scan's projection and filters pushed into the Parquet reads). Polars pushes
 its own projection into the scan (``select``) and applies its predicate to each chunk as it arrives; a
 ``head`` stops reading early. Nothing is read until the LazyFrame is collected.
@@ -19,17 +19,17 @@ from dal.errors import require
 if TYPE_CHECKING:
     import polars as pl
 
-    from dal.scan import Scan
+    from dal.read.source import Version
 
 __all__ = ["to_polars"]
 
 
-def _empty(scan: Scan) -> pa.Table:
+def _empty(scan: Version) -> pa.Table:
     schema = scan.arrow_schema
     return pa.Table.from_batches([], schema=pa.schema([schema.field(n) for n in scan.output_names]))
 
 
-def to_polars(scan: Scan, lazy: bool = True) -> pl.LazyFrame | pl.DataFrame:
+def to_polars(scan: Version, lazy: bool = True) -> pl.LazyFrame | pl.DataFrame:
     """``scan`` as a polars ``LazyFrame`` (``lazy=True``) or a collected ``DataFrame``."""
     pl = require("polars", "polars")
     from polars.io.plugins import register_io_source
@@ -37,7 +37,7 @@ def to_polars(scan: Scan, lazy: bool = True) -> pl.LazyFrame | pl.DataFrame:
     schema = pl.from_arrow(_empty(scan)).schema
 
     def source(with_columns: list[str] | None, predicate: Any, n_rows: int | None, _batch: int | None) -> Iterator[Any]:
-        narrowed = scan.select(*with_columns) if with_columns is not None else scan
+        narrowed = scan.with_columns(with_columns) if with_columns is not None else scan
         left = n_rows
         for chunk in narrowed.iter_chunks():
             df = pl.from_arrow(chunk)

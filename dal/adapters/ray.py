@@ -2,7 +2,7 @@
 
 The driver plans the scan once (the pinned version's files only, pruned by partitions and statistics,
 sharded when the scan is) and hands each Ray read task a run of whole chunks of that plan (the chunks
-``Scan.iter_chunks`` reads, so a shuffled scan permutes rows exactly as it does in one process). Each task
+the source's ``iter_chunks`` reads, so a shuffled scan permutes rows exactly as it does in one process). Each task
 reads its chunks with dal's reader: the scan's projection and filters pushed into the Parquet reads, Delta
 deletion vectors, column mapping and partition values from the log honoured. Ray's ``select_columns``
 (and other projections Ray pushes into its reads) narrows the scan's columns before anything is read;
@@ -29,8 +29,8 @@ from dal.errors import FilterError, check_int, require
 if TYPE_CHECKING:
     import ray.data
 
+    from dal.read.source import RowGroups
     from dal.read.tasks import ReadTask
-    from dal.scan import Scan
 
 __all__ = ["to_ray"]
 
@@ -40,12 +40,12 @@ def _ray() -> Any:
     return require("ray.data", "ray")
 
 
-def _out_schema(scan: Scan) -> pa.Schema:
+def _out_schema(scan: RowGroups) -> pa.Schema:
     schema = scan.arrow_schema
     return pa.schema([schema.field(n) for n in scan.output_names])
 
 
-def _read(scan: Scan, tasks: Sequence[ReadTask], schema: pa.Schema) -> Iterator[pa.Table]:
+def _read(scan: RowGroups, tasks: Sequence[ReadTask], schema: pa.Schema) -> Iterator[pa.Table]:
     """A Ray read task's body (on a Ray worker): the scan's rows of ``tasks`` (whole chunks of its plan)."""
     if not tasks:
         yield schema.empty_table()
@@ -73,13 +73,13 @@ def _groups(spans: Sequence[tuple[int, int]], rows: Sequence[int], parts: int) -
     return out
 
 
-def _datasource(scan: Scan) -> Any:
+def _datasource(scan: RowGroups) -> Any:
     """A ``ray.data.Datasource`` reading ``scan`` (a class made on first use: Ray is an optional import)."""
     from ray.data.block import BlockMetadata
     from ray.data.datasource import Datasource, ReadTask
 
     class DalDatasource(Datasource):  # type: ignore[misc]
-        def __init__(self, scan: Scan) -> None:
+        def __init__(self, scan: RowGroups) -> None:
             super().__init__()  # type: ignore[no-untyped-call]
             self.scan = scan
             self._projection_map: dict[str, str] | None = None  # Ray's pushed-down projection (None: all)
@@ -90,14 +90,14 @@ def _datasource(scan: Scan) -> Any:
         def supports_projection_pushdown(self) -> bool:
             return True
 
-        def _scan(self) -> Scan:
+        def _scan(self) -> RowGroups:
             """The scan narrowed to the columns Ray's projection keeps (in the scan's order)."""
             keep = self.get_projection_map()
             if keep is None:
                 return self.scan
             names = [c for c in self.scan.output_names if c in keep]
             # no column at all (Ray's count): one column still, as Ray counts no rows in a block without columns
-            return self.scan.select(*(names or self.scan.output_names[:1]))
+            return self.scan.with_columns(names or self.scan.output_names[:1])
 
         def estimate_inmemory_data_size(self) -> int | None:
             return None
@@ -152,7 +152,7 @@ def _check_read_args(rd: Any, read_args: dict[str, Any]) -> None:
         check_int(read_args["concurrency"], "concurrency", minimum=1)
 
 
-def to_ray(scan: Scan, **read_args: Any) -> ray.data.Dataset:
+def to_ray(scan: RowGroups, **read_args: Any) -> ray.data.Dataset:
     """A Ray ``Dataset`` of ``scan`` (``read_args``: ``ray.data.read_datasource``'s, e.g.
     ``override_num_blocks``, ``concurrency``, ``ray_remote_args``). Nothing is read until Ray executes it;
     ``ray.init`` is Ray's (it starts a local Ray when none is running)."""
@@ -162,6 +162,6 @@ def to_ray(scan: Scan, **read_args: Any) -> ray.data.Dataset:
     _check_read_args(rd, read_args)
     if not scan.output_names:
         raise FilterError("to_ray needs at least one column (Ray counts no rows in blocks without columns)")
-    scan._log_read()  # the read log records a filtered read now, as to_spark does
+    scan.log_read()  # the read log records a filtered read now, as to_spark does
     dataset: ray.data.Dataset = rd.read_datasource(_datasource(scan), **read_args)
     return dataset

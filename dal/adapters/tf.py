@@ -39,14 +39,14 @@ from dal.adapters.arrays import widths as array_widths
 from dal.errors import DalError, check_int, require
 
 if TYPE_CHECKING:
-    from dal.read.feed import RowSource
+    from dal.read.source import Source
 
 
 def _tf() -> Any:
     return require("tensorflow", "tf")
 
 
-def element_spec(scan: RowSource) -> dict[str, Any]:
+def element_spec(scan: Source) -> dict[str, Any]:
     """The TensorSpec (RaggedTensorSpec for variable shapes) of every column the scan yields, batched."""
     tf = _tf()
     spec: dict[str, Any] = {}
@@ -100,11 +100,11 @@ def _no_null_form(typ: pa.DataType) -> bool:
     return no_null_value(typ) or pa.types.is_string(typ) or pa.types.is_large_string(typ)
 
 
-def _nulls(scan: RowSource, name: str) -> DalError:
+def _nulls(scan: Source, name: str) -> DalError:
     return nulls_error(scan.dataset.name, name, "TensorFlow")
 
 
-def _plain(scan: RowSource, name: str) -> bool:
+def _plain(scan: Source, name: str) -> bool:
     """Whether a column has no tensor codec (its Arrow values are what it holds)."""
     field = scan.dataset.schema.get(name)
     return field is None or field.codec in (None, "scalar")
@@ -149,7 +149,7 @@ def _ragged(values: Any, spec: Any) -> Any:
 
 
 def to_tf(
-    scan: RowSource,
+    scan: Source,
     batch_size: int = 256,
     *,
     prefetch: int | None = None,
@@ -194,7 +194,7 @@ def to_tf(
 
 
 def _dataset(
-    scan: RowSource,
+    scan: Source,
     spec: dict[str, Any],
     convert: Callable[[pa.Table], dict[str, Any]],
     batch_size: int,
@@ -206,7 +206,7 @@ def _dataset(
     ragged = {n for n, s in spec.items() if isinstance(s, tf.RaggedTensorSpec)}
 
     def generate() -> Iterator[dict[str, Any]]:
-        epoch_scan = scan.set_epoch(next(epochs))
+        epoch_scan = scan.with_epoch(next(epochs))
         for chunk in epoch_scan.iter_chunks(convert=convert):
             yield {n: _ragged(v, spec[n]) if n in ragged else v for n, v in chunk.items()}
 
@@ -214,7 +214,7 @@ def _dataset(
     return data.prefetch(prefetch if prefetch is not None else tf.data.AUTOTUNE)
 
 
-def _transformed(scan: RowSource, batch_size: int, prefetch: int | None, transform: Any, output_schema: Any) -> Any:
+def _transformed(scan: Source, batch_size: int, prefetch: int | None, transform: Any, output_schema: Any) -> Any:
     """``to_tf`` through a transform (``dal.read.transform``): its declared fields make the element_spec."""
     from dal.read import reader
 
@@ -238,7 +238,7 @@ def _transformed(scan: RowSource, batch_size: int, prefetch: int | None, transfo
     return _dataset(scan, spec, convert, batch_size, prefetch)
 
 
-def _bind(scan: RowSource, transform: Any, output_schema: Any) -> Any:
+def _bind(scan: Source, transform: Any, output_schema: Any) -> Any:
     """The transform bound to the scan, numeric arrays of one width in the data given their width (as without a
     transform), the nulls of columns passed through as stored checked from the footers.
 
@@ -288,7 +288,7 @@ def _field_spec(f: Any) -> Any:
     return _tensor_spec(f.name, f.dtype, f.shape)
 
 
-def _tf_values(scan: RowSource, f: Any, values: Any) -> Any:
+def _tf_values(scan: Source, f: Any, values: Any) -> Any:
     """A transform's output column as its (fixed-shape) TensorSpec takes it.
 
     Raises:

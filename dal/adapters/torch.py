@@ -49,7 +49,8 @@ from dal.errors import DalError, check_int, require, translating
 from dal.read import feed, reader
 
 if TYPE_CHECKING:
-    from dal.scan import Scan
+    from dal.read.source import Source
+    from dal.read.transform import TransformSpec
 
 _torch = require("torch", "torch")
 _data = require("torch.utils.data", "torch")
@@ -108,10 +109,10 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
 
     def __init__(
         self,
-        scan: feed.RowSource,
+        scan: Source,
         batch_size: int = 256,
         *,
-        transform: Transform | None = None,
+        transform: TransformSpec | Transform | None = None,
         output_schema: pa.Schema | None = None,
         num_canonical_shards: int | None = None,
         device: str | None = None,
@@ -145,7 +146,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             if no_null_value(typ := scan.arrow_schema.field(n).type)
             and getattr(schema.get(n), "codec", None) in (None, "scalar")
         })  # fmt: skip
-        self.scan = scan
+        self.source = scan  # the frozen read source (dal.read.source) a Scan or a Mix handed down
         self.batch_size = batch_size
         self.transform = transform
         self.output_schema = output_schema
@@ -162,15 +163,15 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             self._consumed = self._resume = 0
         self.epoch = epoch
 
-    def rank_scan(self) -> feed.RowSource:
-        """The scan for this process: its shard from ``.shard``, else this process's rank (``implicit_rank``;
+    def rank_source(self) -> Source:
+        """The source for this process: its shard from ``.shard``, else this process's rank (``implicit_rank``;
         inside a DataLoader worker: the rank of the process that started it), at this epoch."""
-        scan = self.scan
-        if scan.shard_ is None:
+        scan = self.source
+        if scan.shard is None:
             rank = self._implicit()
             if rank is not None:
-                scan = scan.shard(*rank)
-        return scan.set_epoch(self.epoch)
+                scan = scan.with_shard((*rank, "pad"))
+        return scan.with_epoch(self.epoch)
 
     def _implicit(self) -> tuple[int, int] | None:
         sent = self.__dict__.get("_sent")
@@ -183,12 +184,12 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
     def __getstate__(self) -> dict[str, Any]:
         """Pickled for a worker process (spawn / forkserver DataLoader workers): the rank travels along."""
         state = dict(self.__dict__)
-        state["_sent"] = (implicit_rank() if self.scan.shard_ is None else None,)
+        state["_sent"] = (implicit_rank() if self.source.shard is None else None,)
         return state
 
     def _rank(self) -> tuple[int, int]:
-        scan = self.rank_scan()
-        return (scan.shard_[0], scan.shard_[1]) if scan.shard_ is not None else (0, 1)
+        scan = self.rank_source()
+        return (scan.shard[0], scan.shard[1]) if scan.shard is not None else (0, 1)
 
     # -- resumption ------------------------------------------------------------------------------
 
@@ -203,7 +204,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         info = _data.get_worker_info()
         if info is None and self._token in _READ_BY_WORKERS:
             raise DalError(
-                f"state_dict() of {self.scan.dataset.name} cannot say where its epoch is: the last pass was read by "
+                f"state_dict() of {self.source.dataset.name} cannot say where its epoch is: the last pass was read by "
                 "plain DataLoader worker processes, which this process cannot see (it would say 0 rows, and a "
                 "resume would repeat them); use data.loader(num_workers=k), or torchdata's "
                 "StatefulDataLoader(data, batch_size=None, num_workers=k) and its state_dict()"
@@ -213,7 +214,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             _rank, world = self._rank()
             owned = self.num_canonical_shards // world
             rows = self._resume + self._consumed // owned  # rows of each canonical shard
-        state = feed.make_state(self.rank_scan(), self.num_canonical_shards, feed.Position(self.epoch, rows))
+        state = feed.make_state(self.rank_source(), self.num_canonical_shards, feed.Position(self.epoch, rows))
         if info is not None and info.num_workers > 1:  # rows of this worker's share (a plain DataLoader's)
             state["worker"] = [info.id, info.num_workers]
         return state
@@ -224,37 +225,37 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         Raises:
             DalError: the state is of another dataset, version, seed, or (without canonical shards)
                 another rank/world size."""
-        pos = feed.check_state(self.rank_scan(), state, self.num_canonical_shards)
+        pos = feed.check_state(self.rank_source(), state, self.num_canonical_shards)
         info = _data.get_worker_info()
         here = [info.id, info.num_workers] if info is not None and info.num_workers > 1 else None
         if isinstance(state, dict) and state.get("worker") != here:
             raise DalError(
-                f"cannot resume {self.scan.dataset.name}: the state was saved in DataLoader worker "
+                f"cannot resume {self.source.dataset.name}: the state was saved in DataLoader worker "
                 f"{state.get('worker')} (as [worker, workers]), this is {here or 'the main process'}"
             )
         self.epoch, self._resume, self._consumed = pos.epoch, pos.rows, 0
 
     # -- the stream --------------------------------------------------------------------------------
 
-    def _stream(self, skip: int) -> feed.Stream[Any]:
-        scan = self.rank_scan()
+    def _stream(self, skip: int) -> feed.Stream:
+        scan = self.rank_source()
         if self.num_canonical_shards is None:
-            return feed.plain_stream(scan, skip)
+            return scan.rank_stream(skip)
         rank, world = self._rank()
         return feed.canonical_stream(scan, self.num_canonical_shards, rank, world, self.batch_size, skip)
 
     def num_batches(self, num_workers: int = 0) -> int:
         """Batches this rank yields per epoch (``num_workers``: of a plain DataLoader over this dataset)."""
-        scan = self.rank_scan()
+        scan = self.rank_source()
         if self.num_canonical_shards is not None or num_workers <= 1:
             if self.num_canonical_shards is not None:
                 rows = self._stream(0).rows
             else:
-                rows = feed.rank_rows(scan)
+                rows = scan.rank_rows()
             return -(-rows // self.batch_size)
         total = 0
         for w in range(num_workers):
-            rows = feed.rank_rows(scan, w, num_workers)  # counted (filter columns only), not read
+            rows = scan.rank_rows(w, num_workers)  # counted (filter columns only), not read
             total += -(-rows // self.batch_size)
         return total
 
@@ -265,20 +266,20 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             n, decoded = self._bound.apply(table)
             return n, {name: _tensor(values) for name, values in decoded.items()}
         else:
-            schema = self.scan.dataset.schema
+            schema = self.source.dataset.schema
             for name in table.column_names:
                 typ = table.schema.field(name).type
                 if no_null_value(typ) and table.column(name).null_count:
                     # NumPy would turn this chunk's ints into float64 with NaN (timestamps into INT64_MIN,
                     # bools into objects) while chunks without nulls stay int64: refuse, as to_tf does
-                    raise nulls_error(self.scan.dataset.name, name, str(typ))
+                    raise nulls_error(self.source.dataset.name, name, str(typ))
             arrays = [
                 n
                 for n in table.column_names
                 if numeric_list(table.schema.field(n).type)
                 and getattr(schema.get(n), "codec", None) in (None, "scalar")
             ]
-            decoded = self.scan.dataset.decode(table.drop_columns(arrays))
+            decoded = self.source.dataset.decode(table.drop_columns(arrays))
             for n in arrays:  # numeric arrays: one (rows, n) tensor when of one length, else one per row
                 m = matrix(table.column(n))
                 decoded[n] = rows(table.column(n)) if m is None else m
@@ -291,7 +292,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             reader.ordered_map(lambda i: self.convert(units[i]()), len(units), 3), reader.PREFETCH_CHUNKS
         )
 
-    @translating("reading {self.scan.dataset.name} version {self.scan.dataset.number}")
+    @translating("reading {self.source.dataset.name} version {self.source.dataset.number}")
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = _data.get_worker_info()
         if info is not None and info.num_workers > 1:
@@ -301,7 +302,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             _READ_BY_WORKERS.pop(self._token, None)  # read here: state_dict() knows where it is
         skip, self._consumed = self._resume, 0
         if self.num_canonical_shards is None:  # one pyarrow scanner streams the rank's chunks
-            chunks = self.rank_scan().iter_chunks(skip_rows=skip, convert=self.convert)
+            chunks = self.rank_source().iter_chunks(skip_rows=skip, convert=self.convert)
         else:
             chunks = self._chunks(self._stream(skip).units)
         batches = feed.split_batches(chunks, self.batch_size, _take, _join, _split)
@@ -312,14 +313,14 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
 
     def _worker_batches(self, worker: int, workers: int) -> Iterator[dict[str, Any]]:
         """Inside a plain DataLoader worker: a disjoint share of the rank's rows (equal across ranks)."""
-        scan = self.rank_scan()
+        scan = self.rank_source()
         if self.num_canonical_shards is not None:
             raise DalError(
                 "num_canonical_shards needs the batches counted in the main process: "
                 "use data.loader(num_workers=...) instead of DataLoader(data, num_workers=...)"
             )
         skip, self._consumed = self._resume, 0  # skip: a worker's own state (StatefulDataLoader keeps one per worker)
-        chunks = feed.worker_chunks(scan, worker, workers, self.convert, skip)
+        chunks = scan.worker_chunks(worker, workers, self.convert, skip)
         for n, batch in feed.split_batches(chunks, self.batch_size, _take, _join, _split):
             self._consumed += n
             yield _Shipped(_batch(batch), self._token)  # through the worker's pipe as one bytes object
@@ -363,7 +364,7 @@ class _Units(_data.IterableDataset):  # type: ignore[misc,name-defined]
 
         return (self.owner.convert(read(groups[i])) for i in range(worker, len(groups), workers))
 
-    @translating("reading {self.owner.scan.dataset.name} version {self.owner.scan.dataset.number}")
+    @translating("reading {self.owner.source.dataset.name} version {self.owner.source.dataset.number}")
     def __iter__(self) -> Iterator[tuple[int, int, int, Any]]:
         info = _data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
@@ -419,7 +420,7 @@ class Loader:
             return
         _READ_BY_WORKERS.pop(data._token, None)
         skip, data._consumed = data._resume, 0
-        rank = data._implicit() if data.scan.shard_ is None else None
+        rank = data._implicit() if data.source.shard is None else None
         if self._loader is not None and rank != self._rank:
             self._loader = None  # persistent workers started as another rank (before init_process_group)
         self._rank = rank
@@ -689,12 +690,12 @@ class MapDataset(_data.Dataset):  # type: ignore[misc,name-defined]
         DalError: a sampled or balanced scan; a null a tensor cannot hold (at conversion).
     """
 
-    def __init__(self, scan: Scan, *, cache_bytes: int | None = None) -> None:
+    def __init__(self, scan: Source, *, cache_bytes: int | None = None) -> None:
         from dal.read.access import CACHE_BYTES, RowIndex
 
         super().__init__()
         self.index = RowIndex(scan, CACHE_BYTES if cache_bytes is None else cache_bytes)
-        self._convert = TorchDataset(self.index.scan, 1)  # the streaming path's conversion: the same tensors
+        self._convert = TorchDataset(self.index.source, 1)  # the streaming path's conversion: the same tensors
 
     def __len__(self) -> int:
         return len(self.index)

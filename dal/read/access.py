@@ -27,11 +27,11 @@ import pyarrow as pa
 
 from dal.errors import DalError
 from dal.read import reader
-from dal.read.plan import translate_missing
+from dal.read.pinned import translate_missing
+from dal.read.source import RowGroups, Source
 
 if TYPE_CHECKING:
     from dal.read.tasks import ReadTask
-    from dal.scan import Scan
 
 CACHE_BYTES = 256 * 1024 * 1024  # decoded row groups a RowIndex keeps (most recently used first)
 
@@ -43,13 +43,13 @@ class RowIndex:
         DalError: a sampled or balanced scan (its rows change each epoch: iterate it instead).
     """
 
-    def __init__(self, scan: Scan, cache_bytes: int = CACHE_BYTES) -> None:
-        if scan.sample_ is not None:
-            raise DalError("random access needs a fixed set of rows: a sampled or balanced scan changes each epoch")
-        self.scan = dataclasses.replace(scan, shuffle_=None)  # positions in reading order, whatever the epoch
+    def __init__(self, source: Source, cache_bytes: int = CACHE_BYTES) -> None:
+        if not isinstance(source, RowGroups):
+            raise DalError(f"random access needs a fixed set of rows: {source.WHAT} changes each epoch")
+        self.source = dataclasses.replace(source, shuffle=None)  # positions in reading order, whatever the epoch
         self.cache_bytes = cache_bytes
-        self.tasks: list[ReadTask] = self.scan.plan()
-        counts = self.scan.task_rows(self.tasks)
+        self.tasks: list[ReadTask] = self.source.plan()
+        counts = self.source.task_rows(self.tasks)
         self.starts = np.concatenate([[0], np.cumsum(np.asarray(counts, dtype=np.int64))])
         self._cache: OrderedDict[int, pa.Table] = OrderedDict()
         self._lock = threading.Lock()
@@ -113,9 +113,9 @@ class RowIndex:
             if held is not None:
                 self._cache.move_to_end(t)
                 return held
-        with translate_missing(self.scan.dataset):
-            table = reader.read_task(self.scan.query, self.tasks[t])
-        reader.check_rows(self.scan.query, [self.tasks[t]], table)  # positions come from the footers' counts
+        with translate_missing(self.source.dataset):
+            table = reader.read_task(self.source.query, self.tasks[t])
+        reader.check_rows(self.source.query, [self.tasks[t]], table)  # positions come from the footers' counts
         with self._lock:
             self._cache[t] = table
             held_bytes = sum(x.nbytes for x in self._cache.values())
@@ -127,8 +127,8 @@ class RowIndex:
         """The rows at ``indices``, in that order (repeats allowed), as one Arrow table of the scan's columns."""
         idx = self.positions(indices)
         if idx.size == 0:
-            schema = self.scan.arrow_schema
-            return pa.Table.from_batches([], schema=pa.schema([schema.field(n) for n in self.scan.output_names]))
+            schema = self.source.arrow_schema
+            return pa.Table.from_batches([], schema=pa.schema([schema.field(n) for n in self.source.output_names]))
         group = np.searchsorted(self.starts, idx, side="right") - 1
         order = np.argsort(group, kind="stable")
         pieces = []

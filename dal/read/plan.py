@@ -13,18 +13,14 @@ several files.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import logging
 import os
-import threading
-from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cached_property
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -32,12 +28,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from dal import expr as E
-from dal.catalog.types import DatasetInfo, Schema, VersionInfo
 from dal.errors import FilterError, FormatError
+from dal.expr.walk import columns_in, conjoin, conjuncts, renamed
 from dal.formats.base import DataFile
 from dal.formats.footers import checked_rows
 from dal.formats.fragments import dataset_from_files, partition_expression, read_exact, row_group_starts
-from dal.formats.index import FileIndex
+from dal.read.pinned import Pinned, QueryPlan, translate_missing
 from dal.read.sharding import Remainder, assign, share
 from dal.read.tasks import ReadTask
 from dal.storage import timeparts, uris
@@ -47,101 +43,6 @@ from dal.storage.timeparts import TimePartitions
 _log = logging.getLogger("dal")
 
 TableOrBatch = TypeVar("TableOrBatch", pa.Table, pa.RecordBatch)
-PLAN_CACHE = 32  # plans (per filter and window) kept per opened version
-
-
-class Pinned(Protocol):
-    """What planning and reading need of a pinned version (``dal.Dataset`` is one)."""
-
-    @property
-    def info(self) -> DatasetInfo: ...
-    @property
-    def version(self) -> VersionInfo: ...
-    @property
-    def storage_options(self) -> Mapping[str, str]: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def number(self) -> int: ...
-    @property
-    def schema(self) -> Schema: ...
-    @property
-    def location(self) -> str: ...
-    @property
-    def plan_cache(self) -> PlanCache: ...
-    def files(self) -> list[DataFile]: ...
-    def file_index(self) -> FileIndex | None: ...
-    def arrow_schema(self) -> pa.Schema: ...
-    def physical_schema(self) -> pa.Schema | None: ...
-    def decode(self, table: pa.Table) -> dict[str, Any]: ...
-
-
-@contextmanager
-def translate_missing(ds: Pinned) -> Iterator[None]:
-    """A data file the version pins that is gone (vacuumed) becomes a FormatError naming the version."""
-    try:
-        yield
-    except FileNotFoundError as e:
-        raise FormatError(
-            f"{ds.name} version {ds.number} (storage version {ds.version.storage_version}) is no longer readable: "
-            f"a file it pins is gone ({e}); was it removed by a VACUUM?"
-        ) from e
-
-
-@dataclass
-class QueryPlan:
-    """What one (filters, window) costs to find out once: its tasks, their footers, matching-row counts."""
-
-    tasks: list[ReadTask] | None = None
-    fragments: dict[str, pads.ParquetFileFragment] = field(default_factory=dict)
-    matching: dict[tuple[str, int], int] = field(default_factory=dict)
-    row_group_bytes: tuple[int, int] | None = None  # (largest decoded row group of the projection, its rows)
-    # (files of the version, files kept by partition and window pruning, their row groups, row groups kept)
-    pruning: tuple[int, int, int, int] | None = None
-    pid: int = field(default_factory=os.getpid)  # the process whose filesystem clients ``fragments`` hold
-
-
-class PlanCache:
-    """Per opened version: its file list, schemas, and the last ``PLAN_CACHE`` query plans (LRU).
-
-    Thread-safe: the read-ahead thread and DataLoader/tf.data threads plan too."""
-
-    def __init__(self, size: int = PLAN_CACHE) -> None:
-        self.size = size
-        self._lock = threading.Lock()
-        self._values: dict[str, Any] = {}
-        self._queries: OrderedDict[str, QueryPlan] = OrderedDict()
-
-    def __getstate__(self) -> dict[str, Any]:  # DataLoader workers get a copy: locks do not pickle
-        return {"size": self.size, "_values": dict(self._values), "_queries": OrderedDict(self._queries)}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def value(self, key: str, compute: Any) -> Any:
-        """The cached value of ``key`` (files, schema, …), computed once by ``compute()``."""
-        if key not in self._values:
-            value = compute()  # outside the lock: it may do I/O; a race computes it twice, harmlessly
-            with self._lock:
-                self._values.setdefault(key, value)
-        return self._values[key]
-
-    def query(self, filters: tuple[E.Expr, ...], window: Window | None) -> QueryPlan:
-        """The plan of these filters and window (bound expressions have no hash: keyed by their repr)."""
-        key = repr((filters, window))
-        with self._lock:
-            plan = self._queries.get(key)
-            if plan is None:
-                plan = self._queries[key] = QueryPlan()
-                while len(self._queries) > self.size:
-                    self._queries.popitem(last=False)  # least recently used
-            else:
-                self._queries.move_to_end(key)
-            return plan
-
-    def __len__(self) -> int:
-        return len(self._queries)
 
 
 @dataclass(frozen=True)
@@ -225,12 +126,7 @@ class Query:
         exprs = list(self.filters)
         if self.window is not None:
             exprs.append(window_expr(self.window, self.schema))
-        if not exprs:
-            return None
-        out = exprs[0]
-        for e in exprs[1:]:
-            out = E.And(out, e)
-        return out
+        return conjoin(exprs)
 
     @cached_property
     def row_filter(self) -> pc.Expression | None:
@@ -365,22 +261,8 @@ class Query:
             store.fragments[uri] = fragment  # keeps its footer once split_by_row_group has read it
             values = uri_of[uri].partition_values if uri in uri_of else ()
             deleted = uri_of[uri].deleted_rows if uri in uri_of else ()
-            if flt is not None and not mapped:
-                pieces = fragment.split_by_row_group(filter=flt, schema=self.schema)
-            elif pruning is not None and pruning[2] <= set(fragment.physical_schema.names):
-                # column mapping: statistics carry the physical names, so prune by the data-column
-                # terms of the filter renamed to them (only where the file has every one of them)
-                pieces = fragment.split_by_row_group(filter=pruning[0], schema=pruning[1])
-            else:
-                pieces = fragment.split_by_row_group(schema=self.schema)
-            rows = checked_rows(fragment.metadata, uris.mask_url(uri))  # the footer split_by_row_group read
-            claimed = uri_of[uri].row_count if uri in uri_of else None
-            if claimed is not None and claimed != rows:  # a log/record count the catalog's count() came from
-                raise FormatError(
-                    f"{self.source.name} version {self.source.number}: {uris.mask_url(uri)} holds {rows:,} rows "
-                    f"by its Parquet footer but the version says {claimed:,}: dal will not read a version whose "
-                    "row count it cannot return"
-                )
+            pieces = self._row_groups_kept(fragment, flt, pruning)
+            self._check_row_count(uri, fragment, uri_of[uri].row_count if uri in uri_of else None)
             kept_files, groups = kept_files + 1, groups + fragment.num_row_groups
             starts = row_group_starts(fragment.path, fragment.filesystem) if deleted else []
             for piece in pieces:
@@ -400,6 +282,32 @@ class Query:
             groups,
         )
         return tasks
+
+    def _row_groups_kept(
+        self,
+        fragment: pads.ParquetFileFragment,
+        flt: pc.Expression | None,
+        pruning: tuple[pc.Expression, pa.Schema, set[str]] | None,
+    ) -> list[pads.ParquetFileFragment]:
+        """The file's row groups the filter's statistics do not rule out (``pruning``: column mapping's)."""
+        if flt is not None and self.physical is None:
+            return list(fragment.split_by_row_group(filter=flt, schema=self.schema))
+        if pruning is not None and pruning[2] <= set(fragment.physical_schema.names):
+            # column mapping: statistics carry the physical names, so prune by the data-column
+            # terms of the filter renamed to them (only where the file has every one of them)
+            return list(fragment.split_by_row_group(filter=pruning[0], schema=pruning[1]))
+        return list(fragment.split_by_row_group(schema=self.schema))
+
+    def _check_row_count(self, uri: str, fragment: pads.ParquetFileFragment, claimed: int | None) -> None:
+        """The footer's rows (read by ``split_by_row_group``) against the count the version's log or record
+        claims (what the catalog's ``count()`` came from): a FormatError when they differ."""
+        rows = checked_rows(fragment.metadata, uris.mask_url(uri))
+        if claimed is not None and claimed != rows:
+            raise FormatError(
+                f"{self.source.name} version {self.source.number}: {uris.mask_url(uri)} holds {rows:,} rows "
+                f"by its Parquet footer but the version says {claimed:,}: dal will not read a version whose "
+                "row count it cannot return"
+            )
 
     def fragment(self, task: ReadTask, row_groups: Sequence[int] | None = None) -> pads.ParquetFileFragment:
         """The row groups of one file as a fragment, reusing the footer planning read when it can."""
@@ -513,21 +421,14 @@ class Query:
         parts = set(self.source.version.partition_columns)
         rename = {f.name: p.name for f, p in zip(self.schema, physical, strict=True) if f.name not in parts}
         terms = list(self.filters) + ([window_expr(self.window, self.schema)] if self.window is not None else [])
-        flat: list[E.Expr] = []
-        while terms:
-            t = terms.pop()
-            if isinstance(t, E.And):
-                terms += [t.left, t.right]
-            else:
-                flat.append(t)
+        flat = [c for t in terms for c in conjuncts(t)]
         keep = [t for t in flat if (cols := set(columns_in(t))) and cols <= rename.keys()]
         if not keep:
             return None
         schema = pa.schema([f if f.name in parts else p for f, p in zip(self.schema, physical, strict=True)])
         try:
-            out = renamed(keep[0], rename)
-            for t in keep[1:]:
-                out = E.And(out, renamed(t, rename))
+            out = conjoin([renamed(t, rename) for t in keep])
+            assert out is not None
             expr = E.pushdown(out, schema)[0]  # pruning only: widened where statistics would lose NaN rows
         except Exception:  # pruning is an optimisation: never let it fail a read
             return None
@@ -555,43 +456,9 @@ def window_expr(w: Window, schema: pa.Schema) -> E.Expr:
         terms.append(E.Col(w.column) >= bound(w.start))
     if w.end is not None:
         terms.append(E.Col(w.column) < bound(w.end))
-    out = terms[0]
-    for t in terms[1:]:
-        out = E.And(out, t)
+    out = conjoin(terms)
+    assert out is not None  # a Window has a start or an end
     return E.bind(out, schema)
-
-
-def columns_in(node: Any, *, ordered: bool = False) -> list[str]:
-    """The columns an expression names (in order of appearance, with repeats when ``ordered``)."""
-    out: list[str] = []
-
-    def walk(n: Any) -> None:
-        if isinstance(n, E.Col):
-            out.append(n.name)
-        elif dataclasses.is_dataclass(n) and not isinstance(n, type):
-            for f in dataclasses.fields(n):
-                walk(getattr(n, f.name))
-        elif isinstance(n, tuple | list):
-            for item in n:
-                walk(item)
-
-    walk(node)
-    return out if ordered else list(dict.fromkeys(out))
-
-
-def renamed(node: Any, names: dict[str, str]) -> Any:
-    """``node`` with its column references renamed."""
-    if isinstance(node, E.Col):
-        return E.Col(names[node.name])
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        return dataclasses.replace(
-            node, **{f.name: renamed(getattr(node, f.name), names) for f in dataclasses.fields(node) if f.init}
-        )
-    if isinstance(node, tuple):
-        return tuple(renamed(item, names) for item in node)
-    if isinstance(node, list):
-        return [renamed(item, names) for item in node]
-    return node
 
 
 def deleted_in(deleted: Sequence[int], start: int, rows: int) -> tuple[int, ...]:

@@ -24,7 +24,8 @@ import pyarrow.dataset as pads
 
 from dal.errors import FormatError
 from dal.formats.fragments import parquet_format
-from dal.read.plan import Query, translate_missing
+from dal.read.pinned import translate_missing
+from dal.read.plan import Query
 from dal.read.prefetch import prefetch as prefetch  # reader.prefetch: the sampled path and torch use it
 from dal.read.tasks import ReadTask
 

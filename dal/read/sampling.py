@@ -48,7 +48,8 @@ import pyarrow.compute as pc
 
 from dal.errors import DalError, FilterError, check_int, one_line
 from dal.read import reader
-from dal.read.plan import Query, translate_missing
+from dal.read.pinned import translate_missing
+from dal.read.plan import Query
 from dal.read.sharding import share
 from dal.read.tasks import ReadTask
 
@@ -314,15 +315,18 @@ def _starts(counts: Sequence[int], spans: Sequence[tuple[int, int]]) -> list[int
 
 
 class ScanRows(Rows):
-    """A scan's epoch: its row groups in epoch order, chunked as ``Scan.iter_chunks`` chunks them."""
+    """A plain scan's epoch: its row groups in epoch order (``tasks``), chunked as it streams them (``spans``)."""
 
-    def __init__(self, scan: Any) -> None:
-        whole = _unsharded(scan)
-        self.query: Query = whole.query
-        self.tasks = whole.plan()
-        self.spans = whole.chunk_spans(self.tasks)
-        self.permute = whole._permute()
-        super().__init__(_starts(whole.task_rows(self.tasks), self.spans))
+    def __init__(
+        self,
+        query: Query,
+        tasks: list[ReadTask],
+        spans: list[tuple[int, int]],
+        counts: Sequence[int],
+        permute: tuple[int, int] | None,
+    ) -> None:
+        self.query, self.tasks, self.spans, self.permute = query, tasks, spans, permute
+        super().__init__(_starts(counts, spans))
 
     def read_chunk(self, i: int) -> pa.Table:
         a, b = self.spans[i]
@@ -335,28 +339,27 @@ class PickRows(Rows):
     """A sampled or balanced scan's epoch: the picked rows of the picked row groups, in the scan's epoch
     order (row groups permuted and rows permuted inside each chunk when shuffled)."""
 
-    def __init__(self, scan: Any) -> None:
-        whole = _unsharded(scan)
-        selection: Selection = whole.sample_
+    def __init__(self, source: Any) -> None:
+        whole = source.with_shard(None)  # a dal.read.source.Picked
+        selection: Selection = whole.selection
         self.selection, self.epoch = selection, whole.epoch
         self.columns = whole.output_names
         columns = whole.columns
         if isinstance(selection, Balance) and columns is not None and selection.by not in columns:
             columns = (*columns, selection.by)  # the draw needs the class column; dropped after
-        self.query = Query(whole.dataset, columns, whole.filters, whole.window_)
+        self.query = Query(whole.dataset, columns, whole.filters, whole.window)
         with translate_missing(whole.dataset):
             if isinstance(selection, Sample):
                 taken, self.classes = _draw_sample(whole.query, selection, whole.epoch), None
             else:
                 taken, self.classes = _draw_balance(whole, selection, whole.epoch)
         # the epoch's order: the scan's (row groups permuted when shuffled), keeping picked row groups
-        order = [t for t in whole.query.ordered(whole.shuffle_, whole.epoch) if taken.get(_key(t), (0, 0))[1] > 0]
+        order = [t for t in whole.query.ordered(whole.shuffle, whole.epoch) if taken.get(_key(t), (0, 0))[1] > 0]
         self.tasks = order
         self.matching = [taken[_key(t)][0] for t in order]
         self.taken = [taken[_key(t)][1] for t in order]
-        floor = whole.shuffle_[1] if whole.shuffle_ is not None else 0
-        self.spans = _spans(self.taken, self.matching, reader.chunk_rows(whole.query, floor))
-        self.permute = whole._permute()
+        self.spans = _spans(self.taken, self.matching, reader.chunk_rows(whole.query, whole.chunk_floor()))
+        self.permute = whole.permute()
         self.task_starts = list(np.concatenate([[0], np.cumsum(self.taken, dtype=np.int64)]).tolist())
         super().__init__(_starts(self.taken, self.spans))
 
@@ -440,12 +443,6 @@ def _order_key(value: Any) -> tuple[int, str]:
     return (value is None, repr(value))
 
 
-def _unsharded(scan: Any) -> Any:
-    from dataclasses import replace
-
-    return scan if scan.shard_ is None else replace(scan, shard_=None)
-
-
 def _draw_sample(query: Query, s: Sample, epoch: int) -> dict[tuple[str, int, int], tuple[int, int]]:
     """Per picked row group: (matching rows, rows taken). Only picked row groups are counted."""
     tasks = query.all_tasks()
@@ -496,10 +493,11 @@ def _draw_sample(query: Query, s: Sample, epoch: int) -> dict[tuple[str, int, in
     return {_key(tasks[i]): (int(m), int(k)) for i, m, k in zip(order.tolist(), counts[order], taken, strict=True) if k}
 
 
-def class_counts(scan: Any, by: str) -> list[dict[Any, int]]:
+def class_counts(source: Any, by: str) -> list[dict[Any, int]]:
     """Rows per class value of ``by`` in every planned row group (``Query.all_tasks`` order), counted once
     per pinned version, filter and window by reading only ``by`` and the filter columns (cached)."""
-    query = Query(scan.dataset, (by,), scan.filters, scan.window_)
+    scan = source
+    query = Query(scan.dataset, (by,), scan.filters, scan.window)
     tasks = query.all_tasks()
 
     def count(i: int) -> dict[Any, int]:
@@ -528,7 +526,7 @@ def _draw_balance(
 ) -> tuple[dict[tuple[str, int, int], tuple[int, int]], list[dict[Any, int]]]:
     """Per row group: (matching rows, rows taken), and the rows taken of each class."""
     per_task = class_counts(scan, b.by)
-    tasks = Query(scan.dataset, (b.by,), scan.filters, scan.window_).all_tasks()
+    tasks = Query(scan.dataset, (b.by,), scan.filters, scan.window).all_tasks()
     totals = _class_totals(per_task, b.by)
     classes = sorted(totals, key=_order_key)
     weights = _class_weights(b, classes, totals)
@@ -554,7 +552,7 @@ def _draw_balance(
         if k:
             out[_key(t)] = (sum(per_task[i].values()), k)
             picks[_key(t)] = {c: int(taken[i, j]) for j, c in enumerate(live) if taken[i, j]}
-    order = [t for t in scan.query.ordered(scan.shuffle_, epoch) if _key(t) in out]
+    order = [t for t in scan.query.ordered(scan.shuffle, epoch) if _key(t) in out]
     return out, [picks[_key(t)] for t in order]
 
 
@@ -617,11 +615,6 @@ def _class_rows(b: Balance, live: Sequence[Any], shares: np.ndarray, totals: Map
                     )
                 wanted[c] = totals[c]  # rounding
     return wanted
-
-
-def scan_rows(scan: Any) -> Rows:
-    """The virtual rows of a scan's epoch (its whole epoch, whatever its shard)."""
-    return PickRows(scan) if scan.sample_ is not None else ScanRows(scan)
 
 
 # -- ranges of virtual rows: shards, workers, resumption, units ------------------------------------------

@@ -54,7 +54,7 @@ from dal.errors import DalError, require
 from dal.tensors.codecs import shape_matches
 
 if TYPE_CHECKING:
-    from dal.read.feed import RowSource
+    from dal.read.source import Source
 
 __all__ = ["Bound", "OutField", "TransformError", "TransformSpec", "bind", "edit_field"]
 
@@ -535,7 +535,7 @@ def _cells(f: OutField, cells: list[Any]) -> Any:
     return checked
 
 
-def scan_fields(scan: RowSource, shapes: Mapping[str, Shape] | None = None) -> list[OutField]:
+def scan_fields(scan: Source, shapes: Mapping[str, Shape] | None = None) -> list[OutField]:
     """The columns ``scan`` yields as a transform sees them; ``shapes`` overrides some (e.g. array widths)."""
     schema = scan.arrow_schema
     fields = [
@@ -548,7 +548,7 @@ def scan_fields(scan: RowSource, shapes: Mapping[str, Shape] | None = None) -> l
 def bind(
     transform: Any,
     output_schema: pa.Schema | None,
-    scan: RowSource,
+    scan: Source,
     shapes: Mapping[str, Shape] | None = None,
 ) -> Bound:
     """Check ``transform`` (a TransformSpec, or a function with its ``output_schema``) against ``scan``

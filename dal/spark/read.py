@@ -19,15 +19,15 @@ from dal.storage import uris
 from dal.storage.partitions import NULL_PARTITION
 
 if TYPE_CHECKING:
-    from dal.read.plan import Pinned
-    from dal.scan import Scan
+    from dal.read.pinned import Pinned
 
 from dal import expr as E
-from dal.read.plan import as_datetime
+from dal.read.plan import as_datetime, window_expr
+from dal.read.source import RowGroups
 from dal.spark.session import get_spark, hadoop_reaches, native_source
 
 
-def scan_to_spark(scan: Scan, spark: Any = None) -> Any:
+def scan_to_spark(scan: RowGroups, spark: Any = None) -> Any:
     """The pinned version in Spark with the scan's filters and window as Spark predicates (so Spark pushes
     them into its Parquet scan) and its projection as a select.
 
@@ -35,7 +35,7 @@ def scan_to_spark(scan: Scan, spark: Any = None) -> Any:
     the rank's rows, as ``to_arrow`` would. Shuffling orders rows, and a DataFrame has no order: the rows
     are the same either way."""
     spark = get_spark(spark)
-    if scan.shard_ is not None or (
+    if scan.shard is not None or (
         not uris.is_local(scan.dataset.location) and not hadoop_reaches(spark, scan.dataset.location)
     ):
         # sharded, or no Hadoop filesystem for this store (no hadoop-aws here): executors read the planned
@@ -43,8 +43,8 @@ def scan_to_spark(scan: Scan, spark: Any = None) -> Any:
         return read_tasks(scan, spark)
     df = read_version(scan, spark)
     conditions = list(scan.filters)
-    if scan.window_ is not None:
-        conditions.append(scan._window_expr(scan.window_))
+    if scan.window is not None:
+        conditions.append(window_expr(scan.window, scan.arrow_schema))
     floating = {f.name for f in scan.arrow_schema if pa.types.is_floating(f.type)}
     ntz = {f.name for f in df.schema.fields if f.dataType.typeName() == "timestamp_ntz"}
     for c in conditions:
@@ -140,7 +140,7 @@ def _compared(op: str, a: Any, b: Any) -> Any:
     return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
 
-def read_version(scan: Scan, spark: Any = None) -> Any:
+def read_version(scan: RowGroups, spark: Any = None) -> Any:
     """A Spark DataFrame of exactly the pinned version ``scan`` reads (all of it: the caller applies the scan's
     filters and projection)."""
     dataset = scan.dataset
@@ -194,7 +194,7 @@ def _zoned(dataset: Pinned) -> set[str]:
     } & naive
 
 
-def read_tasks(scan: Scan, spark: Any) -> Any:
+def read_tasks(scan: RowGroups, spark: Any) -> Any:
     """The scan's planned ReadTasks read by Spark's executors with pyarrow (``mapInArrow``): a distributed
     read of exactly the pinned version that needs no Hadoop filesystem for the storage (e.g. S3 without
     hadoop-aws). The scan's projection and filter are applied as each task is read, and a sliced task
@@ -219,7 +219,7 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
         scan.dataset.location,
         dict(scan.dataset.storage_options),
         scan.arrow_schema,
-        getattr(scan, "_physical", None),
+        scan.query.physical,
         columns,
         scan.row_filter,
         scan.query.scan_filter,  # widened where Parquet statistics could lose NaN rows (dal.expr.pushdown)
@@ -279,7 +279,7 @@ def read_tasks(scan: Scan, spark: Any) -> Any:
     return frame.mapInArrow(run, spark_schema)
 
 
-def _read_files(scan: Scan, spark: Any) -> Any:
+def _read_files(scan: RowGroups, spark: Any) -> Any:
     from pyspark.sql import functions as F
 
     dataset = scan.dataset
@@ -289,7 +289,7 @@ def _read_files(scan: Scan, spark: Any) -> Any:
     # pyarrow's Parquet): Spark's reader refuses them. The planned tasks read them exactly (in microseconds).
     nanos = any(pa.types.is_timestamp(f.type) and f.type.unit == "ns" for f in arrow)
     if any(f.deleted_rows for f in files) or dataset.physical_schema() or nanos:
-        return read_tasks(type(scan)(dataset), spark)  # a scan of the whole version
+        return read_tasks(RowGroups(pinned=dataset), spark)  # the whole version
     parts = list(dataset.version.partition_columns)
     zoned = _zoned(dataset)
     data_schema = _spark_schema([f for f in arrow if f.name not in parts], zoned)

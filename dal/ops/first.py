@@ -18,7 +18,7 @@ import pyarrow as pa
 from dal.dataset import Dataset
 from dal.formats.base import DataFile
 from dal.formats.index import FileIndex
-from dal.read.plan import PlanCache
+from dal.read.pinned import PlanCache
 from dal.scan import Scan
 
 

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from dal import progress, validate
 from dal._testhooks import pause
-from dal.api import CatalogLike, check_claim, get_catalog, is_read_only, not_recorded, sync, sync_recorded
+from dal.api import CatalogLike, get_catalog, sync, sync_recorded
 from dal.catalog import Catalog, VersionInfo, VersionRef
 from dal.catalog.store import EXPIRED_AT, FILES_DELETED, UNAVAILABLE
 from dal.catalog.types import DatasetInfo, Schema
@@ -49,6 +49,7 @@ from dal.formats.registry import get_format
 from dal.storage import claims, intents, ownership, uris
 from dal.storage.location import Location
 from dal.tensors.schema import decode_table
+from dal.writes.recording import check_claim, is_read_only, not_recorded
 
 if TYPE_CHECKING:
     from dal.scan import Scan

@@ -146,77 +146,136 @@ def commit(
             write's directory is removed.
     """
     loc = Location.of(location, storage_options)
-    token = directory.rsplit("-", 1)[-1]
-    target = directory
-    publishing: int | None = None
+    state = _Publishing(directory, directory.rsplit("-", 1)[-1])
     try:
         while True:
-            numbers = committed_numbers(loc)
-            _refuse_adopted(loc, numbers)
-            latest = latest_commit(loc, numbers)
-            if base is not ... and (latest.version if latest is not None else None) != base:
-                assert latest is not None
-                read = f"version {base}" if base is not None else "no version"
-                raise WriteConflict(
-                    f"{loc.uri}: Petastorm version {latest.version} was committed while this {mode} ran (it read "
-                    f"{read}); nothing was committed, so no rows of that commit were lost: run it again"
-                )
-            n = numbers[-1] + 1 if numbers else 0  # an abandoned commit's number is never reused
-            target = f"v{n}-{token}"
-            _check_staged(loc, directory, new_files)
-            if target != directory:  # another writer committed meanwhile: take the next number
-                for f in new_files:
-                    loc.move(f"{directory}/{f.path}", f"{target}/{f.path}")
-                loc.delete_dir(directory)
-                directory = target
-            kept = list(latest.files) if latest is not None and mode == "append" else []
-            widen = _added_fields(loc, latest, schema) if latest is not None and kept else []
-            carried = []
-            for f in kept:
-                assert latest is not None
-                source = f"{latest.directory}/{f.path}"
-                try:
-                    if widen:  # a merge: the previous version's rows, the new fields null, in new files
-                        carried.append(_widened(loc, source, target, f, schema, widen, compression))
-                    else:
-                        loc.copy(source, f"{target}/{f.path}")
-                        carried.append(f)
-                except FileNotFoundError as e:  # published by an older dal without its files
-                    raise broken_version(loc, latest.version, source) from e
-            kept = carried
-            files = tuple(sorted([*kept, *new_files], key=lambda f: f.path))
-            _write_common_metadata(loc, target, schema, files)
-            pause("petastorm-metadata-written")
-            _check_staged(loc, target, [*files, FileEntry(COMMON_METADATA, 0, 0, 0)])  # all there, or nothing
-            record = Commit(n, target, mode, datetime.now(UTC), files, dataset, dict(metadata or {}))
-            publishing = n
-            if loc.create_exclusive(record_name(n), record.to_json()):
+            n = _publish_next(loc, state, schema, new_files, mode=mode, dataset=dataset, compression=compression,
+                              metadata=metadata, base=base)  # fmt: skip
+            if n is not None:
                 return n
-            publishing = None
-            for f in kept:
-                loc.delete(f"{target}/{f.path}")
-            loc.delete(f"{target}/{COMMON_METADATA}")
     except BaseException as e:
-        # a publish that failed on the way back (a timeout after an object store took the PUT) may
-        # have committed: then its files must stay
-        landed = _published(loc, publishing, target) if publishing is not None else False
-        if landed is True and publishing is not None and isinstance(e, Exception):
-            return publishing
-        if landed is not False:
-            if isinstance(e, Exception):
-                raise FormatError(
-                    f"publishing Petastorm version {publishing} of {loc.uri} failed ({_reason(e)}) and whether "
-                    f"it was committed is unknown; its files in {loc.child(target)} are kept: `dal sync` "
-                    "records the version if it was committed"
-                ) from e
-            raise
-        loc.delete_dir(directory)
-        loc.delete_dir(target)
-        if isinstance(e, OSError):
+        return _failed(loc, state, e)
+
+
+@dataclasses.dataclass
+class _Publishing:
+    """Where a commit stands: the write's directory now, its token, the directory of the version it is publishing
+    (``v<n>-<token>``), and the number whose record it is creating (None: none yet)."""
+
+    directory: str
+    token: str
+    target: str = ""
+    publishing: int | None = None
+
+    def __post_init__(self) -> None:
+        self.target = self.target or self.directory
+
+
+def _publish_next(
+    loc: Location,
+    state: _Publishing,
+    schema: TensorSchema,
+    new_files: Sequence[FileEntry],
+    *,
+    mode: str,
+    dataset: str,
+    compression: str,
+    metadata: Mapping[str, str] | None,
+    base: int | EllipsisType | None,
+) -> int | None:
+    """One attempt to publish the next version number: the write's directory moved to it, the previous version's
+    files carried (append), ``_common_metadata`` written, the record created if absent. The number, or None when
+    another writer took it first (its carried files removed: the caller tries the next).
+
+    Raises:
+        WriteConflict: another writer committed after ``base``.
+    """
+    numbers = committed_numbers(loc)
+    _refuse_adopted(loc, numbers)
+    latest = latest_commit(loc, numbers)
+    if base is not ... and (latest.version if latest is not None else None) != base:
+        assert latest is not None
+        read = f"version {base}" if base is not None else "no version"
+        raise WriteConflict(
+            f"{loc.uri}: Petastorm version {latest.version} was committed while this {mode} ran (it read "
+            f"{read}); nothing was committed, so no rows of that commit were lost: run it again"
+        )
+    n = numbers[-1] + 1 if numbers else 0  # an abandoned commit's number is never reused
+    target = state.target = f"v{n}-{state.token}"
+    _check_staged(loc, state.directory, new_files)
+    if target != state.directory:  # another writer committed meanwhile: take the next number
+        for f in new_files:
+            loc.move(f"{state.directory}/{f.path}", f"{target}/{f.path}")
+        loc.delete_dir(state.directory)
+        state.directory = target
+    kept = _carried(loc, latest, target, schema, compression) if latest is not None and mode == "append" else []
+    files = tuple(sorted([*kept, *new_files], key=lambda f: f.path))
+    _write_common_metadata(loc, target, schema, files)
+    pause("petastorm-metadata-written")
+    _check_staged(loc, target, [*files, FileEntry(COMMON_METADATA, 0, 0, 0)])  # all there, or nothing
+    record = Commit(n, target, mode, datetime.now(UTC), files, dataset, dict(metadata or {}))
+    state.publishing = n
+    if loc.create_exclusive(record_name(n), record.to_json()):
+        return n
+    state.publishing = None
+    for f in kept:
+        loc.delete(f"{target}/{f.path}")
+    loc.delete(f"{target}/{COMMON_METADATA}")
+    return None
+
+
+def _carried(loc: Location, latest: Commit, target: str, schema: TensorSchema, compression: str) -> list[FileEntry]:
+    """An append's copy of the ``latest`` version's files under ``target`` (a merge: rewritten with the new fields
+    null).
+
+    Raises:
+        FormatError: a file of ``latest`` is gone (published by an older dal without its files).
+    """
+    kept = list(latest.files)
+    widen = _added_fields(loc, latest, schema) if kept else []
+    carried = []
+    for f in kept:
+        source = f"{latest.directory}/{f.path}"
+        try:
+            if widen:  # a merge: the previous version's rows, the new fields null, in new files
+                carried.append(_widened(loc, source, target, f, schema, widen, compression))
+            else:
+                loc.copy(source, f"{target}/{f.path}")
+                carried.append(f)
+        except FileNotFoundError as e:  # published by an older dal without its files
+            raise broken_version(loc, latest.version, source) from e
+    return carried
+
+
+def _failed(loc: Location, state: _Publishing, e: BaseException) -> int:
+    """After ``e`` stopped a commit: the version number when its record was published anyway (a failure on the way
+    back after an object store took the PUT); otherwise its directories removed and ``e`` raised (a storage
+    error as ``FormatError``), or its files kept when whether it was published cannot be told.
+
+    Raises:
+        FormatError, ``e``: the commit did not land (or may have).
+    """
+    publishing, target = state.publishing, state.target
+    # a publish that failed on the way back (a timeout after an object store took the PUT) may
+    # have committed: then its files must stay
+    landed = _published(loc, publishing, target) if publishing is not None else False
+    if landed is True and publishing is not None and isinstance(e, Exception):
+        return publishing
+    if landed is not False:
+        if isinstance(e, Exception):
             raise FormatError(
-                f"committing Petastorm version to {loc.uri} failed ({_reason(e)}); nothing was committed"
+                f"publishing Petastorm version {publishing} of {loc.uri} failed ({_reason(e)}) and whether "
+                f"it was committed is unknown; its files in {loc.child(target)} are kept: `dal sync` "
+                "records the version if it was committed"
             ) from e
-        raise
+        raise e
+    loc.delete_dir(state.directory)
+    loc.delete_dir(target)
+    if isinstance(e, OSError):
+        raise FormatError(
+            f"committing Petastorm version to {loc.uri} failed ({_reason(e)}); nothing was committed"
+        ) from e
+    raise e
 
 
 def abort(location: str, directory: str, storage_options: Mapping[str, str] | None = None) -> None:
@@ -362,13 +421,18 @@ class PetastormWrite(WriteTransaction):
         if self.directory:
             abort(self.location, self.directory, self.opts.storage_options)
 
-    def write(self, data: Any) -> int:
+    def prepare(self, data: Any) -> Any:
+        """The rows encoded with the TensorSchema's codecs (every value checked), seen by the observer."""
         parts = tuple(self.opts.partition_by or ())
         table = encode(self.schema, _as_tensors(self.schema, _columns(data)), parts)  # validates every value first
         if self.observer is not None:
             self.observer.see(table)
+        return table
+
+    def write_prepared(self, prepared: Any) -> int:
+        assert isinstance(prepared, pa.Table)
         return write_tensors(
-            self.location, self.schema, table, mode=self.opts.mode, partition_by=parts,
+            self.location, self.schema, prepared, mode=self.opts.mode, partition_by=tuple(self.opts.partition_by or ()),
             storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,
             token=self.opts.token, metadata=self.opts.commit_metadata, base=self.base,
         )  # fmt: skip

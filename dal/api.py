@@ -1,4 +1,4 @@
-"""The public functions: open, write, register, sync; the default catalog from ``$DAL_CATALOG_URL``.
+"""The public functions: open, write, delete, register, sync; the default catalog from ``$DAL_CATALOG_URL``.
 
 The functions are thin: ``write``'s pipeline is ``dal.writes`` (every refusal in order in
 ``dal.writes.refusals``, the storage commit and its recording in ``dal.writes.commit``), recording storage versions
@@ -33,11 +33,13 @@ from dal.storage.partitions import PARTITION_TYPES_KEY, check_partition_types
 from dal.storage.timeparts import TimePartitions
 from dal.tensors.schema import TensorSchema
 from dal.writes import commit, refusals
+from dal.writes.changes import Overwrite
 from dal.writes.recording import check_claim, sync_dataset
 
 if TYPE_CHECKING:
     from dal.catalog import Catalog
     from dal.catalog.lite import LiteCatalog
+    from dal.expr import Expr
 
 _catalogs: dict[str, Catalog] = {}
 # the quick read-only readers (catalog.lite, no SQLAlchemy) ``open`` pins versions through, per URL and process
@@ -197,6 +199,8 @@ def write(
     catalog: CatalogLike = None,
     inputs: Sequence[Any] | None = None,
     track: bool = True,
+    where: str | Expr | None = None,
+    overwrite: Overwrite = "table",
 ) -> VersionInfo:
     """Write ``data`` as a new version of ``name`` and record it in the catalog.
 
@@ -227,6 +231,14 @@ def write(
     writes, e.g. ``dal.convert``'s cache): this write neither ends the process's window of reads nor emits an
     OpenLineage event.
 
+    Replacing part of a dataset (``docs/changes.md``): with ``mode='overwrite'``, ``where="date >= '2026-01-03'
+    AND date < '2026-01-05'"`` (SQL, or a ``dal.col`` expression) replaces the rows it matches by ``data`` and
+    leaves every other row as it is; every row of ``data`` must match it (as Delta's ``replaceWhere``) or the
+    write is refused before anything is written. ``overwrite='partitions'`` replaces exactly the partitions
+    ``data`` has rows in (Spark's dynamic partition overwrite). One version, committed only if the version it
+    read is still the newest (``WriteConflict`` otherwise); its lineage names that version's kept rows. Delta and
+    Petastorm, from local data; a Spark DataFrame is refused.
+
     Everything is validated — and the catalog asked whether this role may record versions — before
     any data is written; a write that fails before its storage commit leaves the table and the catalog
     as they were. A first write killed after its storage commit is recorded by the next write (or
@@ -251,9 +263,12 @@ def write(
         catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
         inputs: Upstream datasets, recorded as declared lineage.
         track: Record the read datasets of this process as inferred lineage.
+        where: With ``mode='overwrite'``: replace only the rows this predicate matches.
+        overwrite: ``'table'`` (default) or ``'partitions'``: replace only the partitions ``data`` holds.
 
     Raises:
         InvalidName, SchemaMismatch (naming the columns), TagExists, DatasetExists, FormatError,
+        FilterError (``where`` names an unknown column), WriteConflict (another commit after the version read),
         CatalogReadOnly (this role cannot record versions: nothing was written),
         CommittedNotRecorded (the data is committed in storage but the catalog could not record it:
         do not retry; ``dal sync`` records it).
@@ -261,18 +276,76 @@ def write(
     request = refusals.arguments(
         refusals.WriteRequest(data, name, format, partition_by, mode, schema_mode, time_column, time_partitions,
                               description, tags, path, schema, compression, target_file_size, storage_options,
-                              catalog, inputs, track)
+                              catalog, inputs, track, where, overwrite)
     )  # fmt: skip
-    plan = refusals.plan(request, get_catalog(request.catalog))  # every refusal, before anything is written
+    version = _run(refusals.plan(request, get_catalog(request.catalog)))  # every refusal, before anything is written
+    assert version is not None
+    return version
+
+
+@translating("deleting rows of {name}")
+def delete(
+    name: str,
+    where: str | Expr,
+    *,
+    description: str | None = None,
+    tags: Sequence[str] | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    catalog: CatalogLike = None,
+) -> VersionInfo:
+    """Delete the rows ``where`` matches: a new version of ``name`` without them (older versions keep them until
+    they expire: ``docs/changes.md`` shows how to make deleted rows unreadable everywhere and gone from storage).
+
+    ``where`` is a SQL predicate or a ``dal.col`` expression, checked against the latest version's schema like
+    every filter. The delete commits only if the latest version is still the newest in storage. A predicate no
+    row matches writes nothing and returns the latest version. Files holding matching rows are rewritten without
+    them (Delta: delta-rs's ``DELETE``; Petastorm: a new version directory, the other files carried as they are).
+
+    Args:
+        name: The dataset's catalog name.
+        where: Which rows to delete.
+        description: What the dataset holds (updated with the new version).
+        tags: Tags for the new version.
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
+    Raises:
+        DatasetNotFound, FilterError (an unknown column, a bad literal), DalError (no version, no predicate),
+        ReadOnlyDataset, ClaimedElsewhere, CatalogReadOnly,
+        WriteConflict (a commit landed after the latest version), CommittedNotRecorded.
+    """
+    if where is None or (isinstance(where, str) and not where.strip()):
+        raise DalError("dal.delete needs where= (a predicate): to delete every row, write an empty table")
+    validate.check(description=description, tags=tags, storage_options=storage_options, catalog=catalog)
+    cat = get_catalog(catalog)
+    info = cat.get_dataset(name)
+    request = refusals.arguments(
+        refusals.WriteRequest(None, name, info.format, None, "overwrite", None, None, None, description, tags, None,
+                              None, DEFAULT_COMPRESSION, None, storage_options, catalog, [], True, where,
+                              delete=True)
+    )  # fmt: skip
+    version = _run(refusals.plan(request, cat))
+    if version is None:
+        _log.info("%s: no row matches %s; nothing deleted", name, where if isinstance(where, str) else "where")
+        return cat.version(name)
+    return version
+
+
+def _run(plan: refusals.PlannedWrite) -> VersionInfo | None:
+    """Store and record a planned write (None: a delete that matched no row), with its OpenLineage run."""
+    name, track = plan.request.name, plan.request.track
     run = openlineage.WriteRun(name, lineage.unique(plan.upstream)) if track else None
     if run is not None:
         run.start()  # queued for the sending thread: never waits for the consumer
     try:
-        version = commit.record(plan, commit.store(plan))
+        stored = commit.store(plan)
+        version = None if stored is None else commit.record(plan, stored)
     except BaseException as e:
         if run is not None:
             run.fail(e)
         raise
+    if version is None:
+        return None
     if run is not None:
         run.complete(version)
     _log.info("committed %s as version %d (storage version %s)", name, version.number, version.storage_version)

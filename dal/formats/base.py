@@ -17,6 +17,7 @@ from dal.storage.timeparts import RuleCheck
 from dal.tensors.schema import TensorSchema
 
 if TYPE_CHECKING:
+    from dal.expr import Expr
     from dal.formats.index import FileIndex
 
 WriteMode = Literal["append", "overwrite"]
@@ -67,6 +68,8 @@ class WriteOptions:
     # bytes per data file to aim for (Spark: fewer tasks; delta-rs: its own); None: the writer's own sizes (Spark:
     # one file set per partition, as the DataFrame is partitioned)
     target_file_size: int | None = None
+    # the rows an overwrite replaces (``dal.writes.changes``), bound against the version it read; None: the table
+    where: Expr | None = None
 
     @property
     def dataset(self) -> str:
@@ -130,20 +133,28 @@ def plan_partitioning(
     if repeated:
         raise SchemaMismatch(f"partition_by names {', '.join(repeated)} more than once")
     if current is not None and (given is None or given == tuple(current)):
-        parts = tuple(current)
-        missing = [c for c in parts if c not in names]
-        if missing and replaces_schema(opts):
-            raise SchemaMismatch(
-                f"{where} is partitioned by {list(parts)}, and the new schema has no column {', '.join(missing)}: "
-                "pass partition_by=[...] naming columns of the new data, or partition_by=[] for none"
-            )
-        return parts  # appends and overwrites may lack a nullable partition column: written as nulls
+        return _kept_partitioning(tuple(current), opts, names, where)
     if current is not None and not replaces_schema(opts):
         raise SchemaMismatch(
             f"{where} is partitioned by {list(current)}, not {list(given or ())}; "
             "to change that, write with mode='overwrite', schema_mode='overwrite'"
         )
-    parts = given or ()  # a new table, or a schema overwrite that says how the new version is partitioned
+    return _new_partitioning(given or (), names)
+
+
+def _kept_partitioning(parts: tuple[str, ...], opts: WriteOptions, names: Sequence[str], where: str) -> tuple[str, ...]:
+    """The table's partitioning ``parts``, kept: refused only for a schema overwrite whose new columns lack one."""
+    missing = [c for c in parts if c not in names]
+    if missing and replaces_schema(opts):
+        raise SchemaMismatch(
+            f"{where} is partitioned by {list(parts)}, and the new schema has no column {', '.join(missing)}: "
+            "pass partition_by=[...] naming columns of the new data, or partition_by=[] for none"
+        )
+    return parts  # appends and overwrites may lack a nullable partition column: written as nulls
+
+
+def _new_partitioning(parts: tuple[str, ...], names: Sequence[str]) -> tuple[str, ...]:
+    """A new table's partitioning, or a schema overwrite's: columns of the data, not every one of them."""
     absent = [c for c in parts if c not in names]
     if absent:
         raise SchemaMismatch(f"partition_by names columns not in the data: {', '.join(absent)}")
@@ -269,6 +280,15 @@ class WriteTransaction(ABC):
     def write(self, data: Any) -> int:
         """Write local ``data`` and commit it: ``prepare`` then ``write_prepared``."""
         return self.write_prepared(self.prepare(data))
+
+    def delete_rows(self) -> int | None:
+        """Commit a version without the rows ``opts.where`` matches (``dal.delete``); None when none matched
+        (nothing committed).
+
+        Raises:
+            DalError: the format cannot delete rows. WriteConflict: the version read is not the newest now.
+        """
+        raise DalError(f"{self.format_title} datasets: dal cannot delete rows of them")
 
     @property
     def partition_columns(self) -> tuple[str, ...]:

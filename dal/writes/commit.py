@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 _log = logging.getLogger("dal")
 
 
-def store(plan: PlannedWrite) -> int:
-    """Write the rows and commit them in storage (Spark's executors for a Spark DataFrame); the storage version.
+def store(plan: PlannedWrite) -> int | None:
+    """Write the rows and commit them in storage (Spark's executors for a Spark DataFrame); the storage version
+    (a delete: None when no row matched and nothing was committed).
 
     A write in flight is registered before anything is staged: gc and purge leave its files alone.
     """
@@ -41,7 +42,9 @@ def store(plan: PlannedWrite) -> int:
         fresh = plan.existing is None and checked.created  # this write claimed the location
         try:
             with progress.task(f"writing {name}", total=progress.rows_of(data)):  # a line on a terminal only
-                if is_spark_dataframe(data):
+                if plan.request.delete:
+                    storage_version = plan.txn.delete_rows()
+                elif is_spark_dataframe(data):
                     from dal.spark.write import write_dataframe
 
                     storage_version = write_dataframe(data, plan.fmt, plan.txn)

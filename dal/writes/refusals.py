@@ -6,7 +6,8 @@ The order (each step's errors, as ``dal.write`` documents them):
 1. ``arguments`` — the arguments by themselves (``dal.validate.check``: partition_by, tags, format, description,
    time_column, path, storage_options, catalog), ``schema`` a TensorSchema, ``time_partitions``
    (``timeparts.check``), ``target_file_size``, the name, ``mode``, a streaming Spark DataFrame, ``compression``,
-   ``schema_mode``, the tags' names: ``InvalidName`` / ``DalError``, the first bad argument by name.
+   ``schema_mode``, ``where`` / ``overwrite`` (``changes.check_arguments``), the tags' names: ``InvalidName`` /
+   ``DalError``, the first bad argument by name.
 2. ``inputs=`` — each declared input resolved in the catalog: ``DalError``, ``DatasetNotFound``, ``VersionNotFound``.
 3. the target (``_target``) — another catalog's claim on a new location (``ClaimedElsewhere``), a table of
    another dataset there (``DatasetExists``; a first write of this dataset found unrecorded is adopted), another
@@ -14,19 +15,23 @@ The order (each step's errors, as ``dal.write`` documents them):
    a time column (``DalError``).
 4. the catalog's permission to record versions (``Catalog.check_writable``: ``CatalogReadOnly``).
 5. the location's claim (``check_claim``: ``ClaimedElsewhere``, ``ReadOnlyDataset``, ``PurgeUnfinished``).
-6. the format's options (``Format.begin``: ``SchemaMismatch`` / ``DalError``: partitioning, schema mode, a
+6. ``where=`` / ``overwrite='partitions'`` / ``dal.delete`` (``dal.writes.changes.predicate``): a version to
+   replace rows of, the predicate bound against its schema (``FilterError``: an unknown column, as every filter),
+   a partitioned table, not a Spark DataFrame (``DalError``), and every row of in-memory data matching it
+   (``DalError``).
+7. the format's options (``Format.begin``: ``SchemaMismatch`` / ``DalError``: partitioning, schema mode, a
    Petastorm TensorSchema).
-7. a declared time-partition rule: its partition columns (``SchemaMismatch``), then the rows of in-memory data
+8. a declared time-partition rule: its partition columns (``SchemaMismatch``), then the rows of in-memory data
    (pandas, Arrow) against it (``SchemaMismatch``).
-8. the data (``WriteTransaction.prepare``, local data: its schema against the table's, types the format cannot
+9. the data (``WriteTransaction.prepare``, local data: its schema against the table's, types the format cannot
    hold, Petastorm's every value against the TensorSchema): ``SchemaMismatch``. A Spark DataFrame's schema is
    checked by ``dal.spark.write.write_dataframe`` on the driver before any executor task runs.
-9. ``where=`` (a partial overwrite or a delete, ``dal.writes.changes``): the predicate bound against the schema.
 
 Refused later, because only then can they be seen: a row of a stream or a Spark DataFrame that breaks a declared
 rule (before the storage commit), a claim another catalog took meanwhile (checked again once the write's intent is
-registered: ``dal.writes.commit.store``), another writer's commit on the version an overwrite read
-(``WriteConflict``, at the commit).
+registered: ``dal.writes.commit.store``), another writer's commit on the version an overwrite or a delete read
+(``WriteConflict``, at the commit), a row of a stream that a partial overwrite's predicate does not match (before
+the commit).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from dal import expr as E
 from dal import lineage, validate
 from dal.catalog import DatasetInfo, DatasetNotFound, VersionInfo
 from dal.catalog.types import DECLARED, Input, validate_name, validate_tag
@@ -59,6 +65,7 @@ from dal.formats.registry import get_format
 from dal.storage import timeparts, uris
 from dal.storage.timeparts import TimePartitions
 from dal.tensors.schema import TensorSchema
+from dal.writes import changes
 from dal.writes.recording import check_claim, is_read_only, sync
 
 if TYPE_CHECKING:
@@ -87,6 +94,9 @@ class WriteRequest:
     catalog: Catalog | str | None
     inputs: Sequence[Any] | None
     track: bool
+    where: Any = None  # the rows an overwrite replaces (a SQL string or an Expr; ``dal.writes.changes``)
+    overwrite: str = "table"  # or "partitions": the partitions the data holds
+    delete: bool = False  # ``dal.delete``: no data; a version without the rows ``where`` matches
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,7 @@ def arguments(req: WriteRequest) -> WriteRequest:
         check_frame(req.data)  # a streaming DataFrame is refused before anything runs
     codec = check_compression(req.compression)
     _check_schema_mode(req.schema_mode, req.mode)
+    changes.check_arguments(req.mode, req.where, req.overwrite, req.schema_mode)
     tags = tuple(validate_tag(t) for t in (req.tags or ()))
     return replace(req, compression=codec, tags=tags, target_file_size=size)
 
@@ -145,7 +156,7 @@ def _check_schema_mode(schema_mode: SchemaMode, mode: str) -> None:
 
 
 def plan(req: WriteRequest, cat: Catalog) -> PlannedWrite:
-    """Refusals 2 to 8 (the module's list, in that order) for a request ``arguments`` checked: the target found
+    """Refusals 2 to 9 (the module's list, in that order) for a request ``arguments`` checked: the target found
     or adopted, the format's transaction begun, the data checked. Nothing is written to storage before this
     returns (an adopted first write is recorded in the catalog).
 
@@ -174,14 +185,21 @@ def plan(req: WriteRequest, cat: Catalog) -> PlannedWrite:
         # (claimed once the write begins), and no purge of it was stopped half-way
         check_claim(cat, req.name, fmt, location, options, "write", recorded=True,
                     read_only=is_read_only(existing), take=False)  # fmt: skip
-    opts = _options(req, cat, fmt, existing, options)
     latest = cat.version(existing.name) if existing is not None and existing.latest_version is not None else None
-    txn = fmt.begin(location, opts, latest)  # 6: refuses options that do not fit
-    txn.observer = _rule_check(req.data, opts, latest, rule, existing)  # 7: the rule's partition columns
-    _check_in_memory(req.data, txn.observer)  # 7: a row of in-memory data that breaks a declared rule
-    prepared = None if is_spark_dataframe(req.data) else txn.prepare(req.data)  # 8: the data
+    # 6: the rows a partial overwrite or a delete replaces, bound against the version it reads (a stream whose
+    # partitions are replaced is read into memory here)
+    where, data = changes.predicate(req.name, fmt, location, options, latest, req.where, req.overwrite, req.data)
+    req = replace(req, data=data)
+    opts = replace(_options(req, cat, fmt, existing, options), where=where)
+    txn = fmt.begin(location, opts, latest)  # 7: refuses options that do not fit
+    txn.observer = _rule_check(req.data, opts, latest, rule, existing)  # 8: the rule's partition columns
+    _check_in_memory(req.data, txn.observer)  # 8: a row of in-memory data that breaks a declared rule
+    local = not req.delete and not is_spark_dataframe(req.data)
+    prepared = txn.prepare(req.data) if local else None  # 9: the data
     reads, window, mark = lineage.inferred()  # the reads since the previous write
     upstream = declared_inputs if declared_inputs is not None else reads
+    if where is not None and latest is not None:  # the version read: its rows the predicate does not match
+        upstream = [*upstream, Input(req.name, latest.number, f"NOT ({E.to_sql(where)})", DECLARED)]
     produced_by = lineage.collect(req.data, spark=is_spark_dataframe(req.data), upstream=upstream)
     return PlannedWrite(req, cat, fmt, options, existing, location, rule, create, opts, txn, prepared, upstream,
                         produced_by, functools.partial(lineage.done, window, mark))  # fmt: skip

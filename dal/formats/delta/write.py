@@ -20,9 +20,11 @@ from dal.formats.base import (
     replaces_schema,
 )
 from dal.formats.delta.log import _arrow_schema, _dl, _opts, find_commit, open_table, table_exists
+from dal.formats.delta.predicate import to_delta_sql
 from dal.formats.delta.staging import FILE_SCHEMA, write_files
 from dal.formats.delta.types import ConformedReader, check_writable, describe_mismatch
 from dal.formats.directory import missing_files, vanished
+from dal.formats.inputs import checked_batches
 from dal.formats.logical import logical_schema, written_type
 from dal.storage import uris
 from dal.storage.location import Location
@@ -154,6 +156,8 @@ def write_local(
             # a schema overwrite may change the partitioning ([]: none); otherwise the table's, as checked
             partition_by=list(parts) if replaces_schema(opts) else (list(parts) or None),
             schema_mode=None if first else opts.schema_mode,
+            # a partial overwrite: only the rows the bound predicate matches are replaced
+            predicate=_predicate(opts, target),
             storage_options=_opts(opts.storage_options),
             commit_properties=_props(opts, base),
             writer_properties=dl.WriterProperties(compression=_DELTA_RS_CODECS[opts.compression]),
@@ -162,6 +166,16 @@ def write_local(
     except Exception as e:
         _raise_write_error(e, location, opts, conformed, base)
     return find_commit(location, opts)
+
+
+def _predicate(opts: WriteOptions, target: Any) -> str | None:
+    """A partial overwrite's predicate as delta-rs's SQL, its literals typed by the table it replaces rows of
+    (``target``: the table opened at the overwrite's base); None: the whole table."""
+    if opts.where is None:
+        return None
+    if isinstance(target, str):  # no table at the base: nothing to replace rows of
+        raise DalError(f"{target}: no Delta table to replace rows of")
+    return to_delta_sql(opts.where, _arrow_schema(target))
 
 
 def _conformed(location: str, data: pa.RecordBatchReader, opts: WriteOptions, parts: Sequence[str]) -> ConformedReader:
@@ -352,6 +366,8 @@ class DeltaWrite(WriteTransaction):
         """Write checked local data with delta-rs (``write_local``): one commit, on the overwrite's base."""
         assert isinstance(prepared, Checked)
         reader = prepared.reader
+        if self.opts.where is not None:  # a partial overwrite writes only rows it replaces: checked before the commit
+            reader = pa.RecordBatchReader.from_batches(reader.schema, checked_batches(reader, self.opts.where))
         if self.observer is not None:
             reader = pa.RecordBatchReader.from_batches(reader.schema, self.observed(reader))
         try:
@@ -364,6 +380,33 @@ class DeltaWrite(WriteTransaction):
             if landed is None:
                 raise
             return landed
+
+    def delete_rows(self) -> int | None:
+        """delta-rs's ``DELETE`` of the rows ``opts.where`` matches, on the table as this write read it (``base``,
+        no retry): files holding them are rewritten without them; None when no row matched (nothing committed).
+
+        Raises:
+            WriteConflict: a commit landed after the version read. DalError: delta-rs refused it.
+        """
+        dl = _dl()
+        opts, location, base = self.opts, self.location, self.base
+        assert opts.where is not None and base is not None
+        if base == NO_TABLE or int(open_table(location, opts.storage_options).version()) != base:
+            raise _conflict(location, base)  # never delete from less than what is there now
+        table = open_table(location, opts.storage_options, base)
+        try:
+            metrics = table.delete(
+                to_delta_sql(opts.where, _arrow_schema(table)),
+                writer_properties=dl.WriterProperties(compression=_DELTA_RS_CODECS[opts.compression]),
+                commit_properties=_props(opts, base),
+            )
+        except dl.exceptions.CommitFailedError as e:
+            raise _conflict(location, base) from e
+        except Exception as e:
+            raise translate(e, f"deleting rows of Delta table {location}", local=uris.is_local(location)) from e
+        if not int(metrics.get("num_deleted_rows", 0)) and not int(metrics.get("num_removed_files", 0)):
+            return None  # no row matched: delta-rs committed nothing
+        return find_commit(location, opts)
 
     def landed(self) -> int | None:
         try:

@@ -1,6 +1,11 @@
 """Committing a Petastorm version: the write's directory, the previous version's files carried over, the
-record published create-if-absent (the protocol of ``dal.formats.petastorm.format``), and the
-``PetastormWrite`` transaction."""
+record published create-if-absent (the protocol of ``dal.formats.petastorm.format``), a version without the rows
+a predicate matches (``change_rows``), and the ``PetastormWrite`` transaction.
+
+Why one module: every way a Petastorm version is committed goes through ``commit`` (its base check, its
+publish-or-retry loop, its cleanup); the writes that call it stay beside it so that a reader sees each path to a
+published record in one file.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import EllipsisType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,8 +30,10 @@ from dal.formats.base import (
 )
 from dal.formats.directory import (
     FileEntry,
+    partition_values,
     vanished,
 )
+from dal.formats.inputs import check_rows
 from dal.formats.petastorm.encode import (
     ROW_GROUP_ROWS,
     _as_tensors,
@@ -49,6 +56,9 @@ from dal.formats.petastorm.records import (
 )
 from dal.storage.location import Location
 from dal.tensors.schema import TensorSchema
+
+if TYPE_CHECKING:
+    from dal.expr import Expr
 
 _TEMPORARY_RECORD = re.compile(r"\.\d{20}\.json\.[0-9a-f]{12}\.tmp")  # Location.create_exclusive's, of a record
 
@@ -278,6 +288,94 @@ def _failed(loc: Location, state: _Publishing, e: BaseException) -> int:
     raise e
 
 
+def change_rows(
+    location: str,
+    schema: TensorSchema,
+    where: Expr,
+    table: pa.Table | None,
+    *,
+    base: int | None,
+    partition_by: Sequence[str],
+    storage_options: Mapping[str, str] | None = None,
+    dataset: str = "",
+    compression: str = "snappy",
+    token: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> int | None:
+    """Commit the next version as version ``base`` without the rows ``where`` matches, plus the encoded ``table``'s
+    rows (a partial overwrite; None: a delete). The files of ``base`` no row of which matches are carried as they
+    are (copied into the new version's directory, as an append carries them), those with some rewritten without
+    them. Returns the version, or None when no row matched and nothing was written (a delete).
+
+    Raises:
+        WriteConflict: ``base`` is not the newest version now (nothing was committed).
+        FormatError: storage refused a step; nothing was committed.
+    """
+    loc = Location.of(location, storage_options)
+    latest = latest_commit(loc, committed_numbers(loc))
+    if latest is None or latest.version != base:
+        found = "no version" if latest is None else f"version {latest.version}"
+        raise WriteConflict(
+            f"{loc.uri}: Petastorm {found} is the newest, not version {base}, which this change read; nothing was "
+            "committed: run it again"
+        )
+    directory = start(location, storage_options, token)
+    try:
+        kept, removed = _without(loc, latest, directory, where, schema.arrow_schema(), compression)
+        if table is None and not removed:
+            loc.delete_dir(directory)
+            return None
+        new = [] if table is None else write_files(loc, directory, table, list(partition_by), compression=compression)
+    except BaseException as e:
+        loc.delete_dir(directory)
+        if isinstance(e, OSError):
+            raise FormatError(f"writing Petastorm files under {loc.child(directory)} failed ({_reason(e)})") from e
+        raise
+    return commit(
+        location, schema, directory, [*kept, *new], mode="overwrite", storage_options=storage_options,
+        dataset=dataset, compression=compression, metadata=metadata, base=base,
+    )  # fmt: skip
+
+
+def _without(
+    loc: Location, latest: Commit, directory: str, where: Expr, storage: pa.Schema, compression: str
+) -> tuple[list[FileEntry], int]:
+    """``latest``'s files under ``directory`` (same paths) without the rows ``where`` matches: a file none of whose
+    rows match is copied as it is, one whose rows all match is left out, the others rewritten with the rest. The
+    entries, and how many rows were left out."""
+    from dal.expr import to_arrow
+
+    kept: list[FileEntry] = []
+    removed = 0
+    for f in latest.files:
+        source = f"{latest.directory}/{f.path}"
+        try:
+            table = pq.read_table(loc.path(source), filesystem=loc.fs)
+        except FileNotFoundError as e:  # published by an older dal without its files
+            raise broken_version(loc, latest.version, source) from e
+        rows = table
+        for name, value in partition_values(f.path):  # petastorm keeps partition columns out of the files
+            if name in storage.names and name not in rows.column_names:
+                rows = rows.append_column(
+                    name, pa.array([value] * rows.num_rows, pa.string()).cast(storage.field(name).type)
+                )
+        matches = to_arrow(where, rows.schema)
+        rest = rows.filter(~matches | matches.is_null()).select(table.column_names)  # false or NULL: kept
+        removed += table.num_rows - rest.num_rows
+        if rest.num_rows == table.num_rows:
+            loc.copy(source, f"{directory}/{f.path}")
+            kept.append(f)
+        elif rest.num_rows:
+            full = f"{directory}/{f.path}"
+            loc.makedirs(full.rsplit("/", 1)[0])
+            collected: list[Any] = []
+            pq.write_table(rest, loc.path(full), filesystem=loc.fs, row_group_size=ROW_GROUP_ROWS,
+                           compression=compression, metadata_collector=collected)  # fmt: skip
+            size = int(loc.fs.get_file_info(loc.path(full)).size or 0)
+            kept.append(FileEntry(f.path, size, rest.num_rows, collected[0].num_row_groups))
+    return kept, removed
+
+
 def abort(location: str, directory: str, storage_options: Mapping[str, str] | None = None) -> None:
     """Remove an uncommitted write's directory."""
     Location.of(location, storage_options).delete_dir(directory)
@@ -427,10 +525,31 @@ class PetastormWrite(WriteTransaction):
         table = encode(self.schema, _as_tensors(self.schema, _columns(data)), parts)  # validates every value first
         if self.observer is not None:
             self.observer.see(table)
+        if self.opts.where is not None:  # a partial overwrite writes only rows it replaces
+            check_rows(table, self.opts.where)
         return table
+
+    def delete_rows(self) -> int | None:
+        assert self.opts.where is not None and self.base is not ...
+        return change_rows(
+            self.location, self.schema, self.opts.where, None, base=self.base,
+            partition_by=tuple(self.opts.partition_by or ()), storage_options=self.opts.storage_options,
+            dataset=self.opts.dataset, compression=self.opts.compression, token=self.opts.token,
+            metadata=self.opts.commit_metadata,
+        )  # fmt: skip
 
     def write_prepared(self, prepared: Any) -> int:
         assert isinstance(prepared, pa.Table)
+        if self.opts.where is not None:  # a partial overwrite: the rows it does not replace are kept
+            assert self.base is not ...
+            version = change_rows(
+                self.location, self.schema, self.opts.where, prepared, base=self.base,
+                partition_by=tuple(self.opts.partition_by or ()), storage_options=self.opts.storage_options,
+                dataset=self.opts.dataset, compression=self.opts.compression, token=self.opts.token,
+                metadata=self.opts.commit_metadata,
+            )  # fmt: skip
+            assert version is not None
+            return version
         return write_tensors(
             self.location, self.schema, prepared, mode=self.opts.mode, partition_by=tuple(self.opts.partition_by or ()),
             storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,

@@ -177,27 +177,40 @@ def prunable_bounds(
     if not with_stats:
         return out
     for f in schema:
-        t = f.type
-        usable = (
-            pa.types.is_integer(t)
-            or pa.types.is_floating(t)
-            or pa.types.is_string(t)
-            or pa.types.is_large_string(t)
-            or pa.types.is_date(t)
-            or pa.types.is_timestamp(t)
-        )
-        if f.name in partition_columns or "." in f.name or not usable:
+        if f.name in partition_columns or "." in f.name or not _prunable(f.type):
             continue
         names = [f"min.{f.name}", f"max.{f.name}", f"null_count.{f.name}"]
         if not all(n in actions.column_names for n in names):
             continue
-        lo, hi, nulls = (actions.column(n) for n in names)
-        if pa.types.is_timestamp(lo.type) and pa.types.is_timestamp(hi.type):
-            lo, hi = _widened(lo, -1), _widened(hi, 1)
-        elif pa.types.is_string(hi.type) or pa.types.is_large_string(hi.type):
-            hi = pc.if_else(pc.less(pc.utf8_length(hi), STRING_PREFIX), hi, pa.scalar(None, hi.type))
-        out = out.append_column(names[0], lo).append_column(names[1], hi).append_column(names[2], nulls)
+        lo, hi = _safe_bounds(actions.column(names[0]), actions.column(names[1]))
+        out = (
+            out.append_column(names[0], lo)
+            .append_column(names[1], hi)
+            .append_column(names[2], actions.column(names[2]))
+        )
     return out
+
+
+def _prunable(t: pa.DataType) -> bool:
+    """Whether every writer's bounds of a column of type ``t`` can be made safe to prune by."""
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+    )
+
+
+def _safe_bounds(lo: Any, hi: Any) -> tuple[Any, Any]:
+    """A column's (min, max) bounds made safe: timestamps widened by a millisecond each way, a string max of
+    ``STRING_PREFIX`` characters or more dropped."""
+    if pa.types.is_timestamp(lo.type) and pa.types.is_timestamp(hi.type):
+        return _widened(lo, -1), _widened(hi, 1)
+    if pa.types.is_string(hi.type) or pa.types.is_large_string(hi.type):
+        hi = pc.if_else(pc.less(pc.utf8_length(hi), STRING_PREFIX), hi, pa.scalar(None, hi.type))
+    return lo, hi
 
 
 def _widened(bound: pa.ChunkedArray, direction: int) -> pa.ChunkedArray | pa.Array:

@@ -474,25 +474,7 @@ def loads_unischema(data: bytes, stored: pa.Schema | None = None) -> TensorSchem
     fields_state = state.get("_fields") or {}
     if not isinstance(fields_state, Mapping):
         raise FormatError("petastorm schema metadata has malformed fields")
-    fields = []
-    for value in fields_state.values():
-        if not isinstance(value, _StubField) or len(value) < 3:
-            raise FormatError("petastorm schema metadata has a malformed field")
-        name, np_type, shape = value[0], value[1], value[2]
-        if not isinstance(name, str) or not isinstance(shape, (tuple, list)):
-            raise FormatError("petastorm schema metadata has a malformed field")
-        if not all(d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0) for d in shape):
-            raise FormatError(f"field {name!r} has a malformed shape {_short(shape)}")
-        codec = value[3] if len(value) > 3 else None
-        nullable = bool(value[4]) if len(value) > 4 else False
-        column = stored.field(name) if stored is not None and name in stored.names else None
-        kept = column.type if column is not None and not shape else None
-        try:
-            fields.append(
-                TensorField(name, _field_dtype(np_type, name), tuple(shape), _codec(codec, name, kept), nullable)
-            )
-        except (TypeError, ValueError) as e:
-            raise FormatError(f"field {name!r}: {e}") from e
+    fields = [_loaded_field(value, stored) for value in fields_state.values()]
     name = state.get("_name", "unischema")
     if not isinstance(name, str):  # never str() a pickled structure: it may stand for billions of elements
         raise FormatError(f"petastorm schema metadata has a {type(name).__name__} as its name, not a string")
@@ -500,6 +482,29 @@ def loads_unischema(data: bytes, stored: pa.Schema | None = None) -> TensorSchem
         return TensorSchema(name, fields)
     except DalError as e:
         raise FormatError(f"petastorm schema metadata: {e}") from e
+
+
+def _loaded_field(value: Any, stored: pa.Schema | None) -> TensorField:
+    """One pickled UnischemaField (a stub of its namedtuple) as a ``TensorField``.
+
+    Raises:
+        FormatError: malformed, or naming a type or codec petastorm does not have.
+    """
+    if not isinstance(value, _StubField) or len(value) < 3:
+        raise FormatError("petastorm schema metadata has a malformed field")
+    name, np_type, shape = value[0], value[1], value[2]
+    if not isinstance(name, str) or not isinstance(shape, (tuple, list)):
+        raise FormatError("petastorm schema metadata has a malformed field")
+    if not all(d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0) for d in shape):
+        raise FormatError(f"field {name!r} has a malformed shape {_short(shape)}")
+    codec = value[3] if len(value) > 3 else None
+    nullable = bool(value[4]) if len(value) > 4 else False
+    column = stored.field(name) if stored is not None and name in stored.names else None
+    kept = column.type if column is not None and not shape else None
+    try:
+        return TensorField(name, _field_dtype(np_type, name), tuple(shape), _codec(codec, name, kept), nullable)
+    except (TypeError, ValueError) as e:
+        raise FormatError(f"field {name!r}: {e}") from e
 
 
 @dataclass(frozen=True)
@@ -578,7 +583,8 @@ class _Reduce:
     args: tuple[Any, ...] = ()
 
 
-def _emit(obj: Any, out: bytearray) -> None:
+def _emit_plain(obj: Any, out: bytearray) -> bool:
+    """``obj`` as pickle opcodes when it is None, a bool, an int, a float or a str (False: none of those)."""
     if obj is None:
         out += b"N"
     elif obj is True or obj is False:
@@ -590,7 +596,15 @@ def _emit(obj: Any, out: bytearray) -> None:
     elif isinstance(obj, str):
         raw = obj.encode()
         out += b"X" + struct.pack("<I", len(raw)) + raw
-    elif isinstance(obj, tuple):
+    else:
+        return False
+    return True
+
+
+def _emit(obj: Any, out: bytearray) -> None:
+    if _emit_plain(obj, out):
+        return
+    if isinstance(obj, tuple):
         if not obj:
             out += b")"
             return

@@ -205,14 +205,18 @@ def verify_deleted_cmd(ctx: click.Context, name: str, where: str, as_json: bool)
     r = lifecycle.verify_deleted(name, where=where, catalog=existing_catalog_of(ctx))
     if as_json:
         emit_json(r.to_dict())
-    elif r.files_with_rows:
+    else:
         for path, rows in r.files_with_rows:
             click.echo(f"{printable(path)}: {rows} matching row(s)")
+        for path in r.files_unchecked:
+            click.echo(f"{printable(path)}: cannot tell (a partition column of the predicate is not in the file)")
     if r.files_with_rows:
         raise DalError(
             f"{name}: {len(r.files_with_rows)} of {r.files_scanned} data file(s) still hold rows matching "
             f"{where}: expire the versions before the delete and gc their files"
         )
+    if r.files_unchecked:
+        raise DalError(f"{name}: {len(r.files_unchecked)} data file(s) could not be checked against {where}")
     if not as_json:
         click.echo(f"{name}: none of the {r.files_scanned} data file(s) holds a row matching {printable(where)}")
 

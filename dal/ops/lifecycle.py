@@ -906,17 +906,25 @@ def forget(
 
 @dataclass(frozen=True)
 class DeletedCheck:
-    """What ``verify_deleted`` found: how many data files it read, and each file (path below the location) that
-    holds rows the predicate matches, with their count. Empty ``files_with_rows``: none is left."""
+    """What ``verify_deleted`` found: how many data files it read, each file (path below the location) that holds
+    rows the predicate matches, with their count, and each file it could not judge (a partition column the
+    predicate names is neither in the file nor in its path: Delta column mapping may name partition folders at
+    random). The rows are gone only when both lists are empty."""
 
     dataset: str
     where: str
     files_scanned: int
     files_with_rows: list[tuple[str, int]]
+    files_unchecked: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.files_with_rows and not self.files_unchecked
 
     def to_dict(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "where": self.where, "files_scanned": self.files_scanned,
-                "files_with_rows": [{"path": p, "rows": n} for p, n in self.files_with_rows]}  # fmt: skip
+                "files_with_rows": [{"path": p, "rows": n} for p, n in self.files_with_rows],
+                "files_unchecked": list(self.files_unchecked), "clean": self.clean}  # fmt: skip
 
 
 @translating("checking deleted rows of {name}")
@@ -940,22 +948,30 @@ def verify_deleted(
     fmt = get_format(info.format)
     schema = fmt.arrow_schema(info.location, latest, options)
     bound = E.bind(E.as_expr(where), schema)
+    physical = fmt.physical_schema(schema)  # Delta column mapping: the files' own column names
+    stored = dict(zip(schema.names, (physical or schema).names, strict=True))
+    needed = {c for c in bound.columns() if c in latest.partition_columns}
     loc = Location.of(info.location, options)
-    scanned, found = 0, []
+    scanned, found, unchecked = 0, [], []
     for listed in ownership.listing(loc, fmt.table_roots).files:  # never through a link
         rel = listed.rel
         if listed.link or not rel.endswith(".parquet") or fmt.is_record(rel):  # the log (checkpoints): no rows
             continue
         scanned += 1
-        matched = _matching_rows(loc, rel, schema, bound)
-        if matched:
+        matched = _matching_rows(loc, rel, schema, stored, needed, bound)
+        if matched is None:
+            unchecked.append(rel)
+        elif matched:
             found.append((rel, matched))
-    return DeletedCheck(name, E.to_sql(bound), scanned, found)
+    return DeletedCheck(name, E.to_sql(bound), scanned, found, unchecked)
 
 
-def _matching_rows(loc: Location, rel: str, schema: pa.Schema, bound: Any) -> int:
-    """The rows of the file ``rel`` that ``bound`` matches: its columns as stored, hive partition values from
-    its path, columns it lacks as nulls."""
+def _matching_rows(
+    loc: Location, rel: str, schema: pa.Schema, stored: Mapping[str, str], needed: set[str], bound: Any
+) -> int | None:
+    """The rows of the file ``rel`` that ``bound`` matches: its columns as stored (``stored``: each column's name
+    in the files), hive partition values from its path, columns it lacks as nulls; None when a partition column
+    ``bound`` names (``needed``) is in neither."""
     from urllib.parse import unquote
 
     from dal import expr as E
@@ -964,14 +980,17 @@ def _matching_rows(loc: Location, rel: str, schema: pa.Schema, bound: Any) -> in
     parts = dict(seg.split("=", 1) for seg in rel.split("/")[:-1] if "=" in seg)
     columns = {}
     for f in schema:
-        if f.name in table.column_names:
-            column = table.column(f.name)
+        name = stored.get(f.name, f.name)
+        if f.name in needed and name not in table.column_names and f.name not in parts and name not in parts:
+            return None
+        if name in table.column_names:
+            column = table.column(name)
             try:  # as the version's schema types it (a string_view file column: a string)
                 columns[f.name] = column if column.type == f.type else column.cast(f.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 columns[f.name] = column
-        elif f.name in parts:
-            raw = unquote(parts[f.name])
+        elif f.name in parts or name in parts:
+            raw = unquote(parts.get(f.name, parts.get(name, "")))
             value = None if raw == "__HIVE_DEFAULT_PARTITION__" else raw
             columns[f.name] = pa.array([value] * table.num_rows, pa.string()).cast(f.type)
         else:

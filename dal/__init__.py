@@ -21,7 +21,7 @@ from dal._version import __version__
 
 if TYPE_CHECKING:
     from dal import errors, lineage
-    from dal.api import get_catalog, open, register, sync, write
+    from dal.api import delete, get_catalog, open, register, sync, write
     from dal.convert import convert, infer_schema
     from dal.dataset import Dataset
     from dal.errors import DalError
@@ -52,6 +52,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "TransformSpec": ("dal.read.transform", "TransformSpec"),
     "col": ("dal.expr", "col"),
     "convert": ("dal.convert", "convert"),
+    "delete": ("dal.api", "delete"),
     "errors": ("dal.errors", None),
     "get_catalog": ("dal.api", "get_catalog"),
     "hive": ("dal.ops.hive", None),
@@ -82,6 +83,7 @@ __all__ = [
     "__version__",
     "col",
     "convert",
+    "delete",
     "errors",
     "get_catalog",
     "hive",

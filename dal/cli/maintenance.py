@@ -1,4 +1,4 @@
-"""Delete and clean up: drop (--purge), gc, optimize (compaction), the converter's and file caches (cache ls/clear), and the catalog
+"""Delete and clean up: drop (--purge), gc, optimize (compaction), delete (rows) and verify-deleted, the converter's and file caches (cache ls/clear), and the catalog
 database itself (db upgrade/status). Every deletion goes through dal.ops.lifecycle, dal.spark.convert_cache or
 dal.storage.rangecache, which delete only what they can prove is theirs (dal/storage/ownership.py)."""
 
@@ -168,6 +168,59 @@ def optimize_cmd(ctx: click.Context, name: str, target_file_size: int | None, as
         )
 
 
+@click.command("delete")
+@click.argument("name", shell_complete=complete_names)
+@click.option("--where", required=True, help="The rows to delete (SQL, as --where of dal head).")
+@json_option
+@click.pass_context
+def delete_cmd(ctx: click.Context, name: str, where: str, as_json: bool) -> None:
+    """Delete rows: a new version without the rows --where matches (older versions keep them until they expire;
+    `dal gc --keep-last N --force` then deletes their files, `dal verify-deleted` checks none is left)."""
+    from dal.api import delete
+
+    cat = existing_catalog_of(ctx)
+    before = cat.version(name).number
+    version = delete(name, where, catalog=cat)
+    if as_json:
+        emit_json({"dataset": name, "version": version.number, "deleted": version.number != before})
+    elif version.number == before:
+        click.echo(f"{name}: no row matches; nothing deleted (version {before} is the latest)")
+    else:
+        click.echo(
+            f"{name}: version {version.number} without the rows matching {printable(where)}; versions up to "
+            f"{before} still hold them until they expire"
+        )
+
+
+@click.command("verify-deleted")
+@click.argument("name", shell_complete=complete_names)
+@click.option("--where", required=True, help="The rows that must be gone (SQL).")
+@json_option
+@click.pass_context
+def verify_deleted_cmd(ctx: click.Context, name: str, where: str, as_json: bool) -> None:
+    """Check that no Parquet data file under the dataset's location holds a row --where matches, whatever version
+    (or none) references it: exit 1 and list the files that do."""
+    from dal.ops import lifecycle
+
+    r = lifecycle.verify_deleted(name, where=where, catalog=existing_catalog_of(ctx))
+    if as_json:
+        emit_json(r.to_dict())
+    else:
+        for path, rows in r.files_with_rows:
+            click.echo(f"{printable(path)}: {rows} matching row(s)")
+        for path in r.files_unchecked:
+            click.echo(f"{printable(path)}: cannot tell (a partition column of the predicate is not in the file)")
+    if r.files_with_rows:
+        raise DalError(
+            f"{name}: {len(r.files_with_rows)} of {r.files_scanned} data file(s) still hold rows matching "
+            f"{where}: expire the versions before the delete and gc their files"
+        )
+    if r.files_unchecked:
+        raise DalError(f"{name}: {len(r.files_unchecked)} data file(s) could not be checked against {where}")
+    if not as_json:
+        click.echo(f"{name}: none of the {r.files_scanned} data file(s) holds a row matching {printable(where)}")
+
+
 @click.group("db", cls=Group)
 def db_group() -> None:
     """Manage the catalog database itself."""
@@ -320,4 +373,5 @@ def cache_clear_cmd(cache_dir: str | None, force: bool, files: bool, as_json: bo
 
 
 #: The commands this module adds to ``dal`` (dal.cli.app registers them).
-COMMANDS: tuple[click.Command, ...] = (drop_cmd, gc_cmd, optimize_cmd, db_group, cache_group)
+COMMANDS: tuple[click.Command, ...] = (drop_cmd, gc_cmd, optimize_cmd, delete_cmd, verify_deleted_cmd, db_group,
+                                        cache_group)  # fmt: skip

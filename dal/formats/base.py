@@ -17,6 +17,7 @@ from dal.storage.timeparts import RuleCheck
 from dal.tensors.schema import TensorSchema
 
 if TYPE_CHECKING:
+    from dal.expr import Expr
     from dal.formats.changes import ChangePlan
     from dal.formats.index import FileIndex
 
@@ -68,6 +69,8 @@ class WriteOptions:
     # bytes per data file to aim for (Spark: fewer tasks; delta-rs: its own); None: the writer's own sizes (Spark:
     # one file set per partition, as the DataFrame is partitioned)
     target_file_size: int | None = None
+    # the rows an overwrite replaces (``dal.writes.changes``), bound against the version it read; None: the table
+    where: Expr | None = None
 
     @property
     def dataset(self) -> str:
@@ -204,10 +207,20 @@ class SparkSource:
     version_option: str
 
 
+@dataclass(frozen=True)
+class Checked:
+    """Local data a transaction checked (``WriteTransaction.prepare``): the reader, and the schema its batches are
+    written in."""
+
+    reader: pa.RecordBatchReader
+    schema: pa.Schema
+
+
 class WriteTransaction(ABC):
     """One write of one new storage version: ``check`` the data's schema, ``stage`` batches into files (on
     this process or on Spark executors: a transaction pickles), ``commit`` the staged files' records as ONE
-    version, or ``abort``. Created by ``Format.begin``, which refused everything it could before."""
+    version, or ``abort``. Local data: ``prepare`` (every refusal, before anything is written) then
+    ``write_prepared``. Created by ``Format.begin``, which refused everything it could before."""
 
     format_title: ClassVar[str]  # for messages ("Delta"); code never branches on it
 
@@ -240,19 +253,43 @@ class WriteTransaction(ABC):
     def abort(self) -> None:  # noqa: B027  (by default nothing to undo)
         """Forget an uncommitted write (remove what ``stage`` wrote where that is safe)."""
 
-    def write(self, data: Any) -> int:
-        """Write local ``data`` (Arrow table / batches / reader, pandas; see ``dal.formats.inputs``) and commit it."""
+    def prepare(self, data: Any) -> Any:
+        """Refuse local ``data`` (Arrow table / batches / reader, pandas; see ``dal.formats.inputs``) that does not
+        fit — a time column it lacks, its schema (``check``) — before anything is written; return what
+        ``write_prepared`` writes. Of a stream only the schema is read.
+
+        Raises:
+            SchemaMismatch, DalError: the data does not fit; nothing was written.
+        """
         from dal.formats.inputs import to_reader
 
         reader = to_reader(data)
         check_time_column(self.opts.time_column, reader.schema.names, "a column of the data")
-        schema = self.check(reader.schema)
+        return Checked(reader, self.check(reader.schema))
+
+    def write_prepared(self, prepared: Any) -> int:
+        """Write what ``prepare`` returned and commit it as one version (``abort`` on failure)."""
+        assert isinstance(prepared, Checked)
+        schema = prepared.schema
         try:
-            batches = (b if b.schema.equals(schema) else b.select(schema.names) for b in reader)
+            batches = (b if b.schema.equals(schema) else b.select(schema.names) for b in prepared.reader)
             return self.commit(self.stage(self.observed(batches)))
         except BaseException:
             self.abort()
             raise
+
+    def write(self, data: Any) -> int:
+        """Write local ``data`` and commit it: ``prepare`` then ``write_prepared``."""
+        return self.write_prepared(self.prepare(data))
+
+    def delete_rows(self) -> int | None:
+        """Commit a version without the rows ``opts.where`` matches (``dal.delete``); None when none matched
+        (nothing committed).
+
+        Raises:
+            DalError: the format cannot delete rows. WriteConflict: the version read is not the newest now.
+        """
+        raise DalError(f"{self.format_title} datasets: dal cannot delete rows of them")
 
     @property
     def partition_columns(self) -> tuple[str, ...]:

@@ -8,13 +8,16 @@ Python objects Arrow has no type for are refused with one line naming the column
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from dal.errors import DalError, one_line
+
+if TYPE_CHECKING:
+    from dal.expr import Expr
 
 
 def is_spark_dataframe(data: object) -> bool:
@@ -119,3 +122,31 @@ def _conversion_failed(e: Exception) -> str:
     where = parts[-1].replace("Conversion failed for ", "") if len(parts) == 2 else "a column"
     return (f"cannot store {where}: {one_line(parts[0])}; give it numbers, strings, bytes, timestamps, "
             "lists or dicts of those, or N-D NumPy arrays of one shape")  # fmt: skip
+
+
+def check_rows(rows: pa.Table | pa.RecordBatch, where: Expr) -> None:
+    """Refuse rows ``where`` does not match (false or NULL): a partial overwrite (``dal.write(where=)``) writes
+    only rows it replaces, as Delta's ``replaceWhere`` checks.
+
+    Raises:
+        DalError: naming how many rows; nothing was written.
+    """
+    from dal.expr import to_arrow, to_sql
+
+    if rows.num_rows == 0:
+        return
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
+    bad = table.num_rows - table.filter(to_arrow(where, table.schema)).num_rows
+    if bad:
+        raise DalError(
+            f"where {to_sql(where)}: {bad} of the {table.num_rows} rows written do not match it; a write with "
+            "where= replaces the rows it matches with rows that match it too (nothing was written)"
+        )
+
+
+def checked_batches(batches: Iterable[pa.RecordBatch], where: Expr) -> Iterator[pa.RecordBatch]:
+    """``batches``, each refused (``check_rows``) when a row does not match ``where``: a stream's rows are checked
+    as they are written, before the commit."""
+    for b in batches:
+        check_rows(b, where)
+        yield b

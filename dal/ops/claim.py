@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from dal import validate
-from dal.api import CatalogLike, get_catalog, is_read_only
+from dal.api import CatalogLike, get_catalog
 from dal.errors import DalError, translating
 from dal.formats.registry import get_format
 from dal.storage import claims
 from dal.storage.location import Location
+from dal.writes.recording import is_read_only
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from dal import progress, validate
 from dal._testhooks import pause
-from dal.api import CatalogLike, check_claim, get_catalog, is_read_only, not_recorded, sync, sync_recorded
+from dal.api import CatalogLike, get_catalog, sync, sync_recorded
 from dal.catalog import Catalog, VersionInfo, VersionRef
 from dal.catalog.store import EXPIRED_AT, FILES_DELETED, UNAVAILABLE
 from dal.catalog.types import DatasetInfo, Schema
@@ -50,6 +50,7 @@ from dal.ops.first import first_rows
 from dal.storage import claims, intents, ownership, uris
 from dal.storage.location import Location
 from dal.tensors.schema import decode_table
+from dal.writes.recording import check_claim, is_read_only, not_recorded
 
 if TYPE_CHECKING:
     pass
@@ -928,3 +929,139 @@ def _unexpired(v: VersionInfo) -> VersionInfo:
 
 __all__ = ["ColumnStats", "Dropped", "GcResult", "Optimized", "Stats", "drop", "gc", "head", "optimize",
            "parse_duration", "purge_plan", "rename", "set_info", "stats"]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What ``forget`` did: the version without the rows, the versions expired (which held them), the files
+    deleted."""
+
+    dataset: str
+    version: VersionInfo
+    expired: tuple[int, ...]
+    deleted: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "version": self.version.number, "expired_versions": list(self.expired),
+                "deleted_files": list(self.deleted)}  # fmt: skip
+
+
+@translating("forgetting rows of {name}")
+def forget(
+    name: str,
+    *,
+    where: str,
+    safe_age: timedelta = SAFE_AGE,
+    storage_options: Mapping[str, str] | None = None,
+    catalog: CatalogLike = None,
+) -> Forgotten:
+    """Make the rows ``where`` matches unreadable in every retained version and gone from storage: ``dal.delete``
+    them (a new version without them), expire every version before that one — tagged ones too: they hold the
+    rows — and delete the files no kept version needs (``gc``). ``verify_deleted`` then checks that no data file
+    under the location holds a matching row.
+
+    Raises:
+        as ``dal.delete`` and ``gc``.
+    """
+    from dal.api import delete
+
+    cat = get_catalog(catalog)
+    version = delete(name, where, storage_options=storage_options, catalog=cat)
+    live = [v for v in cat.versions(name) if v.unavailable is None and v.number >= version.number]
+    result = gc(name, keep_last=len(live), force=True, safe_age=safe_age, storage_options=storage_options, catalog=cat)
+    return Forgotten(name, version, result.expired, result.deleted)
+
+
+@dataclass(frozen=True)
+class DeletedCheck:
+    """What ``verify_deleted`` found: how many data files it read, each file (path below the location) that holds
+    rows the predicate matches, with their count, and each file it could not judge (a partition column the
+    predicate names is neither in the file nor in its path: Delta column mapping may name partition folders at
+    random). The rows are gone only when both lists are empty."""
+
+    dataset: str
+    where: str
+    files_scanned: int
+    files_with_rows: list[tuple[str, int]]
+    files_unchecked: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.files_with_rows and not self.files_unchecked
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "where": self.where, "files_scanned": self.files_scanned,
+                "files_with_rows": [{"path": p, "rows": n} for p, n in self.files_with_rows],
+                "files_unchecked": list(self.files_unchecked), "clean": self.clean}  # fmt: skip
+
+
+@translating("checking deleted rows of {name}")
+def verify_deleted(
+    name: str, *, where: str, storage_options: Mapping[str, str] | None = None, catalog: CatalogLike = None
+) -> DeletedCheck:
+    """Read every Parquet data file under the dataset's location — whatever version (or none) references it,
+    change-data files included; the Delta log's checkpoints hold no rows — and count the rows ``where`` matches
+    in each (hive partition values from the file's path). What a compliance check after ``forget`` runs.
+
+    Raises:
+        FilterError: ``where`` names an unknown column (checked against the latest version, like every filter).
+    """
+    from dal import expr as E
+
+    validate.check(storage_options=storage_options, catalog=catalog)
+    cat = get_catalog(catalog)
+    info = cat.get_dataset(name)
+    latest = cat.version(name)
+    options = dict(storage_options or {})
+    fmt = get_format(info.format)
+    schema = fmt.arrow_schema(info.location, latest, options)
+    bound = E.bind(E.as_expr(where), schema)
+    physical = fmt.physical_schema(schema)  # Delta column mapping: the files' own column names
+    stored = dict(zip(schema.names, (physical or schema).names, strict=True))
+    needed = {c for c in bound.columns() if c in latest.partition_columns}
+    loc = Location.of(info.location, options)
+    scanned, found, unchecked = 0, [], []
+    for listed in ownership.listing(loc, fmt.table_roots).files:  # never through a link
+        rel = listed.rel
+        if listed.link or not rel.endswith(".parquet") or fmt.is_record(rel):  # the log (checkpoints): no rows
+            continue
+        scanned += 1
+        matched = _matching_rows(loc, rel, schema, stored, needed, bound)
+        if matched is None:
+            unchecked.append(rel)
+        elif matched:
+            found.append((rel, matched))
+    return DeletedCheck(name, E.to_sql(bound), scanned, found, unchecked)
+
+
+def _matching_rows(
+    loc: Location, rel: str, schema: pa.Schema, stored: Mapping[str, str], needed: set[str], bound: Any
+) -> int | None:
+    """The rows of the file ``rel`` that ``bound`` matches: its columns as stored (``stored``: each column's name
+    in the files), hive partition values from its path, columns it lacks as nulls; None when a partition column
+    ``bound`` names (``needed``) is in neither."""
+    from urllib.parse import unquote
+
+    from dal import expr as E
+
+    table = pq.read_table(loc.path(rel), filesystem=loc.fs)
+    parts = dict(seg.split("=", 1) for seg in rel.split("/")[:-1] if "=" in seg)
+    columns = {}
+    for f in schema:
+        name = stored.get(f.name, f.name)
+        if f.name in needed and name not in table.column_names and f.name not in parts and name not in parts:
+            return None
+        if name in table.column_names:
+            column = table.column(name)
+            try:  # as the version's schema types it (a string_view file column: a string)
+                columns[f.name] = column if column.type == f.type else column.cast(f.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                columns[f.name] = column
+        elif f.name in parts or name in parts:
+            raw = unquote(parts.get(f.name, parts.get(name, "")))
+            value = None if raw == "__HIVE_DEFAULT_PARTITION__" else raw
+            columns[f.name] = pa.array([value] * table.num_rows, pa.string()).cast(f.type)
+        else:
+            columns[f.name] = pa.nulls(table.num_rows, f.type)
+    rows = pa.table(columns)
+    return int(rows.filter(E.to_arrow(bound, rows.schema)).num_rows)

@@ -98,6 +98,16 @@ class Claim:
         return cls(holder.catalog, holder.url, holder.dataset, datetime.now(UTC).isoformat(timespec="seconds"))
 
 
+@dataclass(frozen=True)
+class Checked:
+    """What ``check`` found: the location's claim after it (None: unclaimed and not taken, or a read-only
+    registration, which never reads it), and whether this check created it (the location had no claim). Callers
+    learn both from the check's one read of the claim file, never by reading it again."""
+
+    claim: Claim | None
+    created: bool = False
+
+
 def _parse(data: bytes, where: str) -> Claim:
     """A claim file's bytes as a Claim; anything else (not JSON, deep nesting, wrong types) is a FormatError."""
     bad = FormatError(
@@ -195,8 +205,10 @@ def _refusal(loc: Location, claim: Claim, holder: Holder, action: Action, record
 
 def check(
     loc: Location, holder: Holder, action: Action, *, recorded: bool, read_only: bool = False, take: bool = True
-) -> Claim | None:
-    """Refuse ``action`` unless ``holder``'s catalog owns the location; claim it first when nobody does.
+) -> Checked:
+    """Refuse ``action`` unless ``holder``'s catalog owns the location; claim it first when nobody does. Reads the
+    claim file once (once more only after creating it on an object store, or when another catalog won the race
+    to create it); the result says what it found and whether it created the claim.
 
     Args:
         loc: the dataset's location.
@@ -206,7 +218,7 @@ def check(
             records is a purge stopped after its last step but one: the location is free again).
         read_only: the dataset is (being) registered read-only there: ``register``, ``sync``, ``drop`` and
             ``rename`` go on without a claim, anything else is refused.
-        take: claim an unclaimed location (False: only check; None is returned).
+        take: claim an unclaimed location (False: only check; an unclaimed location gives ``Checked(None)``).
 
     Raises:
         ClaimedElsewhere: another catalog owns the location. ReadOnlyDataset: a read-only registration asked to
@@ -215,7 +227,7 @@ def check(
     """
     if read_only:
         if action in ("register", "sync", "drop", "rename"):
-            return None
+            return Checked(None)
         raise ReadOnlyDataset(
             f"{holder.dataset} is registered read-only in this catalog ({holder.url}): it can be read, not "
             f"{_PAST.get(action, action)} from here (`dal claim {holder.dataset} --take-over` moves its location's claim here, logged)"
@@ -226,17 +238,26 @@ def check(
         claim = None
         if take:
             _replace(loc, Claim.of(holder))
-            return read(loc)
+            return Checked(read(loc))
     if claim is None:
         if not take:
-            return None
+            return Checked(None)
         mine = Claim.of(holder)
         if _create(loc, mine):
             _log.info("%s: claimed for %s", loc.uri, mine.describe())
-            return mine
+            return Checked(mine, created=True)
         claim = read(loc)  # another catalog won the race to claim it
         if claim is None:
             raise FormatError(f"{_where(loc)} vanished while dal claimed the location; try again")
+    return Checked(_held(loc, claim, holder, action, recorded))
+
+
+def _held(loc: Location, claim: Claim, holder: Holder, action: Action, recorded: bool) -> Claim:
+    """``claim`` when ``holder``'s catalog holds it and may ``action`` there (its dataset name kept true).
+
+    Raises:
+        ClaimedElsewhere, PurgeUnfinished: as ``check``.
+    """
     if not claim.held_by(holder):
         raise _refusal(loc, claim, holder, action, recorded)
     if claim.purging and action not in ("purge", "drop"):
@@ -256,7 +277,7 @@ def mark_purging(loc: Location, holder: Holder) -> None:
     Raises:
         ClaimedElsewhere, FormatError: as ``check``.
     """
-    claim = check(loc, holder, "purge", recorded=True)
+    claim = check(loc, holder, "purge", recorded=True).claim
     assert claim is not None
     if not claim.purging:
         _replace(loc, replace(claim, purging=True))
@@ -324,5 +345,5 @@ def is_claim(rel: str) -> bool:
     return rel == FILE or (rel.startswith(f".{FILE}.") and rel.endswith(".tmp"))
 
 
-__all__ = ["FILE", "Claim", "ClaimedElsewhere", "Holder", "PurgeUnfinished", "check", "is_claim", "mark_purging",
+__all__ = ["FILE", "Checked", "Claim", "ClaimedElsewhere", "Holder", "PurgeUnfinished", "check", "is_claim", "mark_purging",
            "read", "release", "take_over", "unmark_purging"]  # fmt: skip

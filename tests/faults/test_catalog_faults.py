@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 import dal
 import dal.api
+import dal.writes.commit
 from dal.catalog import Catalog, CatalogReadOnly, CommittedNotRecorded
 from tests.conftest import use_catalog
 from tests.faults.conftest import fill
@@ -131,7 +132,7 @@ def test_privilege_lost_after_the_storage_commit_is_committed_not_recorded(
                 with admin.begin() as c:
                     c.execute(sa.text(f'REVOKE INSERT, UPDATE ON ALL TABLES IN SCHEMA "{schema}" FROM "{role}"'))
 
-        monkeypatch.setattr(dal.api, "pause", revoke)
+        monkeypatch.setattr(dal.writes.commit, "pause", revoke)
         with pytest.raises(CommittedNotRecorded) as e:
             dal.write(table(3, 3), "lost.ds", catalog=writer_url)
         message = str(e.value)
@@ -163,7 +164,7 @@ def test_catalog_disk_full_after_the_storage_commit_is_committed_not_recorded(
         if point == "after-storage-commit":
             fillers.append(fill(small_disk))
 
-    monkeypatch.setattr(dal.api, "pause", fill_catalog_disk)
+    monkeypatch.setattr(dal.writes.commit, "pause", fill_catalog_disk)
     big = pa.table({"id": list(range(3, 3 + 50_000))})
     with pytest.raises(
         CommittedNotRecorded, match=r"committed to storage as delta version 1 .*full.*dal sync full\.ds"

@@ -47,7 +47,6 @@ from dal.formats.delta.log import (
     _opts,
     _short,
     commit_info,
-    find_commit,
     open_table,
     table_exists,
 )
@@ -128,22 +127,9 @@ class DeltaFormat(Format):
     def _table(self, location: str, storage_options: Mapping[str, str], version: int | None = None) -> Any:
         return open_table(location, storage_options, version)
 
-    def check_write(self, location: str, schema: pa.Schema, opts: WriteOptions) -> tuple[str, ...]:
-        """Refuse (``SchemaMismatch``) a write that does not fit the table, before anything is written
-        (``dal.formats.delta.write.check_write``). Returns the partition columns the new version is laid out by."""
-        return delta_write.check_write(location, schema, opts)
-
-    def write(self, location: str, data: pa.RecordBatchReader, opts: WriteOptions, parts: Sequence[str]) -> int:
-        """Write local ``data`` with delta-rs as one version laid out by ``parts`` (from ``check_write``)."""
-        return delta_write.write_local(location, data, opts, parts)
-
     def compact(self, location: str, latest: VersionInfo, opts: WriteOptions, target_file_size: int) -> int | None:
         """delta-rs's ``optimize.compact`` as one commit (``dal.formats.delta.write.compact``)."""
         return delta_write.compact(location, latest, opts, target_file_size)
-
-    def find_commit(self, location: str, opts: WriteOptions) -> int:
-        """The version our commit got, matched by its write id (``dal.formats.delta.log.find_commit``)."""
-        return find_commit(location, opts)
 
     def snapshots(
         self,

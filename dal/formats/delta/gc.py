@@ -197,22 +197,35 @@ def _change_feed(
             )
             feed.complete = False
             continue
-        cdc = {r for a in actions if isinstance(a.get("cdc"), dict) and (r := rel_of(a["cdc"]["path"]))}
-        (feed.kept if v >= oldest else feed.gone if v in gone else feed.old).update(cdc)
-        if cdf_on and not cdc:
-            removed = {
-                r
-                for a in actions
-                if isinstance(a.get("remove"), dict) and a["remove"].get("dataChange", True)
-                and (r := rel_of(a["remove"]["path"]))
-            }  # fmt: skip
-            if v >= oldest:
-                feed.removed_kept |= removed
-            elif v in gone:
-                feed.removed_gone |= removed
+        _add_commit(feed, actions, v >= oldest, v in gone, cdf_on, rel_of)
     feed.old -= feed.kept
     feed.gone -= feed.kept
     return feed
+
+
+def _add_commit(
+    feed: _ChangeFeed,
+    actions: Sequence[Mapping[str, Any]],
+    kept: bool,
+    gone: bool,
+    cdf_on: bool,
+    rel_of: Callable[[str], str | None],
+) -> None:
+    """One commit's change data files into ``feed`` (by whether its version is ``kept``, expiring — ``gone`` — or
+    older), and with the change data feed on, the data files it removed when it wrote no change data."""
+    cdc = {r for a in actions if isinstance(a.get("cdc"), dict) and (r := rel_of(a["cdc"]["path"]))}
+    (feed.kept if kept else feed.gone if gone else feed.old).update(cdc)
+    if cdf_on and not cdc:
+        removed = {
+            r
+            for a in actions
+            if isinstance(a.get("remove"), dict) and a["remove"].get("dataChange", True)
+            and (r := rel_of(a["remove"]["path"]))
+        }  # fmt: skip
+        if kept:
+            feed.removed_kept |= removed
+        elif gone:
+            feed.removed_gone |= removed
 
 
 def _deletion_vector_files(

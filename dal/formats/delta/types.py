@@ -17,7 +17,7 @@ column and a way out:
   (Delta compares names case-insensitively), and timestamps without time zone that appear only inside maps
   (delta-rs then cannot create the table).
 
-``check_writable`` refuses by type (``DeltaFormat.check_write``, both the Arrow and the Spark path);
+``check_writable`` refuses by type (``dal.formats.delta.write.check_write``, both the Arrow and the Spark path);
 ``ConformedReader`` converts and checks values while delta-rs reads the stream, before anything is committed.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 
@@ -13,16 +13,18 @@ from dal import progress
 from dal.catalog.types import VersionInfo
 from dal.errors import DalError, SchemaMismatch, WriteConflict, one_line, translate
 from dal.formats.base import (
+    Checked,
     WriteOptions,
     WriteTransaction,
-    check_time_column,
     plan_partitioning,
     replaces_schema,
 )
 from dal.formats.delta.log import _arrow_schema, _dl, _opts, find_commit, open_table, table_exists
+from dal.formats.delta.predicate import to_delta_sql
 from dal.formats.delta.staging import FILE_SCHEMA, write_files
 from dal.formats.delta.types import ConformedReader, check_writable, describe_mismatch
 from dal.formats.directory import missing_files, vanished
+from dal.formats.inputs import checked_batches
 from dal.formats.logical import logical_schema, written_type
 from dal.storage import uris
 from dal.storage.location import Location
@@ -45,6 +47,19 @@ def check_write(location: str, schema: pa.Schema, opts: WriteOptions) -> tuple[s
     table = open_table(location, opts.storage_options) if table_exists(location, opts.storage_options) else None
     current_parts = tuple(table.metadata().partition_columns) if table is not None else None
     parts = plan_partitioning(current_parts, opts, schema.names, f"the Delta table {location}")
+    _check_partition_types(location, schema, parts)
+    if table is None or replaces_schema(opts):
+        return parts
+    problems = _schema_problems(_arrow_schema(table), schema, opts)
+    if problems:
+        verb = "append to" if opts.mode == "append" else "overwrite"
+        hint = " (or schema_mode='overwrite' to replace the schema)" if opts.mode == "overwrite" else ""
+        raise SchemaMismatch(f"cannot {verb} {location}: " + "; ".join(problems) + hint)
+    return parts
+
+
+def _check_partition_types(location: str, schema: pa.Schema, parts: Sequence[str]) -> None:
+    """Refuse a struct, list or map partition column (a directory holds one plain value)."""
     nested = [
         f"{c} ({schema.field(c).type})" for c in parts if c in schema.names and pa.types.is_nested(schema.field(c).type)
     ]
@@ -53,13 +68,17 @@ def check_write(location: str, schema: pa.Schema, opts: WriteOptions) -> tuple[s
             f"cannot partition the Delta table {location} by {', '.join(nested)}: a partition column holds "
             "one plain value per directory, not a struct, list or map"
         )
-    if table is None or replaces_schema(opts):
-        return parts
-    current = logical_schema(_arrow_schema(table))  # recorded columns as written (dal.formats.logical)
+
+
+def _schema_problems(recorded: pa.Schema, schema: pa.Schema, opts: WriteOptions) -> list[str]:
+    """What keeps data of ``schema`` from being written to a table whose schema is ``recorded`` (its Arrow
+    schema as delta-rs reads it): columns of another type, required columns missing, new columns without
+    ``schema_mode='merge'``; empty when it fits."""
+    current = logical_schema(recorded)  # recorded columns as written (dal.formats.logical)
     missing, new, changed = describe_mismatch(current, schema)
     changed += [
         f"{f.name} ({f.type} -> {schema.field(f.name).type})"
-        for f in _arrow_schema(table)
+        for f in recorded
         if written_type(f) is not None
         and f.name in schema.names
         and not schema.field(f.name).type.equals(current.field(f.name).type)
@@ -74,11 +93,7 @@ def check_write(location: str, schema: pa.Schema, opts: WriteOptions) -> tuple[s
         problems.append("columns missing from the data (not nullable in the table): " + ", ".join(required))
     if opts.schema_mode != "merge" and new:
         problems.append("new columns: " + ", ".join(new) + " (pass schema_mode='merge' to add them)")
-    if problems:
-        verb = "append to" if opts.mode == "append" else "overwrite"
-        hint = " (or schema_mode='overwrite' to replace the schema)" if opts.mode == "overwrite" else ""
-        raise SchemaMismatch(f"cannot {verb} {location}: " + "; ".join(problems) + hint)
-    return parts
+    return problems
 
 
 NO_TABLE = -1  # an overwrite's base when it began before the table existed: it commits only while none does
@@ -125,15 +140,7 @@ def write_local(
         WriteConflict: another commit landed after ``base``; nothing was committed.
     """
     dl = _dl()
-    props = _props(opts, base)
-    current = None
-    if not replaces_schema(opts) and table_exists(location, opts.storage_options):
-        current = _arrow_schema(open_table(location, opts.storage_options))
-        data = _with_missing_columns(data, logical_schema(current))
-    # an empty partition value is null to every reader (delta-rs, Spark, dal) and Hive: written where nulls go
-    data = blank_partitions_as_null(data, parts)
-    # unsigned -> signed, tensors -> binary, ns -> us, … refusing values that do not fit
-    conformed = ConformedReader(data, current)
+    conformed = _conformed(location, data, opts, parts)
     # a target only when one was asked for: otherwise delta-rs's own default (the keyword left out)
     sizing = {} if opts.target_file_size is None else {"target_file_size": opts.target_file_size}
     first = base == NO_TABLE  # an overwrite that began on no table: it creates one, or conflicts
@@ -149,27 +156,60 @@ def write_local(
             # a schema overwrite may change the partitioning ([]: none); otherwise the table's, as checked
             partition_by=list(parts) if replaces_schema(opts) else (list(parts) or None),
             schema_mode=None if first else opts.schema_mode,
+            # a partial overwrite: only the rows the bound predicate matches are replaced
+            predicate=_predicate(opts, target),
             storage_options=_opts(opts.storage_options),
-            commit_properties=props,
+            commit_properties=_props(opts, base),
             writer_properties=dl.WriterProperties(compression=_DELTA_RS_CODECS[opts.compression]),
             **sizing,
         )
-    except (dl.exceptions.SchemaMismatchError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
+    except Exception as e:
+        _raise_write_error(e, location, opts, conformed, base)
+    return find_commit(location, opts)
+
+
+def _predicate(opts: WriteOptions, target: Any) -> str | None:
+    """A partial overwrite's predicate as delta-rs's SQL, its literals typed by the table it replaces rows of
+    (``target``: the table opened at the overwrite's base); None: the whole table."""
+    if opts.where is None:
+        return None
+    if isinstance(target, str):  # no table at the base: nothing to replace rows of
+        raise DalError(f"{target}: no Delta table to replace rows of")
+    return to_delta_sql(opts.where, _arrow_schema(target))
+
+
+def _conformed(location: str, data: pa.RecordBatchReader, opts: WriteOptions, parts: Sequence[str]) -> ConformedReader:
+    """``data`` as delta-rs is handed it: the table's missing nullable columns added, blank partition values
+    null, types conformed (unsigned -> signed, tensors -> binary, ns -> us, … refusing values that do not fit)."""
+    current = None
+    if not replaces_schema(opts) and table_exists(location, opts.storage_options):
+        current = _arrow_schema(open_table(location, opts.storage_options))
+        data = _with_missing_columns(data, logical_schema(current))
+    # an empty partition value is null to every reader (delta-rs, Spark, dal) and Hive: written where nulls go
+    data = blank_partitions_as_null(data, parts)
+    return ConformedReader(data, current)
+
+
+def _raise_write_error(
+    e: Exception, location: str, opts: WriteOptions, conformed: ConformedReader, base: int | None
+) -> NoReturn:
+    """Raise delta-rs's error of ``write_local`` as dal's: the value the conformed reader refused,
+    ``SchemaMismatch``, ``WriteConflict`` for an overwrite overtaken, else one line, masked, with a hint for an
+    object store's error."""
+    dl = _dl()
+    if isinstance(e, dl.exceptions.SchemaMismatchError | pa.ArrowInvalid | pa.ArrowTypeError):
         if conformed.error is not None:
             raise conformed.error from None
         raise SchemaMismatch(f"delta-rs refused the data for {location}: {one_line(e)}") from e
-    except dl.exceptions.CommitFailedError as e:
+    if isinstance(e, dl.exceptions.CommitFailedError):
         if base is None:
             raise translate(e, f"writing Delta table {location}", local=uris.is_local(location)) from e
         raise _conflict(location, base) from e
-    except Exception as e:
-        if conformed.error is not None:
-            raise conformed.error from None
-        if first and table_exists(location, opts.storage_options) and _landed(location, opts) is None:
-            raise _conflict(location, NO_TABLE) from e  # another writer created the table first
-        # one line, masked, with a hint for an object store's error
-        raise translate(e, f"writing Delta table {location}", local=uris.is_local(location)) from e
-    return find_commit(location, opts)
+    if conformed.error is not None:
+        raise conformed.error from None
+    if base == NO_TABLE and table_exists(location, opts.storage_options) and _landed(location, opts) is None:
+        raise _conflict(location, NO_TABLE) from e  # another writer created the table first
+    raise translate(e, f"writing Delta table {location}", local=uris.is_local(location)) from e
 
 
 def _landed(location: str, opts: WriteOptions) -> int | None:
@@ -322,16 +362,16 @@ class DeltaWrite(WriteTransaction):
             raise _conflict(location, self.base) from e
         return find_commit(location, opts)
 
-    def write(self, data: Any) -> int:
-        from dal.formats.inputs import to_reader
-
-        reader = to_reader(data)
-        check_time_column(self.opts.time_column, reader.schema.names, "a column of the data")
-        parts = check_write(self.location, reader.schema, self.opts)
+    def write_prepared(self, prepared: Any) -> int:
+        """Write checked local data with delta-rs (``write_local``): one commit, on the overwrite's base."""
+        assert isinstance(prepared, Checked)
+        reader = prepared.reader
+        if self.opts.where is not None:  # a partial overwrite writes only rows it replaces: checked before the commit
+            reader = pa.RecordBatchReader.from_batches(reader.schema, checked_batches(reader, self.opts.where))
         if self.observer is not None:
             reader = pa.RecordBatchReader.from_batches(reader.schema, self.observed(reader))
         try:
-            return write_local(self.location, reader, self.opts, parts, self.base)
+            return write_local(self.location, reader, self.opts, self.parts, self.base)
         except DalError as e:
             if self.observer is not None and self.observer.error is not None:
                 raise self.observer.error from None  # a row broke a declared rule: delta-rs stopped, no commit
@@ -340,6 +380,33 @@ class DeltaWrite(WriteTransaction):
             if landed is None:
                 raise
             return landed
+
+    def delete_rows(self) -> int | None:
+        """delta-rs's ``DELETE`` of the rows ``opts.where`` matches, on the table as this write read it (``base``,
+        no retry): files holding them are rewritten without them; None when no row matched (nothing committed).
+
+        Raises:
+            WriteConflict: a commit landed after the version read. DalError: delta-rs refused it.
+        """
+        dl = _dl()
+        opts, location, base = self.opts, self.location, self.base
+        assert opts.where is not None and base is not None
+        if base == NO_TABLE or int(open_table(location, opts.storage_options).version()) != base:
+            raise _conflict(location, base)  # never delete from less than what is there now
+        table = open_table(location, opts.storage_options, base)
+        try:
+            metrics = table.delete(
+                to_delta_sql(opts.where, _arrow_schema(table)),
+                writer_properties=dl.WriterProperties(compression=_DELTA_RS_CODECS[opts.compression]),
+                commit_properties=_props(opts, base),
+            )
+        except dl.exceptions.CommitFailedError as e:
+            raise _conflict(location, base) from e
+        except Exception as e:
+            raise translate(e, f"deleting rows of Delta table {location}", local=uris.is_local(location)) from e
+        if not int(metrics.get("num_deleted_rows", 0)) and not int(metrics.get("num_removed_files", 0)):
+            return None  # no row matched: delta-rs committed nothing
+        return find_commit(location, opts)
 
     def landed(self) -> int | None:
         try:

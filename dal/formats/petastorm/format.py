@@ -91,26 +91,9 @@ def _settle_schema(current: TensorSchema, given: TensorSchema | None, opts: Writ
         return given if given is not None else current
     if given is None:
         return current
-    before = current.to_catalog()
     if opts.schema_mode == "merge":
-        # fields the dataset has keep their definition (an inferred schema may describe them differently);
-        # a schema the caller wrote must agree with it
-        ours = {f.name: f for f in current}
-        changed = [f.name for f in given if f.name in ours and f.to_catalog() != ours[f.name].to_catalog()]
-        if changed and not opts.tensor_schema_inferred:
-            raise SchemaMismatch(
-                f"cannot merge into {where}: fields {changed} differ from the dataset's (a merge only adds fields; "
-                "write with mode='overwrite', schema_mode='overwrite' to change them)"
-            )
-        added = [f for f in given if f.name not in ours]
-        required = [f.name for f in added if not f.nullable and not opts.tensor_schema_inferred]
-        if required:
-            raise SchemaMismatch(
-                f"cannot merge into {where}: new fields {required} are not nullable, but the rows already "
-                "written have no value for them; declare them nullable=True"
-            )
-        fields = [*current, *(dataclasses.replace(f, nullable=True) for f in added)]
-        return TensorSchema(current.name, fields)
+        return _merged(current, given, opts.tensor_schema_inferred, where)
+    before = current.to_catalog()
     if given.to_catalog() != before:
         d = diff_schemas(before, given.to_catalog(), 0, 1)
         what = [f"added {[f.name for f in d.added]}" if d.added else "", f"removed {[f.name for f in d.removed]}" if d.removed else "",
@@ -118,6 +101,32 @@ def _settle_schema(current: TensorSchema, given: TensorSchema | None, opts: Writ
         hint = "schema_mode='merge' adds nullable fields; mode='overwrite', schema_mode='overwrite' replaces it"
         raise SchemaMismatch("the schema differs from the dataset's: " + "; ".join(w for w in what if w) + f" ({hint})")
     return given
+
+
+def _merged(current: TensorSchema, given: TensorSchema, inferred: bool, where: str) -> TensorSchema:
+    """``schema_mode='merge'``: the dataset's fields as they are, ``given``'s new ones added as nullable.
+
+    Raises:
+        SchemaMismatch: a field the caller wrote differs from the dataset's, or a new one is not nullable.
+    """
+    # fields the dataset has keep their definition (an inferred schema may describe them differently);
+    # a schema the caller wrote must agree with it
+    ours = {f.name: f for f in current}
+    changed = [f.name for f in given if f.name in ours and f.to_catalog() != ours[f.name].to_catalog()]
+    if changed and not inferred:
+        raise SchemaMismatch(
+            f"cannot merge into {where}: fields {changed} differ from the dataset's (a merge only adds fields; "
+            "write with mode='overwrite', schema_mode='overwrite' to change them)"
+        )
+    added = [f for f in given if f.name not in ours]
+    required = [f.name for f in added if not f.nullable and not inferred]
+    if required:
+        raise SchemaMismatch(
+            f"cannot merge into {where}: new fields {required} are not nullable, but the rows already "
+            "written have no value for them; declare them nullable=True"
+        )
+    fields = [*current, *(dataclasses.replace(f, nullable=True) for f in added)]
+    return TensorSchema(current.name, fields)
 
 
 class PetastormFormat(Format):
@@ -396,26 +405,7 @@ class PetastormFormat(Format):
         if not numbers:
             return []  # a dataset petastorm wrote (adopted): its only version is the root directory
         expiring_numbers = {v.storage_version for v in expiring} - {v.storage_version for v in kept}
-        referenced: set[str] = set()  # directories any record still names
-        doomed_dirs: set[str] = set()
-        doomed_records: list[str] = []
-        for n in numbers:
-            try:
-                commit = load_commit(loc, n)
-            except DalError as e:
-                if n in expiring_numbers:
-                    raise DalError(
-                        f"cannot read the record of version {n} at {loc.uri} ({e}); nothing was deleted"
-                    ) from e
-                commit = None
-                referenced.add(f"v{n}-")  # a damaged record: keep every directory of that number
-            if commit is None:
-                continue
-            if n in expiring_numbers:
-                doomed_dirs.add(commit.directory)
-                doomed_records.append(record_name(n))
-            else:
-                referenced.add(commit.directory)
+        referenced, doomed_dirs, doomed_records = _judge_records(loc, numbers, expiring_numbers)
         by_dir: dict[str, list[tuple[str, int, float]]] = {}
         for rel, size, age in aged_files(loc):
             top = rel.split("/", 1)[0]
@@ -425,12 +415,8 @@ class PetastormFormat(Format):
         for d, files in by_dir.items():
             if d in referenced or any(d.startswith(p) for p in referenced if p.endswith("-")):
                 continue
-            if d not in doomed_dirs:  # no record names it: a killed writer's, a running one's, or a half-gc'd one
-                if any(retention.claimed(r, a) for r, _s, a in files):
-                    continue
-                expired = int(d[1:].split("-", 1)[0]) in expiring_numbers
-                if not expired and not all(retention.abandoned(r, a) for r, _s, a in files):
-                    continue
+            if d not in doomed_dirs and not _unrecorded_dir_goes(d, files, expiring_numbers, retention):
+                continue
             out += [(r, s) for r, s, _a in files]
         sizes = dict(loc.list(RECORDS, recursive=False))
         out += [(r, sizes.get(r.split("/", 1)[1], 0)) for r in doomed_records]
@@ -471,6 +457,48 @@ def _described(loc: Location, n: int, record: Commit, previous: Schema | None, *
     if isinstance(writer, str) and writer:
         props[WRITER_CATALOG] = writer  # which catalog's dal wrote it: sync tells its own from others'
     return dataclasses.replace(draft, operation=operation, committed_at=record.committed_at, properties=props)
+
+
+def _judge_records(
+    loc: Location, numbers: Sequence[int], expiring_numbers: set[int | None]
+) -> tuple[set[str], set[str], list[str]]:
+    """(the directories records of kept versions name — ``v<n>-`` for every directory of a number whose record is
+    damaged —, the directories of expiring versions, their records).
+
+    Raises:
+        DalError: an expiring version's record cannot be read (nothing may be deleted then).
+    """
+    referenced: set[str] = set()  # directories any record still names
+    doomed_dirs: set[str] = set()
+    doomed_records: list[str] = []
+    for n in numbers:
+        try:
+            commit = load_commit(loc, n)
+        except DalError as e:
+            if n in expiring_numbers:
+                raise DalError(f"cannot read the record of version {n} at {loc.uri} ({e}); nothing was deleted") from e
+            commit = None
+            referenced.add(f"v{n}-")  # a damaged record: keep every directory of that number
+        if commit is None:
+            continue
+        if n in expiring_numbers:
+            doomed_dirs.add(commit.directory)
+            doomed_records.append(record_name(n))
+        else:
+            referenced.add(commit.directory)
+    return referenced, doomed_dirs, doomed_records
+
+
+def _unrecorded_dir_goes(
+    d: str, files: Sequence[tuple[str, int, float]], expiring_numbers: set[int | None], retention: Retention
+) -> bool:
+    """Whether a version directory no record names (a killed writer's, a running one's, or a half-gc'd one) is
+    deleted: never while a write in flight claims a file in it; at once when its number is an expiring version's,
+    else once every file in it is abandoned."""
+    if any(retention.claimed(r, a) for r, _s, a in files):
+        return False
+    expired = int(d[1:].split("-", 1)[0]) in expiring_numbers
+    return expired or all(retention.abandoned(r, a) for r, _s, a in files)
 
 
 def _removed(number: int, committed_at: datetime | None) -> VersionDraft:

@@ -1,0 +1,15 @@
+"""``dal.write``'s pipeline, below the public functions of ``dal.api``.
+
+``dal.api.write`` takes the caller's keywords and hands them here, in steps a reader can follow top to bottom:
+
+- ``refusals``: every refusal of a write, in order (``refusals.arguments`` before the catalog is opened,
+  ``refusals.plan`` after): nothing reaches storage before all of them passed. The result is a ``PlannedWrite``.
+- ``commit``: the intent registered, the claim taken, the rows written and committed in storage (``commit.store``),
+  then recorded in the catalog with lineage, time-partition rule and tags (``commit.record``).
+- ``recording``: what records storage versions in the catalog (``sync`` and ``register`` use it too), and the
+  claim check every write, register, sync and maintenance operation makes.
+- ``changes``: writes that replace part of a dataset or delete rows (``where=``, ``overwrite='partitions'``,
+  ``dal.delete``): the predicate, bound against the version they read.
+
+(The package is ``dal.writes``, not ``dal.write``: ``dal.write`` is the public function.)
+"""

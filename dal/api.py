@@ -131,11 +131,12 @@ def open(
         )
     lineage.record_read(info.name, pinned.number)  # the process-wide read log: upstream of later writes
     openlineage.emit_read(info.name, pinned.number)  # with DAL_OPENLINEAGE_READS=1 only
+    url = catalog if catalog is None or isinstance(catalog, str) else str(catalog.url)  # None: the default
     if file_cache is not None:
         from dal.storage.rangecache import ReadOptions
 
-        return Dataset(info, pinned, ReadOptions.of(storage_options, file_cache))
-    return Dataset(info, pinned, dict(storage_options or {}))
+        return Dataset(info, pinned, ReadOptions.of(storage_options, file_cache), catalog_url=url)
+    return Dataset(info, pinned, dict(storage_options or {}), catalog_url=url)
 
 
 def _pin(name: str, version: VersionRef, catalog: CatalogLike) -> tuple[DatasetInfo, VersionInfo]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -40,6 +40,8 @@ class Dataset(Pinned, Feeds, Draws):
     Created by ``dal.open``; no data is read until a terminal method (``to_arrow``, ``iter_batches``, …).
     ``storage_options`` (credentials) live only in this process, never in the catalog.
     """
+
+    catalog_url: str | None = field(default=None, repr=False, compare=False)  # the catalog that opened it
 
     def _scan_of(self, columns: list[str] | None) -> Scan:
         if columns is None:
@@ -116,6 +118,52 @@ class Dataset(Pinned, Feeds, Draws):
     def scan(self) -> Scan:
         """A Scan of this whole version, to narrow with select / filter / window / shard / shuffle."""
         return Scan(self)
+
+    def changes(self, since: int | Dataset | None) -> Scan:
+        """A Scan of the rows versions ``since`` (exclusive) up to this one (inclusive) inserted and deleted, each
+        with ``_change_type`` (``insert``, ``delete``; ``update_preimage`` / ``update_postimage`` where a Delta
+        change data feed records them), ``_commit_version`` (the catalog's version number) and
+        ``_commit_timestamp``, in commit order, projected onto this version's schema (columns a version in the
+        range lacked are null). Versions that change no data (``dal optimize``, tag-only versions) contribute
+        nothing. Narrow it like any scan (select, filter — on the change columns too —, window, shard,
+        shuffle) and feed it anywhere rows go (``to_torch``, ``to_tf``, ``to_arrow``, …). See
+        ``dal.read.changed`` and docs/changes.md.
+
+        Args:
+            since: A version number, a ``Dataset`` of an earlier version, or None (from the first version:
+                every row of the history as an insert, then the deletes).
+
+        Raises:
+            DalError: ``since`` is not a recorded version of this dataset, or after this one.
+            ChangesUnavailable: the history cannot say exactly what changed (a version in the range expired,
+                its files reclaimed, or its commit gone from the log): never a partial answer.
+        """
+        from dal.errors import DalError, check_int
+
+        if isinstance(since, Dataset):
+            if since.name != self.name:
+                raise DalError(f"changes(since=...) of {self.name} takes a version of {self.name}, not of {since.name}")
+            since = since.number
+        elif since is not None:
+            since = check_int(since, "since", minimum=0)
+        versions = self._recorded_versions()
+        if since is not None and since > self.number:
+            raise DalError(f"changes(since={since}) of {self.name} version {self.number}: since is after this version")
+        if since is not None and since not in {v.number for v in versions}:
+            raise DalError(f"{self.name} has no version {since} (since)")
+        return Scan(self, changes_=(since, tuple(versions)))
+
+    def _recorded_versions(self) -> list[Any]:
+        """Every recorded version of this dataset, from the catalog that opened it."""
+        from dal.catalog import remote
+        from dal.catalog.home import default_url
+
+        url = self.catalog_url or default_url()
+        if remote.is_remote(url):
+            return list(remote.client(url).versions(self.name))
+        from dal.catalog import Catalog
+
+        return list(Catalog(url, must_exist=True).versions(self.name))
 
     def _as_scan(self) -> Scan:  # sample / balance (dal.scan.Draws)
         return self.scan()

@@ -33,6 +33,7 @@ from dal import expr as E
 from dal.errors import FilterError, check_int, require, translating
 from dal.feeds import Feeds
 from dal.read import reader, sampling
+from dal.read.changed import Changes, change_schema
 from dal.read.pinned import PLAN_CACHE, Pinned
 from dal.read.plan import Query, Window, as_datetime, window_expr
 from dal.read.sequences import windows
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from dal.adapters.torch import MapDataset
+    from dal.catalog.types import VersionInfo
     from dal.read.access import RowIndex
 
 __all__ = ["PLAN_CACHE", "Scan", "Window"]
@@ -95,8 +97,7 @@ class Draws:
             FilterError: neither or both of fraction/rows, or a bad value.
         """
         scan = self._as_scan()
-        if scan.sample_ is not None:
-            raise FilterError("this scan is already sampled or balanced: sample or balance once")
+        scan._check_drawable()
         checked = sampling.check_sample(fraction, rows, seed, replace, spread, windows)
         return _with(scan, sample_=checked, stats_=StatsBox())
 
@@ -126,8 +127,7 @@ class Draws:
             FilterError: an unknown column or class, or a bad weight.
         """
         scan = self._as_scan()
-        if scan.sample_ is not None:
-            raise FilterError("this scan is already sampled or balanced: sample or balance once")
+        scan._check_drawable()
         scan._check_columns([by], "balance")
         checked = sampling.check_balance(by, weights, rows, seed, replace)
         sampling.check_balance_column(scan, checked)  # a class column, weights of its type
@@ -146,6 +146,8 @@ class Scan(Feeds, Draws):
     shuffle_: tuple[int, int] | None = None  # (seed, rows a shuffled chunk holds at least)
     epoch: int = 0
     sample_: sampling.Selection | None = None  # sample / balance: a per-epoch selection (dal.read.sampling)
+    # a change read (``Dataset.changes``): since which version, and the dataset's recorded versions
+    changes_: tuple[int | None, tuple[VersionInfo, ...]] | None = field(default=None, repr=False)
     # the reads made through this scan (``stats()``): shared with its set_epoch copies, new for a narrowed scan
     stats_: StatsBox = field(default_factory=StatsBox, compare=False, repr=False)
 
@@ -157,6 +159,8 @@ class Scan(Feeds, Draws):
         tensor as binary, uint8 as short) in the type they were written with (``dal.formats.logical``)."""
         from dal.formats.logical import logical_schema
 
+        if self.changes_ is not None:
+            return change_schema(self.dataset.arrow_schema())
         return logical_schema(self.dataset.arrow_schema())
 
     @property
@@ -293,6 +297,12 @@ class Scan(Feeds, Draws):
     def _as_scan(self) -> Scan:
         return self
 
+    def _check_drawable(self) -> None:
+        if self.sample_ is not None:
+            raise FilterError("this scan is already sampled or balanced: sample or balance once")
+        if self.changes_ is not None:
+            raise FilterError("a change read (changes(since=...)) is not sampled or balanced; shuffle it instead")
+
     def set_epoch(self, epoch: int) -> Scan:
         """The scan for another epoch (a new order when shuffling).
 
@@ -306,6 +316,13 @@ class Scan(Feeds, Draws):
     @cached_property
     def _source(self) -> Version:
         """This scan as the read engine's frozen value (built once per scan; its reads count in ``stats_``)."""
+        if self.changes_ is not None:
+            since, versions = self.changes_
+            return Changes(
+                pinned=self.dataset, columns=self.columns, filters=self.filters, window=self.window_,
+                shuffle=self.shuffle_, shard=self.shard_, epoch=self.epoch, stats=self.stats_, since=since,
+                versions=versions,
+            )  # fmt: skip
         if self.sample_ is None:
             return RowGroups(
                 pinned=self.dataset, columns=self.columns, filters=self.filters, window=self.window_,
@@ -428,6 +445,7 @@ class Scan(Feeds, Draws):
         Args:
             cache_bytes: Decoded row groups kept per process (default 256 MiB).
         """
+        self._source.require_files("to_torch_map")
         self._source.log_read()
         from dal.adapters.torch import MapDataset
 
@@ -440,6 +458,7 @@ class Scan(Feeds, Draws):
 
         Raises:
             DalError: a sampled or balanced scan."""
+        self._source.require_files("rows")
         self._source.log_read()
         from dal.read.access import RowIndex
 
@@ -471,6 +490,7 @@ class Scan(Feeds, Draws):
         if self.sample_ is not None:
             raise FilterError("to_spark does not draw dal samples: use DataFrame.sample / sampleBy in Spark")
         source = self._source
+        source.require_files("to_spark")
         assert isinstance(source, RowGroups)
         source.log_read()
         from dal.spark.read import scan_to_spark
@@ -521,6 +541,7 @@ class Scan(Feeds, Draws):
         if self.sample_ is not None:  # Ray's read tasks cut the plan by chunks: they cannot draw dal's rows
             raise FilterError("to_ray does not draw dal samples: use Dataset.random_sample / groupby in Ray Data")
         source = self._source
+        source.require_files("to_ray")
         assert isinstance(source, RowGroups)
         source.log_read()
         from dal.adapters.ray import to_ray

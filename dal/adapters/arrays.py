@@ -176,6 +176,12 @@ def check_nulls(scan: Source, tensors: dict[str, str]) -> None:
         wanted = [n for n in tensors if n not in _null_rejected(member.condition)]
         if not wanted:
             continue
+        held = member.materialized()  # rows in memory (a change read): counted there
+        if held is not None:
+            for name in wanted:
+                if held.column(name).null_count:
+                    raise nulls_error(member.dataset.name, name, tensors[name])
+            continue
         query = member.query
         schema = query.schema
         physical = query.physical

@@ -106,6 +106,47 @@ def head_cmd(
     print_table(f"{name} @ version {v.number}", names, [[r[c] for c in names] for r in records], out)
 
 
+@click.command("changes")
+@click.argument("name", shell_complete=complete_names)
+@version_option
+@click.option("--since", required=True, type=click.IntRange(0), help="The version to start after (exclusive).")
+@click.option("-n", "rows", default=10, show_default=True, type=click.IntRange(0, 10_000), help="Rows to print.")
+@click.option("--columns", default=None, help="Comma-separated columns (default: all, then the change columns).")
+@click.option("--where", default=None, help="A filter, e.g. \"_change_type = 'delete'\".")
+@json_option
+@output_option
+@click.pass_context
+def changes_cmd(
+    ctx: click.Context,
+    name: str,
+    version: str | None,
+    since: int,
+    rows: int,
+    columns: str | None,
+    where: str | None,
+    as_json: bool,
+    output: str | None,
+) -> None:
+    """Print the rows the versions after --since (up to --version, default the latest) inserted and deleted,
+    with _change_type, _commit_version and _commit_timestamp (dal.open(name, version).changes(since=...))."""
+    from dal.ops.changes import changes
+
+    out = output_format(as_json, output)
+    cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    v, total, records = changes(
+        name, version, since=since, n=rows, columns=cols, where=where, catalog=existing_catalog_of(ctx)
+    )
+    title = f"{name}: versions {since} (excluded) to {v.number}, {total} change rows"
+    if out == "json":
+        emit_json({"dataset": name, "since": since, "version": v.number, "total": total, "rows": records})
+        return
+    if not records:
+        print_empty(cols or [f.name for f in v.schema], f"{title}: nothing changed" if not where else title, out)
+        return
+    names = list(records[0])
+    print_table(title, names, [[r[c] for c in names] for r in records], out)
+
+
 @click.command("stats")
 @click.argument("name", shell_complete=complete_names)
 @version_option
@@ -147,4 +188,4 @@ def stats_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool,
 
 
 #: The commands this module adds to ``dal`` (dal.cli.app registers them).
-COMMANDS: tuple[click.Command, ...] = (head_cmd, stats_cmd, lineage_cmd)
+COMMANDS: tuple[click.Command, ...] = (head_cmd, changes_cmd, stats_cmd, lineage_cmd)

@@ -132,6 +132,13 @@ class Source:
         for member in self.members():
             member.log_read()
 
+    def require_files(self, what: str) -> None:
+        """Nothing, for a source of files (a change read refuses: ``what`` reads files, not rows)."""
+
+    def materialized(self) -> pa.Table | None:
+        """The rows, when this source holds them in memory (a change read); None for a source of files."""
+        return None
+
     def identity(self) -> dict[str, Any]:
         """What a resumption state records of this source, JSON-normalised: resuming checks it unchanged."""
         raise NotImplementedError

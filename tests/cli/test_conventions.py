@@ -48,6 +48,7 @@ def test_every_command_has_json() -> None:
         ("untag", "no.such", "prod"),
         ("tag", "no.such", "1", "prod"),
         ("head", "no.such"),
+        ("changes", "no.such", "--since", "0"),
         ("stats", "no.such"),
         ("gc", "no.such"),
         ("set", "no.such", "--owner", "x"),

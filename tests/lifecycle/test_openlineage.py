@@ -250,15 +250,23 @@ def test_file_transport_from_the_clients_env_configuration(cat: Catalog, tmp_pat
 
 def test_a_failed_write_ends_its_run_with_fail(cat: Catalog, consumer: Consumer) -> None:
     dal.write(pa.table({"id": pa.array([1], pa.int64())}), "ol.f")
-    with pytest.raises(dal.errors.SchemaMismatch):
+    with pytest.raises(dal.errors.SchemaMismatch):  # refused before the run starts (dal.writes.refusals): no run
         dal.write(pa.table({"id": ["not a number"]}), "ol.f")
+    schema = pa.schema([("id", pa.int64())])
+
+    def source() -> Iterator[pa.RecordBatch]:  # a stream whose source goes away after its first batch
+        yield pa.record_batch([pa.array([2], pa.int64())], schema=schema)
+        raise OSError("the source went away")
+
+    with pytest.raises(dal.errors.DalError, match="the source went away"):
+        dal.write(pa.RecordBatchReader.from_batches(schema, source()), "ol.f")
     assert openlineage.flush()
-    # the data is checked as it is written, after the run started: the run ends with FAIL and the error
+    # the stream failed as it was written, after the run started: the run ends with FAIL and the error
     assert [e["eventType"] for e in consumer.events] == ["START", "COMPLETE", "START", "FAIL"]
     fail = consumer.events[-1]
     validate(fail)
     assert fail["run"]["runId"] == consumer.events[2]["run"]["runId"]
-    assert "SchemaMismatch" in fail["run"]["facets"]["errorMessage"]["message"]
+    assert "the source went away" in fail["run"]["facets"]["errorMessage"]["message"]
     assert fail["outputs"][0]["name"] == "ol.f" and "schema" not in fail["outputs"][0]["facets"]
     assert [v.number for v in cat.versions("ol.f")] == [0]
 

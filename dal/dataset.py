@@ -15,6 +15,7 @@ from dal.read.pinned import Pinned
 from dal.read.source import Source
 from dal.read.stats import ReadStats
 from dal.scan import Draws, Scan
+from dal.tensors.schema import to_pandas_cells
 
 if TYPE_CHECKING:
     import duckdb
@@ -68,7 +69,8 @@ class Dataset(Pinned, Feeds, Draws):
         return self._scan_of(columns).iter_batches(batch_size)
 
     def to_pandas(self, columns: list[str] | None = None) -> pd.DataFrame:
-        """A DataFrame; tensor fields (ndarray, image codecs) are decoded into NumPy arrays per cell.
+        """A DataFrame; tensor fields (ndarray, image codecs) are decoded into NumPy arrays per cell, and a
+        fixed-shape tensor column (Delta) holds one (*shape) array per cell (None for a null cell).
 
         Args:
             columns: Only these columns (default: all).
@@ -76,14 +78,16 @@ class Dataset(Pinned, Feeds, Draws):
         pd = require("pandas", "pandas")  # before reading: pyarrow's to_pandas says only "No module named 'pandas'"
         table = self.to_arrow(columns)
         if not self._has_tensors(table.column_names):
-            return table.to_pandas()
+            return to_pandas_cells(table)  # a fixed-shape tensor column: one (*shape) array per cell
 
         decoded = self.decode(table)
         return pd.DataFrame({k: list(v) if not _is_1d(v) else v for k, v in decoded.items()})
 
     def to_numpy(self, columns: list[str] | None = None) -> dict[str, Any]:
         """Each column as NumPy: tensor fields decoded and stacked to (rows, *shape) when their shapes agree,
-        else a list of arrays; scalar fields as 1-d arrays of their dtype.
+        else a list of arrays; scalar fields as 1-d arrays of their dtype. A fixed-shape tensor column (Delta
+        ``FixedSizeList``, nested for N-D) is one (rows, *shape) array of its value type; when it holds nulls, an
+        object array of one (*shape) array per row, None for a null cell.
 
         Args:
             columns: Only these columns (default: all).

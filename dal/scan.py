@@ -434,9 +434,12 @@ class Scan(Feeds, Draws):
         return pa.concat_tables(chunks)
 
     def to_pandas(self) -> pd.DataFrame:
-        """All the rows of this scan as a pandas DataFrame (``to_arrow().to_pandas()``)."""
+        """All the rows of this scan as a pandas DataFrame (``to_arrow().to_pandas()``; a fixed-shape tensor column
+        holds one (*shape) array per cell)."""
+        from dal.tensors.schema import to_pandas_cells
+
         require("pandas", "pandas")  # before reading: pyarrow's to_pandas says only "No module named 'pandas'"
-        return self.to_arrow().to_pandas()
+        return to_pandas_cells(self.to_arrow())
 
     def to_torch_map(self, *, cache_bytes: int | None = None) -> MapDataset:
         """A map-style ``torch.utils.data.Dataset`` of this scan's rows by position (``len``, ``ds[i]``,

@@ -15,6 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dal.errors import DalError
+from dal.tensors.schema import fixed_shape as fixed_shape
+from dal.tensors.schema import has_nulls, stack_fixed
 
 if TYPE_CHECKING:
     from dal.read.source import Source
@@ -38,15 +40,6 @@ def nulls_error(dataset: str, name: str, tensor: str) -> DalError:
     )
 
 
-def fixed_shape(typ: pa.DataType) -> tuple[int, ...] | None:
-    """The shape of a fixed-shape tensor type (fixed-size lists, nested or not, of integers or floats), else None."""
-    shape: list[int] = []
-    while pa.types.is_fixed_size_list(typ):
-        shape.append(typ.list_size)
-        typ = typ.value_type
-    return tuple(shape) if shape and (pa.types.is_integer(typ) or pa.types.is_floating(typ)) else None
-
-
 def numeric_list(typ: pa.DataType) -> bool:
     """Whether ``typ`` is a list of integers or floats (one level), or a fixed-shape tensor (``fixed_shape``)."""
     if fixed_shape(typ) is not None:
@@ -65,13 +58,7 @@ def matrix(column: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
         return None
     shape = fixed_shape(array.type)
     if shape is not None:  # (rows, *shape): the chunk's one values buffer, viewed, not copied
-        values = array
-        for size in shape:
-            values = values.values.slice(values.offset * size, len(values) * size)
-        if values.null_count:
-            return None
-        tensor: np.ndarray = values.to_numpy(zero_copy_only=False).reshape(len(array), *shape)
-        return tensor
+        return None if has_nulls(array, shape) else stack_fixed(array, shape)
     values = array.flatten()
     if values.null_count:
         return None

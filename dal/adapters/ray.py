@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from dal.adapters.arrays import fixed_shape, matrix, nulls_error
 from dal.errors import FilterError, check_int, require
 
 if TYPE_CHECKING:
@@ -40,9 +41,41 @@ def _ray() -> Any:
     return require("ray.data", "ray")
 
 
-def _out_schema(scan: RowGroups) -> pa.Schema:
+def _stored_schema(scan: RowGroups) -> pa.Schema:
     schema = scan.arrow_schema
     return pa.schema([schema.field(n) for n in scan.output_names])
+
+
+def _out_schema(scan: RowGroups) -> pa.Schema:
+    """The blocks' schema: the scan's columns, a fixed-shape tensor column (``FixedSizeList``, nested for N-D)
+    as Arrow's fixed-shape tensor type, which Ray's numpy batches turn into one (rows, *shape) array (a plain
+    FixedSizeList would be an object array of nested lists)."""
+    out = []
+    for field in _stored_schema(scan):
+        shape = fixed_shape(field.type)
+        if shape is not None:
+            value = field.type
+            while pa.types.is_fixed_size_list(value):
+                value = value.value_type
+            field = pa.field(field.name, pa.fixed_shape_tensor(value, list(shape)), field.nullable, field.metadata)
+        out.append(field)
+    return pa.schema(out)
+
+
+def _block(scan: RowGroups, chunk: pa.Table, schema: pa.Schema) -> pa.Table:
+    """One chunk as a block of ``schema``: fixed-shape tensor columns converted as ``matrix`` does for torch
+    (the values buffer viewed as (rows, *shape)); a null in one is refused, naming the column."""
+    columns = []
+    for field in schema:
+        column = chunk.column(field.name)
+        if isinstance(field.type, pa.FixedShapeTensorType):
+            m = matrix(column)
+            if m is None:
+                raise nulls_error(scan.dataset.name, field.name, "Ray fixed-shape")
+            columns.append(pa.FixedShapeTensorArray.from_numpy_ndarray(m))
+        else:
+            columns.append(column)
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _read(scan: RowGroups, tasks: Sequence[ReadTask], schema: pa.Schema) -> Iterator[pa.Table]:
@@ -50,8 +83,9 @@ def _read(scan: RowGroups, tasks: Sequence[ReadTask], schema: pa.Schema) -> Iter
     if not tasks:
         yield schema.empty_table()
         return
+    stored = _stored_schema(scan)
     for chunk in scan.iter_chunks(tasks):
-        yield chunk.cast(schema)
+        yield _block(scan, chunk.cast(stored), schema)
 
 
 def _groups(spans: Sequence[tuple[int, int]], rows: Sequence[int], parts: int) -> list[tuple[int, int]]:

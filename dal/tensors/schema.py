@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from dal.catalog.types import Field, Schema
@@ -112,15 +113,66 @@ class TensorSchema:
         return cls(name, [TensorField.from_catalog(f) for f in schema])
 
 
+def fixed_shape(typ: pa.DataType) -> tuple[int, ...] | None:
+    """The shape of a fixed-shape tensor type (fixed-size lists, nested or not, of integers or floats), else None."""
+    shape: list[int] = []
+    while pa.types.is_fixed_size_list(typ):
+        shape.append(typ.list_size)
+        typ = typ.value_type
+    return tuple(shape) if shape and (pa.types.is_integer(typ) or pa.types.is_floating(typ)) else None
+
+
+def _levels(array: pa.Array, shape: tuple[int, ...]) -> list[pa.Array]:
+    """The rows' slices of each level of a fixed-shape tensor column, outermost first, the values last."""
+    levels = [array]
+    for size in shape:
+        levels.append(levels[-1].values.slice(levels[-1].offset * size, len(levels[-1]) * size))
+    return levels
+
+
+def has_nulls(array: pa.Array, shape: tuple[int, ...]) -> bool:
+    """Whether a fixed-shape tensor column holds a null cell, a null row inside a cell or a null value."""
+    return any(level.null_count for level in _levels(array, shape))
+
+
+def stack_fixed(array: pa.Array, shape: tuple[int, ...]) -> np.ndarray:
+    """A fixed-shape tensor column (``fixed_shape(array.type) == shape``) as one (rows, *shape) array: the one
+    values buffer viewed, not copied. With nulls (``has_nulls``), a null cell holds whatever its slots hold
+    and a null value is NaN (the array float): see ``tensor_column``."""
+    tensor: np.ndarray = _levels(array, shape)[-1].to_numpy(zero_copy_only=False).reshape(len(array), *shape)
+    return tensor
+
+
+def tensor_column(column: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
+    """A fixed-shape tensor column (Delta ``FixedSizeList``, nested for N-D) as NumPy, as every read path gives
+    it: one (rows, *shape) array of its value type when nothing in it is null; with nulls, an object array of
+    one (*shape) array per row, None for a null cell (a null value inside a cell is NaN, that cell float).
+    None when the column is not a fixed-shape tensor column."""
+    shape = fixed_shape(column.type)
+    if shape is None:
+        return None
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    tensor = stack_fixed(array, shape)
+    if not has_nulls(array, shape):
+        return tensor
+    valid = array.is_valid().to_numpy(zero_copy_only=False)
+    cells = np.empty(len(array), dtype=object)
+    for i in range(len(array)):
+        cells[i] = tensor[i] if valid[i] else None
+    return cells
+
+
 def decode_table(table: pa.Table, schema: Schema) -> dict[str, Any]:
     """Decode every field of ``table`` as petastorm's ``make_reader`` does (see ``dal.tensors.codecs``), one NumPy
-    column each (tensors stacked when shapes agree); columns without tensor metadata as plain NumPy."""
+    column each (tensors stacked when shapes agree); columns without tensor metadata as plain NumPy, a
+    fixed-shape tensor column (Delta) as ``tensor_column`` gives it."""
     out: dict[str, Any] = {}
     for name in table.column_names:
         field = schema.get(name)
         column = table.column(name).combine_chunks()
         if field is None or field.dtype is None:
-            out[name] = column.to_numpy(zero_copy_only=False)
+            tensor = tensor_column(column)
+            out[name] = column.to_numpy(zero_copy_only=False) if tensor is None else tensor
             continue
         tf = TensorField.from_catalog(field)
         try:
@@ -128,3 +180,16 @@ def decode_table(table: pa.Table, schema: Schema) -> dict[str, Any]:
         except (DalError, ValueError, TypeError, pa.ArrowException) as e:
             raise FormatError(f"field {name!r}: cannot decode its {field.codec or 'scalar'} values: {e}") from e
     return out
+
+
+def to_pandas_cells(table: pa.Table) -> Any:
+    """``table.to_pandas()`` with each fixed-shape tensor column holding one (*shape) array per cell (None for a
+    null cell) instead of pyarrow's nested object arrays: the cells ``to_numpy`` stacks."""
+    import pandas as pd
+
+    frame = table.to_pandas()
+    for name in table.column_names:
+        tensor = tensor_column(table.column(name))
+        if tensor is not None:
+            frame[name] = pd.Series(list(tensor), index=frame.index, dtype=object)
+    return frame

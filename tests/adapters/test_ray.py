@@ -149,3 +149,24 @@ def test_missing_extra_names_the_pip_command(delta_table: Path, monkeypatch: pyt
     uninstall(monkeypatch, "ray")
     with pytest.raises(MissingDependency, match=r"pip install 'dal-catalog\[ray\]'"):
         scan.to_ray()
+
+
+def test_fixed_shape_columns_are_one_array_per_batch_and_nulls_are_refused(
+    local_ray: None, sqlite_env: Catalog
+) -> None:
+    """Issue 37: an embedding (FixedSizeList<float32>[8]) is a (rows, 8) array in Ray's numpy batches, not an
+    object array of lists; a null cell is refused by name (Ray's numpy batches have no value for it)."""
+    import numpy as np
+
+    vectors = np.arange(40 * 8, dtype=np.float32).reshape(40, 8) / 7
+    embedding = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 8)
+    dal.write(pa.table({"id": pa.array(range(40), pa.int64()), "embedding": embedding}), "t.emb")
+    ds = dal.open("t.emb").to_ray()
+    batch = next(iter(ds.iter_batches(batch_size=40, batch_format="numpy")))
+    assert batch["embedding"].dtype == np.float32 and batch["embedding"].shape == (40, 8)
+    assert batch["embedding"].tobytes() == vectors[batch["id"]].tobytes()
+    assert ds.select_columns(["embedding"]).count() == 40
+    with_null = pa.array([[1.0] * 8, None], pa.list_(pa.float32(), 8))
+    dal.write(pa.table({"id": pa.array([0, 1], pa.int64()), "embedding": with_null}), "t.emb_null")
+    with pytest.raises(Exception, match=r"column 'embedding' of t.emb_null holds nulls.*IS NOT NULL"):
+        dal.open("t.emb_null").to_ray().take_all()

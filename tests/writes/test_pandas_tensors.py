@@ -22,8 +22,6 @@ from dal.catalog import Catalog, DatasetNotFound
 from dal.errors import DalError
 from dal.formats.inputs import from_pandas
 
-READ_SIDE = "read side: adapters redesign (a fixed-shape tensor column reads as nested object arrays)"
-
 
 def _digits() -> tuple[np.ndarray, np.ndarray]:
     try:
@@ -65,7 +63,7 @@ def test_images_round_trip_bit_exact_through_arrow_pandas_and_torch(digits: tupl
     flat = table.column("image").combine_chunks().values.values.to_numpy()
     assert flat.dtype == np.uint8 and flat.tobytes() == images.tobytes()
     assert table.column("label").to_numpy().tolist() == labels.tolist()
-    # pandas: each cell holds the image's rows (nested today: see the xfail below), the same bytes
+    # pandas: each cell holds the image (an (8, 8) array: test_to_pandas_cells_are_2d_arrays), the same bytes
     frame = ds.to_pandas().sort_values("id")
     got = _stacked(frame["image"])
     assert got.dtype == np.uint8 and got.shape == images.shape and got.tobytes() == images.tobytes()
@@ -141,15 +139,16 @@ def test_a_pandas_3_dataframe_is_a_dataframe(sqlite_env: Catalog) -> None:
     assert sorted(dal.open("p3.pt").to_arrow().column("id").to_pylist()) == [5, 6]
 
 
-@pytest.mark.xfail(strict=True, reason=READ_SIDE)
 def test_to_pandas_cells_are_2d_arrays(digits: tuple[np.ndarray, np.ndarray]) -> None:
     images, _ = digits
     frame = dal.open("digits").to_pandas().sort_values("id")
     cell = frame["image"].iloc[0]
     assert cell.dtype == np.uint8 and cell.shape == (8, 8) and cell.tobytes() == images[0].tobytes()
+    scanned = dal.open("digits").scan().filter("id < 5").to_pandas().sort_values("id")  # a Scan's cells too
+    cell = scanned["image"].iloc[0]
+    assert cell.dtype == np.uint8 and cell.shape == (8, 8) and cell.tobytes() == images[0].tobytes()
 
 
-@pytest.mark.xfail(strict=True, reason=READ_SIDE)
 def test_to_numpy_stacks_the_images(digits: tuple[np.ndarray, np.ndarray]) -> None:
     images, _ = digits
     got = dal.open("digits").to_numpy()
@@ -158,7 +157,6 @@ def test_to_numpy_stacks_the_images(digits: tuple[np.ndarray, np.ndarray]) -> No
     assert got["image"][order].tobytes() == images.tobytes()
 
 
-@pytest.mark.xfail(strict=True, reason=READ_SIDE)
 def test_iter_numpy_batches_are_image_stacks(digits: tuple[np.ndarray, np.ndarray]) -> None:
     images, _ = digits
     batch = next(iter(dal.open("digits").iter_numpy(100)))
@@ -166,8 +164,46 @@ def test_iter_numpy_batches_are_image_stacks(digits: tuple[np.ndarray, np.ndarra
     assert batch["image"].tobytes() == images[batch["id"]].tobytes()
 
 
+def test_scan_to_numpy_stacks_the_images(digits: tuple[np.ndarray, np.ndarray]) -> None:
+    images, _ = digits
+    got = dal.open("digits").scan().filter("id < 10").select("id", "image").to_numpy()
+    assert got["image"].dtype == np.uint8 and got["image"].shape == (10, 8, 8)
+    assert got["image"].tobytes() == images[got["id"]].tobytes()
+
+
+def test_an_embedding_reads_as_a_matrix_on_every_numpy_path(sqlite_env: Catalog) -> None:
+    """A 1-D fixed-size list (Delta ``FixedSizeList<float32>[8]``) is a (rows, 8) array, not rows of lists."""
+    vectors = np.arange(30 * 8, dtype=np.float32).reshape(30, 8) / 3
+    embedding = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 8)
+    dal.write(pa.table({"id": pa.array(range(30), pa.int64()), "embedding": embedding}), "emb")
+    ds = dal.open("emb")
+    whole = ds.to_numpy()
+    assert whole["embedding"].dtype == np.float32 and whole["embedding"].shape == (30, 8)
+    assert whole["embedding"].tobytes() == vectors[whole["id"]].tobytes()
+    batches = list(ds.iter_numpy(7))
+    assert [b["embedding"].shape for b in batches] == [(7, 8)] * 4 + [(2, 8)]
+    assert all(b["embedding"].tobytes() == vectors[b["id"]].tobytes() for b in batches)
+    cell = ds.to_pandas().sort_values("id")["embedding"].iloc[3]
+    assert cell.dtype == np.float32 and cell.shape == (8,) and cell.tobytes() == vectors[3].tobytes()
+
+
+def test_null_cells_read_as_one_array_per_row(sqlite_env: Catalog) -> None:
+    """With a null cell there is no (rows, *shape) array without inventing values: an object array of (3, 4)
+    arrays, None for the null cell (to_numpy, iter_numpy and pandas alike)."""
+    a, b = np.arange(12, dtype=np.float32).reshape(3, 4), np.ones((3, 4), np.float32)
+    dal.write(pd.DataFrame({"id": [0, 1, 2], "t": [a, None, b]}), "nulls")
+    ds = dal.open("nulls")
+    got = ds.to_numpy()
+    cells = dict(zip(got["id"].tolist(), got["t"], strict=True))
+    assert got["t"].dtype == object and got["t"].shape == (3,) and cells[1] is None
+    assert cells[0].dtype == np.float32 and cells[0].shape == (3, 4) and cells[0].tobytes() == a.tobytes()
+    assert cells[2].tobytes() == b.tobytes()
+    assert next(iter(ds.iter_numpy(10)))["t"].dtype == object
+    frame = ds.to_pandas().sort_values("id")
+    assert frame["t"].iloc[1] is None and frame["t"].iloc[0].shape == (3, 4)
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=READ_SIDE)
 def test_ray_batches_are_image_stacks(digits: tuple[np.ndarray, np.ndarray]) -> None:
     ray = pytest.importorskip("ray")
     images, _ = digits

@@ -3,6 +3,7 @@ config file, and tables that fit 80 columns."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,9 +40,9 @@ def test_log_level_and_verbose_print_dals_log_on_stderr(tmp_path: Path, written:
     assert code == 0 and "dal: INFO: dal.catalog: upgraded the catalog " in err, err
     code, _, err = run("--catalog", f"sqlite:///{tmp_path}/c.db", "-v", "db", "upgrade")
     assert code == 0 and "dal: INFO: dal.catalog: upgraded the catalog " in err, err
-    # -vv: debug, e.g. what planning pruned
+    # -vv: debug, e.g. what planning pruned (head plans the files that hold its rows: the first, then two, …)
     code, _, err = run("--catalog", written, "-vv", "head", "weather.obs", "--where", "date = '2026-03-01'")
-    assert code == 0 and "dal: DEBUG: dal: weather.obs version 1: pruned 2 of 4 files" in err, err
+    assert code == 0 and re.search(r"dal: DEBUG: dal: weather\.obs version 1: pruned \d+ of \d+ files", err), err
     code, _, err = run("--catalog", written, "-v", "head", "weather.obs", "--where", "date = '2026-03-01'")
     assert code == 0 and "DEBUG" not in err
     code, _, err = run("--catalog", written, "--log-level", "loud", "ls")

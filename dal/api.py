@@ -326,9 +326,14 @@ def delete(
         catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
 
     Raises:
-        DatasetNotFound, FilterError (an unknown column, a bad literal), DalError (no version, no predicate),
-        ReadOnlyDataset, ClaimedElsewhere, CatalogReadOnly,
-        WriteConflict (a commit landed after the latest version), CommittedNotRecorded.
+        DatasetNotFound: no dataset of that name.
+        FilterError: the predicate names an unknown column or holds a bad literal.
+        DalError: no version to delete from, or no predicate.
+        ReadOnlyDataset: the dataset is registered read-only in this catalog.
+        ClaimedElsewhere: another catalog owns the location.
+        CatalogReadOnly: this role cannot record versions (nothing was written).
+        WriteConflict: a commit landed after the latest version (nothing was committed).
+        CommittedNotRecorded: the deletion is committed in storage but not recorded (``dal sync`` records it).
     """
     if where is None or (isinstance(where, str) and not where.strip()):
         raise DalError("dal.delete needs where= (a predicate): to delete every row, write an empty table")

@@ -699,7 +699,10 @@ def forget(
     under the location holds a matching row.
 
     Raises:
-        as ``dal.delete`` and ``gc``.
+        DatasetNotFound: no dataset of that name.
+        FilterError: the predicate names an unknown column or holds a bad literal.
+        WriteConflict: a commit landed after the latest version (nothing was deleted).
+        DalError: the others ``dal.delete`` and ``gc`` raise (a read-only or claimed dataset, bad arguments).
     """
     from dal.api import delete
 

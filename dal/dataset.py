@@ -167,7 +167,11 @@ class Dataset(Pinned, Feeds, Draws):
             return list(remote.client(url).versions(self.name))
         from dal.catalog import Catalog
 
-        return list(Catalog(url, must_exist=True).versions(self.name))
+        cat = Catalog(url, must_exist=True)
+        try:
+            return list(cat.versions(self.name))
+        finally:
+            cat.close()  # its engine and its file watcher: one per call, not one per call left open
 
     def _as_scan(self) -> Scan:  # sample / balance (dal.scan.Draws)
         return self.scan()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -17,6 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
+
+from tests.cli.test_progress import readable
 
 
 def _dal() -> str:
@@ -66,7 +67,7 @@ def _at_prompt(env: dict[str, str], args: list[str], answer: bytes | None) -> tu
     screen, sent, deadline = b"", False, time.monotonic() + 60
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            ready, _, _ = select.select([master], [], [], 0.2)
+            ready = readable([master], 0.2)
             if not ready:
                 continue
             try:

@@ -34,6 +34,15 @@ COLUMNS = 150
 VERSIONS = 25
 
 
+def readable(fds: list[int], timeout: float) -> list[int]:
+    """The descriptors of ``fds`` with data (or closed), waiting up to ``timeout`` s: poll, not select, whose
+    descriptors must be below 1024 (a long test session may hold more)."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return [fd for fd, _events in poller.poll(timeout * 1000)]
+
+
 # -- running a process in a pseudo-terminal ---------------------------------------------------------------
 
 
@@ -68,7 +77,7 @@ def run_in_pty(
             if time.monotonic() > deadline:
                 proc.kill()
                 raise AssertionError(f"{argv} did not finish in {timeout} s: {b''.join(chunks)!r}")
-            ready, _, _ = select.select(streams, [], [], 0.2)
+            ready = readable(streams, 0.2)
             for fd in ready:
                 try:
                     data = os.read(fd, 65536)

@@ -8,7 +8,6 @@ import fcntl
 import io
 import json
 import os
-import select
 import shutil
 import signal
 import struct
@@ -25,6 +24,7 @@ from deltalake import write_deltalake
 
 from dal import progress
 from dal.catalog import Catalog
+from tests.cli.test_progress import readable
 
 
 class TTY(io.StringIO):
@@ -111,7 +111,7 @@ def test_ctrl_c_during_a_progress_line(tmp_path: Path) -> None:
     screen, sent, deadline = b"", False, time.monotonic() + 90
     try:
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
+            ready = readable([master], 0.2)
             if not ready:
                 continue
             try:

@@ -8,39 +8,11 @@ refused unless the server listens on loopback only; beyond it, give a certificat
 
 from __future__ import annotations
 
-import errno
-import ipaddress
-import socket
-
 from dal.errors import DalError, require
+from dal.listen import check_can_listen, is_loopback
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8766
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def _check_can_listen(host: str, port: int) -> None:
-    try:
-        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-    except OSError as e:
-        raise DalError(f"dal serve cannot listen on {host}:{port}: {e.strerror or e}") from e
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as e:
-            hint = " (pick another with --port)" if e.errno == errno.EADDRINUSE else ""
-            raise DalError(f"dal serve cannot listen on {host}:{port}: {e.strerror or e}{hint}") from e
 
 
 def _check_tls(cert: str, key: str) -> None:
@@ -83,7 +55,7 @@ def serve(
         )
     if tls_cert is not None and tls_key is not None:
         _check_tls(tls_cert, tls_key)
-    _check_can_listen(host, port)
+    check_can_listen("dal serve", host, port)
     app = create_app(url, audit_retention_days=audit_retention_days)
     # no access log: request lines are not tokens, but nothing about a request is logged by default
     config = uvicorn.Config(

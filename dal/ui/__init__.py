@@ -6,41 +6,12 @@ command when it is not.
 
 from __future__ import annotations
 
-import errno
-import ipaddress
-import socket
-
 from dal.catalog import Catalog
 from dal.errors import DalError, require
+from dal.listen import check_can_listen, is_loopback
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def _check_can_listen(host: str, port: int) -> None:
-    """A taken port or an address this machine does not have is a one-line ``DalError``, not uvicorn's exit."""
-    try:
-        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-    except OSError as e:
-        raise DalError(f"dal ui cannot listen on {host}:{port}: {e.strerror or e}") from e
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as e:
-            hint = " (pick another with --port)" if e.errno == errno.EADDRINUSE else ""
-            raise DalError(f"dal ui cannot listen on {host}:{port}: {e.strerror or e}{hint}") from e
 
 
 def serve(cat: Catalog, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, token: str | None = None) -> None:
@@ -53,7 +24,7 @@ def serve(cat: Catalog, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, t
 
     if token is not None and not token.strip():
         raise DalError("--token must not be empty")
-    _check_can_listen(host, port)
+    check_can_listen("dal ui", host, port)
     loopback = is_loopback(host)
     app = create_app(cat, token=token, loopback=loopback)
     # no access log: a ?token=… in a request line would be written to it

@@ -69,6 +69,24 @@ def navigate(driver: Any, element: Any) -> None:
     WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
+def texts(driver: Any, css: str, inner: str | None = None) -> list[str]:
+    """The text of every element ``css`` finds (of its ``inner`` element, if given), read again if the page
+    replaced a node between finding and reading it (Chromium: "Node with given id does not belong to the
+    document" when a navigation lands in between)."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def read(d: Any) -> tuple[list[str]] | None:
+        try:
+            found = d.find_elements(By.CSS_SELECTOR, css)
+            return ([(e.find_element(By.CSS_SELECTOR, inner) if inner else e).text for e in found],)
+        except WebDriverException:  # stale: read the settled page again
+            return None
+
+    return list(WebDriverWait(driver, 20).until(read)[0])
+
+
 def select(driver: Any, element_id: str, value: str) -> None:
     from selenium.webdriver.support.ui import Select
 
@@ -230,23 +248,20 @@ def test_lineage_graph_links_versions(browser: Any, lineage_server: Server) -> N
 
 
 def test_find_by_column_facet_and_sort(browser: Any, sqlite_server: Server) -> None:
-    from selenium.webdriver.common.by import By
-
     d = browser
     d.get(sqlite_server.base + "/")
     by_id(d, "q").send_keys("lane_mask")  # a column name: only name and description were searched before
     navigate(d, by_id(d, "search"))
-    rows = d.find_elements(By.CSS_SELECTOR, "#datasets tbody tr")
-    assert [r.find_element(By.CSS_SELECTOR, "a").text for r in rows] == ["vision.street_scenes"]
+    assert texts(d, "#datasets tbody tr", "a") == ["vision.street_scenes"]
 
     d.get(sqlite_server.base + "/")
     select(d, "facet-format", "petastorm")
     select(d, "sort", "-size")
     navigate(d, by_id(d, "apply"))
-    names = [a.text for a in d.find_elements(By.CSS_SELECTOR, "#datasets a.dataset-link")]
-    assert names == ["vision.street_scenes", "vision.scans"]  # the larger first
-    assert "2 datasets" in by_id(d, "count").text and "format petastorm" in by_id(d, "count").text
-    options = [o.text for o in by_id(d, "facet-format").find_elements(By.TAG_NAME, "option")]
+    assert texts(d, "#datasets a.dataset-link") == ["vision.street_scenes", "vision.scans"]  # the larger first
+    (count,) = texts(d, "#count")
+    assert "2 datasets" in count and "format petastorm" in count
+    options = texts(d, "#facet-format option")
     assert any(o.startswith("delta (") for o in options)  # the other formats stay on offer
 
 

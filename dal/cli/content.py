@@ -98,12 +98,19 @@ def head_cmd(
     if out == "json":
         emit_json({"dataset": name, "version": v.number, "rows": records})
         return
+    title = f"{name} @ version {v.number}"
+    print_rows(
+        title, records, cols or [f.name for f in v.schema], f"{title}: no rows" + (" match" if where else ""), out
+    )
+
+
+def print_rows(title: str, records: list[dict[str, Any]], empty_columns: list[str], empty_title: str, out: str) -> None:
+    """Rows as a table under ``title``; with none, the columns they would have had under ``empty_title``."""
     if not records:
-        names = cols or [f.name for f in v.schema]
-        print_empty(names, f"{name} @ version {v.number}: no rows" + (" match" if where else ""), out)
+        print_empty(empty_columns, empty_title, out)
         return
     names = list(records[0])
-    print_table(f"{name} @ version {v.number}", names, [[r[c] for c in names] for r in records], out)
+    print_table(title, names, [[r[c] for c in names] for r in records], out)
 
 
 @click.command("changes")
@@ -140,11 +147,9 @@ def changes_cmd(
     if out == "json":
         emit_json({"dataset": name, "since": since, "version": v.number, "total": total, "rows": records})
         return
-    if not records:
-        print_empty(cols or [f.name for f in v.schema], f"{title}: nothing changed" if not where else title, out)
-        return
-    names = list(records[0])
-    print_table(title, names, [[r[c] for c in names] for r in records], out)
+    print_rows(
+        title, records, cols or [f.name for f in v.schema], f"{title}: nothing changed" if not where else title, out
+    )
 
 
 @click.command("stats")

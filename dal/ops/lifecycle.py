@@ -30,7 +30,7 @@ import dataclasses
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -226,17 +226,19 @@ def drop(
     # data first, the commit records last: an interrupted purge leaves a dataset dal still recognises
     order = sorted(ours, key=lambda r: (fmt.is_record(r), r))
     paused = False
+    removed = set()
     for rel in order:
         if not paused and fmt.is_record(rel):
             pause("purge-data-deleted")
             paused = True
-        ownership.remove_file(loc, rel)
+        if ownership.remove_file(loc, rel):
+            removed.add(rel)
     ownership.remove_empty_dirs(loc)
     cat.delete_dataset(name)
     pause("purge-dropped")
     claims.release(loc, holder)  # last: a purge stopped before this leaves a claim no catalog records (free)
     ownership.remove_empty_dirs(loc)
-    return Dropped(name, info.location, True, tuple(ours), tuple(foreign))
+    return Dropped(name, info.location, True, tuple(r for r in ours if r in removed), tuple(foreign))
 
 
 def _refuse_unfinished_purge(loc: Location, holder: claims.Holder) -> None:
@@ -438,12 +440,18 @@ def gc(
         reason = f"expired by dal gc on {now.strftime('%Y-%m-%d %H:%M')} UTC; its files were deleted"
         cat.expire_versions(name, [v.number for v in expiring], reason)
     pause("gc-expired")
-    _delete(name, fmt, loc, deleted, dict(doomed))
-    fmt.tidy(info.location, options, deleted)
+    gone = _delete(name, fmt, loc, deleted, dict(doomed))
+    fmt.tidy(info.location, options, gone)
     done = [v.number for v in [*expiring, *unfinished]]
-    if done:  # their files are gone: later gcs need not look at them again
+    if done:  # their files are gone (or never will be, through a link): later gcs need not look at them again
         cat.annotate_versions(name, done, FILES_DELETED, datetime.now(UTC).isoformat())
-    return result
+    left = len(deleted) - len(gone)
+    if not left:
+        return result
+    note = (f"{left} file(s) were not deleted: gone before gc reached them, or reached through a symbolic link "
+            "that replaced a folder after gc listed it (dal never deletes through a link)")  # fmt: skip
+    sizes = dict(doomed)
+    return replace(result, deleted=gone, bytes=sum(sizes[r] for r in gone), notes=(*result.notes, note))
 
 
 def _check_gc_arguments(keep_last: int | None, older_than: timedelta | None, safe_age: timedelta) -> None:
@@ -510,13 +518,19 @@ def _judge(
     return _Judged(expiring, kept, tagged, unfinished, doomed, notes), writes
 
 
-def _delete(name: str, fmt: Format, loc: Location, deleted: Sequence[str], sizes: Mapping[str, int]) -> None:
-    """Delete gc's files, the format's records first (a stable sort), on a terminal's progress line."""
+def _delete(
+    name: str, fmt: Format, loc: Location, deleted: Sequence[str], sizes: Mapping[str, int]
+) -> tuple[str, ...]:
+    """Delete gc's files, the format's records first (a stable sort), on a terminal's progress line; the ones
+    deleted, in ``deleted``'s order (not those already gone, nor those ``remove_file`` refused: through a link)."""
     ordered = sorted(deleted, key=lambda r: not fmt.is_record(r))  # records first (a stable sort)
+    removed = set()
     for i, rel in enumerate(progress.each(ordered, f"gc {name}: deleting", unit="files", bytes_of=sizes.get)):
         if i == 1:
             pause("gc-deleting")
-        ownership.remove_file(loc, rel)
+        if ownership.remove_file(loc, rel):
+            removed.add(rel)
+    return tuple(r for r in deleted if r in removed)
 
 
 # -- optimize -----------------------------------------------------------------------------------------------

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from click.testing import CliRunner
 
 import dal
@@ -92,3 +97,42 @@ def test_purge_reports_a_linked_directory_and_never_deletes_behind_it(sqlite_env
     assert code == 0, out
     assert [str(p.relative_to(pet)) for p in pet.rglob("*")] == [v0.name, f"{v0.name}/shared"]
     assert sb.touched() == []
+
+
+def test_gc_reports_only_the_files_it_deleted_when_a_folder_became_a_link(
+    sqlite_env: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition folder replaced by a link after gc listed it: gc refuses to delete through the link, and its
+    result says so, instead of counting those files as deleted (the old result listed them)."""
+    sb = Sandbox(tmp_path / "sandbox")
+    where = sb.manage(sb.base / "ds.delta")
+    for i in range(2):
+        table = pa.table({"id": [i, i + 1], "part": ["a", "b"]})
+        dal.write(table, "l.parts", path=str(where), partition_by=["part"], mode="overwrite" if i else "append")
+    old_a = {p.name for p in (where / "part=a").iterdir()}
+    dry = dal.lifecycle.gc("l.parts", keep_last=1, safe_age=timedelta(0), dry_run=True, catalog=sqlite_env)
+    marker, release = tmp_path / "paused", tmp_path / "release"
+    monkeypatch.setenv("DAL_TEST_PAUSE", "gc-expired")
+    monkeypatch.setenv("DAL_TEST_PAUSE_FILE", str(marker))
+    monkeypatch.setenv("DAL_TEST_RELEASE_FILE", str(release))
+    done: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: done.append(dal.lifecycle.gc("l.parts", keep_last=1, safe_age=timedelta(0), catalog=sqlite_env))
+    )
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.exists(), "gc never reached gc-expired"
+    moved = sb.outside / "moved-part-a"
+    (where / "part=a").rename(moved)  # the folder gc listed is now a link to the same files, elsewhere
+    (where / "part=a").symlink_to(moved, target_is_directory=True)
+    release.touch()
+    worker.join(60)
+    (result,) = done
+    assert not any(f.startswith("part=a/") for f in result.deleted)
+    assert any(f.startswith("part=b/") for f in result.deleted)  # the rest of the garbage went as before
+    assert {p.name for p in moved.iterdir()} == old_a  # nothing deleted through the link
+    assert any("not deleted" in n and "symbolic link" in n for n in result.notes)
+    kept_a = sum((moved / f.split("/", 1)[1]).stat().st_size for f in dry.deleted if f.startswith("part=a/"))
+    assert kept_a > 0 and result.bytes == dry.bytes - kept_a

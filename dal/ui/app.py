@@ -81,7 +81,7 @@ class _Guard:
             await send(message)
 
         if scope["method"] not in ("GET", "HEAD"):
-            response: Response = PlainTextResponse("dal ui is read-only: only GET and HEAD", 405)
+            response: Response = _answer(scope, "dal ui is read-only: only GET and HEAD", 405)
             response.headers["allow"] = "GET, HEAD"
             await response(scope, receive, send_with_headers)
             return
@@ -92,7 +92,8 @@ class _Guard:
             if given is None:
                 given = from_query or request.cookies.get(COOKIE)
             if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
-                response = PlainTextResponse(
+                response = _answer(
+                    scope,
                     "a token is needed: send 'Authorization: Bearer TOKEN' or open the page once with ?token=TOKEN",
                     401,
                 )
@@ -111,6 +112,17 @@ class _Guard:
         await self.app(scope, receive, send_with_headers)
 
 
+def _is_api(path: str) -> bool:
+    return path == "/api" or path.startswith("/api/")
+
+
+def _answer(scope: Scope, text: str, status: int) -> Response:
+    """A refusal: under /api the API's JSON error like every other answer there, elsewhere plain text."""
+    if _is_api(scope.get("path", "")):
+        return json_response({"error": text}, status)
+    return PlainTextResponse(text, status)
+
+
 def _bearer(header: str) -> str | None:
     scheme, _, value = header.partition(" ")
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
@@ -118,7 +130,7 @@ def _bearer(header: str) -> str | None:
 
 def _not_found(request: Request, exc: Exception) -> Response:
     """A path no route answers: under /api the API's JSON error like every other, elsewhere Starlette's."""
-    if request.url.path == "/api" or request.url.path.startswith("/api/"):
+    if _is_api(request.url.path):
         return json_response({"error": "no such API endpoint (GET /api lists them)"}, 404)
     return PlainTextResponse("Not Found", 404)
 

@@ -53,8 +53,8 @@ class Server:
         except urllib.error.HTTPError as e:
             return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
 
-    def json(self, path: str) -> tuple[int, Any]:
-        status, _, body = self.get(path)
+    def json(self, path: str, *, method: str = "GET") -> tuple[int, Any]:
+        status, _, body = self.get(path, method=method)
         return status, json.loads(body)
 
 

@@ -105,6 +105,10 @@ def test_read_only(server: Server) -> None:
         for path in ("/", "/api/datasets", "/api/datasets/weather.radar", "/nowhere"):
             status, headers, _ = server.get(path, method=method)
             assert status == 405 and headers["allow"] == "GET, HEAD", (method, path)
+            json_api = path.startswith("/api")  # the API answers its refusals in JSON, like its other errors
+            assert headers["content-type"].startswith("application/json" if json_api else "text/plain"), path
+    status, body = server.json("/api/datasets", method="DELETE")
+    assert status == 405 and "read-only" in body["error"]
     assert server.get("/api/datasets", method="HEAD")[0] == 200
     assert server.json("/api/datasets/weather.radar/tags")[1]["tags"] == {"prod": 1}
 
@@ -149,7 +153,9 @@ def token_server(sqlite_server: Server, tmp_path_factory: pytest.TempPathFactory
 
 
 def test_token(token_server: Server) -> None:
-    assert token_server.get("/api/datasets")[0] == 401
+    status, body = token_server.json("/api/datasets")
+    assert status == 401 and "a token is needed" in body["error"]  # JSON under /api
+    assert token_server.get("/")[1]["content-type"].startswith("text/plain")
     assert token_server.get("/api/datasets", headers={"Authorization": "Bearer wrong"})[0] == 401
     assert token_server.get("/api/datasets", headers={"Authorization": "Bearer s3cr3t-t0ken"})[0] == 200
     assert token_server.get("/", headers={"Cookie": "dal_ui_token=s3cr3t-t0ken"})[0] == 200

@@ -261,6 +261,12 @@ def _read_marker(loc: Location, rel: str, size: int) -> bytes:
     """A marker's bytes, at most ``MAX_MARKER_BYTES`` + 1 of them (a larger one is refused unread)."""
     if size > MAX_MARKER_BYTES:
         raise ValueError(f"larger than {MAX_MARKER_BYTES} bytes")
+    if loc.local:  # never through a link (a marker dal writes is a plain file), never blocking on a FIFO
+        fd = os.open(loc.path(rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ValueError("not a regular file")
+            return f.read(MAX_MARKER_BYTES + 1)
     with loc.fs.open_input_stream(loc.path(rel)) as f:
         data: bytes = f.read(MAX_MARKER_BYTES + 1)
     return data
@@ -285,7 +291,13 @@ def scan(loc: Location) -> InFlight:
         if info.type != pafs.FileType.File or not info.base_name.endswith(".json") or info.base_name.startswith("."):
             continue
         rel = f"{DIR}/{info.base_name}"
-        age = now - info.mtime.timestamp() if info.mtime is not None else 0.0
+        mtime = info.mtime.timestamp() if info.mtime is not None else now
+        if loc.local:  # the listing follows links: a linked marker's own age, not its target's
+            try:
+                mtime = os.lstat(loc.path(rel)).st_mtime
+            except FileNotFoundError:
+                continue
+        age = now - mtime
         try:
             intent: Intent | None = Intent.from_json(_read_marker(loc, rel, int(info.size or 0)))
         except FileNotFoundError:

@@ -229,3 +229,23 @@ def test_a_markers_folder_that_is_no_folder_is_refused(sqlite_env: Catalog, tmp_
         with pytest.raises(dal.DalError, match=re.escape(str(location / intents.DIR))):
             attempt()
     assert not (tmp_path / "nowhere").exists() and len(dal.open("odd.d").to_arrow()) == 3
+
+
+def test_a_linked_marker_file_is_not_read_through_the_link(sqlite_env: Catalog, tmp_path: Path) -> None:
+    """A marker that is a symbolic link to a file elsewhere (here a valid, live marker) is not read through the
+    link: it is unreadable, protects as an unreadable marker does by the link's own age, and the file it points
+    to is left alone when the link expires (only the link goes). The old code read the target as a live write."""
+    location = _write("linked.marker", "delta")
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(json.dumps(_body()).encode())  # a live write (on another machine), by its text
+    (location / intents.DIR).mkdir(exist_ok=True)
+    link = location / intents.DIR / f"{TOKEN}{'0' * 20}.json"
+    link.symlink_to(elsewhere)
+    found = intents.scan(Location.of(str(location)))
+    assert found.live == () and found.unreadable == (f"{intents.DIR}/{link.name}",)
+    _age(elsewhere, EXPIRED_S)  # an old target: the link's own age counts, not the target's
+    assert intents.scan(Location.of(str(location))).expired == ()
+    os.utime(link, (time.time() - EXPIRED_S,) * 2, follow_symlinks=False)
+    assert [r for r, _ in intents.scan(Location.of(str(location))).expired] == [f"{intents.DIR}/{link.name}"]
+    lifecycle.gc("linked.marker", safe_age=NOW)
+    assert not os.path.lexists(link) and elsewhere.exists()  # the link went, never its target

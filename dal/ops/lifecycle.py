@@ -440,6 +440,9 @@ def gc(
         reason = f"expired by dal gc on {now.strftime('%Y-%m-%d %H:%M')} UTC; its files were deleted"
         cat.expire_versions(name, [v.number for v in expiring], reason)
     pause("gc-expired")
+    # again, just before the first delete: a take-over since the first check moved the location to a catalog
+    # whose versions may pin these files (ClaimedElsewhere: nothing deleted)
+    check_claim(cat, name, fmt, info.location, options, "gc", recorded=True, read_only=is_read_only(info), take=False)
     gone = _delete(name, fmt, loc, deleted, dict(doomed))
     fmt.tidy(info.location, options, gone)
     done = [v.number for v in [*expiring, *unfinished]]
@@ -518,9 +521,7 @@ def _judge(
     return _Judged(expiring, kept, tagged, unfinished, doomed, notes), writes
 
 
-def _delete(
-    name: str, fmt: Format, loc: Location, deleted: Sequence[str], sizes: Mapping[str, int]
-) -> tuple[str, ...]:
+def _delete(name: str, fmt: Format, loc: Location, deleted: Sequence[str], sizes: Mapping[str, int]) -> tuple[str, ...]:
     """Delete gc's files, the format's records first (a stable sort), on a terminal's progress line; the ones
     deleted, in ``deleted``'s order (not those already gone, nor those ``remove_file`` refused: through a link)."""
     ordered = sorted(deleted, key=lambda r: not fmt.is_record(r))  # records first (a stable sort)

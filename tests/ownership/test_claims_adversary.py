@@ -208,3 +208,27 @@ def test_one_s3_table_under_two_spellings_is_one_writable_dataset_per_catalog(
         return  # refused: one writable entry per table
     lifecycle.gc("a.t", keep_last=1, safe_age=timedelta(0), storage_options=opts)
     assert dal.open("b.t", 0, storage_options=opts).to_pandas()["id"].tolist() == [1, 2]
+
+
+GC = "from datetime import timedelta; from dal.ops import lifecycle; lifecycle.gc({name!r}, keep_last=1, safe_age=timedelta(0), catalog={url!r})"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_take_over_during_a_running_gc_stops_its_deletes(tmp_path: Path, fmt: str) -> None:
+    """Catalog A's gc expired versions 0 and 1 and is paused before deleting their files; catalog B takes the
+    location over, keeping those versions. A's gc must not then delete files B's versions pin: before, it did,
+    and B's version 0 could no longer be read."""
+    a, b = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
+    loc = tmp_path / "w" / "t"
+    for i in range(3):
+        _write([i], "x.t", a, fmt, path=str(loc), mode="overwrite" if i else "append")
+    dal.register("x.t", str(loc), format=fmt, read_only=True, catalog=b)
+    proc, release = start_paused(GC.format(name="x.t", url=a), "gc-expired", tmp_path)
+    try:
+        assert claim("x.t", take_over=True, catalog=b).ours
+    finally:
+        release.touch()
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "ClaimedElsewhere" in out.decode(), out.decode()
+    assert sorted(dal.open("x.t", 0, catalog=b).to_pandas()["id"].tolist()) == [0]  # B's pinned files are there
+    assert _ids("x.t", b) == [2]

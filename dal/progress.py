@@ -317,7 +317,8 @@ class Task:
             self.draws += 1
 
     def _postfix(self) -> str:
-        parts = [f"{self.fraction:.0%} done"] if self.fraction is not None and self.total is None else []
+        spark = self.total is None and self.fraction is not None and self.fraction < 1  # (done: the count says it)
+        parts = [f"{self.fraction:.0%} done"] if spark else []
         if self.files:
             parts.append(f"{self.files} file{'s' if self.files != 1 else ''}")
         if self.bytes:

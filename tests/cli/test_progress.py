@@ -354,6 +354,9 @@ def test_percentage_rate_and_eta(tty: tuple[FakeTTY, Clock]) -> None:
         clock.t += 2
         t2.update(done=7, fraction=0.5)  # a fraction from elsewhere (Spark's tasks): said beside the count
         assert frames(stream)[-1] == "x: 7 versions [00:02,  3.50 versions/s, 50% done]"
+        t2.update(fraction=1.0)  # all of it: the count says so
+        t2.refresh(force=True)
+        assert frames(stream)[-1].rstrip() == "x: 7 versions [00:02,  3.50 versions/s]"  # (blanks over the longer one)
     with progress.task("y", unit="rows") as t3:
         t3.refresh(force=True)
         assert frames(stream)[-1] == "y: 0 rows [00:00, ? rows/s]"  # nothing known yet: no rate
@@ -560,7 +563,7 @@ def test_spark_write_through_the_converter_counts_staged_files(
     table = DeltaTable(ds.info.location)
     assert v.file_count == len(table.file_uris()) and table.to_pyarrow_table().num_rows == 10_000
     files = f"{v.file_count} file{'s' if v.file_count != 1 else ''}"
-    summary = f"converting the DataFrame: 10000 rows [00:00, ? rows/s, 100% done, {files}, "
+    summary = f"converting the DataFrame: 10000 rows [00:00, ? rows/s, {files}, "
     assert last_line(stream) == summary + f"{progress.size_text(v.size_bytes)}]", stream.getvalue()
     frames_drawn = frames(stream)
     assert all(f.startswith(("converting the DataFrame: ", "recording versions of ", "reading the Delta log of "))

@@ -450,9 +450,9 @@ def task(label: str, *, total: int | None = None, unit: str = "rows", absorb: bo
             if total is not None and parent.total is None:
                 parent.total = total
             absorbed: Task = parent
-        elif _notebook_bars() or enabled():
+        elif enabled():
             t = Task(label, total=total, unit=unit, absorb=absorb, notebook=_notebook_bars())
-            if not _stack:
+            if not _stack and not t.notebook:
                 _hook_logging(t.stream)
             _stack.append(t)
         else:

@@ -79,13 +79,13 @@ def test_a_narrow_line_after_a_wide_one_blanks_all_its_columns() -> None:
     narrow = progress.Task("ab", stream=stream, width=80, delay=0, clock=lambda: now[0])
     progress._stack.append(narrow)
     narrow.advance(1)
-    last = stream.getvalue().split("\r")[-1]
-    drawn = stream.getvalue().split("\r")[-2]
+    *_, drawn, blanks, _, last = stream.getvalue().split("\r")  # the wide line, blanks, the narrow line
     narrow.close(ok=False)
     wide.close(ok=False)
     assert progress._stack == []
-    # the wide line took 20 columns for its name: the narrow one pads over every one of them
-    assert cols(last) >= cols(drawn), (drawn, last)
+    assert drawn.startswith("写" * 10) and last.startswith("ab: 1 rows")
+    # the wide line took 20 columns for its name: blanks over every one of them before the narrow one is drawn
+    assert blanks.strip() == "" and len(blanks) >= cols(drawn), (drawn, blanks, last)
 
 
 def _dal() -> str:
@@ -191,6 +191,6 @@ def test_a_log_record_during_a_drawn_line_starts_at_column_zero(monkeypatch: pyt
     assert first[-1] == "lineage not recorded", first  # written from column 0 ...
     assert first[-2].strip() == "" and len(first[-2]) >= len(first[-3])  # ... over the blanked progress line
     after = stream.getvalue().split("lineage not recorded\n", 1)[1]
-    assert after.startswith("\rwriting probe.t: 6/10 rows")  # the line comes back at the next update
+    assert after.startswith("\rwriting probe.t:  60%|") and "| 6/10 [" in after  # back at the next update
     assert progress._stack == [] and progress._hooked == []
     assert handler.filters == []

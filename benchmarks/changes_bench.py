@@ -2,10 +2,12 @@
 
     python benchmarks/changes_bench.py                 # 300 days x 2,000 rows; --days N --rows N
 
-A Delta table partitioned by day (two files a day, two writes), then three versions: a one-day append, a copy-on-write
-delete of 10 rows in one day (delta-rs, then ``dal sync``), and ``dal optimize``. For each, the plan's files and
-bytes (``dal.read.changes.plan_changes``: what the change read opens) against the table's, the rows returned,
-and the time to plan and to read the changes (best of ``--rounds`` each) against ``to_arrow()`` of the whole version.
+A Delta table partitioned by day (two files a day, two writes), then four versions: a one-day append, a
+copy-on-write delete of 10 rows in one day (delta-rs, then ``dal sync``), ``dal optimize``, and
+``overwrite="partitions"`` of one recomputed day. For each, the plan's files and bytes
+(``dal.read.changes.plan_changes``: what the change read opens) against the table's, the rows returned, and the
+time to plan and to read the changes (best of ``--rounds`` each) against ``to_arrow()`` of the whole version;
+for the partition overwrite also the files it wrote, removed and left untouched.
 """
 
 from __future__ import annotations
@@ -72,11 +74,25 @@ def main() -> None:
         DeltaTable(path).delete(f"day = '{first.isoformat()}' AND id < 10")
         dal.sync("events", catalog=catalog)
         dal.lifecycle.optimize("events", catalog=catalog)
+        redone = _day(first + timedelta(5), args.rows, 10**9)  # day 6 recomputed: new ids, the same day
+        t = time.perf_counter()
+        dal.write(redone, "events", mode="overwrite", overwrite="partitions", catalog=catalog)
+        overwrite_s = time.perf_counter() - t
         cat = dal.get_catalog(catalog)
         info, versions = cat.get_dataset("events"), cat.versions("events")
-        out = []
+        before, after = (dal.open("events", n, catalog=catalog).files() for n in (4, 5))
+        kept = {f.uri for f in before} & {f.uri for f in after}
+        written = [f for f in after if f.uri not in kept]
+        rewrite = {
+            "version": "overwrite='partitions' of one day",
+            "files_written": len(written), "bytes_written": sum(f.size_bytes for f in written),
+            "files_removed": len(before) - len(kept), "files_untouched": len(kept),
+            "table_files": len(after), "table_bytes": sum(f.size_bytes for f in after),
+            "write_s": round(overwrite_s, 4),
+        }  # fmt: skip
+        out: list[dict[str, Any]] = []
         for since, what in ((1, "one-day append"), (2, "delete of 10 rows in one day (copy-on-write)"),
-                            (3, "dal optimize")):  # fmt: skip
+                            (3, "dal optimize"), (4, "overwrite='partitions' of one day")):  # fmt: skip
             plan = plan_changes(info, versions, since, since + 1)
             plan_s = _best(lambda since=since: plan_changes(info, versions, since, since + 1), args.rounds)
             pinned = dal.open("events", since + 1, catalog=catalog)
@@ -90,6 +106,7 @@ def main() -> None:
                 "rows_returned": sum(t.num_rows for t in iter_changes(plan, {})),
                 "plan_s": round(plan_s, 4), "read_s": round(seconds, 4), "to_arrow_s": round(whole_s, 4),
             })  # fmt: skip
+        out.append(rewrite)
         print(json.dumps(out, indent=1))
 
 

@@ -176,6 +176,9 @@ def test_a_pin_vends_credentials_that_read_the_dataset_and_never_the_servers_own
                options["AWS_SESSION_TOKEN"])  # fmt: skip
     keys = s3.list_objects_v2(Bucket=deployment.moto.bucket, Prefix="radar/")["Contents"]  # type: ignore[attr-defined]
     assert any(k["Key"].endswith(".parquet") for k in keys)
+    # the sibling dataset in the same bucket: no READ, so no pin and no credentials (the not-found answer)
+    status, other = _pin(deployment, "vend.wind")
+    assert status == 404 and "credentials" not in other
     # the audit says what was vended (scope), never the credentials
     rows = AuthStore(deployment.db).audit(dataset="vend.radar")
     assert rows[-1].detail == f"vended read s3://{deployment.moto.bucket}/radar"
@@ -373,3 +376,46 @@ def test_the_credentials_file_is_checked_and_its_errors_name_no_secret(tmp_path:
     proc, _ = start("sqlite:///" + str(tmp_path / "none.db"), ["--storage-credentials", str(bad)], wait=False)
     out = proc.communicate(timeout=60)[0]
     assert proc.returncode != 0 and "not JSON" in out and SERVER_SECRET not in out
+
+
+def _pins(dep: Deployment, name: str) -> int:
+    return sum(
+        1 for r in AuthStore(dep.db).audit(dataset=name, principal="trainer", limit=100_000) if r.action == "pin"
+    )
+
+
+def test_a_ddp_job_of_two_ranks_and_two_workers_each_reads_every_row_once_with_one_pin_per_rank(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # the job has no storage credentials
+    env |= {"DAL_CATALOG_URL": deployment.url, "DAL_TOKEN": deployment.token, "PYTHONPATH": os.pathsep.join(sys.path),
+            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "DAL_HOME": str(tmp_path / "home")}  # fmt: skip
+    before = _pins(deployment, "vend.radar")
+    run = subprocess.run([sys.executable, "-m", "tests.serve.vend_ranks", "vend.radar", str(tmp_path), str(free_port())],
+                         env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert all("ids" in g for g in got), got
+    ids = [g["ids"] for g in got]
+    assert ids[0] and ids[1] and not set(ids[0]) & set(ids[1])  # each rank its own rows
+    assert sorted(ids[0] + ids[1]) == list(range(ROWS))  # every row once
+    assert _pins(deployment, "vend.radar") - before == 2  # one pin per rank, none per DataLoader worker
+    assert deployment.token not in run.stdout + run.stderr
+
+
+@pytest.mark.spark
+def test_a_spark_job_reads_through_the_served_catalog_with_vended_credentials(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch, spark: object
+) -> None:
+    """No hadoop-aws here: Spark's executors read the planned tasks with pyarrow, with the options the pin vended
+    (shipped with the tasks); the job has no storage credentials of its own."""
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("DAL_CATALOG_URL", deployment.url)
+    monkeypatch.setenv("DAL_TOKEN", deployment.token)
+    pinned = dal.open("vend.radar")
+    sdf = pinned.to_spark(spark)
+    assert sorted(r["id"] for r in sdf.collect()) == list(range(ROWS))
+    got = pinned.filter("id >= 30").select("id").to_spark(spark)
+    assert sorted(r["id"] for r in got.collect()) == list(range(30, ROWS))

@@ -1,5 +1,5 @@
 """A DDP job reading through a served catalog with vended credentials (tests/serve/test_vending.py): 2 ranks
-(``torch.multiprocessing.spawn``, gloo) × 2 DataLoader workers (spawn: the workers receive the pinned Dataset,
+(``torch.multiprocessing.spawn``, gloo) x 2 DataLoader workers (spawn: the workers receive the pinned Dataset,
 credentials included, by pickling; they never pin).
 
     DAL_CATALOG_URL=… DAL_TOKEN=… python -m tests.serve.vend_ranks DATASET OUT PORT

@@ -419,3 +419,49 @@ def test_a_spark_job_reads_through_the_served_catalog_with_vended_credentials(
     assert sorted(r["id"] for r in sdf.collect()) == list(range(ROWS))
     got = pinned.filter("id >= 30").select("id").to_spark(spark)
     assert sorted(r["id"] for r in got.collect()) == list(range(30, ROWS))
+
+
+def test_vended_options_keep_their_expiry_through_pickling_and_are_refused_after_it() -> None:
+    import pickle
+
+    from dal.storage import uris
+    from dal.storage.rangecache import ReadOptions
+
+    soon = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    live = pickle.loads(pickle.dumps(ReadOptions.of({"AWS_ACCESS_KEY_ID": "ASIA1"}, None, soon, "d version 3")))
+    assert (live.expires, live.vended_for, dict(live)) == (soon, "d version 3", {"AWS_ACCESS_KEY_ID": "ASIA1"})
+    uris.check_vended(live)  # not expired: nothing raised
+    dead = pickle.loads(pickle.dumps(ReadOptions.of({}, None, "2020-01-01T00:00:00Z", "d version 3")))
+    with pytest.raises(CredentialsExpired, match="d version 3 expired at 2020-01-01T00:00:00Z"):
+        uris.object_store_options(dead)
+    with pytest.raises(CredentialsExpired):
+        uris.filesystem("s3://b/d", dead)
+
+
+def test_dal_open_through_the_server_reads_azure_with_the_vended_sas_only(
+    azure: tuple[str, dict[str, str]], azure_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    container, admin = azure
+    db = f"sqlite:///{tmp_path}/c.db"
+    monkeypatch.setenv("DAL_HOME", str(tmp_path / "home"))
+    dal.write(pa.table({"id": list(range(12))}), "az.radar", path=f"az://{container}/radar", storage_options=admin,
+              catalog=db)  # fmt: skip
+    store = AuthStore(db)
+    store.create_principal("trainer", "service")
+    store.grant("trainer", "READ", "az.*")
+    token = store.create_token("trainer", expires_in=timedelta(days=1))[0]
+    store.close()
+    creds = tmp_path / "storage.json"
+    creds.write_text(json.dumps({"azure": {"*": {"account": AZURE_ACCOUNT, "account_key": AZURE_KEY, "endpoint": azure_endpoint}}}))  # fmt: skip
+    proc, base = start(db, ["--storage-credentials", str(creds)])
+    try:
+        for var in [v for v in os.environ if v.startswith("AZURE_")]:
+            monkeypatch.delenv(var)
+        monkeypatch.setenv("DAL_CATALOG_URL", base)
+        monkeypatch.setenv("DAL_TOKEN", token)
+        ds = dal.open("az.radar")
+        assert "AZURE_STORAGE_ACCOUNT_KEY" not in ds.storage_options and "AZURE_STORAGE_SAS_KEY" in ds.storage_options
+        assert sorted(ds.to_arrow().column("id").to_pylist()) == list(range(12))
+    finally:
+        out = stop(proc)
+    assert AZURE_KEY not in out and token not in out

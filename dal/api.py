@@ -132,6 +132,14 @@ def open(
     lineage.record_read(info.name, pinned.number)  # the process-wide read log: upstream of later writes
     openlineage.emit_read(info.name, pinned.number)  # with DAL_OPENLINEAGE_READS=1 only
     url = catalog if catalog is None or isinstance(catalog, str) else str(catalog.url)  # None: the default
+    key = url or default_url()
+    vended = remote.client(key).vended(info.name, pinned.number) if remote.is_remote(key) else None
+    if vended is not None:  # short-lived credentials the server vended with the pin: they travel with the Dataset
+        from dal.storage.rangecache import ReadOptions
+
+        options = ReadOptions.of(remote.with_vended(storage_options, vended["options"]), file_cache,
+                                 str(vended.get("expires") or "") or None, f"{info.name} version {pinned.number}")  # fmt: skip
+        return Dataset(info, pinned, options, catalog_url=url)
     if file_cache is not None:
         from dal.storage.rangecache import ReadOptions
 

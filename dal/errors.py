@@ -86,6 +86,11 @@ class WriteConflict(DalError):
     committed; run it again on the new version."""
 
 
+class CredentialsExpired(DalError):
+    """The short-lived storage credentials a ``dal serve`` pin vended have expired: open the dataset again
+    (``dal.open``) to pin it and receive new ones."""
+
+
 class ChangesUnavailable(DalError):
     """What changed between two versions cannot be told exactly (a version in the range expired or its files
     reclaimed, a commit the log no longer holds); nothing is returned rather than a partial answer."""

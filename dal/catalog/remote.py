@@ -206,6 +206,7 @@ class RemoteCatalog:
         self._backoff = backoff
         self._ssl = ssl.create_default_context(cafile=os.environ.get(ENV_CA_FILE) or None)
         self._client = _client_info()
+        self._vended: dict[tuple[str, int], dict[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"RemoteCatalog({self.url!r})"  # never the token
@@ -263,9 +264,21 @@ class RemoteCatalog:
         return dataset_from(self._get(f"/datasets/{self._name(name)}"))
 
     def pin(self, name: str, ref: Any = None) -> tuple[DatasetInfo, VersionInfo]:
-        """The dataset and its version ``ref`` (any reference ``Catalog.version`` resolves; audited)."""
+        """The dataset and its version ``ref`` (any reference ``Catalog.version`` resolves; audited). Storage
+        credentials the server vended with it are kept for ``vended``."""
         found = self._get(f"/datasets/{self._name(name)}/pin", ref_params(ref))
-        return dataset_from(found["dataset"]), version_from(found["version"])
+        info, version = dataset_from(found["dataset"]), version_from(found["version"])
+        credentials = found.get("credentials")
+        if isinstance(credentials, dict) and isinstance(credentials.get("options"), dict):
+            self._vended[(info.name, version.number)] = credentials
+        else:
+            self._vended.pop((info.name, version.number), None)
+        return info, version
+
+    def vended(self, name: str, number: int) -> Mapping[str, Any] | None:
+        """The storage credentials the server vended with this process's last pin of ``name`` version ``number``
+        (``{"options", "expires", "scope", "access"}``), or None."""
+        return self._vended.get((name, number))
 
     def version(self, name: str, ref: Any = None) -> VersionInfo:
         return self.pin(name, ref)[1]
@@ -276,6 +289,23 @@ class RemoteCatalog:
 
     def tags(self, name: str) -> dict[str, int]:
         return {str(k): int(v) for k, v in self._get(f"/datasets/{self._name(name)}/tags")["tags"].items()}
+
+
+# credential keys of the stores' clients (any case): a vended credential replaces the caller's own for that store
+_CREDENTIAL_KEYS = frozenset({
+    "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "aws_token", "aws_profile", "key", "secret",
+    "token", "access_key_id", "secret_access_key", "session_token", "azure_storage_account_key",
+    "azure_storage_access_key", "account_key", "access_key", "azure_storage_sas_key", "azure_storage_sas_token",
+    "sas_key", "sas_token", "azure_storage_token", "bearer_token",
+})  # fmt: skip
+
+
+def with_vended(options: Mapping[str, str] | None, vended: Mapping[str, str]) -> dict[str, str]:
+    """The caller's storage options with the vended ones in place of its credentials (and of any key the vended
+    ones set, such as the endpoint: the server knows where its stores are)."""
+    replaced = {k.lower() for k in vended}
+    kept = {k: v for k, v in (options or {}).items() if k.lower() not in _CREDENTIAL_KEYS | replaced}
+    return kept | {str(k): str(v) for k, v in vended.items()}
 
 
 _clients: dict[tuple[str, int, str], RemoteCatalog] = {}

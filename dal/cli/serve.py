@@ -48,9 +48,24 @@ def _emit(as_json: bool, value: object, text: str) -> None:
     show_default=True,
     help="Drop audit rows older than this many days.",
 )
+@click.option(
+    "--storage-credentials",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="JSON file of the server's storage credentials, to vend short-lived per-dataset ones with each pin "
+    "(default: $DAL_SERVE_STORAGE_CREDENTIALS).",
+)
+@click.option("--forbid-local-datasets", is_flag=True, help="Refuse pins of datasets stored on local paths.")
 @click.pass_context
 def serve_cmd(
-    ctx: click.Context, host: str, port: int, tls_cert: str | None, tls_key: str | None, audit_retention_days: float
+    ctx: click.Context,
+    host: str,
+    port: int,
+    tls_cert: str | None,
+    tls_key: str | None,
+    audit_retention_days: float,
+    storage_credentials: str | None,
+    forbid_local_datasets: bool,
 ) -> None:
     """Serve the catalog to principals with tokens and grants (JSON API under /api/v1/; needs dal-catalog[ui])."""
     from dal.catalog import remote
@@ -59,7 +74,8 @@ def serve_cmd(
     url = ctx.ensure_object(State).url
     if remote.is_remote(url):
         raise DalError("dal serve needs the catalog's database URL (--catalog), not another server's")
-    serve(url, host=host, port=port, tls_cert=tls_cert, tls_key=tls_key, audit_retention_days=audit_retention_days)
+    serve(url, host=host, port=port, tls_cert=tls_cert, tls_key=tls_key, audit_retention_days=audit_retention_days,
+          storage_credentials=storage_credentials, forbid_local_datasets=forbid_local_datasets)  # fmt: skip
 
 
 @click.group("principal", cls=Group)

@@ -33,12 +33,26 @@ def serve(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     audit_retention_days: float | None = 365.0,
+    storage_credentials: str | None = None,
+    forbid_local_datasets: bool = False,
 ) -> None:
     """Serve the catalog at ``url`` on ``host:port`` until interrupted.
 
+    Args:
+        url: The catalog's database URL.
+        host: The address to listen on.
+        port: The port.
+        tls_cert: The TLS certificate (PEM); needed beyond loopback.
+        tls_key: Its private key (PEM).
+        audit_retention_days: Drop audit rows older than this (None: keep them all).
+        storage_credentials: The JSON file of the server's storage credentials to vend from
+            (``dal.serve.vending``; None: ``$DAL_SERVE_STORAGE_CREDENTIALS``, else nothing is vended).
+        forbid_local_datasets: Refuse pins of datasets on local paths (they cannot be vended).
+
     Raises:
         DalError: plain HTTP beyond loopback, half a TLS pair, a port that is taken; MissingDependency without
-            the ``ui`` extra; CatalogOutOfDate / CatalogUnavailable for the catalog.
+            the ``ui`` extra; CatalogOutOfDate / CatalogUnavailable for the catalog; StorageCredentialsError for
+            an unusable storage credentials file.
     """
     for module in ("starlette", "uvicorn"):
         require(module, "ui")
@@ -55,8 +69,11 @@ def serve(
         )
     if tls_cert is not None and tls_key is not None:
         _check_tls(tls_cert, tls_key)
+    from dal.serve.vending import load
+
+    vending = load(storage_credentials, forbid_local=forbid_local_datasets)  # before listening: a bad file is one line
     check_can_listen("dal serve", host, port)
-    app = create_app(url, audit_retention_days=audit_retention_days)
+    app = create_app(url, audit_retention_days=audit_retention_days, vending=vending)
     # no access log: request lines are not tokens, but nothing about a request is logged by default
     config = uvicorn.Config(
         app,

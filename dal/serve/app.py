@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +30,7 @@ from dal.catalog.errors import CatalogError, CatalogUnavailable, DalError, Datas
 from dal.catalog.models import utcnow
 from dal.catalog.remote import dataset_json, version_json
 from dal.catalog.types import validate_name
+from dal.serve.vending import CannotVend, Vending, vend
 
 MAX_BODY = 64 * 1024
 NOT_FOUND = "not_found"
@@ -87,6 +88,7 @@ class Server:
     store: AuthStore
     retention: timedelta | None
     pruned: float | None = None  # when the audit was last pruned (monotonic)
+    vending: Vending = field(default_factory=Vending)  # storage credentials vended with pins (dal.serve.vending)
 
     def prune(self) -> None:
         """Drop audit rows beyond the retention: at start, then at most once per ``PRUNE_EVERY_S``."""
@@ -249,9 +251,16 @@ def pin(server: Server, request: Request, body: bytes) -> Response:
     except NotFound as e:
         server.store.record(who, "pin", NOT_FOUND, dataset=name, client=client, detail=str(e)[:200])
         raise
-    server.store.record(who, "pin", ALLOWED, dataset=name, version=version.number, client=client)
+    try:
+        credentials = vend(server.vending, name, info.location)
+    except CannotVend as e:
+        server.store.record(who, "pin", DENIED, dataset=name, version=version.number, client=client,
+                            detail=str(e)[:200])  # fmt: skip
+        raise
+    detail = "" if credentials is None else f"vended {credentials['access']} {credentials['scope']}"[:200]
+    server.store.record(who, "pin", ALLOWED, dataset=name, version=version.number, client=client, detail=detail)
     server.prune()
-    return JSONResponse({"dataset": dataset_json(info), "version": version_json(version)})
+    return JSONResponse({"dataset": dataset_json(info), "version": version_json(version), "credentials": credentials})
 
 
 # -- admin ----------------------------------------------------------------------------------------------------
@@ -331,10 +340,14 @@ def audit(server: Server, request: Request, body: bytes) -> Response:
     return JSONResponse({"audit": [r.to_dict() for r in rows]})
 
 
-def create_app(url: str, *, audit_retention_days: float | None = 365.0, max_body: int = MAX_BODY) -> ASGIApp:
-    """The ``dal serve`` ASGI application over the catalog at ``url`` (which must exist and be up to date)."""
+def create_app(
+    url: str, *, audit_retention_days: float | None = 365.0, max_body: int = MAX_BODY, vending: Vending | None = None
+) -> ASGIApp:
+    """The ``dal serve`` ASGI application over the catalog at ``url`` (which must exist and be up to date);
+    ``vending``: the storage credentials pins vend (``dal.serve.vending``)."""
     retention = None if audit_retention_days is None else timedelta(days=audit_retention_days)
-    server = Server(Catalog(url, must_exist=True, pooled=True), AuthStore(url, pooled=True), retention)
+    server = Server(Catalog(url, must_exist=True, pooled=True), AuthStore(url, pooled=True), retention,
+                    vending=vending or Vending())  # fmt: skip
     server.prune()
     api = "/api/v1"
     routes = [

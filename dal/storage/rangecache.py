@@ -694,18 +694,27 @@ class _CachedFile(_io.RawIOBase):
 
 class ReadOptions(dict[str, str]):
     """A reader's storage options (the user's keys, unchanged: they still reach table libraries and Spark) carrying
-    its file cache, which ``dal.storage.uris.filesystem`` wraps around remote filesystems."""
+    its file cache, which ``dal.storage.uris.filesystem`` wraps around remote filesystems, and, for credentials a
+    ``dal serve`` pin vended, when they expire (``dal.storage.uris.check_vended`` refuses them after)."""
 
     file_cache: FileCache | None = None
+    expires: str | None = None  # ISO time, UTC: vended credentials stop working then
+    vended_for: str = ""  # the dataset and version they were vended for, for the error
 
     @classmethod
-    def of(cls, options: Mapping[str, str] | None, file_cache: FileCache | None) -> ReadOptions:
+    def of(
+        cls,
+        options: Mapping[str, str] | None,
+        file_cache: FileCache | None,
+        expires: str | None = None,
+        vended_for: str = "",
+    ) -> ReadOptions:
         out = cls(options or {})
-        out.file_cache = file_cache
+        out.file_cache, out.expires, out.vended_for = file_cache, expires, vended_for
         return out
 
-    def __reduce__(self) -> Any:
-        return (ReadOptions.of, (dict(self), self.file_cache))
+    def __reduce__(self) -> Any:  # DataLoader workers and spawned processes get the same options, never a new pin
+        return (ReadOptions.of, (dict(self), self.file_cache, self.expires, self.vended_for))
 
 
 def of(options: Mapping[str, str] | None) -> FileCache | None:

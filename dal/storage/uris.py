@@ -209,7 +209,10 @@ def _azure(uri: str, options: StorageOptions) -> tuple[pafs.FileSystem, str]:
         raise DalError(f"{uri}: no Azure storage account; pass AZURE_STORAGE_ACCOUNT_NAME in storage_options")
     kwargs: dict[str, str] = {"account_name": account}
     key = _option(options, "AZURE_STORAGE_ACCOUNT_KEY", "azure_storage_account_key", "AZURE_STORAGE_ACCESS_KEY")
-    if key:
+    sas = _option(options, "AZURE_STORAGE_SAS_KEY", "AZURE_STORAGE_SAS_TOKEN", "sas_token", "sas_key")
+    if sas:  # a SAS (one dal serve vended): pyarrow takes one or the other
+        kwargs["sas_token"] = "?" + sas.lstrip("?")
+    elif key:
         kwargs["account_key"] = key
     endpoint = _option(options, "AZURE_STORAGE_ENDPOINT", "azure_storage_endpoint", "AZURE_ENDPOINT")
     if endpoint:
@@ -276,11 +279,35 @@ def _gcs(options: StorageOptions) -> pafs.FileSystem:
     return pafs.GcsFileSystem(**kwargs)  # type: ignore[arg-type]
 
 
+def check_vended(options: StorageOptions | None) -> None:
+    """Refuse storage credentials a ``dal serve`` pin vended once they have expired (``ReadOptions.expires``),
+    before a request is sent with them.
+
+    Raises:
+        CredentialsExpired: they expired (the message says to open the dataset again).
+    """
+    expires = getattr(options, "expires", None)
+    if not expires:
+        return
+    from datetime import UTC, datetime
+
+    from dal.errors import CredentialsExpired
+
+    until = datetime.fromisoformat(expires.replace("Z", "+00:00"))
+    if datetime.now(UTC) >= until:
+        what = getattr(options, "vended_for", "") or "this dataset"
+        raise CredentialsExpired(
+            f"the storage credentials dal serve vended for {what} expired at {expires}: open the dataset again "
+            "(dal.open) to pin it and receive new ones"
+        )
+
+
 def object_store_options(options: StorageOptions | None) -> dict[str, str] | None:
     """Storage options for Rust's object_store (table libraries such as delta-rs, and obstore): the user's, plus
     what an S3-compatible endpoint needs — HTTP allowed for
     an http:// endpoint, and conditional put (safe concurrent commits, no lock table) unless the caller
     chose a locking mode (``AWS_S3_LOCKING_PROVIDER``, ``AWS_S3_ALLOW_UNSAFE_RENAME``, ``aws_conditional_put``)."""
+    check_vended(options)
     out = dict(options or {})
     check_header_values(out)
     if not _option(out, "AWS_ACCESS_KEY_ID", "key", "access_key_id", "aws_skip_signature", "skip_signature"):
@@ -303,6 +330,7 @@ def filesystem(uri: str, storage_options: StorageOptions | None = None) -> tuple
 
     Options that carry a file cache (``dal.open(…, cache="local")``: ``dal.storage.rangecache.ReadOptions``) get a
     remote filesystem whose random-access reads go through that cache."""
+    check_vended(storage_options)
     fs, path = _filesystem(uri, storage_options)
     cache = getattr(storage_options, "file_cache", None)
     if cache is not None and not is_local(uri):

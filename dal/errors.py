@@ -1,7 +1,7 @@
 """dal's error hierarchy: the catalog's errors plus those of reading and writing data.
 
 DalError
-├── CatalogError ⊃ InvalidName, NotFound ⊃ {DatasetNotFound, VersionNotFound}, DatasetExists, TagExists,
+├── CatalogError ⊃ InvalidName, NotFound ⊃ {DatasetNotFound, VersionNotFound, LabelNotFound}, DatasetExists, TagExists,
 │                  VersionConflict, CatalogUnavailable, CatalogReadOnly, CatalogOutOfDate,
 │                  CommittedNotRecorded
 ├── FormatError ⊃ SchemaMismatch, UnsupportedFeature
@@ -34,6 +34,7 @@ from dal.catalog.errors import (
     DatasetExists,
     DatasetNotFound,
     InvalidName,
+    LabelNotFound,
     NotFound,
     TagExists,
     VersionConflict,
@@ -345,6 +346,7 @@ __all__ = [
     "FilterError",
     "FormatError",
     "InvalidName",
+    "LabelNotFound",
     "MissingDependency",
     "NotFound",
     "NotOwned",

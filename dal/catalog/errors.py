@@ -53,6 +53,10 @@ class VersionNotFound(NotFound):
     """No version of a dataset matches a number, tag or timestamp."""
 
 
+class LabelNotFound(NotFound):
+    """A dataset (or its column) has no such label."""
+
+
 class DatasetExists(CatalogError):
     """A dataset of that name exists already (with different settings)."""
 

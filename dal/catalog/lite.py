@@ -39,8 +39,11 @@ from dal.catalog.filewatch import FileId, Watched, checkpoint, file_id
 from dal.catalog.revision import HEAD, VERSION_TABLE
 from dal.catalog.types import (
     DatasetInfo,
+    Label,
     Schema,
     VersionInfo,
+    parse_label,
+    sorted_labels,
     validate_name,
     validate_text,
 )
@@ -74,6 +77,8 @@ class CatalogReader(Protocol):
     def versions(self, name: str, *, limit: int | None = None) -> list[VersionInfo]: ...
 
     def tags(self, name: str) -> dict[str, int]: ...
+
+    def labels(self, name: str) -> tuple[Label, ...]: ...
 
     def latest_sizes(self, pattern: str | None = None, *, limit: int | None = None) -> dict[str, tuple[int, int]]: ...
 
@@ -477,6 +482,13 @@ class LiteCatalog:
             {"d": ds[0]},
         )
         return {t: n for t, n in rows}
+
+    @_current
+    def labels(self, name: str) -> tuple[Label, ...]:
+        """The labels of ``name`` and of its columns (``Catalog.labels``)."""
+        ds = self._dataset_row(name)
+        rows = self._rows("SELECT column_name, text FROM dal_labels WHERE dataset_id = :d", {"d": ds[0]})
+        return sorted_labels(Label(c or None, *parse_label(t)) for c, t in rows)
 
     # -- shell completion --------------------------------------------------------------------------
 

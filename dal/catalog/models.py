@@ -152,6 +152,21 @@ class TagRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class LabelRow(Base):
+    """A label on a dataset (``column_name`` empty) or on one of its columns: ``key``, and ``text`` (``key`` or
+    ``key=value``: what search and facets match); one per (dataset, column, key)."""
+
+    __tablename__ = "dal_labels"
+    __table_args__ = (UniqueConstraint("dataset_id", "column_name", "key", name="uq_dal_labels_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dal_datasets.id", ondelete="CASCADE"), index=True)
+    column_name: Mapped[str] = mapped_column(String(200), default="")
+    key: Mapped[str] = mapped_column(String(63))
+    text: Mapped[str] = mapped_column(String(264), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class LineageRow(Base):
     """One input of a version written by dal: the dataset version it read (an edge of the lineage graph).
 

@@ -30,7 +30,16 @@ from dal.catalog.errors import (
     NotFound,
     VersionNotFound,
 )
-from dal.catalog.types import DatasetInfo, Field, Schema, VersionInfo, validate_name, version_ref
+from dal.catalog.types import (
+    DatasetInfo,
+    Field,
+    Label,
+    Schema,
+    VersionInfo,
+    labels_from_dict,
+    validate_name,
+    version_ref,
+)
 
 ENV_TOKEN = "DAL_TOKEN"
 ENV_TOKEN_FILE = "DAL_TOKEN_FILE"
@@ -289,6 +298,10 @@ class RemoteCatalog:
 
     def tags(self, name: str) -> dict[str, int]:
         return {str(k): int(v) for k, v in self._get(f"/datasets/{self._name(name)}/tags")["tags"].items()}
+
+    def labels(self, name: str) -> tuple[Label, ...]:
+        """The labels of ``name`` and of its columns, from the dataset's answer (a server before labels: none)."""
+        return labels_from_dict(self._get(f"/datasets/{self._name(name)}").get("labels") or {})
 
 
 # credential keys of the stores' clients (any case): a vended credential replaces the caller's own for that store

@@ -3,5 +3,5 @@
 from __future__ import annotations
 
 # the newest script in _alembic/versions (tests/catalog/test_migrations.py checks it against alembic's own head)
-HEAD = "0005"
+HEAD = "0006"
 VERSION_TABLE = "dal_alembic_version"

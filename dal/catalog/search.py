@@ -1,5 +1,5 @@
 """Finding datasets: the web UI's search (a glob or a substring of name, description, owner, format, tags,
-columns), its facets, sorting and pages, run in the database."""
+labels, columns), its facets, sorting and pages, run in the database."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dal.catalog.errors import (
 )
 from dal.catalog.models import (
     DatasetRow,
+    LabelRow,
     SchemaFieldRow,
     TagRow,
     VersionRow,
@@ -45,15 +46,16 @@ class CatalogSearch(CatalogBase):
     @staticmethod
     def _find_clause(query: str | None, filters: Mapping[str, str] | None, skip: str | None = None) -> list[Any]:
         """The WHERE clauses of the web UI's search: ``query`` as ``_search_clause`` and, without wildcards, also
-        the owner, the format, a tag or a column name of the latest version containing it; ``filters`` (facets)
-        match exactly: ``format``, ``owner``, ``tag`` (a tag of any version); ``column``: a column of the latest
+        the owner, the format, a tag, a label or a column name of the latest version containing it; ``filters``
+        (facets) match exactly: ``format``, ``owner``, ``tag`` (a tag of any version), ``label`` (of the dataset or a
+        column); ``column``: a column of the latest
         version whose name contains it, case-insensitive. ``skip``: a facet left out (to count that facet's values)."""
         from sqlalchemy.orm import aliased
 
         clauses: list[Any] = []
         # aliases: the subqueries correlate with the outer dal_datasets only (a query that also joins versions or
         # tags, as sorting by size and the tag facet do, must not make them correlate with those too)
-        tag, field, version = aliased(TagRow), aliased(SchemaFieldRow), aliased(VersionRow)
+        tag, field, version, label = aliased(TagRow), aliased(SchemaFieldRow), aliased(VersionRow), aliased(LabelRow)
         latest_fields = (
             select(field.id)
             .join(version, version.schema_id == field.schema_id)
@@ -71,6 +73,9 @@ class CatalogSearch(CatalogBase):
                     .where(tag.dataset_id == DatasetRow.id, func.lower(tag.name).like(needle, escape="\\"))
                     .exists(),
                     latest_fields.where(func.lower(field.name).like(needle, escape="\\")).exists(),
+                    select(label.id)
+                    .where(label.dataset_id == DatasetRow.id, func.lower(label.text).like(needle, escape="\\"))
+                    .exists(),
                 )
             )
         elif query:
@@ -84,17 +89,20 @@ class CatalogSearch(CatalogBase):
                 clauses.append(DatasetRow.owner == value)
             elif key == "tag":
                 clauses.append(select(tag.id).where(tag.dataset_id == DatasetRow.id, tag.name == value).exists())
+            elif key == "label":  # a label (KEY or KEY=VALUE, exactly) of the dataset or of one of its columns
+                clauses.append(select(label.id).where(label.dataset_id == DatasetRow.id, label.text == value).exists())
             elif key == "column":  # a case-insensitive substring of a column name (tensors, emb_*: any part)
                 part = f"%{like_pattern(value.lower())}%"
                 clauses.append(latest_fields.where(func.lower(field.name).like(part, escape="\\")).exists())
             else:
-                raise CatalogError(f"unknown search facet {key!r} (format, owner, tag, column)")
+                raise CatalogError(f"unknown search facet {key!r} (format, owner, tag, label, column)")
         return clauses
 
     def match_reasons(self, query: str | None, names: Sequence[str]) -> dict[str, list[tuple[str, str | None]]]:
         """Why each of ``names`` (a page of a search's results) matched ``query``, in the search's own terms
         (``_find_clause``, in the database): ``("name" | "description" | "owner" | "format", None)``, ``("tag",
-        TAG)``, ``("column", COLUMN)`` (of the latest version); a glob matches the name. Without a query: {}."""
+        TAG)``, ``("column", COLUMN)`` (of the latest version), ``("label", LABEL)`` (a column's: ``"pii (column
+        email)"``); a glob matches the name. Without a query: {}."""
         validate_text(query, "query", optional=True, max_length=1000)
         if not query or not names:
             return {}
@@ -119,12 +127,20 @@ class CatalogSearch(CatalogBase):
             .where(DatasetRow.name.in_(names), func.lower(SchemaFieldRow.name).like(needle, escape="\\"))
             .order_by(SchemaFieldRow.position)
         )
+        labels = (
+            select(DatasetRow.name, LabelRow.text, LabelRow.column_name)
+            .join(LabelRow, LabelRow.dataset_id == DatasetRow.id)
+            .where(DatasetRow.name.in_(names), func.lower(LabelRow.text).like(needle, escape="\\"))
+            .order_by(LabelRow.column_name, LabelRow.text)
+        )
         with self._read() as s:
             for name, *hits in s.execute(select(DatasetRow.name, *flags).where(DatasetRow.name.in_(names))):
                 out[name] += [(c, None) for c, hit in zip(own, hits, strict=True) if hit]
             for kind, stmt in (("tag", tags), ("column", columns)):
                 for name, value in s.execute(stmt):
                     out[name].append((kind, str(value)))
+            for name, text, column in s.execute(labels):  # a column's label: "pii (column email)"
+                out[name].append(("label", f"{text} (column {column})" if column else str(text)))
         return out
 
     def count_datasets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> int:
@@ -135,7 +151,8 @@ class CatalogSearch(CatalogBase):
             return int(s.scalar(stmt) or 0)
 
     def facets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
-        """For the datasets a search finds, how many have each format, owner and tag (the 50 commonest of each),
+        """For the datasets a search finds, how many have each format, owner, tag and label (of the dataset or a
+        column; the 50 commonest of each),
         each facet counted under the other filters only (so choosing one still shows the alternatives)."""
         validate_text(query, "query", optional=True, max_length=1000)
         out: dict[str, dict[str, int]] = {}
@@ -160,6 +177,16 @@ class CatalogSearch(CatalogBase):
                 .limit(50)
             )
             out["tag"] = {str(k): int(v) for k, v in s.execute(stmt)}
+            n = func.count(func.distinct(LabelRow.dataset_id))
+            stmt = (
+                select(LabelRow.text, n)
+                .join(DatasetRow, DatasetRow.id == LabelRow.dataset_id)
+                .where(*self._find_clause(query, filters, skip="label"))
+                .group_by(LabelRow.text)
+                .order_by(n.desc(), LabelRow.text)
+                .limit(50)
+            )
+            out["label"] = {str(k): int(v) for k, v in s.execute(stmt)}
         return out
 
     def search_datasets(
@@ -173,7 +200,7 @@ class CatalogSearch(CatalogBase):
     ) -> list[tuple[DatasetInfo, int | None, int | None]]:
         """One page of datasets, with the row count and size in bytes of each one's latest version (``None``
         before its first); LIMIT/OFFSET run in the database. ``query``: a glob on the name, else a substring of
-        the name, description, owner, format, a tag or a column; ``filters``: exact facets (``_find_clause``);
+        the name, description, owner, format, a tag, a label or a column; ``filters``: exact facets (``_find_clause``);
         ``sort``: ``name``, ``updated``, ``rows`` or ``size``, descending with a leading ``-`` (ties by name)."""
         validate_text(query, "query", optional=True, max_length=1000)
         limit, offset = max(0, min(int(limit), 1000)), max(0, int(offset))

@@ -30,6 +30,7 @@ from dal.catalog.errors import (
     VersionConflict,
     VersionNotFound,
 )
+from dal.catalog.labels import CatalogLabels
 from dal.catalog.models import (
     DatasetRow,
     LineageRow,
@@ -70,9 +71,9 @@ def with_descriptions(properties: Mapping[str, Any], schema: Schema) -> dict[str
     return out
 
 
-class Catalog(LineageEdges, CatalogSearch):
+class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
     """A handle on one catalog database (SQLite file or PostgreSQL): datasets, numbered versions, schemas,
-    partitions, tags and lineage edges.
+    partitions, tags (of versions), labels (of datasets and columns) and lineage edges.
 
     Args:
         url: any SQLAlchemy URL; default ``$DAL_CATALOG_URL`` or the embedded SQLite file.
@@ -268,6 +269,7 @@ class Catalog(LineageEdges, CatalogSearch):
             # explicit, not only ON DELETE CASCADE: a PostgreSQL or SQLite catalog created without enforced
             # foreign keys must not keep tags and versions of a dropped dataset
             s.execute(delete(TagRow).where(TagRow.dataset_id == row.id))
+            self._drop_labels(s, row.id)
             s.execute(delete(PartitionRow).where(PartitionRow.version_id.in_(ids)))
             s.execute(delete(LineageRow).where(LineageRow.version_id.in_(ids)))
             # what was built from it keeps its edges, by the recorded name: the dataset is gone (and a new one

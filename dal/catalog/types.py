@@ -6,7 +6,7 @@ import hashlib
 import json
 import numbers
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from typing import Any
@@ -295,6 +295,89 @@ class Partition:
             "file_count": self.file_count,
             "size_bytes": self.size_bytes,
         }
+
+
+# a label (dataset- or column-level, what DataHub and Unity Catalog call a tag; dal's tags name versions): a key,
+# or key=value; a safe character set (no spaces, quotes, markup or control characters), bounded lengths
+_LABEL_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}")
+_LABEL_VALUE_RE = re.compile(r"[A-Za-z0-9_.:/@+-]{1,200}")
+MAX_LABELS = 100  # on one dataset or one column
+
+
+@dataclass(frozen=True)
+class Label:
+    """A label on a dataset (``column`` None) or on one of its columns: ``key`` or ``key=value`` (``pii``,
+    ``gold``, ``owner-team=vision``). A target has one value per key: labelling ``owner-team=audio`` replaces
+    ``owner-team=vision``."""
+
+    column: str | None
+    key: str
+    value: str | None = None
+
+    @property
+    def text(self) -> str:
+        """``key`` or ``key=value``."""
+        return self.key if self.value is None else f"{self.key}={self.value}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"column": self.column, "key": self.key, "value": self.value, "label": self.text}
+
+
+def sorted_labels(labels: Iterable[Label]) -> tuple[Label, ...]:
+    """Labels in the order dal shows them: the dataset's first, then by column, then by key."""
+    return tuple(sorted(labels, key=lambda b: (b.column is not None, b.column or "", b.key)))
+
+
+def labels_dict(labels: Iterable[Label]) -> dict[str, Any]:
+    """Labels as JSON: ``{"dataset": ["gold", "owner-team=vision"], "columns": {"email": ["pii"]}}``."""
+    out: dict[str, Any] = {"dataset": [], "columns": {}}
+    for b in sorted_labels(labels):
+        if b.column is None:
+            out["dataset"].append(b.text)
+        else:
+            out["columns"].setdefault(b.column, []).append(b.text)
+    return out
+
+
+def labels_from_dict(d: Mapping[str, Any]) -> tuple[Label, ...]:
+    """The labels ``labels_dict`` wrote (a ``dal serve`` answer).
+
+    Raises:
+        InvalidName: a malformed label.
+    """
+    found = [Label(None, *parse_label(t)) for t in d.get("dataset", ())]
+    for column, texts in dict(d.get("columns", {})).items():
+        found += [Label(str(column), *parse_label(t)) for t in texts]
+    return sorted_labels(found)
+
+
+def parse_label(text: object) -> tuple[str, str | None]:
+    """``(key, value)`` of a label's text ``key`` or ``key=value``.
+
+    Args:
+        text: the label as typed (``pii``, ``owner-team=vision``).
+
+    Returns:
+        The key and the value (None for a bare key).
+
+    Raises:
+        InvalidName: not text; a key that is not 1-63 letters, digits, ``_ . : -`` (starting with a letter or
+            digit); a value that is not 1-200 letters, digits, ``_ . : / @ + -``.
+    """
+    if not isinstance(text, str):
+        raise InvalidName(f"invalid label {text!r:.80}: expected text like 'pii' or 'owner-team=vision'")
+    key, sep, value = text.partition("=")
+    if not _LABEL_KEY_RE.fullmatch(key):
+        raise InvalidName(
+            f"invalid label {text!r:.80}: a label's key is 1-63 letters, digits, '_', '.', ':' or '-' starting "
+            "with a letter or digit (e.g. 'pii', 'owner-team=vision')"
+        )
+    if sep and not _LABEL_VALUE_RE.fullmatch(value):
+        raise InvalidName(
+            f"invalid label {text!r:.80}: a label's value is 1-200 letters, digits, '_', '.', ':', '/', '@', '+' "
+            "or '-' (no spaces)"
+        )
+    return key, (value if sep else None)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import click
 
 from dal import progress
 from dal._version import __version__
-from dal.cli import content, datasets, hive, io, maintenance, serve, ui
+from dal.cli import content, datasets, hive, io, labels, maintenance, serve, ui
 from dal.cli.base import (
     EXIT_BUG,
     EXIT_INTERRUPTED,
@@ -136,6 +136,7 @@ def _catalog_choice(ctx: click.Context, url: str | None, profile: str | None) ->
 
 COMMANDS: tuple[click.Command, ...] = (
     *datasets.COMMANDS,
+    *labels.COMMANDS,
     *content.COMMANDS,
     *io.COMMANDS,
     *maintenance.COMMANDS,

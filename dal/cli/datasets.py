@@ -20,6 +20,7 @@ from dal.cli.base import (
     version_option,
 )
 from dal.cli.complete import complete_names, complete_tags, complete_versions
+from dal.cli.labels import labels_text
 from dal.cli.output import emit_json, output_format, print_empty, print_table, size_text, time_text
 from dal.errors import printable
 from dal.ops import views
@@ -31,12 +32,17 @@ if TYPE_CHECKING:
 
 @click.command("ls")
 @click.argument("pattern", required=False, shell_complete=complete_names)
+@click.option("--label", default=None, metavar="LABEL", help="Only datasets with this label (KEY or KEY=VALUE, exactly) "
+              "on themselves or on a column.")  # fmt: skip
 @limit_option
 @json_option
 @output_option
 @click.pass_context
-def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool, output: str | None) -> None:
-    """List datasets; PATTERN is a glob on names (weather.*) or a substring of name or description."""
+def ls_cmd(
+    ctx: click.Context, pattern: str | None, label: str | None, limit: int, as_json: bool, output: str | None
+) -> None:
+    """List datasets; PATTERN is a glob on names (weather.*) or a substring of name or description; --label: only
+    those with that label."""
     out = output_format(as_json, output)
     as_json = out == "json"
     if embedded_catalog_missing(ctx):  # a fresh machine: nothing to list, and nothing is created
@@ -46,7 +52,12 @@ def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool, o
             print_empty(LS_COLUMNS, "no datasets yet (the first write creates the catalog)", out)
         return
     reader = reader_of(ctx)
-    datasets = reader.list_datasets(pattern, limit=limit + 1) if limit else reader.list_datasets(pattern)
+    if label is not None:  # the labelled names first (one query), then the listing among them
+        labelled = existing_catalog_of(ctx).labelled(label)
+        datasets = [d for d in reader.list_datasets(pattern) if d.name in labelled]
+        datasets = datasets[: limit + 1] if limit else datasets
+    else:
+        datasets = reader.list_datasets(pattern, limit=limit + 1) if limit else reader.list_datasets(pattern)
     more = bool(limit) and len(datasets) > limit
     datasets = datasets[:limit] if limit else datasets
     if more:
@@ -54,7 +65,7 @@ def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool, o
                    err=True)  # fmt: skip
     if as_json:
         # the row count and size of each one's latest version, as /api/datasets has them (one more query)
-        sizes = reader.latest_sizes(pattern, limit=limit or None) if datasets else {}
+        sizes = reader.latest_sizes(pattern, limit=None if label else limit or None) if datasets else {}
         items = []
         for d in datasets:
             item = dataset_dict(d)
@@ -63,7 +74,9 @@ def ls_cmd(ctx: click.Context, pattern: str | None, limit: int, as_json: bool, o
         emit_json(items)
         return
     if not datasets:
-        print_empty(LS_COLUMNS, "no datasets" + (f" match {pattern!r}" if pattern else " yet"), out)
+        labelled_text = f" labelled {label!r}" if label else ""
+        matching = f" match {pattern!r}" if pattern else "" if label else " yet"
+        print_empty(LS_COLUMNS, "no datasets" + labelled_text + matching, out)
         return
     print_table(
         None,
@@ -92,8 +105,8 @@ LS_COLUMNS = ("name", "format", "latest", "updated", "description")
 @output_option
 @click.pass_context
 def show_cmd(ctx: click.Context, name: str, prop: str | None, as_json: bool, output: str | None) -> None:
-    """Show a dataset: location, owner, time column, its newest version and its tags (--property KEY: one
-    property)."""
+    """Show a dataset: location, owner, time column, its newest version, its tags and the labels of the dataset
+    and its columns (--property KEY: one property)."""
     out = output_format(as_json, output)
     as_json = out == "json"
     cat = reader_of(ctx)
@@ -132,6 +145,12 @@ def show_cmd(ctx: click.Context, name: str, prop: str | None, as_json: bool, out
             # every version's tags, not only the latest's: tag=version, newest version first
             ("tags", tags_text(cat.tags(name)) or "-"),
         ]
+    found = cat.labels(name)
+    rows.append(("labels", labels_text(found) or "-"))
+    # the labels of each column, in the newest version's order (then columns it no longer has)
+    order = {c: i for i, c in enumerate(latest.schema.names if latest else ())}
+    for column in sorted({b.column for b in found if b.column}, key=lambda c: (order.get(c, len(order)), c)):
+        rows.append((f"labels of {column}", labels_text(found, column)))
     print_table(None, ["field", "value"], rows, out)
 
 
@@ -235,15 +254,18 @@ def versions_cmd(
 @output_option
 @click.pass_context
 def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool, output: str | None) -> None:
-    """Show the schema of one version (tensor fields with dtype, shape and codec)."""
+    """Show the schema of one version: tensor fields with dtype, shape and codec, each column's labels and its
+    description (a Delta/Spark/Arrow column comment)."""
     out = output_format(as_json, output)
     if out == "json":
         emit_json(views.schema(existing_catalog_of(ctx), name, version))
         return
-    v = existing_catalog_of(ctx).version(name, version)
+    cat = existing_catalog_of(ctx)
+    v = cat.version(name, version)
+    labels = cat.labels(name)
     print_table(
         f"{name} @ version {v.number}",
-        ["#", "column", "type", "nullable", "tensor"],
+        ["#", "column", "type", "nullable", "tensor", "labels", "description"],
         [
             (
                 i,
@@ -251,6 +273,8 @@ def schema_cmd(ctx: click.Context, name: str, version: str | None, as_json: bool
                 f.type,
                 "yes" if f.nullable else "no",
                 f.describe() if f.is_tensor else "",
+                labels_text(labels, f.name),
+                f.description or "",
             )
             for i, f in enumerate(v.schema)
         ],

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from dal.catalog.types import DatasetInfo, VersionInfo
+from dal.catalog.types import DatasetInfo, VersionInfo, labels_dict
 from dal.catalog.urls import mask_url
 
 if TYPE_CHECKING:
@@ -29,13 +29,14 @@ def dataset_dict(d: DatasetInfo) -> dict[str, Any]:
 
 
 def show(cat: CatalogReader, name: str) -> dict[str, Any]:
-    """A dataset, its newest version with its schema, and every tag with the version it names (``dal show
-    --json``)."""
+    """A dataset, its newest version with its schema, every tag with the version it names, and the labels of the
+    dataset and of its columns (``dal show --json``)."""
     ds = cat.get_dataset(name)
     latest = cat.version(name) if ds.latest_version is not None else None
     out = dataset_dict(ds)
     out["latest"] = latest.to_dict(with_schema=True) if latest else None
     out["tags"] = cat.tags(name)
+    out["labels"] = labels_dict(cat.labels(name))
     return out
 
 

@@ -29,7 +29,7 @@ from dal.catalog.auth import ALLOWED, DENIED, MANAGE, READ, AuthStore, Grant, No
 from dal.catalog.errors import CatalogError, CatalogUnavailable, DalError, DatasetNotFound, InvalidName, NotFound
 from dal.catalog.models import utcnow
 from dal.catalog.remote import dataset_json, version_json
-from dal.catalog.types import validate_name
+from dal.catalog.types import labels_dict, validate_name
 from dal.serve.vending import CannotVend, Vending, vend
 
 MAX_BODY = 64 * 1024
@@ -209,7 +209,9 @@ def list_datasets(server: Server, request: Request, body: bytes) -> Response:
 def show(server: Server, request: Request, body: bytes) -> Response:
     _who, name, grants = server.readable(request, "show")
     try:
-        return JSONResponse(dataset_json(server.cat.get_dataset(name)))
+        return JSONResponse(
+            {**dataset_json(server.cat.get_dataset(name)), "labels": labels_dict(server.cat.labels(name))}
+        )
     except DatasetNotFound:
         return server.not_found(name, grants)
 

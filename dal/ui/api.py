@@ -19,9 +19,9 @@ API_SUMMARIES = {
     "/api": "this index",
     "/api/openapi.json": "the OpenAPI 3.1 document of this API",
     "/api/datasets": "datasets, paged (?page, ?per_page), searched (?q) and narrowed by facets (?format, ?owner, ?tag, "
-    "?column), sorted (?sort), with each latest version's row count and size, why it matched ?q, and the facets' "
+    "?label, ?column), sorted (?sort), with each latest version's row count and size, why it matched ?q, and the facets' "
     "counts",
-    "/api/datasets/{name}": "a dataset and its newest version with its schema (dal show --json)",
+    "/api/datasets/{name}": "a dataset, its newest version with its schema, its tags and labels (dal show --json)",
     "/api/datasets/{name}/versions": "its versions, oldest first (?limit: the newest N; ?check=1: whether their files "
     "are in storage; dal versions --json)",
     "/api/datasets/{name}/schema": "the schema of one version (?version; dal schema --json)",
@@ -45,7 +45,7 @@ def openapi_document() -> dict[str, Any]:
     query_params: dict[str, list[dict[str, Any]]] = {
         "/api/datasets": [
             param("q", "query", "string", "a glob on the name, or a substring of name, description, owner, format, "
-                  "a tag or a column"),
+                  "a tag, a label or a column"),
             *[param(f, "query", "string", f"only datasets with this {f} (exact)") for f in FACETS if f != "column"],
             param("column", "query", "string", "only datasets with a column whose name contains this (any case)"),
             param("sort", "query", "string", "the order", enum=list(SORTS)),

@@ -14,6 +14,7 @@ from starlette.responses import HTMLResponse
 
 from dal.catalog import DatasetInfo, Partition, VersionInfo
 from dal.catalog.errors import DalError
+from dal.catalog.types import labels_dict
 from dal.catalog.urls import mask_url
 from dal.progress import size_text
 from dal.storage import uris
@@ -160,6 +161,7 @@ def dataset(ui: Ui, request: Request) -> HTMLResponse:
     readable = next((v for v in newest_first if not v.unavailable and not (checked or {}).get(v.number)), None)
     context: dict[str, Any] = {
         "info": info,
+        "labels": labels_dict(cat.labels(name)),
         "checked": checked,
         "check_link": None if current is None else vlink(vpage).replace("#versions", "&check=1#version-card"),
         "versions_page": listed,

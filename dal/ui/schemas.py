@@ -138,9 +138,11 @@ _DOWNSTREAM = {
     ],
 }  # fmt: skip
 _COUNTS = {"type": "object", "additionalProperties": INTEGER}
+_STRINGS = {"type": "array", "items": STRING}
+_LABELS = _object({"dataset": _STRINGS, "columns": {"type": "object", "additionalProperties": _STRINGS}})
 _MATCH = _object(
     {  # why a dataset matched ?q: its own text, or the tag or column (value) that contains it
-        "in": {"enum": ["name", "description", "owner", "format", "tag", "column"]},
+        "in": {"enum": ["name", "description", "owner", "format", "tag", "column", "label"]},
         "value": nullable(STRING),
     }
 )
@@ -159,7 +161,8 @@ RESPONSES: dict[str, dict[str, Any]] = {
             "DatasetInfo", {"latest_row_count": nullable(INTEGER), "latest_size_bytes": nullable(INTEGER),
                             "matched": {"type": "array", "items": _MATCH}})},
     }),
-    "/api/datasets/{name}": _with("DatasetInfo", {"latest": nullable(ref("VersionInfo")), "tags": _COUNTS}),
+    "/api/datasets/{name}": _with("DatasetInfo", {"latest": nullable(ref("VersionInfo")), "tags": _COUNTS,
+                                                   "labels": _LABELS}),
     "/api/datasets/{name}/versions": {"type": "array", "items": _with(
         "VersionInfo", {"readable": nullable({"type": "boolean"}), "unreadable": nullable(STRING)})},
     "/api/datasets/{name}/schema": _object(

@@ -28,7 +28,7 @@ MAX_PER_PAGE = 200
 # characters of a path segment or a version parameter: names have at most 200 (catalog.types), versions (numbers,
 # tags, times) fewer; a longer one is refused before any lookup (error messages would repeat all of it)
 MAX_SEGMENT = 1000
-FACETS = ("format", "owner", "tag", "column")
+FACETS = ("format", "owner", "tag", "label", "column")
 SORTS = {
     "name": "name",
     "-updated": "recently updated",

@@ -115,7 +115,7 @@ def test_every_table_command_prints_tsv_off_a_terminal(env: dict[str, str]) -> N
     """In-process (CliRunner's stdout is not a terminal): a header, then one row per line."""
     for args, header, count in (
         (["ls"], "name", 1),
-        (["show", NAME], "field", 15),
+        (["show", NAME], "field", 16),  # with the labels row
         (["versions", NAME], "version", 3),
         (["schema", NAME], "#", 3),
         (["files", NAME], "file", 3),

@@ -251,3 +251,30 @@ def test_transient_answers_are_retried_with_backoff() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_labels_through_the_server_are_the_database_urls(as_reader: Served) -> None:
+    """The dataset's answer carries its labels (``dal show``, ``dal labels`` through the server read what the database
+    URL reads); labelling through the server is one clear error."""
+    from dal.catalog import Catalog
+
+    env = {"DAL_CATALOG_URL": as_reader.url, "DAL_TOKEN": str(as_reader.tokens["ns_reader"])}
+    cat = Catalog(as_reader.db)
+    cat.label("weather.radar", "gold")
+    cat.label("weather.radar", "pii", column="v")
+    try:
+        assert RemoteCatalog(as_reader.url, env["DAL_TOKEN"]).labels("weather.radar") == cat.labels("weather.radar")
+        for args in (["show", "weather.radar", "--json"], ["labels", "weather.radar"], ["show", "weather.radar"]):
+            served = _cli(*args, env=env)
+            direct = _cli("--catalog", as_reader.db, *args, env=env)
+            assert served[0] == direct[0] == 0 and served[1] == direct[1], args
+        assert json.loads(_cli("show", "weather.radar", "--json", env=env)[1])["labels"] == {
+            "dataset": ["gold"],
+            "columns": {"v": ["pii"]},
+        }
+        code, _, err = _cli("label", "weather.radar", "silver", env=env)
+        assert code == 1 and "not supported yet" in err and "Traceback" not in err
+    finally:
+        cat.unlabel("weather.radar", "gold")
+        cat.unlabel("weather.radar", "pii", column="v")
+        cat.close()

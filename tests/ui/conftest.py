@@ -109,6 +109,11 @@ def populate(url: str, warehouse: Path) -> None:
     for i in range(FILLER):
         cat.create_dataset(f"filler.ds_{i:03d}", format="delta", location=f"/nowhere/filler/{i}", description="filler")
     cat.create_dataset("odd.under_score", format="delta", location="/nowhere/odd", description="100% pure")
+    # labels (dal label): on datasets and on a column (tests/ui/test_labels.py)
+    cat.label("weather.radar", "gold")
+    cat.label("weather.radar", "pii", column="station")
+    cat.label("vision.street_scenes", "gold")
+    cat.label("vision.street_scenes", "domain=vision")
     cat.close()
 
 

@@ -105,8 +105,8 @@ LS_COLUMNS = ("name", "format", "latest", "updated", "description")
 @output_option
 @click.pass_context
 def show_cmd(ctx: click.Context, name: str, prop: str | None, as_json: bool, output: str | None) -> None:
-    """Show a dataset: location, owner, time column, its newest version, its tags and the labels of the dataset
-    and its columns (--property KEY: one property)."""
+    """Show a dataset: location, owner, time column, its newest version, its tags, the labels of the dataset
+    and its columns, and the newest version's column descriptions (--property KEY: one property)."""
     out = output_format(as_json, output)
     as_json = out == "json"
     cat = reader_of(ctx)
@@ -151,6 +151,8 @@ def show_cmd(ctx: click.Context, name: str, prop: str | None, as_json: bool, out
     order = {c: i for i, c in enumerate(latest.schema.names if latest else ())}
     for column in sorted({b.column for b in found if b.column}, key=lambda c: (order.get(c, len(order)), c)):
         rows.append((f"labels of {column}", labels_text(found, column)))
+    # the newest version's column descriptions (Delta/Spark/Arrow column comments; dal schema has them all)
+    rows += [(f"description of {f.name}", f.description) for f in (latest.schema if latest else ()) if f.description]
     print_table(None, ["field", "value"], rows, out)
 
 

@@ -1,5 +1,5 @@
 """``dal label`` / ``dal unlabel`` / ``dal labels``, the labels in ``dal show`` (table, TSV, JSON), ``dal ls --label``,
-and column descriptions and labels in ``dal schema``: on SQLite and PostgreSQL, every refusal one line."""
+column descriptions in ``dal show`` and, with column labels, in ``dal schema``: on SQLite and PostgreSQL, every refusal one line."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from dal.catalog import Catalog, Field, Schema, VersionDraft
 from dal.cli.app import cli
 
+DESCRIPTION = "the customer's <b>address</b>\tand\nmore"
 SCHEMA = Schema((Field("id", "int64", False), Field("email", "string"), Field("note", "string")))
 
 
@@ -18,7 +19,7 @@ SCHEMA = Schema((Field("id", "int64", False), Field("email", "string"), Field("n
 def url(catalog_url: str) -> str:
     cat = Catalog(catalog_url)
     cat.create_dataset("crm.users", format="delta", location="/data/crm/users")
-    described = SCHEMA.described({"email": "the customer's <b>address</b>\tand\nmore"})
+    described = SCHEMA.described({"email": DESCRIPTION})
     cat.publish("crm.users", VersionDraft("create", described, 3))
     cat.create_dataset("crm.events", format="delta", location="/data/crm/events")
     cat.close()
@@ -44,8 +45,12 @@ def test_label_unlabel_and_show(url: str) -> None:
     code, out, _ = run(url, "show", "crm.users", "-o", "tsv")
     rows = dict(line.split("\t") for line in out.splitlines()[1:])
     assert rows["labels"] == "gold, owner-team=vision" and rows["labels of email"] == "pii"
+    assert rows["description of email"] == "the customer's <b>address</b>\\x09and\\x0amore"
+    assert "description of id" not in rows
     code, out, _ = run(url, "show", "crm.users", "--json")
-    assert json.loads(out)["labels"] == {"dataset": ["gold", "owner-team=vision"], "columns": {"email": ["pii"]}}
+    shown = json.loads(out)
+    assert shown["labels"] == {"dataset": ["gold", "owner-team=vision"], "columns": {"email": ["pii"]}}
+    assert [f.get("description") for f in shown["latest"]["schema"]] == [None, DESCRIPTION, None]
     code, out, _ = run(url, "show", "crm.events", "--json")
     assert json.loads(out)["labels"] == {"dataset": [], "columns": {}}
     code, out, _ = run(url, "labels", "crm.users", "-o", "tsv")

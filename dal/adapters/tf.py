@@ -9,7 +9,11 @@ converted once on reader threads) with a fixed ``output_signature``, cut into ba
 ``rebatch`` (native code, no Python per batch). Each pass over the dataset (each Keras epoch) reads the
 scan's next epoch, so shuffled scans reshuffle. Ranks come from ``Scan.shard`` (Horovod: ``hvd.rank()``,
 ``hvd.size()``); every rank yields the same number of batches. Fixed-shape tensor fields keep their
-shape; variable-shape ones (a ``None`` in their shape) become ``tf.RaggedTensor``s.
+shape; variable-shape ones (a ``None`` in their shape) become ``tf.RaggedTensor``s. The dataset knows its
+cardinality (``len(data)``, Keras' steps per epoch): the rank's rows counted from the plan (the filter columns
+read when filtered, as ``to_torch``'s ``len``), in batches. It stays unknown where no count holds for every
+epoch: a sample (its size varies around fraction·N), a balance or a mix, and a plain-function transform (it may
+return other rows than it was given); Keras then finds the end of each epoch by running into it.
 
 ``to_tf(64, transform=dal.TransformSpec(fn, edit_fields=...))`` runs ``fn`` on each decoded chunk (see
 ``dal.read.transform``, the same as ``to_torch``); the element_spec is built from the declared fields, and the
@@ -190,7 +194,7 @@ def to_tf(
             decoded[n] = rows(column) if width is None else fixed(n, scan.dataset.name, column, width)
         return {n: decoded[n] if n in ragged else _numpy(decoded[n], types[n]) for n in spec}
 
-    return _dataset(scan, spec, convert, batch_size, prefetch)
+    return _dataset(scan, spec, convert, batch_size, prefetch, _rows(scan))
 
 
 def _dataset(
@@ -199,8 +203,14 @@ def _dataset(
     convert: Callable[[pa.Table], dict[str, Any]],
     batch_size: int,
     prefetch: int | None,
+    rows: int | None,
 ) -> Any:
-    """A generator of converted chunks with a fixed signature, rebatched by tf.data; each pass is the next epoch."""
+    """A generator of converted chunks with a fixed signature, rebatched by tf.data; each pass is the next epoch.
+
+    ``rows``: the rows of each of the rank's epochs when they are known before reading (``_rows``): the dataset
+    then has its cardinality, ``ceil(rows / batch_size)`` batches (Keras
+    knows the steps of an epoch instead of running into the end of the data and warning "Your input ran out of
+    data" every epoch). None: unknown (see the module docstring); so is the cardinality."""
     tf = _tf()
     epochs = itertools.count(scan.epoch)
     ragged = {n for n, s in spec.items() if isinstance(s, tf.RaggedTensorSpec)}
@@ -211,6 +221,8 @@ def _dataset(
             yield {n: _ragged(v, spec[n]) if n in ragged else v for n, v in chunk.items()}
 
     data = tf.data.Dataset.from_generator(generate, output_signature=spec).rebatch(batch_size)
+    if rows is not None:  # exact: a pass yielding another number of batches fails loudly, never silently
+        data = data.apply(tf.data.experimental.assert_cardinality(-(-rows // batch_size)))
     return data.prefetch(prefetch if prefetch is not None else tf.data.AUTOTUNE)
 
 
@@ -235,7 +247,18 @@ def _transformed(scan: Source, batch_size: int, prefetch: int | None, transform:
         if table.num_rows:
             convert(table.slice(0, 64))
             break
-    return _dataset(scan, spec, convert, batch_size, prefetch)
+    # a TransformSpec keeps the rows of each chunk; a plain function over Arrow chunks may return other rows
+    from dal.read.transform import TransformSpec
+
+    return _dataset(
+        scan, spec, convert, batch_size, prefetch, _rows(scan) if isinstance(transform, TransformSpec) else None
+    )
+
+
+def _rows(scan: Source) -> int | None:
+    """The rows of each of the rank's epochs, counted from the plan (the filter columns read when filtered, as
+    ``to_torch``'s ``len``); None where epochs differ (a sample, a balance, a mix)."""
+    return scan.rank_rows() if scan.SAME_ROWS_EACH_EPOCH else None
 
 
 def _bind(scan: Source, transform: Any, output_schema: Any) -> Any:

@@ -77,6 +77,7 @@ class Changes(Version):
     versions: tuple[VersionInfo, ...] = field(repr=False, compare=False)
     box: _Box = field(default_factory=_Box, repr=False, compare=False)
     WHAT: ClassVar[str] = "a change read"
+    SAME_ROWS_EACH_EPOCH: ClassVar[bool] = True  # the rows versions (since, v] changed, whatever the epoch
 
     @property
     def arrow_schema(self) -> pa.Schema:

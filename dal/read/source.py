@@ -94,6 +94,9 @@ class Source:
     shard: Shard | None = None
     epoch: int = 0
     WHAT: ClassVar[str] = "a source"  # how errors name this kind
+    # every epoch has the same rows (reordered at most): a count is every epoch's (to_tf's cardinality).
+    # Not so for a sample (its count varies around fraction·N), a balance or a mix unless proven
+    SAME_ROWS_EACH_EPOCH: ClassVar[bool] = False
 
     # -- what every reader sees -------------------------------------------------------------------
 
@@ -347,6 +350,7 @@ class RowGroups(Version):
     rank's share of them, read as chunks of whole row groups."""
 
     WHAT: ClassVar[str] = "a scan"
+    SAME_ROWS_EACH_EPOCH: ClassVar[bool] = True
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def plan(self) -> list[ReadTask]:

@@ -84,6 +84,67 @@ def test_keras_model_fit(frames: dal.Dataset) -> None:
     assert len(history.history["loss"]) == 2 and all(np.isfinite(history.history["loss"]))
 
 
+def test_keras_fit_knows_its_steps_and_never_runs_out_of_data(frames: dal.Dataset) -> None:
+    """The dataset has its cardinality (the plan's rows in batches), so Keras does not run into the end of the data
+    each epoch with "Your input ran out of data" (a warning of every epoch before)."""
+    import logging
+    import warnings
+
+    data = frames.select("depth", "id").to_tf(batch_size=10)
+    assert int(data.cardinality()) == len(list(data)) == 5
+    pairs = data.map(lambda d: (d["depth"] / 50.0, tf.cast(d["id"] % 2, tf.float32)))
+    model = tf.keras.Sequential([tf.keras.Input((4, 4)), tf.keras.layers.Flatten(), tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss="mse")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger().addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            history = model.fit(pairs, epochs=2, verbose=0)
+    finally:
+        logging.getLogger().removeHandler(handler)
+    said = [str(w.message) for w in caught] + [r.getMessage() for r in records]
+    assert not [m for m in said if "ran out of data" in m], said
+    assert len(history.history["loss"]) == 2
+
+
+def test_cardinality_is_exact_where_every_epoch_has_the_same_rows(frames: dal.Dataset) -> None:
+    from dal import TransformSpec
+
+    def cardinality(data: object) -> int:
+        return int(data.cardinality())  # type: ignore[attr-defined]
+
+    def batches(data: object) -> int:
+        return sum(1 for _ in data)  # type: ignore[attr-defined]
+
+    exact = [
+        frames.select("id").to_tf(batch_size=16),  # 50 rows: 16, 16, 16, 2
+        frames.select("id").to_tf(batch_size=50),
+        frames.select("id").to_tf(batch_size=64),
+        frames.select("id").filter("id >= 13").to_tf(batch_size=8),  # counted: 37 rows
+        frames.select("id").filter("id > 99").to_tf(batch_size=8),  # no rows, no batches
+        frames.select("id").shard(1, 3, "keep").to_tf(batch_size=4),
+        frames.select("id").shard(2, 3, "drop").to_tf(batch_size=4),
+        frames.select("id").shuffle(seed=1, buffer_size=10).to_tf(batch_size=7),
+        frames.select("id", "depth").to_tf(batch_size=16, transform=TransformSpec(None, selected_fields=["id"])),
+    ]
+    assert [cardinality(d) for d in exact[:5]] + [cardinality(d) for d in exact[-2:]] == [4, 1, 1, 5, 0, 8, 4]
+    for d in exact:
+        assert batches(d) == batches(d) == cardinality(d)  # two passes (epochs), each that many batches
+    ranks = [frames.select("id").shard(r, 3, "keep").to_tf(batch_size=4) for r in range(3)]
+    rows = [sum(int(b["id"].shape[0]) for b in d) for d in ranks]  # type: ignore[attr-defined]
+    assert sum(rows) == 50 and [cardinality(d) for d in ranks] == [-(-n // 4) for n in rows]
+    # a sample's size differs between epochs; a plain function may return other rows: unknown, not wrong
+    sampled = frames.select("id").sample(0.5, seed=3).to_tf(batch_size=4)
+    halved = frames.select("id").to_tf(
+        batch_size=4, transform=lambda b: b.slice(0, b.num_rows // 2), output_schema=pa.schema([("id", pa.int64())])
+    )
+    assert cardinality(sampled) == cardinality(halved) == int(tf.data.UNKNOWN_CARDINALITY)
+    assert batches(halved) == 7  # 25 rows
+
+
 def test_arrow_only_columns(frames: dal.Dataset, tmp_path: Path) -> None:
     dal.write(pa.table({"t": pa.array([1, 2], pa.timestamp("us", tz="UTC")), "ok": [True, False]}), "tf.plain")
     (batch,) = list(dal.open("tf.plain").to_tf(batch_size=4))

@@ -140,6 +140,7 @@ class CatalogBase:
         return f"{type(self).__name__}({display_url(self.url)!r})"
 
     def close(self) -> None:
+        """Dispose of the engine and its pooled connections (the handle should not be used afterwards)."""
         self._engine.dispose()
 
     # -- plumbing -----------------------------------------------------------------------------
@@ -197,7 +198,8 @@ class CatalogBase:
         medium or ``mode=ro`` connection refuses it).
 
         Raises:
-            CatalogReadOnly: naming what is missing. CatalogUnavailable: the database cannot be reached.
+            CatalogReadOnly: naming what is missing.
+            CatalogUnavailable: the database cannot be reached.
         """
         self._fresh()
         with self._translate(), self._write_engine.connect() as conn:
@@ -232,8 +234,8 @@ class CatalogBase:
         of one database are one catalog). Recorded anew, once, if someone deleted the row.
 
         Raises:
-            CatalogUnavailable: the database cannot be reached. CatalogReadOnly: the row is missing and this
-                role cannot write it.
+            CatalogUnavailable: the database cannot be reached.
+            CatalogReadOnly: the row is missing and this role cannot write it.
         """
         if self._catalog_id is None:
             with self._read() as s:
@@ -253,13 +255,28 @@ class CatalogBase:
         return display_url(self.url)
 
     def revision(self) -> str | None:
-        """The catalog schema revision recorded in the database (``None`` when never migrated)."""
+        """The catalog schema revision recorded in the database.
+
+        Returns:
+            The alembic revision (``"0006"``), or ``None`` when never migrated.
+
+        Raises:
+            CatalogUnavailable: the database cannot be reached.
+        """
         self._fresh()
         with self._translate(), self._engine.connect() as conn:
             return migrate.current_revision(conn)
 
     def upgrade(self) -> tuple[str | None, str]:
-        """Upgrade the catalog schema to this dal's head revision; return (before, after)."""
+        """Upgrade the catalog schema to this dal's head revision (``dal db upgrade``).
+
+        Returns:
+            (the revision before, the revision after).
+
+        Raises:
+            CatalogUnavailable: the database cannot be reached.
+            CatalogReadOnly: this role cannot change the schema.
+        """
         if self._watch is not None:
             self._watch.check()  # a replaced file is connected to anew and upgraded (not refused, as _fresh does)
         with self._translate():

@@ -42,8 +42,21 @@ class LineageEdges(CatalogBase):
         dataset that held it when it was read (``Input.at``; renames are followed), or to none (dropped since).
         Recording again replaces the version's edges.
 
+        Args:
+            name: the dataset written.
+            number: its version.
+            key: the property the record goes under (``lineage``).
+            record: the lineage record (who, when, what program).
+            inputs: the dataset versions read, each ``declared`` or ``inferred``.
+
+        Returns:
+            The version as it is now.
+
         Raises:
-            VersionNotFound; CatalogError: an input with an unknown ``how`` or a bad version number.
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            VersionNotFound: the dataset has no version ``number``.
+            CatalogError: an input with an unknown ``how`` or a bad version number.
         """
         for i in inputs:
             if i.how not in HOW:
@@ -112,7 +125,20 @@ class LineageEdges(CatalogBase):
 
     def upstream(self, name: str, number: int) -> list[Edge]:
         """The recorded inputs of version ``number`` of ``name``, in the order recorded; each names the
-        dataset by its current name (``recorded_as``: the name it was read under, when different)."""
+        dataset by its current name (``recorded_as``: the name it was read under, when different).
+
+        Args:
+            name: the dataset.
+            number: the version.
+
+        Returns:
+            Its upstream edges.
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            VersionNotFound: the dataset has no version ``number``.
+        """
         with self._read() as s:
             ds = self._dataset_row(s, name)
             vid = s.scalar(select(VersionRow.id).where(VersionRow.dataset_id == ds.id, VersionRow.number == number))
@@ -140,7 +166,20 @@ class LineageEdges(CatalogBase):
 
     def downstream(self, name: str, number: int, *, limit: int = 1000) -> list[Edge]:
         """The edges from version ``number`` of ``name`` to the versions built from it (by dataset name and
-        version), at most ``limit`` (an indexed lookup: the dataset id and version number)."""
+        version), an indexed lookup (the dataset id and version number).
+
+        Args:
+            name: the dataset.
+            number: the version.
+            limit: at most this many edges (up to 100,000).
+
+        Returns:
+            The downstream edges.
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+        """
         limit = max(0, min(int(limit), 100_000))
         with self._read() as s:
             ds = self._dataset_row(s, name)

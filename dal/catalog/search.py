@@ -100,9 +100,20 @@ class CatalogSearch(CatalogBase):
 
     def match_reasons(self, query: str | None, names: Sequence[str]) -> dict[str, list[tuple[str, str | None]]]:
         """Why each of ``names`` (a page of a search's results) matched ``query``, in the search's own terms
-        (``_find_clause``, in the database): ``("name" | "description" | "owner" | "format", None)``, ``("tag",
-        TAG)``, ``("column", COLUMN)`` (of the latest version), ``("label", LABEL)`` (a column's: ``"pii (column
-        email)"``); a glob matches the name. Without a query: {}."""
+        (``_find_clause``, in the database).
+
+        Args:
+            query: the search text; a glob matches the name only.
+            names: the datasets to explain.
+
+        Returns:
+            Name -> reasons: ``("name" | "description" | "owner" | "format", None)``, ``("tag", TAG)``,
+            ``("column", COLUMN)`` (of the latest version), ``("label", LABEL)`` (a column's: ``"pii (column
+            email)"``). Without a query: {}.
+
+        Raises:
+            CatalogError: ``query`` is not text fit for the catalog.
+        """
         validate_text(query, "query", optional=True, max_length=1000)
         if not query or not names:
             return {}
@@ -144,7 +155,18 @@ class CatalogSearch(CatalogBase):
         return out
 
     def count_datasets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> int:
-        """How many datasets match ``query`` and ``filters`` (as ``search_datasets``)."""
+        """How many datasets match ``query`` and ``filters`` (as ``search_datasets``).
+
+        Args:
+            query: as ``search_datasets``'.
+            filters: as ``search_datasets``'.
+
+        Returns:
+            The number of matching datasets.
+
+        Raises:
+            CatalogError: ``query`` unfit for the catalog, or an unknown facet.
+        """
         validate_text(query, "query", optional=True, max_length=1000)
         stmt = select(func.count()).select_from(DatasetRow).where(*self._find_clause(query, filters))
         with self._read() as s:
@@ -152,8 +174,19 @@ class CatalogSearch(CatalogBase):
 
     def facets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
         """For the datasets a search finds, how many have each format, owner, tag and label (of the dataset or a
-        column; the 50 commonest of each),
-        each facet counted under the other filters only (so choosing one still shows the alternatives)."""
+        column; the 50 commonest of each), each facet counted under the other filters only (so choosing one still
+        shows the alternatives).
+
+        Args:
+            query: as ``search_datasets``'.
+            filters: as ``search_datasets``'.
+
+        Returns:
+            Facet (``format``, ``owner``, ``tag``, ``label``) -> value -> datasets, commonest first.
+
+        Raises:
+            CatalogError: ``query`` unfit for the catalog, or an unknown facet.
+        """
         validate_text(query, "query", optional=True, max_length=1000)
         out: dict[str, dict[str, int]] = {}
         with self._read() as s:
@@ -198,10 +231,24 @@ class CatalogSearch(CatalogBase):
         filters: Mapping[str, str] | None = None,
         sort: str = "name",
     ) -> list[tuple[DatasetInfo, int | None, int | None]]:
-        """One page of datasets, with the row count and size in bytes of each one's latest version (``None``
-        before its first); LIMIT/OFFSET run in the database. ``query``: a glob on the name, else a substring of
-        the name, description, owner, format, a tag, a label or a column; ``filters``: exact facets (``_find_clause``);
-        ``sort``: ``name``, ``updated``, ``rows`` or ``size``, descending with a leading ``-`` (ties by name)."""
+        """One page of datasets, with the row count and size in bytes of each one's latest version; LIMIT/OFFSET
+        run in the database.
+
+        Args:
+            query: a glob on the name, else a substring of the name, description, owner, format, a tag, a label or
+                a column of the latest version (any case).
+            limit: datasets per page (at most 1,000).
+            offset: datasets skipped.
+            filters: exact facets: ``format``, ``owner``, ``tag`` (of any version), ``label`` (of the dataset or a
+                column); ``column``: part of a column name of the latest version (any case).
+            sort: ``name``, ``updated``, ``rows`` or ``size``, descending with a leading ``-`` (ties by name).
+
+        Returns:
+            (dataset, rows, bytes) per dataset; rows and bytes ``None`` before its first version.
+
+        Raises:
+            CatalogError: ``query`` unfit for the catalog, an unknown facet or sort.
+        """
         validate_text(query, "query", optional=True, max_length=1000)
         limit, offset = max(0, min(int(limit), 1000)), max(0, int(offset))
         descending = sort.startswith("-")

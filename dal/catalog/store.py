@@ -2,6 +2,11 @@
 
 Every method opens its own short transaction and returns frozen values from ``dal.catalog.types``.
 Backend errors are translated at this boundary into ``dal.catalog.errors``.
+
+Why one module: it is the datasets-and-versions core of ``Catalog`` (create, publish, resolve, list, tag), whose
+methods share the row locks and row conversions of one class; lineage edges (``edges``), search (``search``) and
+labels (``labels``) are mixins of their own already. About a third of its lines are the Args / Returns / Raises of
+its public methods, from which the Catalog reference is generated.
 """
 
 from __future__ import annotations
@@ -91,8 +96,20 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
     # -- datasets -----------------------------------------------------------------------------
 
     def list_datasets(self, pattern: str | None = None, *, limit: int | None = None) -> list[DatasetInfo]:
-        """Datasets sorted by name; ``pattern`` is a glob on the name (``weather.*``) or, without
-        wildcards, a case-insensitive substring of the name or description. ``limit``: the first ``limit``."""
+        """Datasets sorted by name.
+
+        Args:
+            pattern: a glob on the name (``weather.*``) or, without wildcards, a case-insensitive substring of the
+                name or description; None: every dataset.
+            limit: only the first ``limit`` (by name); None: all.
+
+        Returns:
+            The datasets, as frozen ``DatasetInfo`` values.
+
+        Raises:
+            CatalogError: ``pattern`` is not text fit for the catalog.
+            CatalogUnavailable: the database cannot be reached.
+        """
         validate_text(pattern, "pattern", optional=True, max_length=1000)
         stmt = select(DatasetRow).order_by(DatasetRow.name)
         if limit is not None:
@@ -113,7 +130,19 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
 
     def latest_sizes(self, pattern: str | None = None, *, limit: int | None = None) -> dict[str, tuple[int, int]]:
         """Row count and size in bytes of the latest version of each dataset ``list_datasets`` lists (those with a
-        version), in one query (``dal ls --json``)."""
+        version), in one query (``dal ls --json``).
+
+        Args:
+            pattern: as ``list_datasets``'.
+            limit: as ``list_datasets``'.
+
+        Returns:
+            Dataset name -> (rows, bytes) of its latest version; datasets without a version are left out.
+
+        Raises:
+            CatalogError: ``pattern`` is not text fit for the catalog.
+            CatalogUnavailable: the database cannot be reached.
+        """
         validate_text(pattern, "pattern", optional=True, max_length=1000)
         ids = select(DatasetRow.id).order_by(DatasetRow.name)
         clause = self._search_clause(pattern)
@@ -132,7 +161,19 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
             return {str(n): (int(r), int(b)) for n, r, b in s.execute(stmt)}
 
     def get_dataset(self, name: str) -> DatasetInfo:
-        """The dataset called ``name``. Raises ``DatasetNotFound`` (with close names) or ``InvalidName``."""
+        """The dataset called ``name``.
+
+        Args:
+            name: the dataset's dotted name.
+
+        Returns:
+            Its ``DatasetInfo``.
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            CatalogUnavailable: the database cannot be reached.
+        """
         with self._read() as s:
             return self._dataset_info(self._dataset_row(s, name))
 
@@ -155,8 +196,25 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
         ``unique_location`` a location another dataset has is refused (a write adopting the table at its
         default location must not take over a renamed dataset's table, which still names its first writer).
 
+        Args:
+            name: the dotted name (``weather.radar``).
+            format: the storage format's name (``delta``, ``petastorm``, ``parquet``).
+            location: where its data lives (a path or an object-store URL).
+            description: free text.
+            owner: who owns it; default: the current OS user.
+            time_column: the column "as of" reads and time partitions use, if any.
+            properties: user properties (string keys, JSON scalar values).
+            exist_ok: return an existing dataset of this name, format and location instead of refusing.
+            unique_location: refuse a location another dataset has.
+
+        Returns:
+            The new (or, ``exist_ok``, existing) dataset.
+
         Raises:
-            InvalidName: bad name. DatasetExists: the name is taken (or taken with other settings).
+            InvalidName: a bad name or time column.
+            DatasetExists: the name is taken (or taken with other settings), or, ``unique_location``, the location is.
+            CatalogError: an unknown format word, or text unfit for the catalog.
+            CatalogReadOnly: this catalog role cannot write.
         """
         validate_name(name)
         validate_text(location, "location", max_length=10_000)
@@ -209,8 +267,22 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
     ) -> DatasetInfo:
         """Change a dataset's description, time column, owner or properties (its versions are untouched).
 
-        ``properties`` are merged into the dataset's: a key set to ``None`` is removed. ``clear_time_column``:
-        the dataset has no time column any more (its newest schema lost it).
+        Args:
+            name: the dataset.
+            description: the new description; None: unchanged.
+            time_column: the new time column; None: unchanged.
+            owner: the new owner; None: unchanged.
+            properties: merged into the dataset's: a key set to ``None`` is removed.
+            clear_time_column: the dataset has no time column any more (its newest schema lost it).
+
+        Returns:
+            The dataset as it is now.
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            CatalogError: text unfit for the catalog, or properties that are not string keys and JSON scalars.
+            CatalogReadOnly: this catalog role cannot write.
         """
         validate_text(description, "description", optional=True)
         validate_column(time_column)
@@ -238,10 +310,21 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
             return self._dataset_info(row)
 
     def rename_dataset(self, name: str, new_name: str) -> DatasetInfo:
-        """Give a dataset another name; its versions, tags and location stay as they are.
+        """Give a dataset another name; its versions, tags, labels and location stay as they are (the old name is
+        kept in its ``former_names`` property: lineage recorded before names it).
+
+        Args:
+            name: the dataset's current name.
+            new_name: the name it gets.
+
+        Returns:
+            The renamed dataset.
 
         Raises:
-            DatasetNotFound; InvalidName; DatasetExists: ``new_name`` is taken.
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            DatasetExists: ``new_name`` is taken.
+            CatalogReadOnly: this catalog role cannot write.
         """
         validate_name(new_name)
         try:
@@ -262,7 +345,17 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
             raise DatasetExists(f"cannot rename {name!r} to {new_name!r}: a dataset called {new_name!r} exists") from e
 
     def delete_dataset(self, name: str) -> None:
-        """Remove a dataset, all its versions and tags from the catalog (the data files are not touched)."""
+        """Remove a dataset, all its versions, tags and labels from the catalog (the data files are not touched;
+        ``dal.lifecycle.drop`` is the checked entry point). Lineage edges of what was built from it keep its name.
+
+        Args:
+            name: the dataset.
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            CatalogReadOnly: this catalog role cannot write.
+        """
         with self._write() as s:
             row = self._dataset_row(s, name, for_update=True)
             ids = select(VersionRow.id).where(VersionRow.dataset_id == row.id)
@@ -283,7 +376,21 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
 
     def expire_versions(self, name: str, numbers: Sequence[int], reason: str) -> list[VersionInfo]:
         """Mark versions as expired (their data was or is being deleted): they stay in the history, and
-        opening one says ``reason``. Versions already unavailable are left as they are; returns those marked."""
+        opening one says ``reason``. Versions already unavailable are left as they are.
+
+        Args:
+            name: the dataset.
+            numbers: the version numbers to mark (numbers it does not have are ignored).
+            reason: what opening one of them says.
+
+        Returns:
+            The versions marked now, oldest first.
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            CatalogError: ``reason`` is not text fit for the catalog.
+        """
         validate_text(reason, "reason", max_length=2000)
         out = []
         with self._write() as s:
@@ -305,7 +412,19 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
             return [self._version_info(name, r) for r in out]
 
     def annotate_versions(self, name: str, numbers: Sequence[int], key: str, value: Any) -> None:
-        """Set one key of several versions' properties in one transaction (gc: their files are deleted)."""
+        """Set one key of several versions' properties in one transaction (gc: their files are deleted).
+
+        Args:
+            name: the dataset.
+            numbers: the version numbers (numbers it does not have are ignored).
+            key: the property's name.
+            value: a JSON scalar.
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            CatalogError: a key or value unfit for properties.
+        """
         check_properties({key: value})
         with self._write() as s:
             ds = self._dataset_row(s, name, for_update=True)
@@ -316,7 +435,22 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
                 r.properties = {**(r.properties or {}), key: value}
 
     def annotate_version(self, name: str, number: int, key: str, value: Any) -> VersionInfo:
-        """Set one key of a version's properties (dal's lineage record); the version's data is untouched."""
+        """Set one key of a version's properties (dal's lineage record); the version's data is untouched.
+
+        Args:
+            name: the dataset.
+            number: the version number.
+            key: the property's name.
+            value: its JSON value.
+
+        Returns:
+            The version as it is now.
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            VersionNotFound: the dataset has no version ``number``.
+        """
         with self._write() as s:
             ds = self._dataset_row(s, name, for_update=True)
             row = s.scalar(select(VersionRow).where(VersionRow.dataset_id == ds.id, VersionRow.number == number))
@@ -331,9 +465,21 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
     def publish(self, name: str, draft: VersionDraft) -> VersionInfo:
         """Record the next version of ``name``; numbers are gap-free even with concurrent publishers.
 
+        Args:
+            name: the dataset.
+            draft: what the writer committed: operation, schema (with column descriptions), counts, storage
+                version, commit time, partitions, properties and tags to put on the new version.
+
+        Returns:
+            The new version.
+
         Raises:
-            DatasetNotFound; TagExists: a requested tag is on another version;
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            TagExists: a requested tag is on another version.
             VersionConflict: ``draft.storage_version`` is not newer than every recorded storage version.
+            CatalogError: negative counts, partition columns not in the schema, or text unfit for the catalog.
+            CatalogReadOnly: this catalog role cannot write.
         """
         for t in draft.tags:
             validate_tag(t)
@@ -392,10 +538,22 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
             return self._version_info(name, version)
 
     def versions(self, name: str, *, limit: int | None = None) -> list[VersionInfo]:
-        """The history of ``name``, oldest first; ``limit``: only the newest ``limit`` versions.
+        """The history of ``name``, oldest first.
 
         Plain column queries (no ORM objects): the versions, their tags, and each distinct schema once — a
-        history of hundreds of versions usually shares a handful of schemas."""
+        history of hundreds of versions usually shares a handful of schemas.
+
+        Args:
+            name: the dataset.
+            limit: only the newest ``limit`` versions (still oldest first); None: all.
+
+        Returns:
+            The versions with their schemas and tags.
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+        """
         v = VersionRow.__table__.c
         columns = (v.id, v.number, v.created_at, v.operation, v.row_count, v.file_count, v.size_bytes,
                    v.storage_version, v.schema_id, v.partition_columns, v.properties)  # fmt: skip
@@ -428,26 +586,76 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
         time: a tag named ``2026-04-01`` wins over the as-of reading of that string; pass a ``date`` or
         ``datetime`` to mean the time.
 
+        Args:
+            name: the dataset.
+            ref: the version reference (above).
+
+        Returns:
+            The version, with its schema and tags.
+
         Raises:
-            VersionNotFound: no such number or tag, or the time is before the first version.
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            VersionNotFound: no such number or tag, the time is before the first version or in the future, or
+                the dataset has no version yet.
         """
         with self._read() as s:
             ds = self._dataset_row(s, name)
             return self._version_info(name, self._resolve(s, ds, ref))
 
     def schema(self, name: str, ref: VersionRef = None) -> Schema:
-        """The schema of one version (default: the newest)."""
+        """The schema of one version.
+
+        Args:
+            name: the dataset.
+            ref: a version reference, as ``version``'s (default: the newest).
+
+        Returns:
+            Its ``Schema`` (column descriptions included).
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            VersionNotFound: ``ref`` names no version.
+        """
         return self.version(name, ref).schema
 
     def diff(self, name: str, old: VersionRef, new: VersionRef) -> SchemaDiff:
-        """Fields added, removed and changed from version ``old`` to version ``new``."""
+        """Fields added, removed and changed from version ``old`` to version ``new``.
+
+        Args:
+            name: the dataset.
+            old: a version reference, as ``version``'s.
+            new: a version reference, as ``version``'s.
+
+        Returns:
+            The ``SchemaDiff`` (empty when only descriptions differ).
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            VersionNotFound: ``old`` or ``new`` names no version.
+        """
         with self._read() as s:
             ds = self._dataset_row(s, name)
             a, b = self._resolve(s, ds, old), self._resolve(s, ds, new)
             return diff_schemas(self._schema(a.schema), self._schema(b.schema), a.number, b.number)
 
     def partitions(self, name: str, ref: VersionRef = None) -> tuple[Partition, ...]:
-        """The partitions present in one version, sorted by their path."""
+        """The partitions present in one version, sorted by their path.
+
+        Args:
+            name: the dataset.
+            ref: a version reference, as ``version``'s (default: the newest).
+
+        Returns:
+            Each partition's values with its rows, files and bytes.
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            VersionNotFound: ``ref`` names no version.
+        """
         with self._read() as s:
             ds = self._dataset_row(s, name)
             v = self._resolve(s, ds, ref)
@@ -465,10 +673,25 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
     # -- tags -----------------------------------------------------------------------------------
 
     def tag(self, name: str, ref: VersionRef, tag: str, *, force: bool = False) -> VersionInfo:
-        """Put ``tag`` on a version. A tag names one version; moving it needs ``force=True``.
+        """Put ``tag`` on a version. A tag names one version (git-like; dataset and column labels are
+        ``label``); moving it needs ``force=True``.
+
+        Args:
+            name: the dataset.
+            ref: the version, as ``version``'s reference.
+            tag: letters, digits, ``_ - .``; not all digits, not ``latest``.
+            force: move the tag from the version it is on.
+
+        Returns:
+            The tagged version, with its tags.
 
         Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            InvalidName: a bad tag.
+            VersionNotFound: ``ref`` names no version.
             TagExists: the tag is on another version and ``force`` is false.
+            CatalogReadOnly: this catalog role cannot write.
         """
         validate_tag(tag)
         with self._write() as s:
@@ -487,7 +710,18 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
             return self._version_info(name, target)
 
     def tags(self, name: str) -> dict[str, int]:
-        """Every tag of ``name`` and the version number it names."""
+        """Every tag of ``name`` and the version number it names.
+
+        Args:
+            name: the dataset.
+
+        Returns:
+            Tag -> version number, by tag.
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+        """
         with self._read() as s:
             ds = self._dataset_row(s, name)
             rows = s.execute(
@@ -499,7 +733,19 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
             return {t: n for t, n in rows}
 
     def untag(self, name: str, tag: str) -> None:
-        """Remove ``tag`` from ``name``. Raises ``VersionNotFound`` if there is no such tag."""
+        """Remove ``tag`` from ``name`` (the version stays).
+
+        Args:
+            name: the dataset.
+            tag: the tag.
+
+        Raises:
+            DatasetNotFound: no dataset ``name`` (close names suggested).
+            InvalidName: ``name`` is not a dataset name.
+            InvalidName: a bad tag.
+            VersionNotFound: the dataset has no such tag (close tags suggested).
+            CatalogReadOnly: this catalog role cannot write.
+        """
         validate_tag(tag)
         with self._write() as s:
             ds = self._dataset_row(s, name, for_update=True)

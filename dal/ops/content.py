@@ -342,7 +342,17 @@ def verify_deleted(
     change-data files included; the Delta log's checkpoints hold no rows — and count the rows ``where`` matches
     in each (hive partition values from the file's path). What a compliance check after ``forget`` runs.
 
+    Args:
+        name: The dataset.
+        where: The rows that must be gone, an SQL predicate (``"user_id = 42"``).
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
+    Returns:
+        The files scanned, those still holding matching rows (and how many), and those it could not check.
+
     Raises:
+        DatasetNotFound: no dataset of that name.
         FilterError: ``where`` names an unknown column (checked against the latest version, like every filter).
     """
     from dal import expr as E

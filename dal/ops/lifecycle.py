@@ -713,6 +713,16 @@ def forget(
     rows — and delete the files no kept version needs (``gc``). ``verify_deleted`` then checks that no data file
     under the location holds a matching row.
 
+    Args:
+        name: The dataset.
+        where: The rows to forget, an SQL predicate (``"user_id = 42"``) as ``dal.delete`` takes it.
+        safe_age: Files younger than this are kept (a write in flight may still need them), as ``gc``'s.
+        storage_options: Credentials and options for the object store (as delta-rs/fsspec take them).
+        catalog: A catalog URL or Catalog (default: ``$DAL_CATALOG_URL`` or the embedded SQLite catalog).
+
+    Returns:
+        The new version without the rows, the versions expired and the files deleted.
+
     Raises:
         DatasetNotFound: no dataset of that name.
         FilterError: the predicate names an unknown column or holds a bad literal.

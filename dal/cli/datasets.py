@@ -45,6 +45,10 @@ def ls_cmd(
     those with that label."""
     out = output_format(as_json, output)
     as_json = out == "json"
+    if label is not None:
+        from dal.catalog.types import parse_label
+
+        parse_label(label)  # refused as such, even where there is nothing to list
     if embedded_catalog_missing(ctx):  # a fresh machine: nothing to list, and nothing is created
         if as_json:
             emit_json([])

@@ -30,8 +30,13 @@ from dal.catalog.errors import CatalogError, CatalogUnavailable, DalError, Datas
 from dal.catalog.models import utcnow
 from dal.catalog.remote import dataset_json, version_json
 from dal.catalog.types import validate_name
+from dal.serve import writes
+from dal.serve.writes import version_ref
 
 MAX_BODY = 64 * 1024
+# what writers send (a version's draft with its partitions, lineage with its inputs) may be larger
+MAX_WRITE_BODY = 16 * 1024 * 1024
+WRITE_PREFIX = "/api/v1/datasets/"
 NOT_FOUND = "not_found"
 UNAUTHENTICATED = "a valid bearer token is required (Authorization: Bearer dal_...)"
 PRUNE_EVERY_S = 3600.0
@@ -51,16 +56,18 @@ class _Refused(Exception):
 class BodyLimit:
     """ASGI middleware: a request body over ``limit`` bytes is answered 413 (declared or streamed)."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, write_limit: int | None = None) -> None:
         self.app, self.limit = app, limit
+        self.write_limit = limit if write_limit is None else write_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        too_big = _error(413, DalError(f"request body over {self.limit:,} bytes"))
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+        limit = self.write_limit if str(scope.get("path", "")).startswith(WRITE_PREFIX) else self.limit
+        too_big = _error(413, DalError(f"request body over {limit:,} bytes"))
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
             await too_big(scope, receive, send)
             return
         seen = 0
@@ -69,7 +76,7 @@ class BodyLimit:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.limit:
+            if seen > limit:
                 raise _Refused(too_big)
             return message
 
@@ -145,7 +152,7 @@ Endpoint = Callable[[Server, Request, bytes], Response]
 def _route(path: str, endpoint: Endpoint, server: Server, methods: tuple[str, ...] = ("GET",)) -> Route:
     async def run(request: Request) -> Response:
         try:
-            body = await request.body() if request.method == "POST" else b""
+            body = await request.body() if request.method in ("POST", "PATCH", "DELETE") else b""
             return await run_in_threadpool(endpoint, server, request, body)
         except _Refused as e:
             return e.response
@@ -232,13 +239,7 @@ def tags(server: Server, request: Request, body: bytes) -> Response:
 def pin(server: Server, request: Request, body: bytes) -> Response:
     """The dataset and the version ``?version=`` names (``time=1``: an ISO time, never a tag): audited."""
     who, name, grants = server.readable(request, "pin")
-    text = request.query_params.get("version")
-    ref: Any = text
-    if text is not None and request.query_params.get("time") == "1":
-        try:
-            ref = datetime.fromisoformat(text)
-        except ValueError:
-            raise InvalidName(f"invalid version {text[:60]!r}: not an ISO time") from None
+    ref = version_ref(request.query_params.get("version"), request.query_params.get("time"))
     client = server.client(request)
     try:
         info = server.cat.get_dataset(name)
@@ -331,7 +332,13 @@ def audit(server: Server, request: Request, body: bytes) -> Response:
     return JSONResponse({"audit": [r.to_dict() for r in rows]})
 
 
-def create_app(url: str, *, audit_retention_days: float | None = 365.0, max_body: int = MAX_BODY) -> ASGIApp:
+def create_app(
+    url: str,
+    *,
+    audit_retention_days: float | None = 365.0,
+    max_body: int = MAX_BODY,
+    max_write_body: int = MAX_WRITE_BODY,
+) -> ASGIApp:
     """The ``dal serve`` ASGI application over the catalog at ``url`` (which must exist and be up to date)."""
     retention = None if audit_retention_days is None else timedelta(days=audit_retention_days)
     server = Server(Catalog(url, must_exist=True, pooled=True), AuthStore(url, pooled=True), retention)
@@ -345,6 +352,22 @@ def create_app(url: str, *, audit_retention_days: float | None = 365.0, max_body
         _route(f"{api}/datasets/{{name}}/versions", versions, server),
         _route(f"{api}/datasets/{{name}}/tags", tags, server),
         _route(f"{api}/datasets/{{name}}/pin", pin, server),
+        _route(f"{api}/catalog", writes.catalog, server),
+        _route(f"{api}/catalog/writable", writes.writable, server),
+        _route(f"{api}/datasets/{{name}}", writes.change("create"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}", writes.change("update"), server, ("PATCH",)),
+        _route(f"{api}/datasets/{{name}}", writes.change("drop"), server, ("DELETE",)),
+        _route(f"{api}/datasets/{{name}}/rename", writes.change("rename"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/versions", writes.change("write"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/tags", writes.change("tag"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/tags/{{tag}}", writes.change("untag"), server, ("DELETE",)),
+        _route(f"{api}/datasets/{{name}}/expire", writes.change("expire"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/annotate", writes.change("annotate"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/lineage", writes.change("lineage"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/partitions", writes.partitions, server),
+        _route(f"{api}/datasets/{{name}}/diff", writes.diff, server),
+        _route(f"{api}/datasets/{{name}}/upstream", writes.lineage, server),
+        _route(f"{api}/datasets/{{name}}/downstream", writes.lineage, server),
         _route(f"{api}/admin/principals", principals, server),
         _route(f"{api}/admin/principals", create_principal, server, ("POST",)),
         _route(f"{api}/admin/tokens", create_token, server, ("POST",)),
@@ -361,4 +384,4 @@ def create_app(url: str, *, audit_retention_days: float | None = 365.0, max_body
 
     app = Starlette(routes=routes, exception_handlers={404: unknown, 405: unknown, 500: unknown})
     app.state.server = server
-    return BodyLimit(app, max_body)
+    return BodyLimit(app, max_body, max_write_body)

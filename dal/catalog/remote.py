@@ -228,10 +228,12 @@ def _error_class(kind: str) -> type[CatalogError] | None:
 
 def _error(status: int, body: bytes, where: str) -> CatalogError:
     """The DalError for an error answer of the server (its message as is, the class its ``type`` names)."""
+    suggestions: tuple[str, ...] = ()
     try:
         found = json.loads(body)
         message, kind = str(found["error"]), str(found.get("type", ""))
-    except (ValueError, KeyError, TypeError):
+        suggestions = tuple(str(s) for s in found.get("suggestions") or ())
+    except (ValueError, KeyError, TypeError, AttributeError):
         message, kind = f"{where}: HTTP {status}", ""
     if status in (401, 403):
         return _not_authorized()(message)
@@ -241,7 +243,7 @@ def _error(status: int, body: bytes, where: str) -> CatalogError:
             cls = NotFound
         err = cls.__new__(cls)
         Exception.__init__(err, message)
-        err.suggestions = ()
+        err.suggestions = suggestions
         return err
     if status >= 500 and kind in ("", "DalError", "CatalogUnavailable"):
         return CatalogUnavailable(f"the catalog server {where} failed: {message}")
@@ -252,7 +254,7 @@ def _error(status: int, body: bytes, where: str) -> CatalogError:
     out = named.__new__(named)
     Exception.__init__(out, message)
     if isinstance(out, NotFound):
-        out.suggestions = ()
+        out.suggestions = suggestions
     return out
 
 

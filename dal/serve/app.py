@@ -43,7 +43,10 @@ PRUNE_EVERY_S = 3600.0
 
 
 def _error(status: int, err: BaseException, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": str(err), "type": type(err).__name__}, status_code=status, headers=headers)
+    body: dict[str, Any] = {"error": str(err), "type": type(err).__name__}
+    if isinstance(err, NotFound):  # close names among what the principal may read (``Server.not_found``)
+        body["suggestions"] = list(err.suggestions)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 class _Refused(Exception):

@@ -468,6 +468,21 @@ class RemoteCatalog:
         found = self._get(f"/datasets/{self._name(name)}/downstream", {"version": int(number), "limit": limit})
         return [edge_from(e) for e in found["edges"]]
 
+    def search_datasets(
+        self,
+        query: str | None = None,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        filters: Mapping[str, str] | None = None,
+        sort: str = "name",
+    ) -> list[tuple[DatasetInfo, int | None, int | None]]:
+        """``Catalog.search_datasets`` among the datasets the principal may read."""
+        params: dict[str, Any] = {"q": query, "limit": limit, "offset": offset, "sort": sort}
+        params |= {f"f.{k}": v for k, v in (filters or {}).items()}
+        found = self._get("/search", params)["results"]
+        return [(dataset_from(r["dataset"]), r["rows"], r["size"]) for r in found]
+
     # -- changing (the server checks the grant: WRITE, or MANAGE for rename, drop and expire) ----------------
 
     def check_writable(self, name: str | None = None, *, manage: bool = False) -> None:

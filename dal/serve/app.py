@@ -30,6 +30,7 @@ from dal.catalog.errors import CatalogError, CatalogUnavailable, DalError, Datas
 from dal.catalog.models import utcnow
 from dal.catalog.remote import dataset_json, version_json
 from dal.catalog.types import validate_name
+from dal.lineage import KEY as LINEAGE_KEY
 from dal.serve import writes
 from dal.serve.writes import version_ref
 
@@ -173,6 +174,23 @@ def _route(path: str, endpoint: Endpoint, server: Server, methods: tuple[str, ..
     return Route(path, run, methods=list(methods))
 
 
+def visible(found: Any, grants: list[Grant]) -> Any:
+    """An answer with the lineage records of its versions cut to the inputs the principal may read: a version's
+    ``properties["lineage"]["upstream"]`` names the datasets it was written from (``dal.lineage``), and a principal
+    hears no name of a dataset it may not read."""
+    if isinstance(found, list):
+        return [visible(x, grants) for x in found]
+    if not isinstance(found, dict):
+        return found
+    out = {k: visible(v, grants) if k in ("versions", "version") else v for k, v in found.items()}
+    record = (out.get("properties") or {}).get(LINEAGE_KEY) if "dataset" in out and "created_at" in out else None
+    if isinstance(record, dict) and isinstance(record.get("upstream"), list):
+        kept = [u for u in record["upstream"] if isinstance(u, dict) and isinstance(u.get("dataset"), str)
+                and allows(grants, READ, u["dataset"])]  # fmt: skip
+        out["properties"] = {**out["properties"], LINEAGE_KEY: {**record, "upstream": kept}}
+    return out
+
+
 def _limit(request: Request) -> int | None:
     text = request.query_params.get("limit")
     if text is None:
@@ -228,7 +246,7 @@ def versions(server: Server, request: Request, body: bytes) -> Response:
         found = server.cat.versions(name, limit=_limit(request))
     except DatasetNotFound:
         return server.not_found(name, grants)
-    return JSONResponse({"versions": [version_json(v) for v in found]})
+    return JSONResponse(visible({"versions": [version_json(v) for v in found]}, grants))
 
 
 def tags(server: Server, request: Request, body: bytes) -> Response:
@@ -255,7 +273,7 @@ def pin(server: Server, request: Request, body: bytes) -> Response:
         raise
     server.store.record(who, "pin", ALLOWED, dataset=name, version=version.number, client=client)
     server.prune()
-    return JSONResponse({"dataset": dataset_json(info), "version": version_json(version)})
+    return JSONResponse(visible({"dataset": dataset_json(info), "version": version_json(version)}, grants))
 
 
 # -- admin ----------------------------------------------------------------------------------------------------
@@ -356,6 +374,7 @@ def create_app(
         _route(f"{api}/datasets/{{name}}/tags", tags, server),
         _route(f"{api}/datasets/{{name}}/pin", pin, server),
         _route(f"{api}/catalog", writes.catalog, server),
+        _route(f"{api}/search", writes.search, server),
         _route(f"{api}/catalog/writable", writes.writable, server),
         _route(f"{api}/datasets/{{name}}", writes.change("create"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}", writes.change("update"), server, ("PATCH",)),

@@ -188,7 +188,7 @@ def change(action: str) -> Callable[[Server, Request, bytes], Response]:
     privilege, do = CHANGES[action]
 
     def endpoint(server: Server, request: Request, body: bytes) -> Response:
-        from dal.serve.app import _body
+        from dal.serve.app import _body, visible
 
         name = str(request.path_params["name"])
         who, grants = may(server, request, action, privilege, name)
@@ -209,7 +209,7 @@ def change(action: str) -> Callable[[Server, Request, bytes], Response]:
             raise
         server.store.record(who, action, ALLOWED, dataset=name, version=version, client=client,
                             detail=f"to {data.get('new_name')}" if action == "rename" else "")  # fmt: skip
-        return JSONResponse(answer, status_code=201 if action in ("create", "write") else 200)
+        return JSONResponse(visible(answer, grants), status_code=201 if action in ("create", "write") else 200)
 
     return endpoint
 
@@ -280,3 +280,32 @@ def lineage(server: Server, request: Request, body: bytes) -> Response:
     except DatasetNotFound:
         return server.not_found(name, grants)
     return JSONResponse({"edges": [edge_json(e) for e in shown]})
+
+
+def search(server: Server, request: Request, body: bytes) -> Response:
+    """``Catalog.search_datasets`` among the datasets the principal may read (the page is of those), with each
+    result's match reasons."""
+    from dal.serve.app import _limit
+
+    _who, grants = server.principal(request, "search")
+    q = request.query_params
+    query, sort = q.get("q") or None, q.get("sort", "name")
+    limit = min(_limit(request) or 50, 1000)
+    offset_text = q.get("offset", "0")
+    if not offset_text.isdigit() or len(offset_text) > 9:
+        raise InvalidName(f"invalid offset {offset_text[:20]!r}: a whole number")
+    offset = int(offset_text)
+    filters = {k[2:]: v for k, v in q.items() if k.startswith("f.")}
+    found: list[Any] = []
+    page, at = 1000, 0
+    while len(found) < offset + limit:  # pages of the whole catalog, keeping the readable rows
+        rows = server.cat.search_datasets(query, limit=page, offset=at, filters=filters or None, sort=sort)
+        found += [r for r in rows if allows(grants, READ, r[0].name)]
+        if len(rows) < page:
+            break
+        at += page
+    shown = found[offset : offset + limit]
+    reasons = server.cat.match_reasons(query, [d.name for d, _, _ in shown])
+    results = [{"dataset": dataset_json(d), "rows": rows, "size": size, "reasons": [list(r) for r in reasons.get(d.name, [])]}
+               for d, rows, size in shown]  # fmt: skip
+    return JSONResponse({"results": results})

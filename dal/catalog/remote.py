@@ -16,6 +16,10 @@ Standard library only (urllib).
 
 The wire format of datasets and versions (``dataset_json`` / ``version_json`` and back) lives here too, so the
 server and the client share one definition.
+
+Why one module: ``RemoteCatalog`` is one class whose every method is a ``Catalog`` method of the same name over one
+request helper, and the wire format beside it is what those methods send and parse; split, each half would only
+be read with the other.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ ENV_TOKEN_FILE = "DAL_TOKEN_FILE"
 ENV_CA_FILE = "DAL_CA_FILE"
 API = "/api/v1"
 TRANSIENT = frozenset({502, 503, 504})
+MAX_CACHED = 1024  # answers kept per client for their ETags
 
 
 class RemoteNotSupported(CatalogError):
@@ -299,9 +304,42 @@ def _profile_token_file(url: str) -> str | None:
     return None
 
 
+def default_token_file(url: str) -> str:
+    """Where ``dal auth login`` keeps the token for ``url`` when neither ``$DAL_TOKEN_FILE`` nor a profile's
+    ``token_file`` names a file: ``<DAL_HOME>/tokens/<the URL, quoted>``."""
+    from dal.catalog import home
+
+    return str(home.data_dir() / "tokens" / urllib.parse.quote(url.rstrip("/").lower(), safe=""))
+
+
+def token_file(url: str) -> str:
+    """The file ``dal auth login`` writes the token for ``url`` to: ``$DAL_TOKEN_FILE``, else the ``token_file`` of
+    the config file's profile with that URL, else ``default_token_file``."""
+    return os.environ.get(ENV_TOKEN_FILE) or _profile_token_file(url) or default_token_file(url)
+
+
+def store_token(url: str, token: str) -> str:
+    """Write ``token`` to ``token_file(url)``, readable by its owner only (0600, set before the token is
+    written); returns the file's path.
+
+    Raises:
+        CatalogError: the file cannot be written.
+    """
+    path = os.path.expanduser(token_file(url))
+    try:
+        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(token + "\n")
+    except OSError as e:
+        raise CatalogError(f"cannot write the token file {path}: {e.strerror or e}") from e
+    return path
+
+
 def token_from_env(url: str | None = None) -> str | None:
     """``$DAL_TOKEN``, else the first line of the file ``$DAL_TOKEN_FILE``, else (for ``url``) the first line of the
-    ``token_file`` of the config file's profile with that URL."""
+    ``token_file`` of the config file's profile with that URL, else of the file ``dal auth login`` wrote for it."""
     token = os.environ.get(ENV_TOKEN)
     if token:
         return token.strip()
@@ -309,7 +347,11 @@ def token_from_env(url: str | None = None) -> str | None:
     if path:
         return _read_token(path, f"${ENV_TOKEN_FILE}")
     path = _profile_token_file(url) if url else None
-    return _read_token(path, "of the profile") if path else None
+    if path:
+        return _read_token(path, "of the profile")
+    if url and os.path.isfile(default_token_file(url)):
+        return _read_token(default_token_file(url), "of dal auth login")
+    return None
 
 
 class RemoteCatalog:
@@ -381,6 +423,8 @@ class RemoteCatalog:
                     etag = answer.headers.get("ETag")
                     if method == "GET" and etag:
                         with self._etag_lock:
+                            if len(self._etags) >= MAX_CACHED and url not in self._etags:
+                                self._etags.pop(next(iter(self._etags)))  # the oldest
                             self._etags[url] = (etag, found)
                     return found
             except urllib.error.HTTPError as e:
@@ -411,6 +455,11 @@ class RemoteCatalog:
         return urllib.parse.quote(validate_name(name), safe="")
 
     # -- reading ------------------------------------------------------------------------------------------
+
+    def whoami(self) -> tuple[str, list[tuple[str, str]]]:
+        """The token's principal and its grants (privilege, target)."""
+        found = self._get("/whoami")
+        return str(found["principal"]), [(str(g["privilege"]), str(g["target"])) for g in found["grants"]]
 
     @property
     def catalog_id(self) -> str:

@@ -61,8 +61,12 @@ def serve(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     audit_retention_days: float | None = 365.0,
+    allowed_hosts: tuple[str, ...] = (),
 ) -> None:
     """Serve the catalog at ``url`` on ``host:port`` until interrupted.
+
+    Requests must name ``host`` (or a loopback name, or one of ``allowed_hosts``; ``*``: any) in their ``Host``
+    header; listening on every address (``0.0.0.0``, ``::``) without ``allowed_hosts`` allows any.
 
     Raises:
         DalError: plain HTTP beyond loopback, half a TLS pair, a port that is taken; MissingDependency without
@@ -84,7 +88,13 @@ def serve(
     if tls_cert is not None and tls_key is not None:
         _check_tls(tls_cert, tls_key)
     _check_can_listen(host, port)
-    app = create_app(url, audit_retention_days=audit_retention_days)
+    from dal.serve.app import LOOPBACK_NAMES
+
+    everywhere = host.strip("[]") in ("0.0.0.0", "::")
+    hosts = frozenset({*LOOPBACK_NAMES, host.strip("[]"), *allowed_hosts}) | (
+        frozenset({"*"}) if everywhere and not allowed_hosts else frozenset()
+    )
+    app = create_app(url, audit_retention_days=audit_retention_days, allowed_hosts=hosts)
     # no access log: request lines are not tokens, but nothing about a request is logged by default
     config = uvicorn.Config(
         app,

@@ -15,7 +15,7 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -31,16 +31,12 @@ from dal.catalog.remote import (
     version_json,
 )
 from dal.catalog.types import validate_name
-
-if TYPE_CHECKING:
-    from dal.serve.app import Server
+from dal.serve.common import Server, _body, _error, _limit, _Refused, visible
 
 FAILED = "failed"
 
 
 def _refused(status: int, err: Exception) -> Exception:
-    from dal.serve.app import _error, _Refused
-
     return _Refused(_error(status, err))
 
 
@@ -73,7 +69,7 @@ def _opt_str(data: dict[str, Any], key: str) -> str | None:
 
 
 # (action, privilege, what it does: (server, principal, name, body) -> (JSON answer, version for the audit))
-Change = Callable[["Server", str, str, dict[str, Any]], tuple[Any, int | None]]
+Change = Callable[[Server, str, str, dict[str, Any]], tuple[Any, int | None]]
 
 
 def _create(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[Any, int | None]:
@@ -188,7 +184,6 @@ def change(action: str) -> Callable[[Server, Request, bytes], Response]:
     privilege, do = CHANGES[action]
 
     def endpoint(server: Server, request: Request, body: bytes) -> Response:
-        from dal.serve.app import _body, visible
 
         name = str(request.path_params["name"])
         who, grants = may(server, request, action, privilege, name)
@@ -285,8 +280,6 @@ def lineage(server: Server, request: Request, body: bytes) -> Response:
 def search(server: Server, request: Request, body: bytes) -> Response:
     """``Catalog.search_datasets`` among the datasets the principal may read (the page is of those), with each
     result's match reasons."""
-    from dal.serve.app import _limit
-
     _who, grants = server.principal(request, "search")
     q = request.query_params
     query, sort = q.get("q") or None, q.get("sort", "name")

@@ -86,7 +86,7 @@ def test_writes_without_write_are_not_authorized(as_reader: Served, tmp_path: Pa
         with pytest.raises(NotAuthorized, match="needs WRITE"):
             call()
     with pytest.raises(RemoteNotSupported, match="not supported yet"):
-        dal.get_catalog().search_datasets("x")  # what the server does not offer is one clear error
+        dal.get_catalog().facets("x")  # what the server does not offer is one clear error
 
 
 def _cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:

@@ -91,7 +91,10 @@ def _raw(served: Served, request: str) -> bytes:
     port = int(served.url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         s.sendall(request.encode())
-        return s.recv(65536)
+        answer = b""
+        while chunk := s.recv(65536):  # Connection: close: until the server closes it
+            answer += chunk
+        return answer
 
 
 def test_foreign_hosts_and_origins_are_refused_as_json(served: Served) -> None:

@@ -583,7 +583,7 @@ def optimize(
     if info.latest_version is None:
         raise DalError(f"{name} has no versions to optimize")
     check_claim(cat, name, fmt, info.location, options, "optimize", recorded=True, read_only=is_read_only(info))
-    cat.check_writable(name)
+    cat.check_writable(name, manage=True)  # a dal serve catalog: optimize needs MANAGE (it rewrites the files)
     for attempt in range(OPTIMIZE_TRIES):
         # never publish less than it read: the compaction commits only on the version it read, so an append
         # that lands meanwhile makes it a WriteConflict, and it is done again on the new newest version

@@ -11,7 +11,6 @@ Lineage read here is filtered by grants: an edge to or from a dataset the princi
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -189,7 +188,7 @@ def change(action: str) -> Callable[[Server, Request, bytes], Response]:
         who, grants = may(server, request, action, privilege, name)
         data = _body(body)
         if action == "untag":
-            data = {"tag": urllib.parse.unquote(str(request.path_params["tag"]))}
+            data = {"tag": str(request.path_params["tag"])}  # the path is decoded already
         client = server.client(request)
         if action == "rename":
             new = str(data.get("new_name", ""))

@@ -119,13 +119,14 @@ def test_without_the_grant_nothing_is_written_and_the_refusal_is_audited(
     assert not (tmp_path / "nope").exists()  # refused before anything reached storage
     with pytest.raises(NotAuthorized, match="needs WRITE"):
         dal.get_catalog().tag("weather.radar", 0, "mine")
-    _as(monkeypatch, served, "writer")  # WRITE on weather.*: writes and tags, but no drop, rename or gc
+    _as(monkeypatch, served, "writer")  # WRITE on weather.*: writes and tags, but no drop, rename, gc or optimize
     dal.write(_table([1]), "weather.byw", path=str(tmp_path / "byw"))
     dal.get_catalog().tag("weather.byw", 0, "ok")
     for call in (
         lambda: dal.lifecycle.drop("weather.byw", purge=True),
         lambda: dal.lifecycle.rename("weather.byw", "weather.byw2"),
         lambda: dal.lifecycle.gc("weather.byw", keep_last=1),
+        lambda: dal.lifecycle.optimize("weather.byw"),
     ):
         with pytest.raises(NotAuthorized, match="needs MANAGE"):
             call()

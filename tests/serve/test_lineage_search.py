@@ -33,8 +33,13 @@ def test_upstream_and_downstream_leave_out_what_the_principal_may_not_read(built
     assert {e.upstream for e in direct.upstream("weather.mix", 0)} == {"weather.radar", "sales.orders"}
     reader = RemoteCatalog(built.url, str(built.tokens["ns_reader"]))
     assert [e.upstream for e in reader.upstream("weather.mix", 0)] == ["weather.radar"]
-    assert {e.dataset for e in direct.downstream("weather.radar", 0)} == {"weather.mix", "sales.report"}
-    assert [e.dataset for e in reader.downstream("weather.radar", 0)] == ["weather.mix"]
+    # (earlier tests' reads in this process may add inferred edges: compared with the database's own answer)
+    everything = direct.downstream("weather.radar", 0)
+    assert {"weather.mix", "sales.report"} <= {e.dataset for e in everything}
+    mine = reader.downstream("weather.radar", 0)
+    assert mine == [e for e in everything if e.dataset.startswith("weather.")] and "weather.mix" in {
+        e.dataset for e in mine
+    }
     owner = RemoteCatalog(built.url, str(built.tokens["owner"]))
     assert owner.upstream("weather.mix", 0) == direct.upstream("weather.mix", 0)  # everything, for MANAGE on *
     # the lineage record in the version's properties too: pin, versions

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from dal import lineage, openlineage, validate
 from dal.catalog import (
@@ -65,9 +65,12 @@ def get_catalog(catalog: CatalogLike = None, *, must_exist: bool = False) -> Cat
 
     if isinstance(catalog, Catalog):
         return catalog
+    if isinstance(catalog, remote.RemoteCatalog):  # what get_catalog gave for a dal serve URL, passed on
+        return cast("Catalog", catalog)
     key = catalog or default_url()
-    if remote.is_remote(key):  # a dal serve catalog: reads only (dal.open goes through _pin)
-        raise remote.not_supported(key)
+    if remote.is_remote(key):  # a dal serve catalog: the server checks grants, records, audits (dal.catalog.remote)
+        # RemoteCatalog has the methods of Catalog that reads and writes use; any other is RemoteNotSupported
+        return cast("Catalog", remote.client(key))
     with _lock:
         if key not in _catalogs:
             _catalogs[key] = Catalog(key, must_exist=must_exist)
@@ -158,6 +161,8 @@ def _pin(name: str, version: VersionRef, catalog: CatalogLike) -> tuple[DatasetI
         DatasetNotFound / VersionNotFound (with close names), InvalidName, CatalogUnavailable.
     """
     with retry.window():
+        if isinstance(catalog, remote.RemoteCatalog):  # the server resolves, checks the grant, audits
+            return catalog.pin(name, version)
         if catalog is None or isinstance(catalog, str):
             key = catalog or default_url()
             if remote.is_remote(key):  # a dal serve catalog: the server resolves, checks the grant, audits

@@ -74,6 +74,9 @@ def _catalog(value: object) -> None:
     store = sys.modules.get("dal.catalog.store")  # not loaded: no Catalog exists (reads need no SQLAlchemy)
     if value is None or (store is not None and isinstance(value, store.Catalog)):
         return
+    remote = sys.modules.get("dal.catalog.remote")  # a dal serve catalog's client (get_catalog gives one)
+    if remote is not None and isinstance(value, remote.RemoteCatalog):
+        return
     validate_text(value, "catalog (a catalog URL or a Catalog)", max_length=MAX_URL_LENGTH)
     if not value:
         raise DalError("catalog must be a catalog URL or a Catalog, not an empty string")

@@ -89,11 +89,64 @@ def catalog_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(name))
 
 
+@pytest.fixture(scope="module")
+def _served_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
+    """One ``dal serve`` per module on loopback, over a fresh SQLite catalog: (its URL, the database URL, a token of
+    a principal with MANAGE on ``*``)."""
+    from datetime import timedelta
+
+    from dal.catalog.auth import AuthStore
+    from tests.serve.conftest import start, stop
+
+    root = tmp_path_factory.mktemp("served_catalog")
+    db = f"sqlite:///{root}/catalog.db"
+    Catalog(db).close()
+    store = AuthStore(db)
+    store.create_principal("tester")
+    store.grant("tester", "MANAGE", "*")
+    token = store.create_token("tester", expires_in=timedelta(days=1))[0]
+    store.close()
+    proc, url = start(db)
+    try:
+        yield url, db, token
+    finally:
+        stop(proc)
+
+
+@pytest.fixture
+def served_url(_served_catalog: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch) -> str:
+    """The module's ``dal serve`` catalog, emptied for this test, its token in ``$DAL_TOKEN``."""
+    url, db, token = _served_catalog
+    direct = Catalog(db)
+    for d in direct.list_datasets():
+        direct.delete_dataset(d.name)
+    direct.close()
+    monkeypatch.setenv("DAL_TOKEN", token)
+    return url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres), "served"])
+def catalog_url_or_served(request: pytest.FixtureRequest) -> str:
+    """``catalog_url``, and a third time through a ``dal serve`` catalog (``served_url``): the same results."""
+    name = {"sqlite": "sqlite_url", "postgres": "pg_url", "served": "served_url"}[request.param]
+    return str(request.getfixturevalue(name))
+
+
+def open_catalog(url: str) -> Catalog:
+    """The catalog at ``url``: a database's ``Catalog``, or the client of a ``dal serve`` catalog (which has the
+    methods of ``Catalog`` the served tests use)."""
+    from typing import cast
+
+    from dal.catalog import remote
+
+    return cast(Catalog, remote.RemoteCatalog(url)) if remote.is_remote(url) else Catalog(url)
+
+
 def use_catalog(url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> Catalog:
     """Point dal's defaults at ``url`` and a fresh warehouse under ``tmp_path`` for one test."""
     monkeypatch.setenv("DAL_CATALOG_URL", url)
     monkeypatch.setenv("DAL_WAREHOUSE", os.path.join(tmp_path, "warehouse"))
-    return Catalog(url)
+    return open_catalog(url)
 
 
 @pytest.fixture

@@ -3,11 +3,23 @@
 ``RemoteCatalog`` has the subset of the catalog's reading interface that ``dal.open`` and ``dal ls / show /
 versions`` use (``CatalogReader`` and ``pin``), with the same frozen values and the same errors: the server's
 404 is ``DatasetNotFound`` / ``VersionNotFound`` with the server's message, 400 ``InvalidName``, 401/403
-``NotAuthorized``; connection failures and 502/503/504 are retried with backoff, then ``CatalogUnavailable``.
-Writes through the server are not built yet: ``RemoteNotSupported`` says so. Standard library only (urllib).
+``NotAuthorized``; any other answer names its error class (``type``) and becomes that class of
+``dal.catalog.errors`` (``DatasetExists``, ``TagExists``, ``VersionConflict``, ``CatalogReadOnly``, ...).
+Connection failures and 502/503/504 are retried with backoff, then ``CatalogUnavailable`` (a request that
+changes the catalog only when nothing reached the server: a refused connection).
+
+It also has the mutating methods ``dal.write``, ``register``, ``sync``, ``tag``, ``rename``, ``drop`` and ``gc``
+call (``create_dataset``, ``publish``, ``tag``, ``record_lineage``, ``expire_versions``, ...): the server checks the
+grant (WRITE or MANAGE), records, audits. ``catalog_id`` is the served catalog's, so a location claimed through
+the server and through the database URL is claimed by one catalog. Anything else ``RemoteNotSupported`` names.
+Standard library only (urllib).
 
 The wire format of datasets and versions (``dataset_json`` / ``version_json`` and back) lives here too, so the
 server and the client share one definition.
+
+Why one module: ``RemoteCatalog`` is one class whose every method is a ``Catalog`` method of the same name over one
+request helper, and the wire format beside it is what those methods send and parse; split, each half would only
+be read with the other.
 """
 
 from __future__ import annotations
@@ -18,7 +30,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
@@ -26,15 +38,21 @@ from dal.catalog.errors import (
     CatalogError,
     CatalogUnavailable,
     DatasetNotFound,
-    InvalidName,
     NotFound,
     VersionNotFound,
 )
 from dal.catalog.types import (
+    INFERRED,
     DatasetInfo,
+    Edge,
     Field,
+    FieldChange,
+    Input,
     Label,
+    Partition,
     Schema,
+    SchemaDiff,
+    VersionDraft,
     VersionInfo,
     labels_from_dict,
     validate_name,
@@ -46,10 +64,11 @@ ENV_TOKEN_FILE = "DAL_TOKEN_FILE"
 ENV_CA_FILE = "DAL_CA_FILE"
 API = "/api/v1"
 TRANSIENT = frozenset({502, 503, 504})
+MAX_CACHED = 1024  # answers kept per client for their ETags
 
 
 class RemoteNotSupported(CatalogError):
-    """An operation a ``dal serve`` catalog does not offer yet (writes, register, sync, tag, gc, ...)."""
+    """An operation a ``dal serve`` catalog does not offer (yet)."""
 
 
 def _not_authorized() -> type[CatalogError]:
@@ -65,8 +84,7 @@ def is_remote(url: object) -> bool:
 
 def not_supported(url: str, what: str = "writing") -> RemoteNotSupported:
     return RemoteNotSupported(
-        f"{what} through a dal serve catalog ({url}) is not supported yet: only reads (dal.open, dal ls, show, "
-        "versions) go through the server; run it against the catalog's database URL"
+        f"{what} through a dal serve catalog ({url}) is not supported yet; run it against the catalog's database URL"
     )
 
 
@@ -113,6 +131,87 @@ def version_from(d: Mapping[str, Any]) -> VersionInfo:
     )
 
 
+def partition_json(p: Partition) -> dict[str, Any]:
+    return {"values": [list(kv) for kv in p.values], "row_count": p.row_count, "file_count": p.file_count,
+            "size_bytes": p.size_bytes}  # fmt: skip
+
+
+def partition_from(d: Mapping[str, Any]) -> Partition:
+    values = tuple((str(k), None if v is None else str(v)) for k, v in d["values"])
+    return Partition(values, int(d["row_count"]), int(d.get("file_count", 0)), int(d.get("size_bytes", 0)))
+
+
+def draft_json(draft: VersionDraft) -> dict[str, Any]:
+    return {
+        "operation": draft.operation,
+        "schema": draft.schema.to_list(),
+        "row_count": draft.row_count,
+        "file_count": draft.file_count,
+        "size_bytes": draft.size_bytes,
+        "storage_version": draft.storage_version,
+        "committed_at": None if draft.committed_at is None else draft.committed_at.isoformat(),
+        "partition_columns": list(draft.partition_columns),
+        "partitions": [partition_json(p) for p in draft.partitions],
+        "properties": dict(draft.properties),
+        "tags": list(draft.tags),
+    }
+
+
+def draft_from(d: Mapping[str, Any]) -> VersionDraft:
+    """A ``VersionDraft`` from its JSON (``CatalogError`` for a malformed one: the catalog checks the rest)."""
+    try:
+        committed = d.get("committed_at")
+        return VersionDraft(
+            operation=str(d["operation"]),
+            schema=Schema(tuple(Field.from_dict(f) for f in d.get("schema") or ())),
+            row_count=int(d["row_count"]),
+            file_count=int(d.get("file_count", 0)),
+            size_bytes=int(d.get("size_bytes", 0)),
+            storage_version=None if d.get("storage_version") is None else int(d["storage_version"]),
+            committed_at=None if committed is None else datetime.fromisoformat(str(committed)),
+            partition_columns=tuple(str(c) for c in d.get("partition_columns") or ()),
+            partitions=tuple(partition_from(p) for p in d.get("partitions") or ()),
+            properties=dict(d.get("properties") or {}),
+            tags=tuple(str(t) for t in d.get("tags") or ()),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CatalogError(f"malformed version draft: {type(e).__name__} {str(e)[:100]}") from None
+
+
+def input_json(i: Input) -> dict[str, Any]:
+    return {**i.to_dict(), "at": None if i.at is None else i.at.isoformat()}
+
+
+def input_from(d: Mapping[str, Any]) -> Input:
+    try:
+        at = d.get("at")
+        version = d["version"]
+        return Input(str(d["dataset"]), version if isinstance(version, int) else int(str(version)),
+                     None if d.get("filters") is None else str(d["filters"]), str(d.get("how", INFERRED)),
+                     None if at is None else datetime.fromisoformat(str(at)))  # fmt: skip
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CatalogError(f"malformed lineage input: {type(e).__name__} {str(e)[:100]}") from None
+
+
+def edge_json(e: Edge) -> dict[str, Any]:
+    return {"dataset": e.dataset, "version": e.version, "upstream": e.upstream,
+            "upstream_version": e.upstream_version, "filters": e.filters, "how": e.how,
+            "recorded_as": e.recorded_as, "upstream_id": e.upstream_id}  # fmt: skip
+
+
+def edge_from(d: Mapping[str, Any]) -> Edge:
+    return Edge(str(d["dataset"]), int(d["version"]), str(d["upstream"]), int(d["upstream_version"]),
+                d.get("filters"), str(d["how"]), d.get("recorded_as"),
+                None if d.get("upstream_id") is None else int(d["upstream_id"]))  # fmt: skip
+
+
+def diff_from(d: Mapping[str, Any]) -> SchemaDiff:
+    fields = Field.from_dict
+    return SchemaDiff(int(d["old_version"]), int(d["new_version"]), tuple(fields(f) for f in d["added"]),
+                      tuple(fields(f) for f in d["removed"]),
+                      tuple(FieldChange(str(c["name"]), fields(c["old"]), fields(c["new"])) for c in d["changed"]))  # fmt: skip
+
+
 def ref_params(ref: object) -> dict[str, str]:
     """A version reference as query parameters: ``version`` (and ``time=1`` for a datetime or date object, which
     is always a time, never a tag)."""
@@ -122,12 +221,26 @@ def ref_params(ref: object) -> dict[str, str]:
     return {} if ref is None else {"version": str(ref)}
 
 
+def _error_class(kind: str) -> type[CatalogError] | None:
+    """The class of ``dal.catalog.errors`` (or ``NotAuthorized``, ``RemoteNotSupported``) a server's answer names."""
+    from dal.catalog import errors
+
+    if kind == "NotAuthorized":
+        return _not_authorized()
+    if kind == "RemoteNotSupported":
+        return RemoteNotSupported
+    found = getattr(errors, kind, None) if kind.isidentifier() else None
+    return found if isinstance(found, type) and issubclass(found, CatalogError) else None
+
+
 def _error(status: int, body: bytes, where: str) -> CatalogError:
-    """The DalError for an error answer of the server (its message as is)."""
+    """The DalError for an error answer of the server (its message as is, the class its ``type`` names)."""
+    suggestions: tuple[str, ...] = ()
     try:
         found = json.loads(body)
         message, kind = str(found["error"]), str(found.get("type", ""))
-    except (ValueError, KeyError, TypeError):
+        suggestions = tuple(str(s) for s in found.get("suggestions") or ())
+    except (ValueError, KeyError, TypeError, AttributeError):
         message, kind = f"{where}: HTTP {status}", ""
     if status in (401, 403):
         return _not_authorized()(message)
@@ -137,13 +250,19 @@ def _error(status: int, body: bytes, where: str) -> CatalogError:
             cls = NotFound
         err = cls.__new__(cls)
         Exception.__init__(err, message)
-        err.suggestions = ()
+        err.suggestions = suggestions
         return err
-    if status == 400 and kind == "InvalidName":
-        return InvalidName(message)
-    if status >= 500:
+    if status >= 500 and kind in ("", "DalError", "CatalogUnavailable"):
         return CatalogUnavailable(f"the catalog server {where} failed: {message}")
-    return CatalogError(message)
+    named = _error_class(kind)
+    if named is None:
+        return CatalogError(message)
+    # the server's message as is, whatever the class's constructor takes (CommittedNotRecorded's keywords)
+    out = named.__new__(named)
+    Exception.__init__(out, message)
+    if isinstance(out, NotFound):
+        out.suggestions = suggestions
+    return out
 
 
 def _client_info() -> str:
@@ -187,9 +306,42 @@ def _profile_token_file(url: str) -> str | None:
     return None
 
 
+def default_token_file(url: str) -> str:
+    """Where ``dal auth login`` keeps the token for ``url`` when neither ``$DAL_TOKEN_FILE`` nor a profile's
+    ``token_file`` names a file: ``<DAL_HOME>/tokens/<the URL, quoted>``."""
+    from dal.catalog import home
+
+    return str(home.data_dir() / "tokens" / urllib.parse.quote(url.rstrip("/").lower(), safe=""))
+
+
+def token_file(url: str) -> str:
+    """The file ``dal auth login`` writes the token for ``url`` to: ``$DAL_TOKEN_FILE``, else the ``token_file`` of
+    the config file's profile with that URL, else ``default_token_file``."""
+    return os.environ.get(ENV_TOKEN_FILE) or _profile_token_file(url) or default_token_file(url)
+
+
+def store_token(url: str, token: str) -> str:
+    """Write ``token`` to ``token_file(url)``, readable by its owner only (0600, set before the token is
+    written); returns the file's path.
+
+    Raises:
+        CatalogError: the file cannot be written.
+    """
+    path = os.path.expanduser(token_file(url))
+    try:
+        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(token + "\n")
+    except OSError as e:
+        raise CatalogError(f"cannot write the token file {path}: {e.strerror or e}") from e
+    return path
+
+
 def token_from_env(url: str | None = None) -> str | None:
     """``$DAL_TOKEN``, else the first line of the file ``$DAL_TOKEN_FILE``, else (for ``url``) the first line of the
-    ``token_file`` of the config file's profile with that URL."""
+    ``token_file`` of the config file's profile with that URL, else of the file ``dal auth login`` wrote for it."""
     token = os.environ.get(ENV_TOKEN)
     if token:
         return token.strip()
@@ -197,11 +349,16 @@ def token_from_env(url: str | None = None) -> str | None:
     if path:
         return _read_token(path, f"${ENV_TOKEN_FILE}")
     path = _profile_token_file(url) if url else None
-    return _read_token(path, "of the profile") if path else None
+    if path:
+        return _read_token(path, "of the profile")
+    if url and os.path.isfile(default_token_file(url)):
+        return _read_token(default_token_file(url), "of dal auth login")
+    return None
 
 
 class RemoteCatalog:
-    """The read-only catalog a ``dal serve`` at ``url`` serves to the holder of ``token``."""
+    """The catalog a ``dal serve`` at ``url`` serves to the holder of ``token``: what it may read, and the changes
+    its grants allow (the server decides)."""
 
     def __init__(
         self, url: str, token: str | None = None, *, attempts: int = 4, timeout: float = 30.0, backoff: float = 0.2
@@ -216,17 +373,32 @@ class RemoteCatalog:
         self._ssl = ssl.create_default_context(cafile=os.environ.get(ENV_CA_FILE) or None)
         self._client = _client_info()
         self._vended: dict[tuple[str, int], dict[str, Any]] = {}
+        self._catalog_id: str | None = None
+        # GET answers that came with an ETag, per URL: sent back as If-None-Match, a 304 answers from here
+        self._etags: dict[str, tuple[str, Any]] = {}
+        self._etag_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"RemoteCatalog({self.url!r})"  # never the token
 
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise not_supported(self.url, f"Catalog.{name}")
+
     def close(self) -> None:
         """Nothing to close: each request is one connection."""
 
+    @property
     def display(self) -> str:
+        """The server's URL (for messages and claims)."""
         return self.url
 
-    def _get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+    def _call(
+        self, method: str, path: str, params: Mapping[str, Any] | None = None, body: Mapping[str, Any] | None = None
+    ) -> Any:
+        """One request to the API; the answer's JSON. A GET is retried on connection failures and 502/503/504; a
+        request that changes the catalog only when the connection was refused (nothing reached the server)."""
         import ssl
         import urllib.error
         import urllib.request
@@ -236,30 +408,68 @@ class RemoteCatalog:
         headers = {"Accept": "application/json", "X-Dal-Client": self._client}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        cached = self._etags.get(url) if method == "GET" else None
+        if cached is not None:
+            headers["If-None-Match"] = cached[0]
         last = ""
         for attempt in range(self._attempts):
             if attempt:
                 time.sleep(self._backoff * 2 ** (attempt - 1))
-            request = urllib.request.Request(url, headers=headers, method="GET")
+            request = urllib.request.Request(url, data=data, headers=headers, method=method)
             try:
                 with urllib.request.urlopen(request, timeout=self._timeout, context=self._ssl) as answer:
-                    return json.loads(answer.read())
+                    found = json.loads(answer.read())
+                    etag = answer.headers.get("ETag")
+                    if method == "GET" and etag:
+                        with self._etag_lock:
+                            if len(self._etags) >= MAX_CACHED and url not in self._etags:
+                                self._etags.pop(next(iter(self._etags)))  # the oldest
+                            self._etags[url] = (etag, found)
+                    return found
             except urllib.error.HTTPError as e:
-                body = e.read()
-                if e.code in TRANSIENT:
+                payload = e.read()
+                if e.code == 304 and cached is not None:
+                    return cached[1]
+                if e.code in TRANSIENT and method == "GET":
                     last = f"HTTP {e.code}"
                     continue
-                raise _error(e.code, body, self.url) from None
+                raise _error(e.code, payload, self.url) from None
             except (urllib.error.URLError, OSError, ValueError) as e:
                 reason = getattr(e, "reason", e)
                 if isinstance(reason, ssl.SSLCertVerificationError):
                     raise CatalogUnavailable(f"the catalog server {self.url}: {reason} (${ENV_CA_FILE})") from None
                 last = str(reason)
+                if method != "GET" and not isinstance(reason, ConnectionRefusedError):
+                    raise CatalogUnavailable(
+                        f"the catalog server {self.url} did not answer {method} {path} ({last}): the change may or "
+                        "may not be recorded; look before trying again"
+                    ) from None
         raise CatalogUnavailable(f"the catalog server {self.url} cannot be reached ({self._attempts} tries): {last}")
+
+    def _get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        return self._call("GET", path, params)
 
     @staticmethod
     def _name(name: str) -> str:
         return urllib.parse.quote(validate_name(name), safe="")
+
+    # -- reading ------------------------------------------------------------------------------------------
+
+    def whoami(self) -> tuple[str, list[tuple[str, str]]]:
+        """The token's principal and its grants (privilege, target)."""
+        found = self._get("/whoami")
+        return str(found["principal"]), [(str(g["privilege"]), str(g["target"])) for g in found["grants"]]
+
+    @property
+    def catalog_id(self) -> str:
+        """The served catalog's id (``Catalog.catalog_id``): a location's claim names it."""
+        if self._catalog_id is None:
+            self._catalog_id = str(self._get("/catalog")["catalog_id"])
+        return self._catalog_id
 
     def list_datasets(self, pattern: str | None = None, *, limit: int | None = None) -> list[DatasetInfo]:
         found = self._get("/datasets", {"pattern": pattern, "limit": limit})
@@ -292,6 +502,9 @@ class RemoteCatalog:
     def version(self, name: str, ref: Any = None) -> VersionInfo:
         return self.pin(name, ref)[1]
 
+    def schema(self, name: str, ref: Any = None) -> Schema:
+        return self.version(name, ref).schema
+
     def versions(self, name: str, *, limit: int | None = None) -> list[VersionInfo]:
         found = self._get(f"/datasets/{self._name(name)}/versions", {"limit": limit})
         return [version_from(v) for v in found["versions"]]
@@ -302,6 +515,121 @@ class RemoteCatalog:
     def labels(self, name: str) -> tuple[Label, ...]:
         """The labels of ``name`` and of its columns, from the dataset's answer (a server before labels: none)."""
         return labels_from_dict(self._get(f"/datasets/{self._name(name)}").get("labels") or {})
+
+    def partitions(self, name: str, ref: Any = None) -> tuple[Partition, ...]:
+        found = self._get(f"/datasets/{self._name(name)}/partitions", ref_params(ref))
+        return tuple(partition_from(p) for p in found["partitions"])
+
+    def diff(self, name: str, old: Any, new: Any) -> SchemaDiff:
+        params = {f"old_{k}": v for k, v in ref_params(old).items()} | {
+            f"new_{k}": v for k, v in ref_params(new).items()
+        }
+        return diff_from(self._get(f"/datasets/{self._name(name)}/diff", params))
+
+    def upstream(self, name: str, number: int) -> list[Edge]:
+        """The inputs of a version the principal may read (edges from datasets it may not are left out)."""
+        found = self._get(f"/datasets/{self._name(name)}/upstream", {"version": int(number)})
+        return [edge_from(e) for e in found["edges"]]
+
+    def downstream(self, name: str, number: int, *, limit: int = 1000) -> list[Edge]:
+        """The versions built from a version, among the datasets the principal may read."""
+        found = self._get(f"/datasets/{self._name(name)}/downstream", {"version": int(number), "limit": limit})
+        return [edge_from(e) for e in found["edges"]]
+
+    def search_datasets(
+        self,
+        query: str | None = None,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        filters: Mapping[str, str] | None = None,
+        sort: str = "name",
+    ) -> list[tuple[DatasetInfo, int | None, int | None]]:
+        """``Catalog.search_datasets`` among the datasets the principal may read."""
+        params: dict[str, Any] = {"q": query, "limit": limit, "offset": offset, "sort": sort}
+        params |= {f"f.{k}": v for k, v in (filters or {}).items()}
+        found = self._get("/search", params)["results"]
+        return [(dataset_from(r["dataset"]), r["rows"], r["size"]) for r in found]
+
+    # -- changing (the server checks the grant: WRITE, or MANAGE for rename, drop and expire) ----------------
+
+    def check_writable(self, name: str | None = None, *, manage: bool = False) -> None:
+        """Refuse before anything reaches storage: the principal needs WRITE (``manage``: MANAGE) on ``name`` and
+        the server's role must be able to record (``Catalog.check_writable``).
+
+        Raises:
+            NotAuthorized: no WRITE / MANAGE on ``name``. CatalogReadOnly: the server cannot record versions.
+        """
+        self._get("/catalog/writable", {"dataset": name, "manage": "1" if manage else None})
+
+    def create_dataset(
+        self,
+        name: str,
+        *,
+        format: str,
+        location: str,
+        description: str = "",
+        owner: str | None = None,
+        time_column: str | None = None,
+        properties: Mapping[str, Any] | None = None,
+        exist_ok: bool = False,
+        unique_location: bool = False,
+    ) -> DatasetInfo:
+        """``Catalog.create_dataset`` on the server (the owner, unless given, is the token's principal)."""
+        body = {"format": format, "location": location, "description": description, "owner": owner,
+                "time_column": time_column, "properties": dict(properties or {}), "exist_ok": exist_ok,
+                "unique_location": unique_location}  # fmt: skip
+        return dataset_from(self._call("POST", f"/datasets/{self._name(name)}", body=body))
+
+    def update_dataset(
+        self,
+        name: str,
+        *,
+        description: str | None = None,
+        time_column: str | None = None,
+        owner: str | None = None,
+        properties: Mapping[str, Any] | None = None,
+        clear_time_column: bool = False,
+    ) -> DatasetInfo:
+        body = {"description": description, "time_column": time_column, "owner": owner,
+                "properties": None if properties is None else dict(properties), "clear_time_column": clear_time_column}  # fmt: skip
+        return dataset_from(self._call("PATCH", f"/datasets/{self._name(name)}", body=body))
+
+    def rename_dataset(self, name: str, new_name: str) -> DatasetInfo:
+        body = {"new_name": validate_name(new_name)}
+        return dataset_from(self._call("POST", f"/datasets/{self._name(name)}/rename", body=body))
+
+    def delete_dataset(self, name: str) -> None:
+        self._call("DELETE", f"/datasets/{self._name(name)}")
+
+    def publish(self, name: str, draft: VersionDraft) -> VersionInfo:
+        return version_from(self._call("POST", f"/datasets/{self._name(name)}/versions", body=draft_json(draft)))
+
+    def tag(self, name: str, ref: Any, tag: str, *, force: bool = False) -> VersionInfo:
+        body = {"tag": tag, "force": force, **ref_params(ref)}
+        return version_from(self._call("POST", f"/datasets/{self._name(name)}/tags", body=body))
+
+    def untag(self, name: str, tag: str) -> None:
+        self._call("DELETE", f"/datasets/{self._name(name)}/tags/{urllib.parse.quote(str(tag), safe='')}")
+
+    def expire_versions(self, name: str, numbers: Sequence[int], reason: str) -> list[VersionInfo]:
+        body = {"numbers": [int(n) for n in numbers], "reason": reason}
+        found = self._call("POST", f"/datasets/{self._name(name)}/expire", body=body)
+        return [version_from(v) for v in found["versions"]]
+
+    def annotate_versions(self, name: str, numbers: Sequence[int], key: str, value: Any) -> None:
+        body = {"numbers": [int(n) for n in numbers], "key": key, "value": value}
+        self._call("POST", f"/datasets/{self._name(name)}/annotate", body=body)
+
+    def annotate_version(self, name: str, number: int, key: str, value: Any) -> VersionInfo:
+        body = {"number": int(number), "key": key, "value": value}
+        return version_from(self._call("POST", f"/datasets/{self._name(name)}/annotate", body=body))
+
+    def record_lineage(
+        self, name: str, number: int, key: str, record: Mapping[str, Any], inputs: Sequence[Input]
+    ) -> VersionInfo:
+        body = {"number": int(number), "key": key, "record": dict(record), "inputs": [input_json(i) for i in inputs]}
+        return version_from(self._call("POST", f"/datasets/{self._name(name)}/lineage", body=body))
 
 
 # credential keys of the stores' clients (any case): a vended credential replaces the caller's own for that store

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -111,9 +111,10 @@ class State:
         if self._catalog is None:
             from dal.catalog import Catalog, remote
 
-            if remote.is_remote(self.url):  # a dal serve catalog: reads only, through reader() (dal.catalog.remote)
-                raise remote.not_supported(self.url, "this command")
-
+            if remote.is_remote(self.url):  # a dal serve catalog: the server checks grants (dal.catalog.remote)
+                # RemoteCatalog has the methods of Catalog the commands use; any other is RemoteNotSupported
+                self._catalog = cast("Catalog", remote.client(self.url))
+                return self._catalog
             self._catalog = Catalog(self.url, create=create, must_exist=must_exist, pooled=pooled)
         return self._catalog
 

@@ -56,6 +56,12 @@ def _emit(as_json: bool, value: object, text: str) -> None:
     "(default: $DAL_SERVE_STORAGE_CREDENTIALS).",
 )
 @click.option("--forbid-local-datasets", is_flag=True, help="Refuse pins of datasets stored on local paths.")
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    help="A host name clients reach the server by (the Host header), besides --host and loopback; repeatable; * for any.",
+)
 @click.pass_context
 def serve_cmd(
     ctx: click.Context,
@@ -66,6 +72,7 @@ def serve_cmd(
     audit_retention_days: float,
     storage_credentials: str | None,
     forbid_local_datasets: bool,
+    allowed_hosts: tuple[str, ...],
 ) -> None:
     """Serve the catalog to principals with tokens and grants (JSON API under /api/v1/; needs dal-catalog[ui])."""
     from dal.catalog import remote
@@ -75,7 +82,8 @@ def serve_cmd(
     if remote.is_remote(url):
         raise DalError("dal serve needs the catalog's database URL (--catalog), not another server's")
     serve(url, host=host, port=port, tls_cert=tls_cert, tls_key=tls_key, audit_retention_days=audit_retention_days,
-          storage_credentials=storage_credentials, forbid_local_datasets=forbid_local_datasets)  # fmt: skip
+          storage_credentials=storage_credentials, forbid_local_datasets=forbid_local_datasets,
+          allowed_hosts=allowed_hosts)  # fmt: skip
 
 
 @click.group("principal", cls=Group)
@@ -229,8 +237,83 @@ def audit_cmd(
     _emit(as_json, [r.to_dict() for r in rows], text)
 
 
+@click.group("auth", cls=Group)
+def auth_group() -> None:
+    """Log in to a dal serve catalog (--catalog / $DAL_CATALOG_URL / a profile: its https URL) with a token."""
+
+
+def _served_url(ctx: click.Context) -> str:
+    from dal.catalog import remote
+
+    url = ctx.ensure_object(State).url
+    if not remote.is_remote(url):
+        raise DalError("dal auth logs in to a dal serve catalog: give its URL (--catalog https://host:port)")
+    return url
+
+
+@auth_group.command("login")
+@json_option
+@click.pass_context
+def auth_login(ctx: click.Context, as_json: bool) -> None:
+    """Store a token for the catalog's server, read from stdin (or a prompt that does not echo it), in the token
+    file (mode 0600): $DAL_TOKEN_FILE, else the profile's token_file, else one under DAL_HOME. The token is checked
+    with the server first and never printed."""
+    import sys
+
+    from dal.catalog import remote
+
+    url = _served_url(ctx)
+    if sys.stdin.isatty():
+        token = click.prompt("token", hide_input=True, err=True)
+    else:
+        token = sys.stdin.readline()
+    token = token.strip()
+    if not token:
+        raise DalError("dal auth login: no token given (on stdin or at the prompt)")
+    who, _grants = remote.RemoteCatalog(url, token).whoami()  # a bad token: NotAuthorized, nothing stored
+    path = remote.store_token(url, token)
+    _emit(as_json, {"url": url, "principal": who, "token_file": path}, f"logged in to {url} as {who} (token in {path})")
+
+
+@auth_group.command("logout")
+@json_option
+@click.pass_context
+def auth_logout(ctx: click.Context, as_json: bool) -> None:
+    """Delete the token file dal auth login wrote for the catalog's server."""
+    import os
+
+    from dal.catalog import remote
+
+    url = _served_url(ctx)
+    path = os.path.expanduser(remote.token_file(url))
+    try:
+        os.remove(path)
+        done = True
+    except FileNotFoundError:
+        done = False
+    except OSError as e:
+        raise DalError(f"cannot delete the token file {path}: {e.strerror or e}") from e
+    text = f"logged out of {url} (deleted {path})" if done else f"no token stored for {url} ({path})"
+    _emit(as_json, {"url": url, "token_file": path, "deleted": done}, text)
+
+
+@auth_group.command("whoami")
+@json_option
+@click.pass_context
+def auth_whoami(ctx: click.Context, as_json: bool) -> None:
+    """The principal the token names on the catalog's server, and its grants."""
+    from dal.catalog import remote
+
+    url = _served_url(ctx)
+    who, grants = remote.client(url).whoami()
+    lines = [f"{who} on {url}"] + [f"  {p} on {t}" for p, t in grants]
+    _emit(as_json, {"url": url, "principal": who, "grants": [{"privilege": p, "target": t} for p, t in grants]},
+          "\n".join(lines))  # fmt: skip
+
+
 COMMANDS: tuple[click.Command, ...] = (
     serve_cmd,
+    auth_group,
     principal_group,
     token_group,
     grant_cmd,

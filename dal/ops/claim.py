@@ -79,7 +79,7 @@ def claim(
     loc = Location.of(info.location, storage_options)
     holder = claims.Holder(cat.catalog_id, cat.display, name)
     if take_over:
-        cat.check_writable()
+        cat.check_writable(name)
         found: claims.Claim | None = claims.take_over(loc, holder, reason or "dal claim --take-over")
         if is_read_only(info):
             cat.update_dataset(name, properties={claims.READ_ONLY: None})

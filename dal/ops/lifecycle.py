@@ -195,6 +195,7 @@ def drop(
     info = cat.get_dataset(name)
     loc = Location.of(info.location, storage_options)
     holder = claims.Holder(cat.catalog_id, cat.display, name)
+    cat.check_writable(name, manage=True)  # before any file goes (a dal serve catalog: MANAGE on it)
     writable = get_format(info.format).writable and not is_read_only(info)
     if not purge:
         if writable:
@@ -407,6 +408,8 @@ def gc(
         raise DalError(f"{name} is a {info.format} dataset dal registered read-only: gc does not delete its files")
     options = dict(storage_options or {})
     loc = Location.of(info.location, options)
+    if not dry_run:
+        cat.check_writable(name, manage=True)  # before any file goes (a dal serve catalog: MANAGE on it)
     # only the catalog that owns the location deletes there (a dry run says so too, and claims nothing)
     check_claim(cat, name, fmt, info.location, options, "gc", recorded=True, read_only=is_read_only(info),
                 take=not dry_run)  # fmt: skip
@@ -595,7 +598,7 @@ def optimize(
     if info.latest_version is None:
         raise DalError(f"{name} has no versions to optimize")
     check_claim(cat, name, fmt, info.location, options, "optimize", recorded=True, read_only=is_read_only(info))
-    cat.check_writable()
+    cat.check_writable(name, manage=True)  # a dal serve catalog: optimize needs MANAGE (it rewrites the files)
     for attempt in range(OPTIMIZE_TRIES):
         # never publish less than it read: the compaction commits only on the version it read, so an append
         # that lands meanwhile makes it a WriteConflict, and it is done again on the new newest version

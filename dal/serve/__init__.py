@@ -35,8 +35,12 @@ def serve(
     audit_retention_days: float | None = 365.0,
     storage_credentials: str | None = None,
     forbid_local_datasets: bool = False,
+    allowed_hosts: tuple[str, ...] = (),
 ) -> None:
     """Serve the catalog at ``url`` on ``host:port`` until interrupted.
+
+    Requests must name ``host`` (or a loopback name, or one of ``allowed_hosts``; ``*``: any) in their ``Host``
+    header; listening on every address (``0.0.0.0``, ``::``) without ``allowed_hosts`` allows any.
 
     Args:
         url: The catalog's database URL.
@@ -48,6 +52,7 @@ def serve(
         storage_credentials: The JSON file of the server's storage credentials to vend from
             (``dal.serve.vending``; None: ``$DAL_SERVE_STORAGE_CREDENTIALS``, else nothing is vended).
         forbid_local_datasets: Refuse pins of datasets on local paths (they cannot be vended).
+        allowed_hosts: Host names clients reach the server by, besides ``host`` and loopback (``*``: any).
 
     Raises:
         DalError: plain HTTP beyond loopback, half a TLS pair, a port that is taken; MissingDependency without
@@ -73,7 +78,13 @@ def serve(
 
     vending = load(storage_credentials, forbid_local=forbid_local_datasets)  # before listening: a bad file is one line
     check_can_listen("dal serve", host, port)
-    app = create_app(url, audit_retention_days=audit_retention_days, vending=vending)
+    from dal.serve.app import LOOPBACK_NAMES
+
+    everywhere = host.strip("[]") in ("0.0.0.0", "::")
+    hosts = frozenset({*LOOPBACK_NAMES, host.strip("[]"), *allowed_hosts}) | (
+        frozenset({"*"}) if everywhere and not allowed_hosts else frozenset()
+    )
+    app = create_app(url, audit_retention_days=audit_retention_days, vending=vending, allowed_hosts=hosts)
     # no access log: request lines are not tokens, but nothing about a request is logged by default
     config = uvicorn.Config(
         app,

@@ -10,10 +10,7 @@ are bounded (413).
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,43 +22,37 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dal.catalog import Catalog
-from dal.catalog.auth import ALLOWED, DENIED, MANAGE, READ, AuthStore, Grant, NotAuthorized, allows
+from dal.catalog.auth import ALLOWED, DENIED, READ, AuthStore, NotAuthorized, allows
 from dal.catalog.errors import CatalogError, CatalogUnavailable, DalError, DatasetNotFound, InvalidName, NotFound
-from dal.catalog.models import utcnow
 from dal.catalog.remote import dataset_json, version_json
-from dal.catalog.types import labels_dict, validate_name
+from dal.catalog.types import labels_dict
+from dal.serve import writes
+from dal.serve.common import NOT_FOUND, Server, _body, _error, _limit, _Refused, etagged, visible
 from dal.serve.vending import CannotVend, Vending, vend
+from dal.serve.writes import version_ref
 
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 MAX_BODY = 64 * 1024
-NOT_FOUND = "not_found"
-UNAUTHENTICATED = "a valid bearer token is required (Authorization: Bearer dal_...)"
-PRUNE_EVERY_S = 3600.0
-
-
-def _error(status: int, err: BaseException, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": str(err), "type": type(err).__name__}, status_code=status, headers=headers)
-
-
-class _Refused(Exception):
-    """An answer to send instead of the route's (already audited)."""
-
-    def __init__(self, response: Response) -> None:
-        self.response = response
+# what writers send (a version's draft with its partitions, lineage with its inputs) may be larger
+MAX_WRITE_BODY = 16 * 1024 * 1024
+WRITE_PREFIX = "/api/v1/datasets/"
 
 
 class BodyLimit:
     """ASGI middleware: a request body over ``limit`` bytes is answered 413 (declared or streamed)."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, write_limit: int | None = None) -> None:
         self.app, self.limit = app, limit
+        self.write_limit = limit if write_limit is None else write_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        too_big = _error(413, DalError(f"request body over {self.limit:,} bytes"))
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+        limit = self.write_limit if str(scope.get("path", "")).startswith(WRITE_PREFIX) else self.limit
+        too_big = _error(413, DalError(f"request body over {limit:,} bytes"))
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
             await too_big(scope, receive, send)
             return
         seen = 0
@@ -70,7 +61,7 @@ class BodyLimit:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.limit:
+            if seen > limit:
                 raise _Refused(too_big)
             return message
 
@@ -80,65 +71,46 @@ class BodyLimit:
             await e.response(scope, receive, send)
 
 
-@dataclass
-class Server:
-    """What the routes share: the catalog, the auth store, the audit's retention."""
+CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
-    cat: Catalog
-    store: AuthStore
-    retention: timedelta | None
-    pruned: float | None = None  # when the audit was last pruned (monotonic)
-    vending: Vending = field(default_factory=Vending)  # storage credentials vended with pins (dal.serve.vending)
 
-    def prune(self) -> None:
-        """Drop audit rows beyond the retention: at start, then at most once per ``PRUNE_EVERY_S``."""
-        if self.retention is not None and (self.pruned is None or time.monotonic() - self.pruned > PRUNE_EVERY_S):
-            self.pruned = time.monotonic()
-            self.store.prune_audit(utcnow() - self.retention)
+def _host_of(value: str) -> str:
+    """The host of a ``Host`` header or an origin's authority, lower case, without the port (IPv6 unbracketed)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
-    @staticmethod
-    def client(request: Request) -> str:
-        peer = request.client.host if request.client else "?"
-        return f"{peer} {request.headers.get('x-dal-client', '')}".strip()[:300]
 
-    def principal(self, request: Request, action: str, dataset: str | None = None) -> tuple[str, list[Grant]]:
-        """The principal of the request's bearer token and its grants; 401 (audited) without a valid one."""
-        header = request.headers.get("authorization", "")
-        scheme, _, text = header.partition(" ")
-        try:
-            if scheme.lower() != "bearer" or not text.strip():
-                raise NotAuthorized("no bearer token")
-            return self.store.identify(text.strip())
-        except NotAuthorized as e:
-            self.store.record("", action, DENIED, dataset=dataset, client=self.client(request), detail=str(e))
-            raise _Refused(_error(401, NotAuthorized(UNAUTHENTICATED), {"WWW-Authenticate": "Bearer"})) from None
+class HostCheck:
+    """ASGI middleware: a request whose ``Host`` is not one of ``allowed`` (DNS rebinding) is answered 421, and a
+    state-changing request (POST, PUT, PATCH, DELETE) whose ``Origin`` is another site (a browser page elsewhere)
+    403 — both as JSON. ``allowed`` holding ``*`` lets any host through (the Origin check stays)."""
 
-    def not_found(self, name: str, grants: list[Grant]) -> Response:
-        """The one answer for a dataset that does not exist and for one the principal may not read."""
-        readable = [d.name for d in self.cat.list_datasets() if allows(grants, READ, d.name)]
-        return _error(404, DatasetNotFound(f"dataset {name!r}", name, readable))
+    def __init__(self, app: ASGIApp, allowed: frozenset[str]) -> None:
+        self.app, self.allowed = app, frozenset(_host_of(h) for h in allowed)
 
-    def readable(self, request: Request, action: str) -> tuple[str, str, list[Grant]]:
-        """(principal, dataset name, grants) of a dataset route where the principal may READ it; else the 404."""
-        name = str(request.path_params["name"])
-        who, grants = self.principal(request, action, name[:200])
-        try:
-            validate_name(name)
-            allowed = allows(grants, READ, name)
-        except InvalidName:
-            allowed = False
-        if not allowed:
-            self.store.record(who, action, DENIED, dataset=name, client=self.client(request), detail="no READ")
-            raise _Refused(self.not_found(name, grants))
-        return who, name, grants
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        host = headers.get("host", "")
+        refusal = None
+        if "*" not in self.allowed and _host_of(host) not in self.allowed:
+            refusal = _error(421, DalError("this server does not answer for that host name (dal serve --allowed-host)"))
+        origin = headers.get("origin")
+        if refusal is None and origin is not None and scope.get("method") in CHANGING:
+            import urllib.parse
 
-    def manager(self, request: Request, action: str) -> str:
-        """The principal of an admin route: MANAGE on ``*``, else 403 (audited)."""
-        who, grants = self.principal(request, action)
-        if not allows(grants, MANAGE, "*"):
-            self.store.record(who, action, DENIED, client=self.client(request), detail="no MANAGE on *")
-            raise _Refused(_error(403, NotAuthorized(f"{who} may not {action}: it needs MANAGE on '*'")))
-        return who
+            parsed = urllib.parse.urlsplit(origin)
+            same = parsed.scheme in ("http", "https") and parsed.netloc.lower() == host.strip().lower()
+            if not same:
+                refusal = _error(403, DalError("a change from another origin is refused"))
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 Endpoint = Callable[[Server, Request, bytes], Response]
@@ -147,7 +119,7 @@ Endpoint = Callable[[Server, Request, bytes], Response]
 def _route(path: str, endpoint: Endpoint, server: Server, methods: tuple[str, ...] = ("GET",)) -> Route:
     async def run(request: Request) -> Response:
         try:
-            body = await request.body() if request.method == "POST" else b""
+            body = await request.body() if request.method in ("POST", "PATCH", "DELETE") else b""
             return await run_in_threadpool(endpoint, server, request, body)
         except _Refused as e:
             return e.response
@@ -163,28 +135,6 @@ def _route(path: str, endpoint: Endpoint, server: Server, methods: tuple[str, ..
             return _error(500, e)
 
     return Route(path, run, methods=list(methods))
-
-
-def _limit(request: Request) -> int | None:
-    text = request.query_params.get("limit")
-    if text is None:
-        return None
-    if not text.isdigit() or len(text) > 9:
-        raise InvalidName(f"invalid limit {text[:20]!r}: a whole number")
-    return int(text)
-
-
-def _body(raw: bytes) -> dict[str, Any]:
-    try:
-        found = json.loads(raw or b"{}")
-    except ValueError:
-        raise CatalogError("the request body is not JSON") from None
-    if not isinstance(found, dict):
-        raise CatalogError("the request body must be a JSON object")
-    return found
-
-
-# -- datasets -------------------------------------------------------------------------------------------------
 
 
 def health(server: Server, request: Request, body: bytes) -> Response:
@@ -209,8 +159,8 @@ def list_datasets(server: Server, request: Request, body: bytes) -> Response:
 def show(server: Server, request: Request, body: bytes) -> Response:
     _who, name, grants = server.readable(request, "show")
     try:
-        return JSONResponse(
-            {**dataset_json(server.cat.get_dataset(name)), "labels": labels_dict(server.cat.labels(name))}
+        return etagged(
+            request, {**dataset_json(server.cat.get_dataset(name)), "labels": labels_dict(server.cat.labels(name))}
         )
     except DatasetNotFound:
         return server.not_found(name, grants)
@@ -222,7 +172,7 @@ def versions(server: Server, request: Request, body: bytes) -> Response:
         found = server.cat.versions(name, limit=_limit(request))
     except DatasetNotFound:
         return server.not_found(name, grants)
-    return JSONResponse({"versions": [version_json(v) for v in found]})
+    return etagged(request, visible({"versions": [version_json(v) for v in found]}, grants))
 
 
 def tags(server: Server, request: Request, body: bytes) -> Response:
@@ -236,13 +186,7 @@ def tags(server: Server, request: Request, body: bytes) -> Response:
 def pin(server: Server, request: Request, body: bytes) -> Response:
     """The dataset and the version ``?version=`` names (``time=1``: an ISO time, never a tag): audited."""
     who, name, grants = server.readable(request, "pin")
-    text = request.query_params.get("version")
-    ref: Any = text
-    if text is not None and request.query_params.get("time") == "1":
-        try:
-            ref = datetime.fromisoformat(text)
-        except ValueError:
-            raise InvalidName(f"invalid version {text[:60]!r}: not an ISO time") from None
+    ref = version_ref(request.query_params.get("version"), request.query_params.get("time"))
     client = server.client(request)
     try:
         info = server.cat.get_dataset(name)
@@ -262,7 +206,11 @@ def pin(server: Server, request: Request, body: bytes) -> Response:
     detail = "" if credentials is None else f"vended {credentials['access']} {credentials['scope']}"[:200]
     server.store.record(who, "pin", ALLOWED, dataset=name, version=version.number, client=client, detail=detail)
     server.prune()
-    return JSONResponse({"dataset": dataset_json(info), "version": version_json(version), "credentials": credentials})
+    answer = visible({"dataset": dataset_json(info), "version": version_json(version)}, grants)
+    if credentials is None:
+        return etagged(request, answer)
+    # vended credentials are new on every pin: never a 304 (the client would keep old ones), never cached
+    return JSONResponse({**answer, "credentials": credentials}, headers={"Cache-Control": "no-store"})
 
 
 # -- admin ----------------------------------------------------------------------------------------------------
@@ -343,10 +291,19 @@ def audit(server: Server, request: Request, body: bytes) -> Response:
 
 
 def create_app(
-    url: str, *, audit_retention_days: float | None = 365.0, max_body: int = MAX_BODY, vending: Vending | None = None
+    url: str,
+    *,
+    audit_retention_days: float | None = 365.0,
+    max_body: int = MAX_BODY,
+    max_write_body: int = MAX_WRITE_BODY,
+    allowed_hosts: frozenset[str] | None = None,
+    vending: Vending | None = None,
 ) -> ASGIApp:
-    """The ``dal serve`` ASGI application over the catalog at ``url`` (which must exist and be up to date);
-    ``vending``: the storage credentials pins vend (``dal.serve.vending``)."""
+    """The ``dal serve`` ASGI application over the catalog at ``url`` (which must exist and be up to date).
+
+    ``allowed_hosts``: the host names requests may name (``HostCheck``); None: loopback's only. ``vending``: the
+    storage credentials pins vend (``dal.serve.vending``).
+    """
     retention = None if audit_retention_days is None else timedelta(days=audit_retention_days)
     server = Server(Catalog(url, must_exist=True, pooled=True), AuthStore(url, pooled=True), retention,
                     vending=vending or Vending())  # fmt: skip
@@ -360,6 +317,23 @@ def create_app(
         _route(f"{api}/datasets/{{name}}/versions", versions, server),
         _route(f"{api}/datasets/{{name}}/tags", tags, server),
         _route(f"{api}/datasets/{{name}}/pin", pin, server),
+        _route(f"{api}/catalog", writes.catalog, server),
+        _route(f"{api}/search", writes.search, server),
+        _route(f"{api}/catalog/writable", writes.writable, server),
+        _route(f"{api}/datasets/{{name}}", writes.change("create"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}", writes.change("update"), server, ("PATCH",)),
+        _route(f"{api}/datasets/{{name}}", writes.change("drop"), server, ("DELETE",)),
+        _route(f"{api}/datasets/{{name}}/rename", writes.change("rename"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/versions", writes.change("write"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/tags", writes.change("tag"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/tags/{{tag}}", writes.change("untag"), server, ("DELETE",)),
+        _route(f"{api}/datasets/{{name}}/expire", writes.change("expire"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/annotate", writes.change("annotate"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/lineage", writes.change("lineage"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/partitions", writes.partitions, server),
+        _route(f"{api}/datasets/{{name}}/diff", writes.diff, server),
+        _route(f"{api}/datasets/{{name}}/upstream", writes.lineage, server),
+        _route(f"{api}/datasets/{{name}}/downstream", writes.lineage, server),
         _route(f"{api}/admin/principals", principals, server),
         _route(f"{api}/admin/principals", create_principal, server, ("POST",)),
         _route(f"{api}/admin/tokens", create_token, server, ("POST",)),
@@ -376,4 +350,5 @@ def create_app(
 
     app = Starlette(routes=routes, exception_handlers={404: unknown, 405: unknown, 500: unknown})
     app.state.server = server
-    return BodyLimit(app, max_body)
+    hosts = allowed_hosts if allowed_hosts is not None else LOOPBACK_NAMES
+    return HostCheck(BodyLimit(app, max_body, max_write_body), hosts)

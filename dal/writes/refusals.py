@@ -180,7 +180,7 @@ def plan(req: WriteRequest, cat: Catalog) -> PlannedWrite:
         time_column=req.time_column,
         time_partitions=req.time_partitions,
     )  # 3  fmt: skip
-    cat.check_writable()  # 4: before anything reaches storage: a commit nobody may record helps no one
+    cat.check_writable(req.name)  # 4: before anything reaches storage: a commit nobody may record helps no one
     if existing is not None:  # 5 (a new location's claim was checked by _target): this catalog's, or nobody's
         # (claimed once the write begins), and no purge of it was stopped half-way
         check_claim(cat, req.name, fmt, location, options, "write", recorded=True,
@@ -280,7 +280,7 @@ def _target(
                 )
             # a first write of this dataset committed there and was not recorded (killed, or racing this
             # one): record it now, then write on top of it like any later write, with its checks
-            cat.check_writable()
+            cat.check_writable(name)
             check_claim(cat, name, fmt, location, options, "write", recorded=False)
             create()
             sync(name, options, cat)

@@ -36,11 +36,12 @@ def _batch(ids: range, day: str) -> pa.Table:
     )
 
 
-@pytest.fixture
-def history(tmp_path: Path) -> tuple[str, str, str]:
+@pytest.fixture(params=["sqlite", "served"])
+def history(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str, str]:
     """v0: ids 0..39 (day a); v1: +40..79 (day b); v2: +80..89 (day a); v3: delete id < 10; v4: dal optimize
-    (day a's files compacted: no data change); v5: replace day b by ids 100..119."""
-    url = f"sqlite:///{tmp_path}/catalog.db"
+    (day a's files compacted: no data change); v5: replace day b by ids 100..119. On a SQLite catalog, and once
+    more through a ``dal serve`` catalog (the same results)."""
+    url = f"sqlite:///{tmp_path}/catalog.db" if request.param == "sqlite" else request.getfixturevalue("served_url")
     path = str(tmp_path / "events")
     dal.write(_batch(range(40), "a"), "ev.t", path=path, partition_by=["day"], catalog=url)
     dal.write(_batch(range(40, 80), "b"), "ev.t", catalog=url)

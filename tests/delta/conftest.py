@@ -9,6 +9,6 @@ from tests.conftest import use_catalog
 
 
 @pytest.fixture
-def cat(catalog_url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> Catalog:
-    """A fresh catalog (SQLite and Postgres) and warehouse, used as dal's default for the test."""
-    return use_catalog(catalog_url, tmp_path, monkeypatch)
+def cat(catalog_url_or_served: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> Catalog:
+    """A fresh catalog (SQLite, Postgres, and through dal serve) and warehouse, used as dal's default for the test."""
+    return use_catalog(catalog_url_or_served, tmp_path, monkeypatch)

@@ -15,6 +15,6 @@ def cat(sqlite_url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyP
 
 
 @pytest.fixture
-def any_cat(catalog_url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> Catalog:
-    """As ``cat``, on SQLite and on the real PostgreSQL."""
-    return use_catalog(catalog_url, tmp_path, monkeypatch)
+def any_cat(catalog_url_or_served: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> Catalog:
+    """As ``cat``, on SQLite, on the real PostgreSQL and through a ``dal serve`` catalog."""
+    return use_catalog(catalog_url_or_served, tmp_path, monkeypatch)

@@ -17,6 +17,7 @@ from deltalake import DeltaTable, write_deltalake
 import dal
 from dal.catalog import Catalog
 from dal.errors import DalError, FilterError, ReadOnlyDataset, WriteConflict
+from tests.conftest import use_catalog
 
 DAYS = [date(2026, 1, d) for d in range(1, 7)]
 
@@ -35,6 +36,13 @@ def days(ids: range, tag: str = "old") -> pa.Table:
 
 def rows(table: pa.Table) -> list[dict[str, object]]:
     return sorted(table.select(["id", "date", "score", "tag"]).to_pylist(), key=lambda r: (r["id"], r["tag"]))
+
+
+@pytest.fixture(params=["sqlite", "served"])
+def sqlite_env(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Catalog:
+    """dal's default catalog: a fresh SQLite file, and once more a ``dal serve`` catalog (the same results)."""
+    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "served_url")
+    return use_catalog(str(url), tmp_path, monkeypatch)
 
 
 def location(cat: Catalog, name: str) -> str:
@@ -297,7 +305,7 @@ def test_verify_deleted_finds_rows_older_versions_still_hold(sqlite_env: Catalog
     assert found.files_with_rows[0][1] == 1
 
 
-def test_the_cli_deletes_and_verifies(sqlite_env: Catalog, sqlite_url: str) -> None:
+def test_the_cli_deletes_and_verifies(sqlite_env: Catalog) -> None:
     import json
 
     from click.testing import CliRunner, Result
@@ -305,7 +313,7 @@ def test_the_cli_deletes_and_verifies(sqlite_env: Catalog, sqlite_url: str) -> N
     from dal.cli.app import cli
 
     def run(*args: str) -> Result:
-        return CliRunner().invoke(cli, ["--catalog", sqlite_url, *args])
+        return CliRunner().invoke(cli, ["--catalog", str(sqlite_env.url), *args])
 
     dal.write(days(range(30)), "ch.cli", partition_by=["date"])
     r = run("delete", "ch.cli", "--where", "id < 5")

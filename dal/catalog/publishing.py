@@ -4,15 +4,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import Table, func, insert, select
 
 from dal.catalog.base import CatalogBase
 from dal.catalog.errors import CatalogError, TagExists, VersionConflict
 from dal.catalog.models import PartitionRow, SchemaRow, TagRow, VersionRow, utcnow
 from dal.catalog.rows import COLUMN_DESCRIPTIONS, version_info
 from dal.catalog.types import Schema, VersionDraft, VersionInfo, as_utc, validate_tag, validate_text
+
+# the tables the bulk inserts write (Core: no per-row ORM bookkeeping, half the CPU of ORM bulk inserts)
+_VERSIONS = cast(Table, VersionRow.__table__)
+_PARTITIONS = cast(Table, PartitionRow.__table__)
+_TAGS = cast(Table, TagRow.__table__)
 
 
 def with_descriptions(properties: Mapping[str, Any], schema: Schema) -> dict[str, Any]:
@@ -105,14 +110,13 @@ class VersionPublishing(CatalogBase):
                 raise TagExists(
                     f"{name}: tag(s) {', '.join(sorted(taken))} exist already; move them with dal tag --force"
                 )
-            schemas: dict[str, tuple[SchemaRow, Schema]] = {}
-            for d in drafts:
-                fp = d.schema.fingerprint()
+            fps = [d.schema.fingerprint() for d in drafts]
+            schemas: dict[str, SchemaRow] = {}  # each distinct schema looked up (or added) once
+            for fp, d in zip(fps, drafts, strict=True):
                 if fp not in schemas:
-                    row = self._schema_row(s, ds.id, d.schema)
-                    schemas[fp] = (row, d.schema)
+                    schemas[fp] = self._schema_row(s, ds.id, d.schema)
             s.flush()  # the new schemas' ids
-            stored_schema = {fp: self._schema(row) for fp, (row, _) in schemas.items()}
+            stored_schema = {fp: self._schema(row) for fp, row in schemas.items()}
             now = utcnow()
             first = ds.current_version + 1
             values = [
@@ -126,17 +130,18 @@ class VersionPublishing(CatalogBase):
                     "file_count": d.file_count,
                     "size_bytes": d.size_bytes,
                     "storage_version": d.storage_version,
-                    "schema_id": schemas[d.schema.fingerprint()][0].id,
+                    "schema_id": schemas[fps[i]].id,
                     "partition_columns": list(d.partition_columns),
                     "properties": with_descriptions(d.properties, d.schema),
                 }
                 for i, d in enumerate(drafts)
             ]
-            ids = s.scalars(insert(VersionRow).returning(VersionRow.id, sort_by_parameter_order=True), values).all()
+            ids = s.scalars(insert(_VERSIONS).returning(_VERSIONS.c.id, sort_by_parameter_order=True), values).all()
+            keys: dict[tuple[tuple[str, str | None], ...], str] = {}  # a partition's key, made once per batch
             parts = [
                 {
                     "version_id": vid,
-                    "key": p.key,
+                    "key": keys[p.values] if p.values in keys else keys.setdefault(p.values, p.key),
                     "values": [list(kv) for kv in p.values],
                     "row_count": p.row_count,
                     "file_count": p.file_count,
@@ -146,14 +151,14 @@ class VersionPublishing(CatalogBase):
                 for p in d.partitions
             ]
             if parts:
-                s.execute(insert(PartitionRow), parts)
+                s.execute(insert(_PARTITIONS), parts)
             tags = [
                 {"dataset_id": ds.id, "name": t, "version_id": vid, "created_at": now}
                 for vid, d in zip(ids, drafts, strict=True)
                 for t in d.tags
             ]
             if tags:
-                s.execute(insert(TagRow), tags)
+                s.execute(insert(_TAGS), tags)
             ds.current_version = first + len(drafts) - 1
             ds.updated_at = now
             columns = [
@@ -162,6 +167,5 @@ class VersionPublishing(CatalogBase):
                 for vid, v in zip(ids, values, strict=True)
             ]  # fmt: skip
             return [
-                version_info(name, c, stored_schema[d.schema.fingerprint()], d.tags)
-                for c, d in zip(columns, drafts, strict=True)
+                version_info(name, c, stored_schema[fp], d.tags) for c, fp, d in zip(columns, fps, drafts, strict=True)
             ]

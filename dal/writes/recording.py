@@ -17,7 +17,7 @@ from dal import progress
 from dal.catalog import CommittedNotRecorded, DatasetInfo, DatasetNotFound, VersionInfo
 from dal.catalog.types import VersionDraft
 from dal.errors import DalError, FormatError, translating
-from dal.formats.base import WRITER_CATALOG, Format
+from dal.formats.base import WRITER_CATALOG, Format, Recorded
 from dal.formats.registry import detect, get_format
 from dal.storage import claims, timeparts, uris
 from dal.storage.location import Location
@@ -136,6 +136,8 @@ def sync_dataset(
             after=last.storage_version if last else None,
             previous=last.schema if last else None,
             partition_types=declared_types(info.properties.get(PARTITION_TYPES_KEY)),
+            # the new commits applied to the catalog's record of the last one (Delta): not a replay of the log
+            last=Recorded(last, cat.partitions(name, last.number)) if last else None,
         )
     except FormatError as e:  # the format knows the location only: name the dataset too
         raise type(e)(f"{name}: {e}") from e

@@ -10,6 +10,9 @@ loaded by delta-rs instead (``Tally.load``), as every version was before.
 A sync starts from the catalog's record of its last version (``Tally.seed``), so one new commit costs that
 commit; one the record cannot take (``Tally._known``), or cleaned from the log, is loaded by delta-rs.
 
+Why one module: the tally's three starts (delta-rs's load, the catalog's record, a commit applied) keep one
+state with one set of invariants (live files, totals, what is gone); split, each would reach into the others.
+
 Another writer's ``numRecords`` are compared with the Parquet footers of the files its commits add, up to
 ``FOOTER_CHECKS`` files per register or sync; the rest are compared when a read plans them
 (``dal.read.plan``: a file whose footer disagrees with the version's count is refused), and every claim is
@@ -89,6 +92,7 @@ class Tally:
     # (``unlisted``), and its schema is the recorded one until delta-rs loads a version
     seeded: Schema | None = None
     unlisted: int = 0
+    _schema: tuple[pa.Schema | None, Schema] = (None, Schema(()))
 
     # -- delta-rs's state ---------------------------------------------------------------------------------
 
@@ -320,7 +324,9 @@ class Tally:
     def draft(self, version: int, entry: Mapping[str, Any], previous: Schema | None) -> VersionDraft:
         """The version as the catalog records it (``entry``: its commitInfo)."""
         # recorded columns as written (seeded: the recorded schema, which a commit without metaData keeps)
-        schema = self.seeded if self.seeded is not None else from_arrow(logical_schema(self.arrow))
+        if self.seeded is None and self._schema[0] is not self.arrow:  # converted once per loaded schema
+            self._schema = (self.arrow, from_arrow(logical_schema(self.arrow)))
+        schema = self.seeded if self.seeded is not None else self._schema[1]
         missing = self.missing(version)
         ts = entry.get("timestamp")
         props: dict[str, Any] = {"delta_operation": str(entry.get("operation", "")), "delta_version": version}
@@ -453,9 +459,19 @@ class _Typed:
             self.keys[c] = physical.decode() if isinstance(physical, bytes) else c
             self.types[c] = f.type if f is not None else pa.string()
         self.seen: dict[tuple[str, str], str | None] = {}
+        self.made: dict[tuple[Any, ...], PartitionValues] = {}
 
     def values(self, raw: Mapping[str, Any]) -> PartitionValues:
-        return tuple((c, self._one(c, raw.get(self.keys[c], raw.get(c)))) for c in self.parts)
+        key: tuple[Any, ...] | None = tuple(raw.items())
+        try:  # a table's adds name few distinct partitions: each worked out once
+            hit = self.made.get(key) if key is not None else None
+        except TypeError:  # a value that is not text (delta-rs decides what it means)
+            key, hit = None, None
+        if hit is None:
+            hit = tuple((c, self._one(c, raw.get(self.keys[c], raw.get(c)))) for c in self.parts)
+            if key is not None:
+                self.made[key] = hit
+        return hit
 
     def _one(self, column: str, text: object) -> str | None:
         if text is None:

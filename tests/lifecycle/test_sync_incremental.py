@@ -167,3 +167,22 @@ def test_a_commit_the_record_cannot_take_is_loaded_by_delta_rs(cat: Catalog, tmp
     assert recorded(cat, "t.fall", root) == recorded(other, "t.fall", twin)
     assert cat.version("t.fall").row_count == delta_rs_read(root, 3).num_rows == 30 + 12 - 14 + 6
     other.close()
+
+
+def test_a_commit_cleaned_from_the_log_is_loaded_from_the_checkpoint(cat: Catalog, tmp_path: Path) -> None:
+    """A new commit's file gone, a checkpoint after it (log cleanup): it cannot be applied to the record nor
+    loaded (recorded as unavailable), and the next version is loaded by delta-rs, not applied to the record
+    (which lacks the cleaned commit's rows)."""
+    import deltalake
+
+    root = tmp_path / "t"
+    _write(root, rows(0, 30), "overwrite")
+    dal.register("t.clean", str(root), format="delta")
+    _write(root, rows(30, 12))
+    _write(root, rows(42, 6))
+    deltalake.DeltaTable(str(root)).create_checkpoint()
+    (root / "_delta_log" / f"{1:020d}.json").unlink()
+    got = dal.sync("t.clean")
+    assert [(v.storage_version, v.unavailable is not None) for v in got] == [(1, True), (2, False)]
+    assert got[-1].row_count == delta_rs_read(root, 2).num_rows == 48
+    assert got[-1].file_count == len(deltalake.DeltaTable(str(root)).file_uris()) == 9

@@ -397,6 +397,7 @@ class _Run:
                 ) from e
             # before the oldest version the log can rebuild: expired by log cleanup, or a broken start
             self.expired.append((v, _short(e) if present else None))
+            self.tally.loaded = False  # a seed from the catalog's record misses this version: the next is loaded
             return False
         self._checked(v, parse_checked(self.location, v, lines or (), self.budget))
         try:

@@ -193,13 +193,15 @@ class CatalogBase:
     def check_writable(self, name: str | None = None, *, manage: bool = False) -> None:
         """Refuse early, before any data is written to storage, when this role cannot record versions.
 
-        ``name``: the dataset about to be written; ``manage``: about to be dropped, purged or collected (a ``dal
-        serve`` catalog checks the principal's WRITE or MANAGE grant on it before the client touches storage; a
-        database's role has one set of privileges for every dataset).
-
         PostgreSQL: the privileges recording needs (``has_table_privilege`` / ``has_sequence_privilege``
         of the current user). SQLite: a write transaction that changes nothing (a read-only file,
         medium or ``mode=ro`` connection refuses it).
+
+        Args:
+            name: the dataset about to be written (a ``dal serve`` catalog checks the principal's WRITE grant on
+                it before the client touches storage; a database's role has one set of privileges for every
+                dataset, so it is not used here).
+            manage: the dataset is about to be dropped, purged, optimized or collected (``dal serve``: MANAGE).
 
         Raises:
             CatalogReadOnly: naming what is missing.

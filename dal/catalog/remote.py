@@ -605,6 +605,16 @@ class RemoteCatalog:
     def publish(self, name: str, draft: VersionDraft) -> VersionInfo:
         return version_from(self._call("POST", f"/datasets/{self._name(name)}/versions", body=draft_json(draft)))
 
+    def publish_many(
+        self, name: str, drafts: Sequence[VersionDraft], *, skip_recorded: bool = False
+    ) -> list[VersionInfo]:
+        """``Catalog.publish_many`` on the server: the drafts in one transaction there, all or none."""
+        if not drafts:
+            return []
+        body = {"drafts": [draft_json(d) for d in drafts], "skip_recorded": skip_recorded}
+        found = self._call("POST", f"/datasets/{self._name(name)}/versions", body=body)
+        return [version_from(v) for v in found["versions"]]
+
     def tag(self, name: str, ref: Any, tag: str, *, force: bool = False) -> VersionInfo:
         body = {"tag": tag, "force": force, **ref_params(ref)}
         return version_from(self._call("POST", f"/datasets/{self._name(name)}/tags", body=body))

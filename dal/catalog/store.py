@@ -32,7 +32,6 @@ from dal.catalog.errors import (
     CatalogError,
     DatasetExists,
     TagExists,
-    VersionConflict,
     VersionNotFound,
 )
 from dal.catalog.labels import CatalogLabels
@@ -45,7 +44,7 @@ from dal.catalog.models import (
     VersionRow,
     utcnow,
 )
-from dal.catalog.rows import COLUMN_DESCRIPTIONS
+from dal.catalog.publishing import VersionPublishing, with_descriptions
 from dal.catalog.search import CatalogSearch
 from dal.catalog.types import (
     DatasetInfo,
@@ -55,7 +54,6 @@ from dal.catalog.types import (
     VersionDraft,
     VersionInfo,
     VersionRef,
-    as_utc,
     diff_schemas,
     validate_column,
     validate_name,
@@ -63,20 +61,10 @@ from dal.catalog.types import (
     validate_text,
 )
 
-__all__ = ["EXPIRED_AT", "FILES_DELETED", "UNAVAILABLE", "Catalog", "CatalogBase", "VersionRef"]
+__all__ = ["EXPIRED_AT", "FILES_DELETED", "UNAVAILABLE", "Catalog", "CatalogBase", "VersionRef", "with_descriptions"]
 
 
-def with_descriptions(properties: Mapping[str, Any], schema: Schema) -> dict[str, Any]:
-    """A version's properties with its schema's column descriptions (``dal.catalog.rows.COLUMN_DESCRIPTIONS``)."""
-    out = {k: v for k, v in properties.items() if k != COLUMN_DESCRIPTIONS}
-    for name, text in schema.descriptions.items():
-        validate_text(text, f"the description of column {name!r}")
-    if schema.descriptions:
-        out[COLUMN_DESCRIPTIONS] = schema.descriptions
-    return out
-
-
-class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
+class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
     """A handle on one catalog database (SQLite file or PostgreSQL): datasets, numbered versions, schemas,
     partitions, tags (of versions), labels (of datasets and columns) and lineage edges.
 
@@ -463,7 +451,12 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
     # -- versions -----------------------------------------------------------------------------
 
     def publish(self, name: str, draft: VersionDraft) -> VersionInfo:
-        """Record the next version of ``name``; numbers are gap-free even with concurrent publishers.
+        """Record the next version of ``name``; numbers are gap-free even with concurrent publishers
+        (``publish_many`` with one draft: one implementation of the rules).
+
+        Args:
+            name: the dataset.
+            draft: the version.
 
         Args:
             name: the dataset.
@@ -481,61 +474,7 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels):
             CatalogError: negative counts, partition columns not in the schema, or text unfit for the catalog.
             CatalogReadOnly: this catalog role cannot write.
         """
-        for t in draft.tags:
-            validate_tag(t)
-        if draft.row_count < 0 or draft.file_count < 0 or draft.size_bytes < 0:
-            raise CatalogError("row_count, file_count and size_bytes must be >= 0")
-        unknown = [c for c in draft.partition_columns if c not in draft.schema.names]
-        if unknown:
-            raise CatalogError(f"partition columns {unknown} are not in the schema")
-        with self._write() as s:
-            # the row lock (Postgres) / BEGIN IMMEDIATE (SQLite) serialises publishers of one dataset
-            ds = self._dataset_row(s, name, for_update=True)
-            if draft.storage_version is not None:
-                # catalog versions follow storage versions in order: a duplicate or an older one is refused
-                newest = s.scalar(select(func.max(VersionRow.storage_version)).where(VersionRow.dataset_id == ds.id))
-                if newest is not None and draft.storage_version <= newest:
-                    raise VersionConflict(
-                        f"{name}: storage version {draft.storage_version} is not after the newest recorded "
-                        f"storage version {newest}"
-                    )
-            taken = s.scalars(select(TagRow.name).where(TagRow.dataset_id == ds.id, TagRow.name.in_(draft.tags))).all()
-            if taken:
-                raise TagExists(
-                    f"{name}: tag(s) {', '.join(sorted(taken))} exist already; move them with dal tag --force"
-                )
-            ds.current_version += 1
-            ds.updated_at = utcnow()
-            version = VersionRow(
-                dataset_id=ds.id,
-                number=ds.current_version,
-                created_at=as_utc(draft.committed_at) if draft.committed_at else utcnow(),
-                operation=draft.operation,
-                row_count=draft.row_count,
-                file_count=draft.file_count,
-                size_bytes=draft.size_bytes,
-                storage_version=draft.storage_version,
-                schema=self._schema_row(s, ds.id, draft.schema),
-                partition_columns=list(draft.partition_columns),
-                properties=with_descriptions(draft.properties, draft.schema),
-            )
-            s.add(version)
-            s.flush()
-            s.add_all(
-                PartitionRow(
-                    version_id=version.id,
-                    key=p.key,
-                    values=[list(kv) for kv in p.values],
-                    row_count=p.row_count,
-                    file_count=p.file_count,
-                    size_bytes=p.size_bytes,
-                )
-                for p in draft.partitions
-            )
-            s.add_all(TagRow(dataset_id=ds.id, name=t, version_id=version.id) for t in draft.tags)
-            s.flush()
-            s.refresh(version, ["tags"])
-            return self._version_info(name, version)
+        return self.publish_many(name, [draft])[0]
 
     def versions(self, name: str, *, limit: int | None = None) -> list[VersionInfo]:
         """The history of ``name``, oldest first.

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import pyarrow as pa
 
-from dal.catalog.types import Schema, VersionDraft, VersionInfo
+from dal.catalog.types import Partition, Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError, SchemaMismatch
 from dal.formats.described import Described
 from dal.formats.names import DEFAULT_FORMAT as DEFAULT_FORMAT  # re-exported: what dal.write/register use
@@ -183,6 +183,15 @@ def _nothing_claimed(rel: str, age: float) -> bool:
 
 
 @dataclass(frozen=True)
+class Recorded:
+    """The newest version the catalog recorded of a dataset, with its partitions: what a sync describes the next
+    storage versions from (``Format.snapshots``' ``last``), when the format can apply new commits to it."""
+
+    version: VersionInfo
+    partitions: tuple[Partition, ...] = ()
+
+
+@dataclass(frozen=True)
 class Retention:
     """How gc judges files no version references: ``claimed`` says whether a write in flight may own one (its
     path below the location, its age in seconds; ``dal.storage.intents``), ``safe_age_s`` how old an
@@ -342,11 +351,14 @@ class Format(ABC):
         after: int | None,
         previous: Schema | None,
         partition_types: Mapping[str, pa.DataType] | None = None,
+        last: Recorded | None = None,
     ) -> list[VersionDraft]:
         """Describe every storage version newer than ``after`` (all when None), oldest first.
 
         ``partition_types``: the types of partition columns the table's files do not record (plain directories;
-        formats that record them ignore it)."""
+        formats that record them ignore it). ``last``: the catalog's newest version (storage version ``after``)
+        and its partitions, which a format may apply the new commits to instead of loading the table (Delta);
+        others ignore it."""
 
     @abstractmethod
     def files(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> list[DataFile]:

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from dal.catalog.types import Schema, VersionDraft, VersionInfo
 from dal.errors import DalError, FormatError
-from dal.formats.base import DataFile, Format, WriteOptions, WriteTransaction
+from dal.formats.base import DataFile, Format, Recorded, WriteOptions, WriteTransaction
 from dal.formats.catalog_schema import from_arrow
 from dal.formats.directory import data_files, describe_files, partition_values, scan_directory
 from dal.storage.location import Location
@@ -40,6 +40,7 @@ class ParquetFormat(Format):
         after: int | None,
         previous: Schema | None,
         partition_types: Mapping[str, pa.DataType] | None = None,
+        last: Recorded | None = None,
     ) -> list[VersionDraft]:
         if after is not None:
             return []  # adopted once; the directory is not watched for changes

@@ -110,8 +110,14 @@ def _drop(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[Any, 
 
 
 def _publish(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[Any, int | None]:
-    v = server.cat.publish(name, draft_from(d))
-    return version_json(v), v.number
+    """One draft (the body is the draft), or ``{"drafts": [...], "skip_recorded": bool}``: ``publish_many``, one
+    transaction (what register and sync send)."""
+    if "drafts" not in d:
+        v = server.cat.publish(name, draft_from(d))
+        return version_json(v), v.number
+    drafts = [draft_from(_json(x, "drafts[]", dict)) for x in _json(d["drafts"], "drafts", list)]
+    found = server.cat.publish_many(name, drafts, skip_recorded=bool(d.get("skip_recorded")))
+    return {"versions": [version_json(v) for v in found]}, (found[-1].number if found else None)
 
 
 def _tag(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[Any, int | None]:

@@ -14,10 +14,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from dal import progress
-from dal.catalog import CommittedNotRecorded, DatasetInfo, DatasetNotFound, VersionConflict, VersionInfo
+from dal.catalog import CommittedNotRecorded, DatasetInfo, DatasetNotFound, VersionInfo
 from dal.catalog.types import VersionDraft
 from dal.errors import DalError, FormatError, translating
-from dal.formats.base import WRITER_CATALOG, Format
+from dal.formats.base import WRITER_CATALOG, Format, Recorded
 from dal.formats.registry import detect, get_format
 from dal.storage import claims, timeparts, uris
 from dal.storage.location import Location
@@ -136,6 +136,8 @@ def sync_dataset(
             after=last.storage_version if last else None,
             previous=last.schema if last else None,
             partition_types=declared_types(info.properties.get(PARTITION_TYPES_KEY)),
+            # the new commits applied to the catalog's record of the last one (Delta): not a replay of the log
+            last=Recorded(last, cat.partitions(name, last.number)) if last else None,
         )
     except FormatError as e:  # the format knows the location only: name the dataset too
         raise type(e)(f"{name}: {e}") from e
@@ -163,29 +165,31 @@ def _dataset(cat: Catalog, name: str, storage_options: Mapping[str, str], adopt:
 def _publish(
     cat: Catalog, name: str, drafts: Sequence[VersionDraft], *, read_only: bool, registering: bool
 ) -> tuple[list[VersionInfo], list[VersionInfo]]:
-    """Publish each draft as the next catalog version (skipping those another process recorded first): the
-    versions recorded, and those among them no write of this catalog checked against its declared rule."""
-    out: list[VersionInfo] = []
-    unchecked: list[VersionInfo] = []  # rows no write of this catalog checked against its declared rule
+    """Publish the drafts as the next catalog versions, in one transaction (``Catalog.publish_many``: all or none,
+    and a re-run records them), leaving out those another process recorded first: the versions recorded, and those
+    among them no write of this catalog checked against its declared rule."""
     mine = cat.catalog_id
-    for draft in progress.each(drafts, f"recording versions of {name}", unit="versions"):  # a line on a terminal
+    marked: list[VersionDraft] = []
+    for draft in drafts:
         writer = draft.properties.get(WRITER_CATALOG)
-        foreign = not read_only and isinstance(writer, str) and writer != mine
-        if foreign:  # recorded, and said: its rows were written for another catalog, not by this one's writers
+        if not read_only and isinstance(writer, str) and writer != mine:
+            # recorded, and said: its rows were written for another catalog, not by this one's writers
             draft = replace(draft, properties={**draft.properties, claims.FOREIGN: True})
-        try:
-            version = cat.publish(name, draft)
-        except VersionConflict:
-            continue  # another process recorded this storage version first
-        if foreign:
+        marked.append(draft)
+    with progress.task(f"recording versions of {name}", total=len(marked), unit="versions") as line:
+        out = cat.publish_many(name, marked, skip_recorded=True)  # a line on a terminal
+        line.advance(len(marked))
+    unchecked: list[VersionInfo] = []  # rows no write of this catalog checked against its declared rule
+    for version in out:
+        writer = version.properties.get(WRITER_CATALOG)
+        if version.properties.get(claims.FOREIGN):
             _log.warning(
                 "%s: version %d (storage version %s) was committed by a writer of another catalog (id %s), not "
                 "this one; recorded and marked foreign (`dal versions` shows it)", name, version.number,
-                draft.storage_version, writer,
+                version.storage_version, writer,
             )  # fmt: skip
         if writer != mine and not registering:
             unchecked.append(version)
-        out.append(version)
     return out, unchecked
 
 

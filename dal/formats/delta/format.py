@@ -27,6 +27,7 @@ from dal.formats.base import (
     WRITE_ID_KEY,
     DataFile,
     Format,
+    Recorded,
     Retention,
     SparkSource,
     WriteOptions,
@@ -139,11 +140,15 @@ class DeltaFormat(Format):
         after: int | None,
         previous: Schema | None,
         partition_types: Mapping[str, pa.DataType] | None = None,
+        last: Recorded | None = None,
     ) -> list[VersionDraft]:
         """Every version after ``after``; versions the log no longer holds (expired, before the first one it
         can rebuild) are described as unavailable, a version missing or corrupt between readable ones is an
         error (never skipped: it could not be recorded afterwards). delta-rs loads the first one, each later
-        one is its commit applied to it (``dal.formats.delta.replay``)."""
+        one is its commit applied to it (``dal.formats.delta.replay``). A sync given ``last`` (the catalog's
+        record of version ``after``) applies the new commits to that record instead (``Tally.seed``): no
+        delta-rs load while each commit is one the record can take (else delta-rs loads that version, and the
+        commits after it apply to the load); its commit files gone (a cleaned log) also load it."""
         first = 0 if after is None else after + 1
         latest = latest_commit(location, storage_options)
         if latest is None:  # no commit listed (a log a checkpoint holds alone, or none): delta-rs says
@@ -152,6 +157,8 @@ class DeltaFormat(Format):
         # (deleted by dal gc or a VACUUM) are recorded as unavailable, not as readable versions
         on_disk = self._data_paths(location, storage_options) if after is None else None
         run = _Run(self, location, storage_options, Tally(location, storage_options, on_disk))
+        if after is not None and last is not None and last.version.storage_version == after:
+            run.tally.seed(last)
         label = f"reading the Delta log of {uris.mask_url(location)}"
         for v in progress.each(range(first, latest + 1), label, unit="versions"):  # a line on a terminal only
             draft = run.describe(v, previous, after is not None)
@@ -390,6 +397,7 @@ class _Run:
                 ) from e
             # before the oldest version the log can rebuild: expired by log cleanup, or a broken start
             self.expired.append((v, _short(e) if present else None))
+            self.tally.loaded = False  # a seed from the catalog's record misses this version: the next is loaded
             return False
         self._checked(v, parse_checked(self.location, v, lines or (), self.budget))
         try:

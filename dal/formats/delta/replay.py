@@ -7,6 +7,12 @@ their rows, bytes and partition totals, so describing a version costs its commit
 model (a new schema or protocol, deletion vectors, an add without a size, a commit only a checkpoint holds) is
 loaded by delta-rs instead (``Tally.load``), as every version was before.
 
+A sync starts from the catalog's record of its last version (``Tally.seed``), so one new commit costs that
+commit; one the record cannot take (``Tally._known``), or cleaned from the log, is loaded by delta-rs.
+
+Why one module: the tally's three starts (delta-rs's load, the catalog's record, a commit applied) keep one
+state with one set of invariants (live files, totals, what is gone); split, each would reach into the others.
+
 Another writer's ``numRecords`` are compared with the Parquet footers of the files its commits add, up to
 ``FOOTER_CHECKS`` files per register or sync; the rest are compared when a read plans them
 (``dal.read.plan``: a file whose footer disagrees with the version's count is refused), and every claim is
@@ -27,15 +33,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dal.catalog.types import Partition, Schema, VersionDraft
-from dal.errors import FormatError
-from dal.formats.base import CATALOG_KEY, WRITE_ID_KEY, WRITER_CATALOG
+from dal.errors import DalError, FormatError
+from dal.formats.base import CATALOG_KEY, WRITE_ID_KEY, WRITER_CATALOG, Recorded
 from dal.formats.catalog_schema import from_arrow
 from dal.formats.delta.log import _arrow_schema, _check_claim, _check_counts, _deleted_rows, _metadata, _short
 from dal.formats.delta.types import COLUMN_MAPPING_KEY
 from dal.formats.footers import PAGE_BYTES, PAGE_VALUES, checked_rows
 from dal.formats.logical import logical_schema
 from dal.storage import ownership, uris
-from dal.storage.partitions import PartitionValues
+from dal.storage.partitions import PartitionValues, arrow_type
 
 # version property: why a recorded Delta version cannot be read (expired from the log, data files gone)
 UNAVAILABLE_KEY = "unavailable"
@@ -82,6 +88,11 @@ class Tally:
     dv_missing: str | None = None  # why delta-rs could not read a deletion vector
     loaded: bool = False  # whether a version was loaded (commits apply to it)
     typed: _Typed = field(default_factory=lambda: _Typed(pa.schema([]), ()))
+    # seeded from the catalog's newest version (``seed``): its files are not known one by one, only counted
+    # (``unlisted``), and its schema is the recorded one until delta-rs loads a version
+    seeded: Schema | None = None
+    unlisted: int = 0
+    _schema: tuple[pa.Schema | None, Schema] = (None, Schema(()))
 
     # -- delta-rs's state ---------------------------------------------------------------------------------
 
@@ -92,6 +103,7 @@ class Tally:
         self.parts = tuple(table.metadata().partition_columns)
         self.typed = _Typed(self.arrow, self.parts)
         self.gone, self.footless, self.dv_missing, self.loaded = {}, {}, None, False
+        self.seeded, self.unlisted = None, 0
         adds = pa.table(table.get_add_actions(flatten=True))
         where = f"{uris.mask_url(str(table.table_uri))} (Delta version {version})"
         # checkpointed ones too, whose commits may be gone
@@ -116,6 +128,31 @@ class Tally:
         self._files = None
         self._columns = (adds, paths, counts, dropped)
         self.loaded = True
+
+    def seed(self, last: Recorded) -> bool:
+        """Start from the catalog's record of the version ``last`` (totals, partitions, schema) instead of
+        delta-rs's load of it: a sync then costs its new commits, not a replay of the table's log. False (nothing
+        changed) when the record cannot be the base: an unavailable version, a partition type dal cannot name."""
+        v = last.version
+        fields = [v.schema.get(c) for c in v.partition_columns]
+        if v.storage_version is None or v.unavailable is not None or None in fields:
+            return False
+        try:
+            types = [pa.field(f.name, arrow_type(f.type)) for f in fields if f is not None]
+        except DalError:
+            return False
+        totals: dict[PartitionValues, list[int]] = defaultdict(lambda: [0, 0, 0])
+        for p in last.partitions:
+            totals[p.values] = [p.row_count, p.file_count, p.size_bytes]
+        self.parts, self.typed, self.totals = (
+            tuple(v.partition_columns),
+            _Typed(pa.schema(types), v.partition_columns),
+            totals,
+        )
+        self.rows, self.size, self.unlisted, self.seeded = v.row_count, v.size_bytes, v.file_count, v.schema
+        self.gone, self.footless, self.dv_missing = {}, {}, None
+        self._files, self._columns, self.loaded = {}, _NO_COLUMNS, True
+        return True
 
     @property
     def files(self) -> dict[str, _File]:
@@ -173,7 +210,44 @@ class Tally:
                     if type(a.get("size")) is not int or rows is False:
                         return None
                     counts.append(rows)
+        if self.seeded is not None and not self._known(actions):
+            return None
         return counts
+
+    def _known(self, actions: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether a commit applies to a tally seeded from the catalog, whose files it does not know one by one:
+        each path named once; every add a data change (a new file: a re-add of a live file, which replaces it
+        with other statistics, is ``dataChange: false``); every remove of a file not added since the seed carries
+        what the catalog counted for it (``extendedFileMetadata``: size, partition values; its ``numRecords``),
+        and its partition's totals hold it. Partition values are keyed by the columns' names (no column
+        mapping, whose physical names the catalog does not keep)."""
+        seen: set[str] = set()
+        gone: dict[PartitionValues, int] = defaultdict(int)
+        for action in actions:
+            for kind in ("add", "remove"):
+                a = action.get(kind)
+                if a is None:
+                    continue
+                raw = a.get("partitionValues")
+                if a["path"] in seen or not isinstance(raw, dict) or set(raw) != set(self.parts):
+                    return False
+                seen.add(a["path"])
+                if kind == "add" and a.get("dataChange") is False:
+                    return False
+                try:
+                    path = ownership.below(self.location, a["path"], table=self.location, entry="a path")
+                except DalError:
+                    return False  # delta-rs loads the commit, and its check says what is wrong
+                if kind == "remove" and path not in self.files:
+                    rows = _counted(a.get("stats"))
+                    if (
+                        a.get("extendedFileMetadata") is not True
+                        or type(a.get("size")) is not int
+                        or type(rows) is not int
+                    ):
+                        return False
+                    gone[self.typed.values(raw)] += 1
+        return all(self.totals.get(k, (0, 0, 0))[1] >= n for k, n in gone.items()) if self.parts else True
 
     def apply(self, version: int, actions: Sequence[Mapping[str, Any]], counts: Sequence[int | bool]) -> None:
         """This commit's removes, then its adds (``counts``: from ``applies``; a file re-added in one commit
@@ -182,7 +256,11 @@ class Tally:
         for action in actions:
             a = action.get("remove")
             if a is not None:
-                self._remove(ownership.below(self.location, a["path"], table=where, entry="a remove action's path"))
+                path = ownership.below(self.location, a["path"], table=where, entry="a remove action's path")
+                if self.seeded is not None and path not in self.files:  # a file of the seed: as its remove says
+                    self._forget(int(_counted(a["stats"])), a["size"], self.typed.values(a["partitionValues"]))
+                else:
+                    self._remove(path)
         adds = (a for action in actions if (a := action.get("add")) is not None)
         for a, rows in zip(adds, counts, strict=True):
             path = ownership.below(self.location, a["path"], table=where, entry="an add action's path")
@@ -216,6 +294,16 @@ class Tally:
         self.gone.pop(path, None)
         self.footless.pop(path, None)
 
+    def _forget(self, rows: int, size: int, values: PartitionValues) -> None:
+        self.rows -= rows
+        self.size -= size
+        self.unlisted -= 1
+        if self.parts:
+            t = self.totals[values]
+            t[0], t[1], t[2] = t[0] - rows, t[1] - 1, t[2] - size
+            if not t[1]:
+                del self.totals[values]
+
     # -- the version's description ------------------------------------------------------------------------
 
     def missing(self, version: int) -> str | None:
@@ -235,7 +323,10 @@ class Tally:
 
     def draft(self, version: int, entry: Mapping[str, Any], previous: Schema | None) -> VersionDraft:
         """The version as the catalog records it (``entry``: its commitInfo)."""
-        schema = from_arrow(logical_schema(self.arrow))  # recorded columns as written
+        # recorded columns as written (seeded: the recorded schema, which a commit without metaData keeps)
+        if self.seeded is None and self._schema[0] is not self.arrow:  # converted once per loaded schema
+            self._schema = (self.arrow, from_arrow(logical_schema(self.arrow)))
+        schema = self.seeded if self.seeded is not None else self._schema[1]
         missing = self.missing(version)
         ts = entry.get("timestamp")
         props: dict[str, Any] = {"delta_operation": str(entry.get("operation", "")), "delta_version": version}
@@ -249,7 +340,7 @@ class Tally:
             operation="unavailable" if missing else operation(entry, version, changed),
             schema=schema,
             row_count=self.rows,
-            file_count=len(self._files) if self._files is not None else len(self._columns[1]),
+            file_count=self.unlisted + (len(self._files) if self._files is not None else len(self._columns[1])),
             size_bytes=self.size,
             storage_version=version,
             committed_at=datetime.fromtimestamp(ts / 1000, UTC) if ts is not None else None,
@@ -368,9 +459,19 @@ class _Typed:
             self.keys[c] = physical.decode() if isinstance(physical, bytes) else c
             self.types[c] = f.type if f is not None else pa.string()
         self.seen: dict[tuple[str, str], str | None] = {}
+        self.made: dict[tuple[Any, ...], PartitionValues] = {}
 
     def values(self, raw: Mapping[str, Any]) -> PartitionValues:
-        return tuple((c, self._one(c, raw.get(self.keys[c], raw.get(c)))) for c in self.parts)
+        key: tuple[Any, ...] | None = tuple(raw.items())
+        try:  # a table's adds name few distinct partitions: each worked out once
+            hit = self.made.get(key) if key is not None else None
+        except TypeError:  # a value that is not text (delta-rs decides what it means)
+            key, hit = None, None
+        if hit is None:
+            hit = tuple((c, self._one(c, raw.get(self.keys[c], raw.get(c)))) for c in self.parts)
+            if key is not None:
+                self.made[key] = hit
+        return hit
 
     def _one(self, column: str, text: object) -> str | None:
         if text is None:

@@ -44,6 +44,7 @@ from dal.formats.base import (
     WRITER_CATALOG,
     DataFile,
     Format,
+    Recorded,
     Retention,
     WriteOptions,
     WriteTransaction,
@@ -319,6 +320,7 @@ class PetastormFormat(Format):
         after: int | None,
         previous: Schema | None,
         partition_types: Mapping[str, pa.DataType] | None = None,
+        last: Recorded | None = None,
     ) -> list[VersionDraft]:
         loc = Location.of(location, storage_options)
         numbers = committed_numbers(loc)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import threading
 import time
@@ -418,7 +419,7 @@ class RemoteCatalog:
         last = ""
         for attempt in range(self._attempts):
             if attempt:
-                time.sleep(self._backoff * 2 ** (attempt - 1))
+                time.sleep(random.uniform(0, self._backoff * 2 ** (attempt - 1)))  # full jitter: ranks spread out
             request = urllib.request.Request(url, data=data, headers=headers, method=method)
             try:
                 with urllib.request.urlopen(request, timeout=self._timeout, context=self._ssl) as answer:

@@ -35,7 +35,7 @@ from dal.formats.footers import checked_rows
 from dal.formats.fragments import dataset_from_files, partition_expression, read_exact, row_group_starts
 from dal.read.pinned import Pinned, QueryPlan, translate_missing
 from dal.read.sharding import Remainder, assign, share
-from dal.read.tasks import ReadTask
+from dal.read.tasks import WHOLE_FILE, ReadTask
 from dal.storage import timeparts, uris
 from dal.storage.location import Location
 from dal.storage.timeparts import TimePartitions
@@ -283,6 +283,106 @@ class Query:
         )
         return tasks
 
+    def file_tasks(self) -> list[ReadTask]:
+        """Without a filter or window: one file task per file (``ReadTask.whole_file``), its rows the count the
+        log or record gives, in ``all_tasks``' order, no footer read; a file whose count is unknown is planned by
+        its footer (its row groups). With a filter or window: ``all_tasks()``.
+
+        The counts are checked against the footers when ``expand`` reads them (a FormatError where they
+        differ), so a plan costs the log, and a read opens only the files it reads."""
+        if self.condition is not None:
+            return self.all_tasks()
+        store = self.store
+        if store.file_tasks is None:
+            mapped = self.physical is not None
+            tasks: list[ReadTask] = []
+            with translate_missing(self.source):
+                for f in self.files:
+                    if f.row_count is None:
+                        tasks.extend(self._file_groups(f.uri, f.partition_values, f.deleted_rows, None))
+                    else:
+                        exact = mapped or bool(f.deleted_rows)
+                        tasks.append(
+                            ReadTask(
+                                f.uri, WHOLE_FILE, f.partition_values, f.row_count, deleted=f.deleted_rows, exact=exact
+                            )
+                        )
+            tasks.sort(key=lambda t: (t.uri, t.row_group))
+            store.file_tasks = tasks
+            if store.pruning is None:  # no filter: no row group is pruned (the counts stay unknown until read)
+                store.pruning = (self.total_files, len(self.files), 0, 0)
+        return list(store.file_tasks)
+
+    def expand(self, tasks: Sequence[ReadTask]) -> list[ReadTask]:
+        """``tasks`` with each file task replaced by the row-group tasks holding its rows (its footer read once,
+        its row count checked against it); the rows, their order and the cut are those of ``all_tasks`` cut
+        the same way.
+
+        Raises:
+            FormatError: a file's footer disagrees with the count the version records for it.
+        """
+        out: list[ReadTask] = []
+        for t in tasks:
+            if not t.whole_file:
+                out.append(t)
+                continue
+            groups = self.store.expanded.get(t.uri)
+            if groups is None:
+                with translate_missing(self.source):
+                    groups = self._file_groups(t.uri, t.partition_values, t.deleted, t.num_rows)
+                self.store.expanded[t.uri] = groups
+            if t.offset == 0 and t.length is None:
+                out.extend(groups)
+                continue
+            counts = [g.live_rows for g in groups]
+            length = t.length if t.length is not None else sum(counts) - t.offset
+            out.extend(cut(groups, counts, [(t.offset, length)]) if length > 0 else [])
+        return out
+
+    def _file_groups(
+        self, uri: str, values: tuple[tuple[str, str | None], ...], deleted: tuple[int, ...], claimed: int | None
+    ) -> list[ReadTask]:
+        """One file's row groups as tasks, from its footer (checked against ``claimed``): what ``_plan_tasks``
+        makes of a file when there is no filter."""
+        fragment = self._file_fragment(uri, values)
+        pieces = list(fragment.split_by_row_group(schema=self.schema))
+        self._check_row_count(uri, fragment, claimed)
+        starts: list[int] = []
+        if deleted:
+            md, at = fragment.metadata, 0
+            for i in range(md.num_row_groups):
+                starts.append(at)
+                at += md.row_group(i).num_rows
+        exact = self.physical is not None or bool(deleted)
+        out = []
+        for piece in pieces:
+            for rg in piece.row_groups:
+                gone = deleted_in(deleted, starts[rg.id], rg.num_rows) if deleted else ()
+                out.append(ReadTask(uri, rg.id, values, rg.num_rows, deleted=gone, exact=exact))
+        return out
+
+    @cached_property
+    def _sizes(self) -> dict[str, int]:
+        return {f.uri: f.size_bytes for f in self.files if f.size_bytes}
+
+    def _file_fragment(self, uri: str, values: tuple[tuple[str, str | None], ...]) -> pads.ParquetFileFragment:
+        """The whole file as a fragment, made once per process (its footer read once, then kept)."""
+        from dal.formats.fragments import parquet_format
+
+        store = self.store
+        if store.pid != os.getpid():  # a forked worker: its own fragments (no parent's client), footers read once
+            store.fragments, store.pid = {}, os.getpid()
+        planned = store.fragments.get(uri)
+        if planned is None:
+            planned = parquet_format().make_fragment(
+                self.local_path(uri),
+                filesystem=self.pa_dataset.filesystem,
+                partition_expression=partition_expression(values, self.schema),
+                file_size=self._sizes.get(uri),  # from the log: spares a HEAD request on object stores
+            )
+            store.fragments[uri] = planned
+        return planned
+
     def _row_groups_kept(
         self,
         fragment: pads.ParquetFileFragment,
@@ -310,21 +410,12 @@ class Query:
             )
 
     def fragment(self, task: ReadTask, row_groups: Sequence[int] | None = None) -> pads.ParquetFileFragment:
-        """The row groups of one file as a fragment, reusing the footer planning read when it can."""
-        from dal.formats.fragments import parquet_format
-
+        """The row groups of one file as a fragment, reusing the footer planning read when it can (a file task:
+        the whole file)."""
+        planned = self._file_fragment(task.uri, task.partition_values)
+        if task.whole_file and row_groups is None:
+            return planned
         groups = list(row_groups) if row_groups is not None else [task.row_group]
-        store = self.store
-        if store.pid != os.getpid():  # a forked worker: its own fragments (no parent's client), footers read once
-            store.fragments, store.pid = {}, os.getpid()
-        planned = store.fragments.get(task.uri)
-        if planned is None:
-            planned = parquet_format().make_fragment(
-                self.local_path(task.uri),
-                filesystem=self.pa_dataset.filesystem,
-                partition_expression=partition_expression(task.partition_values, self.schema),
-            )
-            store.fragments[task.uri] = planned
         # pyarrow 26's make_fragment(row_groups=[7, 8, 9]) reads 8, 9, 7: subset keeps the order
         return planned.subset(row_group_ids=groups)
 

@@ -354,9 +354,19 @@ class RowGroups(Version):
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def plan(self) -> list[ReadTask]:
-        """The ReadTasks of this epoch and (when sharded) rank, in reading order."""
+        """The ReadTasks of this epoch and (when sharded) rank, in reading order: row groups, the footers read
+        of this rank's files only."""
+        return self.query.expand(self.file_plan())
+
+    def file_plan(self) -> list[ReadTask]:
+        """``plan()`` before its files are opened: without a filter or shuffle, one file task per file (the
+        log's counts, cut by rows for the rank); else the row groups (a shuffle permutes row groups, and a
+        filter's counts need the files)."""
         self.log_read()  # every terminal but to_spark plans first
-        tasks = self.query.ordered(self.shuffle, self.epoch)
+        if self.shuffle is None:
+            tasks = self.query.file_tasks()
+        else:
+            tasks = self.query.ordered(self.shuffle, self.epoch)
         if self.shard is None:
             return tasks
         return self.query.shard(tasks, *self.shard)
@@ -364,8 +374,11 @@ class RowGroups(Version):
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def split(self, index: int, parts: int) -> list[ReadTask]:
         """One of ``parts`` disjoint pieces of the plan (e.g. a DataLoader worker's), by rows."""
+        return self.query.expand(self._file_split(index, parts))
+
+    def _file_split(self, index: int, parts: int) -> list[ReadTask]:
         index, parts = _check_split(index, parts)
-        tasks = self.plan()
+        tasks = self.file_plan()
         counts = self.task_rows(tasks)
         return cut(tasks, counts, share(sum(counts), index, parts, "keep"))
 
@@ -377,7 +390,7 @@ class RowGroups(Version):
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def count(self) -> int:
-        return sum(self.task_rows(self.plan()))
+        return sum(self.task_rows(self.file_plan()))  # no filter: the log's counts, no file opened
 
     def epoch_rows(self) -> sampling.Rows:
         whole = replace(self, shard=None)
@@ -453,8 +466,8 @@ class RowGroups(Version):
 
     def rank_rows(self, worker: int | None = None, workers: int | None = None) -> int:
         if workers is not None and worker is not None:
-            return sum(self.task_rows(self.split(worker, workers)))
-        return sum(self.task_rows(self.plan()))
+            return sum(self.task_rows(self._file_split(worker, workers)))
+        return sum(self.task_rows(self.file_plan()))
 
     def worker_chunks(
         self, worker: int, workers: int, convert: Callable[[pa.Table], T], skip: int = 0

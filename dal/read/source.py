@@ -152,6 +152,10 @@ class Source:
         """The ReadTasks this rank reads this epoch (planning, footers and file lists, done in this process)."""
         raise NotImplementedError
 
+    def file_plan(self) -> list[ReadTask]:
+        """``plan()`` before any file is opened where the kind of source can (a plain scan's file tasks)."""
+        return self.plan()
+
     def split(self, index: int, parts: int) -> list[ReadTask]:
         _check_split(index, parts)
         raise FilterError(f"{self.WHAT} splits by rows, not by tasks: to_torch's DataLoader workers split it")
@@ -416,7 +420,7 @@ class RowGroups(Version):
         holding that row is read again), ``convert`` applied on the reading thread."""
         skip_rows = check_int(skip_rows, "skip_rows", minimum=0)
         recorder = Recorder(self)  # from here: planning's footer reads count too
-        tasks = list(tasks) if tasks is not None else self.plan()
+        tasks = self.query.expand(tasks) if tasks is not None else self.plan()  # file tasks: their row groups
         spans = self.chunk_spans(tasks)
         if skip_rows:
             counts = self.task_rows(tasks)  # filter columns only when filtered; footers otherwise

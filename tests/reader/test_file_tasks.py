@@ -77,8 +77,9 @@ def test_a_plan_without_filter_is_one_task_per_file_and_opens_none(table: Path) 
     assert scan.count() == FILES * ROWS
     assert [scan.shard(r, 3).count() for r in range(3)] == [-(-FILES * ROWS // 3)] * 3
     assert sum(scan.shard(r, 4, remainder="keep").count() for r in range(4)) == FILES * ROWS
-    tasks = scan._source.file_plan()  # type: ignore[attr-defined]
+    tasks = scan.plan(row_groups=False)
     assert len(tasks) == FILES and all(t.whole_file and t.num_rows == ROWS for t in tasks)
+    assert sum(scan.task_rows(tasks)) == FILES * ROWS
     with pytest.raises(DalError, match="no longer readable"):
         scan.to_arrow()  # reading must open them: the files really are gone
 
@@ -108,7 +109,7 @@ def test_a_rank_opens_only_its_files_and_shards_are_exact(table: Path, world: in
     shards = []
     for rank in range(world):
         scan = ds.scan().shard(rank, world, remainder="keep")
-        mine = {t.uri for t in scan._source.file_plan()}  # type: ignore[attr-defined]
+        mine = {t.uri for t in scan.plan(row_groups=False)}
         others = [f for f in _data_files(table) if not any(u.endswith(f.name) for u in mine)]
         assert len(mine) < FILES and others
         _hide(others)
@@ -145,13 +146,16 @@ def test_dataloader_splits_of_file_tasks_cover_the_shard(table: Path) -> None:
     whole = scan.to_arrow().column("id").to_pylist()
     parts = [pa.Table.from_batches(list(scan.iter_batches(19, tasks=scan.split(i, 3)))) for i in range(3)]
     assert [i for p in parts for i in p.column("id").to_pylist()] == whole
+    # the file tasks of a plan read as they are: their row groups resolved as each file is opened
+    by_files = pa.Table.from_batches(list(scan.iter_batches(23, tasks=scan.plan(row_groups=False))))
+    assert by_files.column("id").to_pylist() == whole
 
 
 def test_a_filter_or_a_shuffle_still_plans_row_groups(table: Path) -> None:
     ds = dal.open("f.tasks")
-    assert all(not t.whole_file for t in ds.scan().filter("id >= 100")._source.file_plan())  # type: ignore[attr-defined]
+    assert all(not t.whole_file for t in ds.scan().filter("id >= 100").plan(row_groups=False))
     shuffled = ds.scan().shuffle(seed=5)
-    assert all(not t.whole_file for t in shuffled._source.file_plan())  # type: ignore[attr-defined]
+    assert all(not t.whole_file for t in shuffled.plan(row_groups=False))
     assert sorted(shuffled.to_arrow().column("id").to_pylist()) == list(range(FILES * ROWS))
     assert ds.scan().filter("id >= 100").count() == FILES * ROWS - 100
 
@@ -189,7 +193,7 @@ def test_deletion_vectors_from_the_corpus(tmp_path: Path) -> None:
     dal.register("f.dv", str(root), catalog=catalog)
     ds = dal.open("f.dv", catalog=catalog)
     assert any(f.deleted_rows for f in ds.files())
-    tasks = ds.scan()._source.file_plan()  # type: ignore[attr-defined]
+    tasks = ds.scan().plan(row_groups=False)
     assert tasks and all(t.whole_file for t in tasks)
     expected = _delta_rs(root)
     assert ds.count() == ds.to_arrow().num_rows == expected.num_rows
@@ -208,7 +212,7 @@ def test_petastorm_files_with_recorded_counts(sqlite_env: Catalog, tmp_path: Pat
         ids = np.arange(k * 10, k * 10 + 10, dtype=np.int64)
         dal.write({"id": ids}, "f.peta", format="petastorm", schema=schema if k == 0 else None)
     ds = dal.open("f.peta")
-    tasks = ds.scan()._source.file_plan()  # type: ignore[attr-defined]
+    tasks = ds.scan().plan(row_groups=False)
     assert len(tasks) >= 4 and all(t.whole_file for t in tasks)
     assert ds.count() == 40 == ds.to_arrow().num_rows
     shards = [ds.scan().shard(r, 3, remainder="keep").to_arrow().column("id").to_pylist() for r in range(3)]

@@ -224,6 +224,19 @@ class Query:
             self.__dict__["_pa_dataset"] = held
         return held[1]
 
+    @property
+    def filesystem(self) -> Any:
+        """The version's pyarrow filesystem (the dataset's once made), made afresh in a forked process as
+        ``pa_dataset`` is; a read of a few files needs no fragment for every file of the version."""
+        held = self.__dict__.get("_pa_dataset")
+        if held is not None and held[0] == os.getpid():
+            return held[1].filesystem
+        fs = self.__dict__.get("_filesystem")
+        if fs is None or fs[0] != os.getpid():
+            fs = (os.getpid(), uris.filesystem(self.source.location, self.source.storage_options)[0])
+            self.__dict__["_filesystem"] = fs
+        return fs[1]
+
     def local_path(self, uri: str) -> str:
         """``uri``'s path inside the version's filesystem."""
         return self.location.path_of(uri)
@@ -376,7 +389,7 @@ class Query:
         if planned is None:
             planned = parquet_format().make_fragment(
                 self.local_path(uri),
-                filesystem=self.pa_dataset.filesystem,
+                filesystem=self.filesystem,
                 partition_expression=partition_expression(values, self.schema),
                 file_size=self._sizes.get(uri),  # from the log: spares a HEAD request on object stores
             )
@@ -426,7 +439,7 @@ class Query:
             columns = [*self.columns, *self.filter_columns()]
         return read_exact(
             self.local_path(task.uri),
-            self.pa_dataset.filesystem,
+            self.filesystem,
             task.row_group,
             self.schema,
             self.physical,

@@ -332,7 +332,7 @@ class Version(Source):
         for t in self.plan():
             if t.uri not in footers:
                 fragment = self.query.fragment(t)
-                footers[t.uri] = pq.ParquetFile(fragment.path, filesystem=self.query.pa_dataset.filesystem).metadata
+                footers[t.uri] = pq.ParquetFile(fragment.path, filesystem=self.query.filesystem).metadata
             rg = footers[t.uri].row_group(t.row_group)
             for c in range(rg.num_columns):
                 chunk = rg.column(c)

@@ -2,12 +2,14 @@
 
 Pure arithmetic over footers: files whose partitions the filter or window rule out are dropped, then row
 groups whose statistics rule them out; shuffling permutes the tasks per (seed, epoch) and sharding cuts
-the result into row ranges (``dal.read.sharding``). A version is immutable, so everything here is cached per
-opened version in a bounded ``PlanCache``.
+the result into row ranges (``dal.read.sharding``). Without a filter or window nothing needs a footer: the plan
+is one file task per file from the log's row counts (``file_tasks``), and ``expand`` gives a file task's row
+groups when the file is read. A version is immutable, so everything here is cached per opened version in a
+bounded ``PlanCache``.
 
-Why one module: pruning, counting, ordering and the plan cache are one pipeline over one pinned version's file
-index and footers; each stage is a small function, and splitting them would spread one cache's invariants over
-several files.
+Why one module: pruning, counting, ordering, file tasks and the plan cache are one pipeline over one pinned
+version's file index and footers; each stage is a small function, and splitting them would spread one cache's
+invariants over several files.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ The design::
       with_shard / with_epoch   variants (the feed's rank and epoch)
       members()                 the one-version sources it reads (itself; a mix: its members)
       plan / split / task_rows / chunk_spans     the plan as ReadTasks (a plain scan's; virtual: refused)
+      file_plan                 the plan before any file is opened (a plain scan without filter or shuffle:
+                                one task per file, the log's counts; ``Query.expand`` gives its row groups)
       iter_chunks / count       this rank's rows as chunks / counted
       epoch_rows()              the whole epoch numbered 0…N-1 (``dal.read.sampling.Rows``)
       numbered()                the whole epoch as a canonical-shard order reads it

@@ -17,11 +17,12 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cached_property
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import numpy as np
@@ -309,23 +310,25 @@ class Query:
             return self.all_tasks()
         store = self.store
         if store.file_tasks is None:
-            mapped = self.physical is not None
+            exact = self.physical is not None
             tasks: list[ReadTask] = []
+            index = self.source.file_index()
+            listed: Iterable[tuple[str, int | None, tuple[tuple[str, str | None], ...], tuple[int, ...]]]
+            if index is not None:  # columns of the log, no object per file but the task
+                located, _, counts, values, deleted = index.listing()
+                listed = zip(located, counts, values, deleted, strict=True)
+            else:
+                listed = ((f.uri, f.row_count, f.partition_values, f.deleted_rows) for f in self.files)
             with translate_missing(self.source):
-                for f in self.files:
-                    if f.row_count is None:
-                        tasks.extend(self._file_groups(f.uri, f.partition_values, f.deleted_rows, None))
+                for uri, rows, parts, gone in listed:
+                    if rows is None:  # no recorded count: its footer, now
+                        tasks.extend(self._file_groups(uri, parts, gone, None))
                     else:
-                        exact = mapped or bool(f.deleted_rows)
-                        tasks.append(
-                            ReadTask(
-                                f.uri, WHOLE_FILE, f.partition_values, f.row_count, deleted=f.deleted_rows, exact=exact
-                            )
-                        )
-            tasks.sort(key=lambda t: (t.uri, t.row_group))
+                        tasks.append(ReadTask(uri, WHOLE_FILE, parts, rows, deleted=gone, exact=exact or bool(gone)))
+            tasks.sort(key=attrgetter("uri", "row_group"))
             store.file_tasks = tasks
             if store.pruning is None:  # no filter: no row group is pruned (the counts stay unknown until read)
-                store.pruning = (self.total_files, len(self.files), 0, 0)
+                store.pruning = (self.total_files, self.total_files, 0, 0)
         return list(store.file_tasks)
 
     def expand(self, tasks: Sequence[ReadTask]) -> list[ReadTask]:
@@ -378,7 +381,12 @@ class Query:
 
     @cached_property
     def _sizes(self) -> dict[str, int]:
-        return {f.uri: f.size_bytes for f in self.files if f.size_bytes}
+        """Each file's size (from the log: spares a HEAD request per file on object stores)."""
+        index = self.source.file_index()
+        if index is None or "files" in self.__dict__:
+            return {f.uri: f.size_bytes for f in self.files if f.size_bytes}
+        located, sizes, *_ = index.listing()  # no object per file where none was made
+        return {u: n for u, n in zip(located, sizes, strict=True) if n}
 
     def _file_fragment(self, uri: str, values: tuple[tuple[str, str | None], ...]) -> pads.ParquetFileFragment:
         """The whole file as a fragment, made once per process (its footer read once, then kept)."""

@@ -217,3 +217,45 @@ def test_petastorm_files_with_recorded_counts(sqlite_env: Catalog, tmp_path: Pat
     assert ds.count() == 40 == ds.to_arrow().num_rows
     shards = [ds.scan().shard(r, 3, remainder="keep").to_arrow().column("id").to_pylist() for r in range(3)]
     assert sorted(i for s in shards for i in s) == list(range(40))
+
+
+def test_files_without_a_recorded_count_are_planned_by_their_footers(sqlite_env: Catalog, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "plain"
+    root.mkdir()
+    for k in range(3):
+        pq.write_table(pa.table({"id": list(range(k * 30, k * 30 + 30))}), root / f"p{k}.parquet", row_group_size=10)
+    dal.register("f.plain", str(root), format="parquet")
+    scan = dal.open("f.plain").scan()
+    tasks = scan.plan(row_groups=False)
+    assert len(tasks) == 9 and not any(t.whole_file for t in tasks)  # no count to trust: footers, as before
+    assert scan.count() == 90 and scan.plan() == tasks
+
+
+def test_the_log_listing_spells_partition_values_as_data_files_do() -> None:
+    from dal.formats.index import FileIndex
+
+    files = pa.table(
+        {
+            "path": ["a.parquet", "b.parquet", "c.parquet", "d.parquet"],
+            "size_bytes": [1, 2, 3, 4],
+            "num_records": [5, None, 7, 8],
+            "partition.f": pa.array([0.0, -0.0, None, 0.0], pa.float64()),
+            "partition.s": ["x", "x", "y", None],
+        }
+    )
+    index = FileIndex("/data/t", files, ("f", "s"), {"b.parquet": (0, 1)})
+    located, sizes, counts, values, deleted = index.listing()
+    assert values == [
+        (("f", "0.0"), ("s", "x")),
+        (("f", "-0.0"), ("s", "x")),  # equal to 0.0, spelled apart
+        (("f", None), ("s", "y")),
+        (("f", "0.0"), ("s", None)),
+    ]
+    assert counts == [5, None, 7, 8] and sizes == [1, 2, 3, 4] and deleted == [(), (0, 1), (), ()]
+    made = index.data_files()
+    assert [(f.uri, f.size_bytes, f.row_count, f.partition_values, f.deleted_rows) for f in made] == list(
+        zip(located, sizes, counts, values, deleted, strict=True)
+    )
+    assert located[0].endswith("/data/t/a.parquet")

@@ -7,9 +7,10 @@ Tables: Delta tables written by delta-rs with one partition (one file, one row) 
 log-only table (``tests/reader/delta_log.py``: add actions with statistics in 1,000 partitions, a checkpoint, no
 data files).
 For each: a partition filter (``part = 77``), a statistics filter (``id = 777``, prunable by the log's
-min/max) and no filter. dal: a fresh process opens the dataset and plans (``Scan.plan()``: the row-group
-tasks, footers of the surviving files read; for the log-only table, whose files do not exist, the files the
-plan keeps). delta-rs: ``DeltaTable(...)`` plus ``file_uris(partition filter)`` / ``get_add_actions()``
+min/max) and no filter. dal: a fresh process opens the dataset and plans (``Scan.plan(row_groups=False)``: with
+a filter, the row-group tasks, footers of the surviving files read; without one, one task per file from the log's
+``numRecords``, no file opened; for the log-only table, whose files do not exist, the files a filter keeps, and
+the plan without one). delta-rs: ``DeltaTable(...)`` plus ``file_uris(partition filter)`` / ``get_add_actions()``
 (with statistics, which delta-rs does not prune by) / ``file_uris()``. Each measurement is a fresh process,
 imports before the clock; ``--repeat`` rounds per table and filter, each round one dal and one delta-rs
 process, alternating which goes first (A B, B A, ...), so load elsewhere on the machine falls on both alike;
@@ -71,7 +72,10 @@ def child(engine: str, case: str, location: str, name: str, files_only: bool, op
         ds = dal.open(name, storage_options=options or None)  # the process's first: the catalog connection too
         opened = time.perf_counter() - t
         scan = ds.scan() if where is None else ds.filter(where)
-        kept = len(scan.query.files) if files_only else len({task.uri for task in scan.plan()})
+        if files_only and where is not None:  # the log-only table's files do not exist: the files kept
+            kept = len(scan.query.files)
+        else:  # the plan before any file is opened: file tasks without a filter (the log's counts), else row groups
+            kept = len({task.uri for task in scan.plan(row_groups=False)})
     else:
         opts = dal.storage.uris.object_store_options(options) if options else None
         table = deltalake.DeltaTable(location, storage_options=opts)

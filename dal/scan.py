@@ -351,9 +351,15 @@ class Scan(Feeds, Draws):
         """The filters and window as a pyarrow expression (None: every row)."""
         return self.query.row_filter
 
-    def plan(self) -> list[ReadTask]:
-        """The ReadTasks this scan reads, for its epoch and (when sharded) its rank, in reading order."""
-        return self._source.plan()
+    def plan(self, *, row_groups: bool = True) -> list[ReadTask]:
+        """The ReadTasks this scan reads, for its epoch and (when sharded) its rank, in reading order.
+
+        Args:
+            row_groups: True (default): one task per row group, the footers of the files this rank reads
+                opened. False: the plan before any file is opened: without a filter or shuffle, one task per
+                file (``ReadTask.whole_file``), its rows the count the table's log records, so planning costs
+                the log; ``iter_batches(tasks=...)``, ``task_rows`` and ``split`` take these tasks too."""
+        return self._source.plan() if row_groups else self._source.file_plan()
 
     def split(self, index: int, parts: int) -> list[ReadTask]:
         """One of ``parts`` disjoint pieces of this scan's plan (e.g. a DataLoader worker's), by rows.

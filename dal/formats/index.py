@@ -76,27 +76,49 @@ class FileIndex:
 
     def data_files(self, rows: Sequence[int] | np.ndarray | None = None) -> list[DataFile]:
         """The files at ``rows`` (all when None) as ``DataFile`` objects, in index order."""
+        uris_, sizes, counts, values, deleted = self.listing(rows)
+        return [DataFile(*f) for f in zip(uris_, sizes, counts, values, deleted, strict=True)]
+
+    def listing(
+        self, rows: Sequence[int] | np.ndarray | None = None
+    ) -> tuple[list[str], list[int], list[int | None], list[tuple[tuple[str, str | None], ...]], list[tuple[int, ...]]]:
+        """The files at ``rows`` (all when None), in index order, as columns: URIs, sizes, row counts (None:
+        unknown), partition values (as ``DataFile`` spells them: one tuple shared by the files of a partition)
+        and deletion-vector positions — what ``data_files`` makes objects of, for callers that need no object
+        per file."""
         table = self.files if rows is None else self.files.take(pa.array(np.asarray(rows, dtype=np.int64)))
         paths = table.column("path").to_pylist()
         sizes = table.column("size_bytes").to_pylist()
         counts = table.column("num_records").to_pylist()
-        parts = [(c, table.column(f"partition.{c}").to_pylist()) for c in self.partition_columns]
         # the root was normalised once (resolved locally); the paths are confined below it: joined as strings
         prefix = uris.join(self.location, "x")[:-1]
         sep = os.sep if uris.is_local(self.location) else "/"
-        out = []
-        for i, rel in enumerate(paths):
-            values = tuple((c, None if v[i] is None else _text(v[i])) for c, v in parts)
-            out.append(
-                DataFile(
-                    prefix + (rel if sep == "/" else rel.replace("/", sep)),
-                    sizes[i],
-                    counts[i],
-                    values,
-                    self.deleted.get(rel, ()),
-                )
-            )
-        return out
+        located = [prefix + rel for rel in paths] if sep == "/" else [prefix + rel.replace("/", sep) for rel in paths]
+        names = self.partition_columns
+        if names:
+            columns = [table.column(f"partition.{c}") for c in names]
+            raw = zip(*(col.to_pylist() for col in columns), strict=True)
+
+            def spell(key: tuple[object, ...]) -> tuple[tuple[str, str | None], ...]:
+                return tuple((c, None if v is None else _text(v)) for c, v in zip(names, key, strict=True))
+
+            if all(_one_spelling(col.type) for col in columns):  # equal values spell alike: once per partition
+                spelled: dict[tuple[object, ...], tuple[tuple[str, str | None], ...]] = {}
+                values = [spelled.get(key) or spelled.setdefault(key, spell(key)) for key in raw]
+            else:  # 0.0 == -0.0, yet their spellings differ
+                values = [spell(key) for key in raw]
+        else:
+            unpartitioned: tuple[tuple[str, str | None], ...] = ()
+            values = [unpartitioned] * len(paths)
+        none: tuple[int, ...] = ()
+        deleted = [self.deleted.get(rel, none) for rel in paths] if self.deleted else [none] * len(paths)
+        return located, sizes, counts, values, deleted
+
+
+def _one_spelling(typ: pa.DataType) -> bool:
+    """Whether values of ``typ`` that compare equal are spelled alike by ``_text`` (not floats: 0.0 == -0.0)."""
+    return bool(pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_integer(typ)
+                or pa.types.is_date(typ) or pa.types.is_boolean(typ))  # fmt: skip
 
 
 def _text(value: object) -> str:

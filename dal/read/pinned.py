@@ -36,6 +36,8 @@ class QueryPlan:
     """What one (filters, window) costs to find out once: its tasks, their footers, matching-row counts."""
 
     tasks: list[ReadTask] | None = None
+    file_tasks: list[ReadTask] | None = None  # without a filter: one task per file, from the log's counts
+    expanded: dict[str, list[ReadTask]] = field(default_factory=dict)  # a file task's row groups, by file
     fragments: dict[str, pads.ParquetFileFragment] = field(default_factory=dict)
     matching: dict[tuple[str, int], int] = field(default_factory=dict)
     row_group_bytes: tuple[int, int] | None = None  # (largest decoded row group of the projection, its rows)

@@ -2,12 +2,14 @@
 
 Pure arithmetic over footers: files whose partitions the filter or window rule out are dropped, then row
 groups whose statistics rule them out; shuffling permutes the tasks per (seed, epoch) and sharding cuts
-the result into row ranges (``dal.read.sharding``). A version is immutable, so everything here is cached per
-opened version in a bounded ``PlanCache``.
+the result into row ranges (``dal.read.sharding``). Without a filter or window nothing needs a footer: the plan
+is one file task per file from the log's row counts (``file_tasks``), and ``expand`` gives a file task's row
+groups when the file is read. A version is immutable, so everything here is cached per opened version in a
+bounded ``PlanCache``.
 
-Why one module: pruning, counting, ordering and the plan cache are one pipeline over one pinned version's file
-index and footers; each stage is a small function, and splitting them would spread one cache's invariants over
-several files.
+Why one module: pruning, counting, ordering, file tasks and the plan cache are one pipeline over one pinned
+version's file index and footers; each stage is a small function, and splitting them would spread one cache's
+invariants over several files.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cached_property
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import numpy as np
@@ -35,7 +38,7 @@ from dal.formats.footers import checked_rows
 from dal.formats.fragments import dataset_from_files, partition_expression, read_exact, row_group_starts
 from dal.read.pinned import Pinned, QueryPlan, translate_missing
 from dal.read.sharding import Remainder, assign, share
-from dal.read.tasks import ReadTask
+from dal.read.tasks import WHOLE_FILE, ReadTask
 from dal.storage import timeparts, uris
 from dal.storage.location import Location
 from dal.storage.timeparts import TimePartitions
@@ -224,6 +227,19 @@ class Query:
             self.__dict__["_pa_dataset"] = held
         return held[1]
 
+    @property
+    def filesystem(self) -> Any:
+        """The version's pyarrow filesystem (the dataset's once made), made afresh in a forked process as
+        ``pa_dataset`` is; a read of a few files needs no fragment for every file of the version."""
+        held = self.__dict__.get("_pa_dataset")
+        if held is not None and held[0] == os.getpid():
+            return held[1].filesystem
+        fs = self.__dict__.get("_filesystem")
+        if fs is None or fs[0] != os.getpid():
+            fs = (os.getpid(), uris.filesystem(self.source.location, self.source.storage_options)[0])
+            self.__dict__["_filesystem"] = fs
+        return fs[1]
+
     def local_path(self, uri: str) -> str:
         """``uri``'s path inside the version's filesystem."""
         return self.location.path_of(uri)
@@ -283,6 +299,113 @@ class Query:
         )
         return tasks
 
+    def file_tasks(self) -> list[ReadTask]:
+        """Without a filter or window: one file task per file (``ReadTask.whole_file``), its rows the count the
+        log or record gives, in ``all_tasks``' order, no footer read; a file whose count is unknown is planned by
+        its footer (its row groups). With a filter or window: ``all_tasks()``.
+
+        The counts are checked against the footers when ``expand`` reads them (a FormatError where they
+        differ), so a plan costs the log, and a read opens only the files it reads."""
+        if self.condition is not None:
+            return self.all_tasks()
+        store = self.store
+        if store.file_tasks is None:
+            exact = self.physical is not None
+            tasks: list[ReadTask] = []
+            index = self.source.file_index()
+            listed: Iterable[tuple[str, int | None, tuple[tuple[str, str | None], ...], tuple[int, ...]]]
+            if index is not None:  # columns of the log, no object per file but the task
+                located, _, counts, values, deleted = index.listing()
+                listed = zip(located, counts, values, deleted, strict=True)
+            else:
+                listed = ((f.uri, f.row_count, f.partition_values, f.deleted_rows) for f in self.files)
+            with translate_missing(self.source):
+                for uri, rows, parts, gone in listed:
+                    if rows is None:  # no recorded count: its footer, now
+                        tasks.extend(self._file_groups(uri, parts, gone, None))
+                    else:
+                        tasks.append(ReadTask(uri, WHOLE_FILE, parts, rows, deleted=gone, exact=exact or bool(gone)))
+            tasks.sort(key=attrgetter("uri", "row_group"))
+            store.file_tasks = tasks
+            if store.pruning is None:  # no filter: no row group is pruned (the counts stay unknown until read)
+                store.pruning = (self.total_files, self.total_files, 0, 0)
+        return list(store.file_tasks)
+
+    def expand(self, tasks: Sequence[ReadTask]) -> list[ReadTask]:
+        """``tasks`` with each file task replaced by the row-group tasks holding its rows (its footer read once,
+        its row count checked against it); the rows, their order and the cut are those of ``all_tasks`` cut
+        the same way.
+
+        Raises:
+            FormatError: a file's footer disagrees with the count the version records for it.
+        """
+        out: list[ReadTask] = []
+        for t in tasks:
+            if not t.whole_file:
+                out.append(t)
+                continue
+            groups = self.store.expanded.get(t.uri)
+            if groups is None:
+                with translate_missing(self.source):
+                    groups = self._file_groups(t.uri, t.partition_values, t.deleted, t.num_rows)
+                self.store.expanded[t.uri] = groups
+            if t.offset == 0 and t.length is None:
+                out.extend(groups)
+                continue
+            counts = [g.live_rows for g in groups]
+            length = t.length if t.length is not None else sum(counts) - t.offset
+            out.extend(cut(groups, counts, [(t.offset, length)]) if length > 0 else [])
+        return out
+
+    def _file_groups(
+        self, uri: str, values: tuple[tuple[str, str | None], ...], deleted: tuple[int, ...], claimed: int | None
+    ) -> list[ReadTask]:
+        """One file's row groups as tasks, from its footer (checked against ``claimed``): what ``_plan_tasks``
+        makes of a file when there is no filter."""
+        fragment = self._file_fragment(uri, values)
+        pieces = list(fragment.split_by_row_group(schema=self.schema))
+        self._check_row_count(uri, fragment, claimed)
+        starts: list[int] = []
+        if deleted:
+            md, at = fragment.metadata, 0
+            for i in range(md.num_row_groups):
+                starts.append(at)
+                at += md.row_group(i).num_rows
+        exact = self.physical is not None or bool(deleted)
+        out = []
+        for piece in pieces:
+            for rg in piece.row_groups:
+                gone = deleted_in(deleted, starts[rg.id], rg.num_rows) if deleted else ()
+                out.append(ReadTask(uri, rg.id, values, rg.num_rows, deleted=gone, exact=exact))
+        return out
+
+    @cached_property
+    def _sizes(self) -> dict[str, int]:
+        """Each file's size (from the log: spares a HEAD request per file on object stores)."""
+        index = self.source.file_index()
+        if index is None or "files" in self.__dict__:
+            return {f.uri: f.size_bytes for f in self.files if f.size_bytes}
+        located, sizes, *_ = index.listing()  # no object per file where none was made
+        return {u: n for u, n in zip(located, sizes, strict=True) if n}
+
+    def _file_fragment(self, uri: str, values: tuple[tuple[str, str | None], ...]) -> pads.ParquetFileFragment:
+        """The whole file as a fragment, made once per process (its footer read once, then kept)."""
+        from dal.formats.fragments import parquet_format
+
+        store = self.store
+        if store.pid != os.getpid():  # a forked worker: its own fragments (no parent's client), footers read once
+            store.fragments, store.pid = {}, os.getpid()
+        planned = store.fragments.get(uri)
+        if planned is None:
+            planned = parquet_format().make_fragment(
+                self.local_path(uri),
+                filesystem=self.filesystem,
+                partition_expression=partition_expression(values, self.schema),
+                file_size=self._sizes.get(uri),  # from the log: spares a HEAD request on object stores
+            )
+            store.fragments[uri] = planned
+        return planned
+
     def _row_groups_kept(
         self,
         fragment: pads.ParquetFileFragment,
@@ -310,21 +433,12 @@ class Query:
             )
 
     def fragment(self, task: ReadTask, row_groups: Sequence[int] | None = None) -> pads.ParquetFileFragment:
-        """The row groups of one file as a fragment, reusing the footer planning read when it can."""
-        from dal.formats.fragments import parquet_format
-
+        """The row groups of one file as a fragment, reusing the footer planning read when it can (a file task:
+        the whole file)."""
+        planned = self._file_fragment(task.uri, task.partition_values)
+        if task.whole_file and row_groups is None:
+            return planned
         groups = list(row_groups) if row_groups is not None else [task.row_group]
-        store = self.store
-        if store.pid != os.getpid():  # a forked worker: its own fragments (no parent's client), footers read once
-            store.fragments, store.pid = {}, os.getpid()
-        planned = store.fragments.get(task.uri)
-        if planned is None:
-            planned = parquet_format().make_fragment(
-                self.local_path(task.uri),
-                filesystem=self.pa_dataset.filesystem,
-                partition_expression=partition_expression(task.partition_values, self.schema),
-            )
-            store.fragments[task.uri] = planned
         # pyarrow 26's make_fragment(row_groups=[7, 8, 9]) reads 8, 9, 7: subset keeps the order
         return planned.subset(row_group_ids=groups)
 
@@ -335,7 +449,7 @@ class Query:
             columns = [*self.columns, *self.filter_columns()]
         return read_exact(
             self.local_path(task.uri),
-            self.pa_dataset.filesystem,
+            self.filesystem,
             task.row_group,
             self.schema,
             self.physical,

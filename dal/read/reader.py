@@ -131,7 +131,7 @@ def read_span(query: Query, tasks: Sequence[ReadTask]) -> pa.Table:
             j += 1
         fragments.append(query.fragment(tasks[i], [t.row_group for t in tasks[i : j + 1]]))
         i = j + 1
-    dataset = pads.FileSystemDataset(fragments, query.schema, parquet_format(), query.pa_dataset.filesystem)
+    dataset = pads.FileSystemDataset(fragments, query.schema, parquet_format(), query.filesystem)
     table = dataset.to_table(
         columns=query.scan_columns(),
         filter=query.scan_filter,
@@ -340,7 +340,7 @@ def read_pages(query: Query, task: ReadTask, slice_rows: int) -> Iterator[pa.Tab
     schema = pa.schema([query.schema.field(n) for n in names])
     fragment = query.fragment(task)
     held = 0
-    with translate_missing(query.source), query.pa_dataset.filesystem.open_input_file(fragment.path) as f:
+    with translate_missing(query.source), query.filesystem.open_input_file(fragment.path) as f:
         pages = pq.ParquetFile(
             f, metadata=fragment.metadata, buffer_size=PAGE_BUFFER, pre_buffer=False, coerce_int96_timestamp_unit="us"
         )
@@ -365,7 +365,7 @@ def _scan_spans(query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[i
             i = j + 1
     rg_bytes, rg_rows = query.row_group_bytes()
     schema = query.schema if query.columns is None else pa.schema([query.schema.field(c) for c in query.columns])
-    dataset = pads.FileSystemDataset(fragments, query.schema, parquet_format(), query.pa_dataset.filesystem)
+    dataset = pads.FileSystemDataset(fragments, query.schema, parquet_format(), query.filesystem)
     scanner = dataset.scanner(
         columns=query.scan_columns(),
         filter=query.scan_filter,

@@ -14,6 +14,8 @@ The design::
       with_shard / with_epoch   variants (the feed's rank and epoch)
       members()                 the one-version sources it reads (itself; a mix: its members)
       plan / split / task_rows / chunk_spans     the plan as ReadTasks (a plain scan's; virtual: refused)
+      file_plan                 the plan before any file is opened (a plain scan without filter or shuffle:
+                                one task per file, the log's counts; ``Query.expand`` gives its row groups)
       iter_chunks / count       this rank's rows as chunks / counted
       epoch_rows()              the whole epoch numbered 0…N-1 (``dal.read.sampling.Rows``)
       numbered()                the whole epoch as a canonical-shard order reads it
@@ -151,6 +153,10 @@ class Source:
     def plan(self) -> list[ReadTask]:
         """The ReadTasks this rank reads this epoch (planning, footers and file lists, done in this process)."""
         raise NotImplementedError
+
+    def file_plan(self) -> list[ReadTask]:
+        """``plan()`` before any file is opened where the kind of source can (a plain scan's file tasks)."""
+        return self.plan()
 
     def split(self, index: int, parts: int) -> list[ReadTask]:
         _check_split(index, parts)
@@ -328,7 +334,7 @@ class Version(Source):
         for t in self.plan():
             if t.uri not in footers:
                 fragment = self.query.fragment(t)
-                footers[t.uri] = pq.ParquetFile(fragment.path, filesystem=self.query.pa_dataset.filesystem).metadata
+                footers[t.uri] = pq.ParquetFile(fragment.path, filesystem=self.query.filesystem).metadata
             rg = footers[t.uri].row_group(t.row_group)
             for c in range(rg.num_columns):
                 chunk = rg.column(c)
@@ -354,9 +360,19 @@ class RowGroups(Version):
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def plan(self) -> list[ReadTask]:
-        """The ReadTasks of this epoch and (when sharded) rank, in reading order."""
+        """The ReadTasks of this epoch and (when sharded) rank, in reading order: row groups, the footers read
+        of this rank's files only."""
+        return self.query.expand(self.file_plan())
+
+    def file_plan(self) -> list[ReadTask]:
+        """``plan()`` before its files are opened: without a filter or shuffle, one file task per file (the
+        log's counts, cut by rows for the rank); else the row groups (a shuffle permutes row groups, and a
+        filter's counts need the files)."""
         self.log_read()  # every terminal but to_spark plans first
-        tasks = self.query.ordered(self.shuffle, self.epoch)
+        if self.shuffle is None:
+            tasks = self.query.file_tasks()
+        else:
+            tasks = self.query.ordered(self.shuffle, self.epoch)
         if self.shard is None:
             return tasks
         return self.query.shard(tasks, *self.shard)
@@ -364,8 +380,11 @@ class RowGroups(Version):
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def split(self, index: int, parts: int) -> list[ReadTask]:
         """One of ``parts`` disjoint pieces of the plan (e.g. a DataLoader worker's), by rows."""
+        return self.query.expand(self._file_split(index, parts))
+
+    def _file_split(self, index: int, parts: int) -> list[ReadTask]:
         index, parts = _check_split(index, parts)
-        tasks = self.plan()
+        tasks = self.file_plan()
         counts = self.task_rows(tasks)
         return cut(tasks, counts, share(sum(counts), index, parts, "keep"))
 
@@ -377,7 +396,7 @@ class RowGroups(Version):
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def count(self) -> int:
-        return sum(self.task_rows(self.plan()))
+        return sum(self.task_rows(self.file_plan()))  # no filter: the log's counts, no file opened
 
     def epoch_rows(self) -> sampling.Rows:
         whole = replace(self, shard=None)
@@ -403,7 +422,7 @@ class RowGroups(Version):
         holding that row is read again), ``convert`` applied on the reading thread."""
         skip_rows = check_int(skip_rows, "skip_rows", minimum=0)
         recorder = Recorder(self)  # from here: planning's footer reads count too
-        tasks = list(tasks) if tasks is not None else self.plan()
+        tasks = self.query.expand(tasks) if tasks is not None else self.plan()  # file tasks: their row groups
         spans = self.chunk_spans(tasks)
         if skip_rows:
             counts = self.task_rows(tasks)  # filter columns only when filtered; footers otherwise
@@ -453,8 +472,8 @@ class RowGroups(Version):
 
     def rank_rows(self, worker: int | None = None, workers: int | None = None) -> int:
         if workers is not None and worker is not None:
-            return sum(self.task_rows(self.split(worker, workers)))
-        return sum(self.task_rows(self.plan()))
+            return sum(self.task_rows(self._file_split(worker, workers)))
+        return sum(self.task_rows(self.file_plan()))
 
     def worker_chunks(
         self, worker: int, workers: int, convert: Callable[[pa.Table], T], skip: int = 0

@@ -324,10 +324,19 @@ def _decode_npy_batch(array: pa.Array) -> np.ndarray | None:
     else:
         return None
     header = first.tell()
-    if fortran or dtype.hasobject or not (rows[:, :header] == rows[0, :header]).all():
+    if fortran or dtype.hasobject or header > cell or not _same_headers(data, int(offsets[0]), n, cell, header):
         return None
     body = np.ascontiguousarray(rows[:, header:])
     return np.asarray(body.view(dtype).reshape((n, *shape)))
+
+
+def _same_headers(data: np.ndarray, start: int, n: int, cell: int, header: int) -> bool:
+    """Whether the ``n`` cells of ``cell`` bytes from ``data[start]`` all begin with the first one's ``header``
+    bytes, compared as the widest unsigned ints that divide the cell and header lengths and the start (np.save
+    pads a header to 16 or 64 bytes: 8-byte words, an eighth of the comparisons of byte by byte)."""
+    width = next(w for w in (8, 4, 2, 1) if not (cell % w or header % w or start % w))
+    words = data[start : start + n * cell].view(f"<u{width}").reshape(n, cell // width)[:, : header // width]
+    return bool((words == words[0]).all())
 
 
 class CompressedNdarrayCodec(_ArrayCodec):

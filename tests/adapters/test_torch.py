@@ -123,7 +123,9 @@ def fresh_hint(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def hints(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "dal.torch" and "new worker processes" in r.getMessage()]
+    return [
+        r.getMessage() for r in caplog.records if r.name == "dal.torch" and "new worker processes" in r.getMessage()
+    ]
 
 
 def test_non_persistent_workers_get_one_hint_from_the_second_epoch(

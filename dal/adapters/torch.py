@@ -304,7 +304,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             _READ_BY_WORKERS.pop(self._token, None)  # read here: state_dict() knows where it is
         skip, self._consumed = self._resume, 0
         if self.num_canonical_shards is None:  # one pyarrow scanner streams the rank's chunks
-            chunks = self.rank_source().iter_chunks(skip_rows=skip, convert=self.convert, batch_rows=self.batch_size)
+            chunks = self.rank_source().iter_chunks(skip_rows=skip, convert=self.convert)
         else:
             chunks = self._chunks(self._stream(skip).units)
         batches = feed.split_batches(chunks, self.batch_size, _take, _join, _split)

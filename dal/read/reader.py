@@ -76,14 +76,6 @@ def chunk_rows(query: Query, minimum: int = 0) -> int:
     return max(minimum, int(min(MAX_CHUNK_ROWS, max(MIN_CHUNK_ROWS, CHUNK_BYTES // per_row))))
 
 
-def aligned_rows(target: int, batch_rows: int | None) -> int:
-    """``target`` rounded up to a multiple of ``batch_rows`` when that at most doubles it, else ``target``."""
-    if not batch_rows or batch_rows < 1:
-        return target
-    up = -(-target // batch_rows) * batch_rows
-    return up if up <= 2 * target else target
-
-
 def groups(tasks: Sequence[ReadTask], counts: Sequence[int], target: int) -> list[tuple[int, int]]:
     """Consecutive task ranges ``[(start, end)]`` of at least ``target`` rows each (the last may hold fewer)."""
     out, start, held = [], 0, 0
@@ -190,7 +182,6 @@ def read_chunks(
     permute: tuple[int, int] | None = None,
     skip: int = 0,
     convert: Callable[[pa.Table], T] | None = None,
-    batch_rows: int | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """The chunks of ``tasks`` (``spans`` of task indices from ``groups``), in order, as ``(k, chunk)``: k
     the span it came from. Each is one table (one contiguous buffer per column), rows permuted by
@@ -199,11 +190,8 @@ def read_chunks(
     different chunks). A span of more than twice ``chunk_rows`` (one row group of images or tensors holds
     many chunks' decoded bytes) comes as consecutive slices of ``chunk_rows``, each converted on its own:
     the first batch waits for one slice's decoding, not the row group's, and decoded memory stays
-    proportional to the chunk, not to the row group. ``batch_rows`` (the consumer's batch size) rounds the
-    slices up to a multiple of it where that is at most twice ``chunk_rows``: a batch then straddles two
-    slices only at a row group's end (batches of 256 out of 333-row slices of 3 KB tensors were joined,
-    so copied once more, about three batches in four)."""
-    target = aligned_rows(chunk_rows(query), batch_rows)
+    proportional to the chunk, not to the row group."""
+    target = chunk_rows(query)
 
     def arrange(k: int, table: pa.Table) -> pa.Table:
         table = combine([table], tasks[spans[k][0]], permute)

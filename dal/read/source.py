@@ -179,11 +179,8 @@ class Source:
         *,
         skip_rows: int = 0,
         convert: Callable[[pa.Table], T] | None = None,
-        batch_rows: int | None = None,
     ) -> Iterator[Any]:
-        """This rank's rows as chunks, the first ``skip_rows`` dropped, each ``convert``-ed on a reader thread;
-        ``batch_rows``: the batch size the consumer cuts chunks into (a row group read in slices is sliced at a
-        multiple of it, where that stays near the chunk size, so that few batches straddle two chunks)."""
+        """This rank's rows as chunks, the first ``skip_rows`` dropped, each ``convert``-ed on a reader thread."""
         if tasks is not None:
             raise FilterError(f"{self.WHAT} is read whole (its rank's share), not by tasks")
         skip_rows = check_int(skip_rows, "skip_rows", minimum=0)
@@ -401,7 +398,6 @@ class RowGroups(Version):
         *,
         skip_rows: int = 0,
         convert: Callable[[pa.Table], T] | None = None,
-        batch_rows: int | None = None,
     ) -> Iterator[Any]:
         """The chunks of ``tasks`` (default: the plan), the first ``skip_rows`` rows dropped (only the chunk
         holding that row is read again), ``convert`` applied on the reading thread."""
@@ -416,13 +412,7 @@ class RowGroups(Version):
                 spans = spans[1:]
         try:
             chunks = reader.read_chunks(
-                self.query,
-                tasks,
-                spans,
-                permute=self.permute(),
-                skip=skip_rows,
-                convert=recorder.counting(convert),
-                batch_rows=batch_rows,
+                self.query, tasks, spans, permute=self.permute(), skip=skip_rows, convert=recorder.counting(convert)
             )
             last = -1
             for k, (rows, chunk) in chunks:  # k: the span the chunk came from (a span may come in slices)
@@ -505,7 +495,6 @@ class Picked(Version):
         *,
         skip_rows: int = 0,
         convert: Callable[[pa.Table], T] | None = None,
-        batch_rows: int | None = None,
     ) -> Iterator[Any]:
         skip_rows = check_int(skip_rows, "skip_rows", minimum=0)
         if tasks is not None:

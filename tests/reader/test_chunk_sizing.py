@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pytest
 
 import dal
 from dal import ImageCodec, ScalarCodec, TensorField, TensorSchema
@@ -61,38 +60,3 @@ def test_tensor_fields_count_at_their_decoded_size(sqlite_env: Catalog) -> None:
     assert reader.row_bytes(scan.query) > 64 * 64 * 3  # flat PNGs are tiny; decoded, 12 KiB each
     assert reader.chunk_rows(scan.query) == reader.MIN_CHUNK_ROWS  # 2 MiB / 12 KiB < 256: the floor
     assert reader.row_bytes(scan.select("id").query) < 64 * 64 * 3  # without the image: its own width
-
-
-def test_row_groups_read_in_slices_are_cut_at_a_multiple_of_the_batch(sqlite_env: Catalog, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A row group of many chunks is read a slice at a time; given the consumer's batch size, the slices are a
-    multiple of it (batches then straddle two slices only at a row group's end, and are not copied to be
-    joined), with the same rows in the same order as without."""
-    torch = pytest.importorskip("torch")  # CI installs torch (dal[torch]); skipping fails the run there
-    from dal import NdarrayCodec
-
-    schema = TensorSchema(
-        "Npy", [TensorField("id", np.int64, (), ScalarCodec()), TensorField("x", np.uint8, (1024,), NdarrayCodec())]
-    )
-    rng = np.random.default_rng(5)
-    cells = rng.integers(0, 255, (3 * 2000, 1024), dtype=np.uint8)
-    for k in range(3):  # one row group of 2,000 rows per write
-        ids = range(k * 2000, (k + 1) * 2000)
-        dal.write([{"id": i, "x": cells[i]} for i in ids], "npy", format="petastorm", schema=schema if k == 0 else None)
-    monkeypatch.setattr(reader, "CHUNK_BYTES", 333 * 2100)  # ~333 rows of 1 KiB decoded + ~1.1 KiB encoded
-    scan = dal.open("npy").scan()
-    scan.plan()
-    target = reader.chunk_rows(scan.query)
-    assert 256 < target < 512
-    source = scan.to_torch(batch_size=256).source  # the read source to_torch reads through
-    plain = [c.num_rows for c in source.iter_chunks()]
-    aligned = [c.num_rows for c in source.iter_chunks(batch_rows=256)]
-    assert sum(plain) == sum(aligned) == 6000
-    assert {n % 256 for n in aligned} <= {0, 2000 % 256} and aligned.count(512) == 3 * (2000 // 512)
-    assert max(plain) <= 2 * target and any(n % 256 for n in plain[:3])  # unaligned: batches straddle them
-    # to_torch asks for its batch size: the same rows, in the order of the scan, decoded as np.load does
-    order = scan.to_arrow().column("id").to_numpy()
-    batches = list(scan.to_torch(batch_size=256))
-    assert [len(b["id"]) for b in batches] == [256] * (6000 // 256) + [6000 % 256]
-    got_ids = torch.cat([b["id"] for b in batches]).numpy()
-    assert np.array_equal(got_ids, order)
-    assert np.array_equal(torch.cat([b["x"] for b in batches]).numpy(), cells[got_ids])

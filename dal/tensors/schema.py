@@ -176,7 +176,10 @@ def decode_table(table: pa.Table, schema: Schema) -> dict[str, Any]:
             tensor = tensor_column(column)
             out[name] = column.to_numpy(zero_copy_only=False) if tensor is None else tensor
             continue
-        tf = _tensor_field(field)
+        try:
+            tf = _tensor_field(field)
+        except TypeError:  # a field built with a list for its shape does not hash: built here, as before
+            tf = TensorField.from_catalog(field)
         try:
             out[name] = tf.the_codec.decode(tf.dtype_name, tf.shape, column)
         except (DalError, ValueError, TypeError, pa.ArrowException) as e:

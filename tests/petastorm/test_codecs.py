@@ -232,3 +232,19 @@ def test_npy_cells_decode_as_petastorm_whatever_their_headers() -> None:
             for g, r in zip(got, reference, strict=True):
                 assert g.dtype == r.dtype and g.shape == r.shape, name
                 assert g.tobytes() == r.tobytes(), name  # bit-exact, NaN payloads included
+
+
+def test_decode_table_builds_each_fields_codec_once_and_takes_any_field() -> None:
+    """``decode_table`` builds a field's TensorField once per catalog field (not per chunk); a field whose shape
+    is a list (it does not hash) is still decoded."""
+    from dal.catalog.types import Field, Schema
+    from dal.tensors.schema import _tensor_field, decode_table
+
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    table = pa.table({"m": NdarrayCodec().encode("m", "float32", (2, 3), [a, a + 1])})
+    for shape in ((2, 3), [2, 3]):
+        field = Field("m", "binary", True, "float32", shape, "ndarray")  # type: ignore[arg-type]
+        got = decode_table(table, Schema((field,)))["m"]
+        np.testing.assert_array_equal(got, np.stack([a, a + 1]))
+    hashable = Field("m", "binary", True, "float32", (2, 3), "ndarray")
+    assert _tensor_field(hashable) is _tensor_field(Field("m", "binary", True, "float32", (2, 3), "ndarray"))

@@ -433,7 +433,7 @@ class Loader:
         self._rank = rank
         if self._loader is None:
             options = {"persistent_workers": True, **self.kwargs}
-            slots = int(options.get("prefetch_factor") or 2) + 2  # DataLoader's chunks in flight per worker, +2
+            slots = int(options.get("prefetch_factor") or 2) + 1  # DataLoader's chunks in flight per worker, +1
             self._units = _Units(data, self.num_workers, slots)
             self._loader = _data.DataLoader(self._units, batch_size=None, num_workers=self.num_workers, **options)
         units = self._units

@@ -16,7 +16,8 @@ Rows (each path's best of ``--rounds`` interleaved rounds, after one warm-up run
 - tensor-heavy: a Petastorm dataset with an 8x8 float32 ndarray field and a 32x32x3 png image, decoded
   samples/s of ``to_torch`` (threads, and ``loader(num_workers=2)``) vs petastorm 0.13.1's ``make_reader``;
 - peak RSS (VmHWM, a fresh subprocess) of ``to_torch`` streaming every column of the dataset, plain and
-  shuffled.
+  shuffled; PSS (this process and its live workers, ``/proc/PID/smaps_rollup``) of ``to_torch`` iterated
+  directly and ``loader(num_workers=2)`` streaming the 5 columns, against the PSS before reading.
 
 CPU per row (the rows of the first table; each path's lowest over the rounds): the CPU seconds of the whole
 process tree (``proc_cpu.tree_cpu_seconds``: this process, the workers it reaped, the workers still alive)
@@ -312,6 +313,53 @@ print(json.dumps({"rows": n, "rows_per_s": n / (time.perf_counter() - t), "base_
 """
 
 
+PSS_SCRIPT = """
+import json, os, sys
+from pathlib import Path
+import dal
+def tree_pss_mb():
+    # Pss (shared pages split between the processes mapping them) of this process and its live descendants
+    parent = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            pass
+    tree, todo = [], [os.getpid()]
+    while todo:
+        pid = todo.pop(); tree.append(pid); todo += [p for p, pp in parent.items() if pp == pid]
+    total = 0
+    for pid in tree:
+        try:
+            total += next(int(l.split()[1]) for l in open(f"/proc/{pid}/smaps_rollup") if l.startswith("Pss:"))
+        except (OSError, StopIteration):
+            pass
+    return total / 1024
+data = dal.open(sys.argv[1]).select(*sys.argv[3].split(",")).to_torch(1024)
+base = tree_pss_mb()
+batches = iter(data if sys.argv[2] == "direct" else data.loader(num_workers=2))
+n, most = 0, 0.0
+for i, batch in enumerate(batches):
+    n += len(batch["label"])
+    if i % 200 == 100:
+        most = max(most, tree_pss_mb())
+print(json.dumps({"rows": n, "base_mb": base, "pss_mb": most}))
+"""
+
+
+def pss(name: str, mode: str) -> dict[str, float]:
+    """The PSS of a fresh process (and its DataLoader workers, alive: ``loader()``'s persist) while it streams
+    ``name``'s 5 columns through ``to_torch(1024)`` iterated directly or ``.loader(num_workers=2)``, sampled
+    every 200 batches (the highest), and before reading."""
+    out = subprocess.run(
+        [sys.executable, "-c", PSS_SCRIPT, name, mode, ",".join(COLUMNS)], capture_output=True, text=True,
+        env=os.environ.copy(), cwd=REPO, timeout=1800,
+    )  # fmt: skip
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
 def peak_rss(name: str, mode: str) -> dict[str, float]:
     """Peak RSS of a fresh process streaming every column of ``name`` through ``to_torch`` (all batches)."""
     out = subprocess.run(
@@ -400,6 +448,7 @@ def main() -> None:
         except Exception as e:
             print("petastorm make_reader failed:", str(e).splitlines()[-1][:300] if str(e) else repr(e))
     rss = {mode: peak_rss("bench.reader", mode) for mode in ("plain", "shuffled")}
+    pss_mb = {mode: pss("bench.reader", mode) for mode in ("direct", "loader2")}
 
     print(f"\n{ds.count():,} rows, {len(ds.scan().plan())} row groups, batches of {BATCH}, columns {COLUMNS}\n")
     print(f"load average before / after: {load[0]:.2f} / {os.getloadavg()[0]:.2f}\n")
@@ -423,6 +472,10 @@ def main() -> None:
     print("| path | peak RSS (VmHWM) | RSS before reading | rows/s |\n|---|---|---|---|")
     for mode, r in rss.items():
         print(f"| {mode} | {r['peak_mb']:.0f} MB | {r['base_mb']:.0f} MB | {r['rows_per_s'] / 1e6:.2f} M |")
+    print("\nPSS of a fresh process and its workers streaming the 5 columns through to_torch(1024):\n")
+    print("| path | PSS while streaming (highest sample) | PSS before reading | added |\n|---|---|---|---|")
+    for mode, r in pss_mb.items():
+        print(f"| {mode} | {r['pss_mb']:.0f} MB | {r['base_mb']:.0f} MB | +{r['pss_mb'] - r['base_mb']:.0f} MB |")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,9 @@ def numeric_list(typ: pa.DataType) -> bool:
 def matrix(column: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
     """The column as a (rows, n) array when every row is a non-null array of ``n`` non-null numbers (a
     fixed-shape tensor column: (rows, *shape)); None otherwise (varying lengths, a null array or a null value)."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    array = column
+    if isinstance(column, pa.ChunkedArray):  # one chunk as it is: combine_chunks copies even a single chunk
+        array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     if array.null_count:
         return None
     shape = fixed_shape(array.type)

@@ -35,6 +35,7 @@ capture, resumption state and batch assembly are one contract tested together (t
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import warnings
@@ -59,6 +60,7 @@ _collate = require("torch.utils.data._utils.collate", "torch")
 Transform = Callable[[pa.RecordBatch], "pa.RecordBatch | Any"]
 UNITS_PER_MESSAGE = 2  # chunks a Loader worker converts and ships together
 Columns = dict[str, Any]
+_log = logging.getLogger("dal.torch")
 
 
 def implicit_rank() -> tuple[int, int] | None:
@@ -308,7 +310,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
         batches = feed.split_batches(chunks, self.batch_size, _take, _join, _split)
         for n, batch in _to_device(batches, self.device):
             self._consumed += n
-            yield batch if info is None else _Shipped(batch, self._token)  # the one worker of a DataLoader
+            yield batch if info is None else _Shipped(batch, self._token, self._sender(1))  # a DataLoader's one worker
         self._resume, self._consumed = 0, 0  # the epoch is over: a state saved now starts the next one
 
     def _worker_batches(self, worker: int, workers: int) -> Iterator[dict[str, Any]]:
@@ -321,10 +323,15 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
             )
         skip, self._consumed = self._resume, 0  # skip: a worker's own state (StatefulDataLoader keeps one per worker)
         chunks = scan.worker_chunks(worker, workers, self.convert, skip)
+        sender = self._sender(workers)
         for n, batch in feed.split_batches(chunks, self.batch_size, _take, _join, _split):
             self._consumed += n
-            yield _Shipped(_batch(batch), self._token)  # through the worker's pipe as one bytes object
+            yield _Shipped(_batch(batch), self._token, sender)  # through the worker's pipe as one bytes object
         self._resume, self._consumed = 0, 0
+
+    def _sender(self, workers: int) -> tuple[str, int, int]:
+        """What a plain DataLoader worker's batches name: the dataset, this process, the workers."""
+        return (f"{self.source.dataset.name} version {self.source.dataset.number}", os.getpid(), workers)
 
     def loader(self, num_workers: int = 0, **kwargs: Any) -> Loader:
         """Batches read by ``num_workers`` DataLoader worker processes shipping whole chunks (the main
@@ -426,7 +433,7 @@ class Loader:
         self._rank = rank
         if self._loader is None:
             options = {"persistent_workers": True, **self.kwargs}
-            slots = int(options.get("prefetch_factor") or 2) + 2  # DataLoader's chunks in flight per worker, +2
+            slots = int(options.get("prefetch_factor") or 2) + 1  # DataLoader's chunks in flight per worker, +1
             self._units = _Units(data, self.num_workers, slots)
             self._loader = _data.DataLoader(self._units, batch_size=None, num_workers=self.num_workers, **options)
         units = self._units
@@ -519,12 +526,13 @@ class _Shipped(Batch):
     worker's pipe: pickled as ONE bytes object holding every tensor column, unpickled as a plain dict. It
     names its dataset (``token``), so that the main process knows that dataset was read by workers."""
 
-    def __init__(self, columns: dict[str, Any], token: str) -> None:
+    def __init__(self, columns: dict[str, Any], token: str, sender: tuple[str, int, int] = ("", 0, 0)) -> None:
         super().__init__(columns)
         self.token = token
+        self.sender = sender  # (dataset name, worker pid, workers): the main process counts worker processes
 
     def __copy__(self) -> _Shipped:  # DataLoader's default_convert copies the batch: stay shippable
-        return _Shipped(self, self.token)
+        return _Shipped(self, self.token, self.sender)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # CPU tensor columns packed into one buffer, each at a 64-byte boundary (aligned for every dtype's
@@ -548,7 +556,7 @@ class _Shipped(Batch):
             parts.extend((flat, bytes(pad)) if pad else (flat,))
             total += flat.nbytes + pad
         rest = {k: v for k, v in self.items() if layout[k] is None}
-        return (_unship, (layout, bytearray(b"".join(parts)), rest, self.token))
+        return (_unship, (layout, bytearray(b"".join(parts)), rest, self.token, self.sender))
 
 
 # torch dtypes NumPy holds the same bytes for (bfloat16 and the float8s it has not: those go as torch bytes)
@@ -556,10 +564,14 @@ _NUMPY_NAMES = "bool uint8 int8 int16 int32 int64 float16 float32 float64 comple
 _NUMPY_DTYPES = frozenset(getattr(_torch, name) for name in _NUMPY_NAMES.split() if hasattr(_torch, name))
 
 
-def _unship(layout: dict[str, Any], data: bytearray, rest: dict[str, Any], token: str) -> dict[str, Any]:
+def _unship(
+    layout: dict[str, Any], data: bytearray, rest: dict[str, Any], token: str, sender: tuple[str, int, int] = ("", 0, 0)
+) -> dict[str, Any]:
     """A shipped batch as a plain dict (collating, if any, happened in the worker): each tensor column a
     view of the one received (writable) buffer."""
     _READ_BY_WORKERS[token] = True
+    if sender[1] and not _HINTED:
+        _count_worker(token, sender)
     whole = np.frombuffer(data, dtype=np.uint8)
     out: dict[str, Any] = {}
     for k, place in layout.items():
@@ -572,6 +584,31 @@ def _unship(layout: dict[str, Any], data: bytearray, rest: dict[str, Any], token
         else:
             out[k] = _torch.from_numpy(whole[a : a + b]).view(dtype).view(shape)
     return out
+
+
+# main process: worker pids seen per dataset token, until the hint below is given (once per process)
+_WORKER_PIDS: dict[str, set[int]] = {}
+_HINTED: list[bool] = []
+
+
+def _count_worker(token: str, sender: tuple[str, int, int]) -> None:
+    """More worker processes than a DataLoader has shipped this dataset's batches: its workers were started
+    again for another pass (``persistent_workers=False``, the default, or a new DataLoader per epoch). Logs
+    one line, once per process: what that costs and what to use instead."""
+    name, pid, workers = sender
+    pids = _WORKER_PIDS.setdefault(token, set())
+    pids.add(pid)
+    if len(pids) <= workers:
+        return
+    _HINTED.append(True)
+    _WORKER_PIDS.clear()
+    _log.warning(
+        "DataLoader started %d new worker processes for another pass over %s (persistent_workers=False, or a new "
+        "DataLoader per epoch): every epoch forks them and hands them the dataset's plan again, and every batch "
+        "crosses a pipe (several times the CPU per row of reading in one process); use data.loader(num_workers=%d), "
+        "whose workers persist and ship whole chunks, or DataLoader(..., persistent_workers=True)",
+        workers, name, workers,
+    )  # fmt: skip
 
 
 def _take(columns: Columns, a: int, b: int) -> Columns:

@@ -9,6 +9,7 @@ Schema = TensorSchema("Scans", [
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,17 +170,28 @@ def decode_table(table: pa.Table, schema: Schema) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in table.column_names:
         field = schema.get(name)
-        column = table.column(name).combine_chunks()
+        chunked = table.column(name)  # one chunk as it is: combine_chunks copies even a single chunk's buffers
+        column = chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
         if field is None or field.dtype is None:
             tensor = tensor_column(column)
             out[name] = column.to_numpy(zero_copy_only=False) if tensor is None else tensor
             continue
-        tf = TensorField.from_catalog(field)
+        try:
+            tf = _tensor_field(field)
+        except TypeError:  # a field built with a list for its shape does not hash: built here, as before
+            tf = TensorField.from_catalog(field)
         try:
             out[name] = tf.the_codec.decode(tf.dtype_name, tf.shape, column)
         except (DalError, ValueError, TypeError, pa.ArrowException) as e:
             raise FormatError(f"field {name!r}: cannot decode its {field.codec or 'scalar'} values: {e}") from e
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _tensor_field(f: Field) -> TensorField:
+    """``TensorField.from_catalog``, once per catalog field (a chunk decodes its fields with it: the codec and
+    dtype name built once per column, not once per chunk)."""
+    return TensorField.from_catalog(f)
 
 
 def to_pandas_cells(table: pa.Table) -> Any:

@@ -111,3 +111,48 @@ def test_strings_stay_python_and_pin_memory_works(table_ds: dal.Dataset) -> None
     batch = next(iter(DataLoader(data, batch_size=None, pin_memory=True, num_workers=2)))
     assert batch["id"].dtype == torch.int64
     assert batch["name"][:2] == [f"n{int(i)}" for i in batch["id"][:2]]
+
+
+@pytest.fixture
+def fresh_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The re-forked-workers hint is logged once per process: each test starts before it."""
+    from dal.adapters import torch as adapter
+
+    monkeypatch.setattr(adapter, "_HINTED", [])
+    monkeypatch.setattr(adapter, "_WORKER_PIDS", {})
+
+
+def hints(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if r.name == "dal.torch" and "new worker processes" in r.getMessage()
+    ]
+
+
+def test_non_persistent_workers_get_one_hint_from_the_second_epoch(
+    table_ds: dal.Dataset, fresh_hint: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="dal.torch")
+    data = table_ds.scan().to_torch(batch_size=64)
+    loader = DataLoader(data, batch_size=None, num_workers=2)  # persistent_workers=False: torch's default
+    first = [int(i) for b in loader for i in b["id"]]
+    assert hints(caplog) == []  # the first epoch's workers are the only ones seen: nothing to say yet
+    for _epoch in range(2):
+        again = [int(i) for b in loader for i in b["id"]]
+        assert sorted(again) == sorted(first) == list(range(ROWS))  # the hint changes nothing read
+    (line,) = hints(caplog)  # one line, once, however many epochs
+    assert "t.rows" in line and "data.loader(num_workers=2)" in line and "persistent_workers=True" in line
+    assert "\n" not in line
+
+
+def test_persistent_workers_and_loader_get_no_hint(
+    table_ds: dal.Dataset, fresh_hint: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="dal.torch")
+    data = table_ds.scan().to_torch(batch_size=64)
+    loader = DataLoader(data, batch_size=None, num_workers=2, persistent_workers=True)
+    for _epoch in range(3):
+        assert sorted(int(i) for b in loader for i in b["id"]) == list(range(ROWS))
+    feed = data.loader(num_workers=2)
+    for _epoch in range(2):
+        assert sorted(int(i) for b in feed for i in b["id"]) == list(range(ROWS))
+    assert hints(caplog) == []

@@ -191,3 +191,60 @@ def test_the_other_image_formats_petastorm_accepts() -> None:
     assert ImageCodec("tif").describe() == "image/tiff"
     with pytest.raises(ValueError, match="image format must be one of"):
         ImageCodec("gif")
+
+
+def _npy(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
+
+
+def _npy_16(arr: np.ndarray) -> bytes:
+    """A version 1.0 .npy cell with its header padded to 16 bytes, as numpy before 1.20 (and so petastorm's
+    writers of that time) wrote it: the same array, another header length."""
+    header = repr({"descr": np.lib.format.dtype_to_descr(arr.dtype), "fortran_order": False, "shape": arr.shape})
+    header += " " * (-(10 + len(header) + 1) % 16) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + arr.tobytes()
+
+
+def test_npy_cells_decode_as_petastorm_whatever_their_headers() -> None:
+    """petastorm's NdarrayCodec decodes each cell with ``np.load``: the one strided view of a column must give
+    exactly that, and fall back to cell by cell wherever one header differs (same cell length or not)."""
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    cases = {
+        "one header": [_npy(a + i) for i in range(5)],
+        "another shape, same length": [_npy(a), _npy(a.reshape(3, 2)), _npy(a + 1)],
+        "another dtype, same length": [_npy(a), _npy(a.astype(np.int32)), _npy(a + 1)],
+        "big-endian among little": [_npy(a), _npy(a.astype(">f4")), _npy(a + 1)],
+        "big-endian only": [_npy((a + i).astype(">f4")) for i in range(3)],
+        "fortran order": [_npy(np.asfortranarray(a + i)) for i in range(3)],
+        "16-byte header": [_npy_16(a + i) for i in range(3)],
+        "16- and 64-byte headers": [_npy_16(a), _npy(a + 1)],
+    }
+    for name, cells in cases.items():
+        for prefix in ([], [b"x"], [b"xyz"]):  # a sliced array whose first cell starts at an odd byte
+            array = pa.array(prefix + cells, type=pa.binary()).slice(len(prefix))
+            got = NdarrayCodec().decode("float32", (None, None), array)
+            reference = [np.load(io.BytesIO(c), allow_pickle=False) for c in cells]  # petastorm's decode
+            assert len(got) == len(reference), name
+            if name in ("one header", "big-endian only", "16-byte header"):  # one view: no per-cell parse
+                assert isinstance(got, np.ndarray) and got.shape == (len(cells), 2, 3), name
+            for g, r in zip(got, reference, strict=True):
+                assert g.dtype == r.dtype and g.shape == r.shape, name
+                assert g.tobytes() == r.tobytes(), name  # bit-exact, NaN payloads included
+
+
+def test_decode_table_builds_each_fields_codec_once_and_takes_any_field() -> None:
+    """``decode_table`` builds a field's TensorField once per catalog field (not per chunk); a field whose shape
+    is a list (it does not hash) is still decoded."""
+    from dal.catalog.types import Field, Schema
+    from dal.tensors.schema import _tensor_field, decode_table
+
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    table = pa.table({"m": NdarrayCodec().encode("m", "float32", (2, 3), [a, a + 1])})
+    for shape in ((2, 3), [2, 3]):
+        field = Field("m", "binary", True, "float32", shape, "ndarray")  # type: ignore[arg-type]
+        got = decode_table(table, Schema((field,)))["m"]
+        np.testing.assert_array_equal(got, np.stack([a, a + 1]))
+    hashable = Field("m", "binary", True, "float32", (2, 3), "ndarray")
+    assert _tensor_field(hashable) is _tensor_field(Field("m", "binary", True, "float32", (2, 3), "ndarray"))

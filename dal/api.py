@@ -1,8 +1,7 @@
 """The public functions: open, write, delete, register, sync; the default catalog from ``$DAL_CATALOG_URL``.
 
-The functions are thin: ``write``'s pipeline is ``dal.writes`` (every refusal in order in
-``dal.writes.refusals``, the storage commit and its recording in ``dal.writes.commit``), recording storage versions
-is ``dal.writes.recording``.
+Thin: ``write``'s pipeline is ``dal.writes`` (refusals in order, the storage commit and its recording, recording
+storage versions: ``dal.writes.refusals``, ``.commit``, ``.recording``).
 """
 
 from __future__ import annotations
@@ -137,16 +136,14 @@ def open(
     url = catalog if catalog is None or isinstance(catalog, str) else str(catalog.url)  # None: the default
     key = url or default_url()
     vended = remote.client(key).vended(info.name, pinned.number) if remote.is_remote(key) else None
-    if vended is not None:  # short-lived credentials the server vended with the pin: they travel with the Dataset
+    if vended is not None or file_cache is not None:  # vended: short-lived credentials, travelling with the Dataset
         from dal.storage.rangecache import ReadOptions
 
+        if vended is None:
+            return Dataset(info, pinned, ReadOptions.of(storage_options, file_cache), catalog_url=url)
         options = ReadOptions.of(remote.with_vended(storage_options, vended["options"]), file_cache,
                                  str(vended.get("expires") or "") or None, f"{info.name} version {pinned.number}")  # fmt: skip
         return Dataset(info, pinned, options, catalog_url=url)
-    if file_cache is not None:
-        from dal.storage.rangecache import ReadOptions
-
-        return Dataset(info, pinned, ReadOptions.of(storage_options, file_cache), catalog_url=url)
     return Dataset(info, pinned, dict(storage_options or {}), catalog_url=url)
 
 
@@ -161,12 +158,11 @@ def _pin(name: str, version: VersionRef, catalog: CatalogLike) -> tuple[DatasetI
         DatasetNotFound / VersionNotFound (with close names), InvalidName, CatalogUnavailable.
     """
     with retry.window():
-        if isinstance(catalog, remote.RemoteCatalog):  # the server resolves, checks the grant, audits
-            return catalog.pin(name, version)
+        served = remote.served(catalog or default_url())
+        if served is not None:  # a dal serve catalog: the server resolves, checks the grant, audits
+            return served.pin(name, version)
         if catalog is None or isinstance(catalog, str):
             key = catalog or default_url()
-            if remote.is_remote(key):  # a dal serve catalog: the server resolves, checks the grant, audits
-                return remote.client(key).pin(name, version)
             reader = None if key in _catalogs else _reader(key)  # a Catalog open already answers as quickly
             if reader is not None:
                 try:

@@ -664,6 +664,13 @@ _clients: dict[tuple[str, int, str], RemoteCatalog] = {}
 _lock = threading.Lock()
 
 
+def served(catalog: object) -> RemoteCatalog | None:
+    """The ``dal serve`` client ``catalog`` is or names (a RemoteCatalog, or an http(s) URL); None for a database."""
+    if isinstance(catalog, RemoteCatalog):
+        return catalog
+    return client(str(catalog)) if is_remote(catalog) else None
+
+
 def client(url: str) -> RemoteCatalog:
     """This process's client of ``url`` (the token read from the environment when first made)."""
     token = token_from_env(url)

@@ -40,7 +40,8 @@ class QueryPlan:
     expanded: dict[str, list[ReadTask]] = field(default_factory=dict)  # a file task's row groups, by file
     fragments: dict[str, pads.ParquetFileFragment] = field(default_factory=dict)
     matching: dict[tuple[str, int], int] = field(default_factory=dict)
-    row_group_bytes: tuple[int, int] | None = None  # (largest decoded row group of the projection, its rows)
+    # per projection (None: every column): (largest decoded row group of those columns, its rows)
+    row_group_bytes: dict[tuple[str, ...] | None, tuple[int, int]] = field(default_factory=dict)
     # (files of the version, files kept by partition and window pruning, their row groups, row groups kept)
     pruning: tuple[int, int, int, int] | None = None
     pid: int = field(default_factory=os.getpid)  # the process whose filesystem clients ``fragments`` hold

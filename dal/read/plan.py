@@ -506,7 +506,8 @@ class Query:
         """(decoded bytes of the projection in the largest row group, rows of the largest row group), from
         the footers of the first files planned: sizes read-ahead and chunks."""
         store = self.store
-        if store.row_group_bytes is None:
+        key = tuple(sorted(self.columns)) if self.columns is not None else None  # each projection its own size
+        if key not in store.row_group_bytes:
             wanted = set(self.columns) if self.columns is not None else None
             sizes, rows = [], []
             for fragment in list(store.fragments.values())[:8]:
@@ -522,8 +523,8 @@ class Query:
                         )
                     )
                     rows.append(rg.num_rows)
-            store.row_group_bytes = (max(sizes) if sizes else 0, max(rows) if rows else 1)
-        return store.row_group_bytes
+            store.row_group_bytes[key] = (max(sizes) if sizes else 0, max(rows) if rows else 1)
+        return store.row_group_bytes[key]
 
     def mapped_pruning(self) -> tuple[pc.Expression, pa.Schema, set[str]] | None:
         """For column mapping: the filter's AND-terms on data columns with physical names, a schema naming

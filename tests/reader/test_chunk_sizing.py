@@ -60,3 +60,19 @@ def test_tensor_fields_count_at_their_decoded_size(sqlite_env: Catalog) -> None:
     assert reader.row_bytes(scan.query) > 64 * 64 * 3  # flat PNGs are tiny; decoded, 12 KiB each
     assert reader.chunk_rows(scan.query) == reader.MIN_CHUNK_ROWS  # 2 MiB / 12 KiB < 256: the floor
     assert reader.row_bytes(scan.select("id").query) < 64 * 64 * 3  # without the image: its own width
+
+
+def test_each_projection_sizes_its_own_chunks(sqlite_env: Catalog) -> None:
+    """Two scans of one version with other columns share the plan cache; the row-group size each sizes its
+    chunks by is its own projection's. Before, the first projection's size was cached for the filters and
+    window alone: a narrow scan first made a later wide scan's chunks ~500x too many rows."""
+    rng = np.random.default_rng(4)
+    ids = np.arange(ROWS, dtype=np.int64)
+    dal.write(pa.table({"id": ids, "blob": pa.array([rng.bytes(WIDTH) for _ in ids], pa.binary())}), "mixed")
+    ds = dal.open("mixed")
+    narrow, wide = ds.scan().select(["id"]), ds.scan().select(["id", "blob"])
+    narrow.plan()
+    wide.plan()
+    narrow_bytes, wide_bytes = narrow.query.row_group_bytes()[0], wide.query.row_group_bytes()[0]
+    assert wide_bytes > narrow_bytes * 100  # 4 KiB blobs against 8-byte ids
+    assert reader.chunk_rows(wide.query) < reader.chunk_rows(narrow.query)

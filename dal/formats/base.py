@@ -71,6 +71,9 @@ class WriteOptions:
     target_file_size: int | None = None
     # the rows an overwrite replaces (``dal.writes.changes``), bound against the version it read; None: the table
     where: Expr | None = None
+    # overwrite='partitions' from a Spark DataFrame: ``where`` is set once the executors have staged its files and
+    # reported the partitions they hold (``dal.spark.write``), before the commit
+    partitions: bool = False
 
     @property
     def dataset(self) -> str:

@@ -8,7 +8,7 @@ Python objects Arrow has no type for are refused with one line naming the column
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -150,3 +150,33 @@ def checked_batches(batches: Iterable[pa.RecordBatch], where: Expr) -> Iterator[
     for b in batches:
         check_rows(b, where)
         yield b
+
+
+def partitions_of(table: pa.Table, parts: Sequence[str]) -> Expr:
+    """The partitions ``table``'s rows fall in, as a predicate: ``(p = v AND q = w) OR …`` (``IS NULL`` for a
+    null value); a table without rows replaces nothing (a predicate no row matches).
+
+    Raises:
+        SchemaMismatch: the data lacks a partition column.
+    """
+    from dal import expr as E
+    from dal.errors import SchemaMismatch
+
+    missing = [p for p in parts if p not in table.column_names]
+    if missing:
+        raise SchemaMismatch(f"overwrite='partitions': the data has no partition column {', '.join(missing)}")
+    seen = table.select(list(parts)).group_by(list(parts)).aggregate([]).to_pylist()
+    terms: list[Expr] = []
+    for row in seen:
+        term: Expr | None = None
+        for p in parts:
+            one: Expr = E.IsNull(E.Col(p)) if row[p] is None else E.Compare("==", E.Col(p), E.Lit(row[p]))
+            term = one if term is None else E.And(term, one)
+        assert term is not None
+        terms.append(term)
+    if not terms:  # no rows: no partition is replaced (false on every row, NULL or not)
+        return E.And(E.IsNull(E.Col(parts[0])), E.Not(E.IsNull(E.Col(parts[0]))))
+    out = terms[0]
+    for t in terms[1:]:
+        out = E.Or(out, t)
+    return out

@@ -17,6 +17,7 @@ import pyarrow as pa
 from dal import progress
 from dal._testhooks import pause
 from dal.errors import DalError, SchemaMismatch
+from dal.formats.inputs import checked_batches
 from dal.storage import uris
 
 if TYPE_CHECKING:
@@ -43,7 +44,13 @@ def _stage(txn: WriteTransaction, schema: pa.Schema, counters: tuple[Any, Any, A
                 else pa.Table.from_batches([b]).cast(schema).combine_chunks().to_batches()[0]
             )
 
-        records = txn.stage(txn.observed(cast(b) for b in batches))
+        staged: Iterator[pa.RecordBatch] = (cast(b) for b in batches)
+        if txn.opts.where is not None:  # a partial overwrite: a row it does not match fails the job, uncommitted
+            staged = checked_batches(staged, txn.opts.where)
+        seen_parts = _Partitions(txn.partition_columns) if txn.opts.partitions else None
+        if seen_parts is not None:
+            staged = seen_parts.seen(staged)
+        records = txn.stage(txn.observed(staged))
         if counters is not None:
             counters[0].add(seen[0])
             counters[1].add(len(records))
@@ -51,12 +58,55 @@ def _stage(txn: WriteTransaction, schema: pa.Schema, counters: tuple[Any, Any, A
         out = pa.RecordBatch.from_pylist(records, schema=txn.record_schema)
         # what this task's rows proved of the time partitions, on each of its file records (see write_dataframe)
         found = txn.observer.encode() if txn.observer is not None else 0
-        yield out.append_column(_FOUND, pa.array([found] * out.num_rows, pa.int64()))
+        out = out.append_column(_FOUND, pa.array([found] * out.num_rows, pa.int64()))
+        held = seen_parts.encode() if seen_parts is not None else None
+        yield out.append_column(_PARTS, pa.array([held] + [None] * (out.num_rows - 1), pa.binary())[: out.num_rows])
 
     return run
 
 
 _FOUND = "dal_time_partitions_kept"  # a column _stage adds to the records: the rules its task's rows kept
+_PARTS = "dal_partitions_written"  # and one with the distinct partition values its rows hold (Arrow IPC)
+
+
+class _Partitions:
+    """The distinct partition values of the rows a task stages (``overwrite='partitions'``), as the driver
+    builds the predicate from: typed, as Arrow holds them (a date stays a date), NULL kept."""
+
+    def __init__(self, parts: tuple[str, ...]) -> None:
+        self.parts = list(parts)
+        self.tables: list[pa.Table] = []
+
+    def seen(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            if b.num_rows and all(p in b.schema.names for p in self.parts):
+                t = pa.Table.from_batches([b]).select(self.parts)
+                self.tables.append(t.group_by(self.parts).aggregate([]).select(self.parts))
+            yield b
+
+    def encode(self) -> bytes | None:
+        if not self.tables:
+            return None
+        table = pa.concat_tables(self.tables)
+        table = table.group_by(self.parts).aggregate([]).select(self.parts)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        return bytes(sink.getvalue().to_pybytes())
+
+
+def _replaced_partitions(txn: WriteTransaction, schema: pa.Schema, held: list[bytes]) -> None:
+    """``overwrite='partitions'`` from Spark: the predicate (``txn.opts.where``) built from the partitions the
+    executors staged files for, bound against the written schema, before the commit."""
+    from dataclasses import replace
+
+    from dal import expr as E
+    from dal.formats.inputs import partitions_of
+
+    parts = list(txn.partition_columns)
+    tables = [pa.ipc.open_stream(pa.py_buffer(b)).read_all() for b in held]
+    seen = pa.concat_tables(tables) if tables else pa.table({p: pa.array([], schema.field(p).type) for p in parts})
+    txn.opts = replace(txn.opts, where=E.bind(partitions_of(seen, parts), schema))
 
 
 @contextmanager
@@ -198,7 +248,7 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
         with _watched(df.sparkSession) as counters, group:  # a progress line on a terminal, per staged file
             # by position: mapInArrow resolves each column by its name, which fails for names with dots or backquotes
             positional = df.select(*(F.col(quoted(n)).alias(f"_{i}") for i, n in enumerate(schema.names)))
-            records = txn.record_schema.append(pa.field(_FOUND, pa.int64()))
+            records = txn.record_schema.append(pa.field(_FOUND, pa.int64())).append(pa.field(_PARTS, pa.binary()))
             frame = positional.mapInArrow(_stage(txn, schema, counters), from_arrow_schema(records))
             rows = [r.asDict() for r in frame.collect()]
     except Exception as e:
@@ -208,6 +258,9 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
         text = str(e)
         if marker in text:
             raise SchemaMismatch(text.split(marker, 1)[1].splitlines()[0]) from None
+        refused = "DalError: where "  # a row a partial overwrite's predicate does not match (check_rows)
+        if txn.opts.where is not None and refused in text:
+            raise DalError("where " + text.split(refused, 1)[1].splitlines()[0]) from None
         missing = worker_import_error(df.sparkSession, e)
         if missing is not None:
             raise missing from None
@@ -217,6 +270,9 @@ def write_dataframe(df: Any, fmt: Format, txn: WriteTransaction) -> int:
         txn.abort()
         raise
     pause("spark-files-staged")
+    held = [bytes(h) for r in rows if (h := r.pop(_PARTS)) is not None]
+    if txn.opts.partitions:
+        _replaced_partitions(txn, schema, held)
     for r in rows:
         found = r.pop(_FOUND)
         if txn.observer is not None:

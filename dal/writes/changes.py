@@ -12,7 +12,12 @@ caller's text (Delta: ``dal.formats.delta.predicate``).
   is refused — in-memory data before anything is written, a stream before its commit.
 - ``overwrite="partitions"``: the predicate is the partitions present in the data (Spark's
   ``partitionOverwriteMode=dynamic``): ``(p = v AND q = w) OR …``, ``IS NULL`` for a null value; a stream is
-  read into memory first (the partitions must be known before the commit).
+  read into memory first (the partitions must be known before the commit). A Spark DataFrame is not: its
+  executors report the partitions of the files they staged, and the driver builds the predicate from them
+  before the commit (``WriteOptions.partitions``, ``dal.spark.write``).
+
+A Spark DataFrame's rows are checked against ``where=`` on the executors as they are staged (a row that does not
+match fails the job: nothing is committed).
 - ``dal.delete``: a new version without the matching rows; nothing matched: no new version.
 """
 
@@ -27,7 +32,7 @@ from dal import expr as E
 from dal.catalog import VersionInfo
 from dal.errors import DalError
 from dal.formats.base import Format
-from dal.formats.inputs import check_rows, is_spark_dataframe, to_reader
+from dal.formats.inputs import check_rows, is_spark_dataframe, partitions_of, to_reader
 
 Overwrite = Literal["table", "partitions"]
 OVERWRITES = ("table", "partitions")
@@ -69,22 +74,19 @@ def predicate(
 
     Raises:
         FilterError: an unknown column, a literal of the wrong type. DalError: no version to replace rows of, a
-            table without partitions, a Spark DataFrame (not yet). DalError: a row the predicate does not match.
+            table without partitions. DalError: a row of in-memory data the predicate does not match.
     """
     if where is None and overwrite == "table":
         return None, data
     if latest is None:
         raise DalError(f"{name} has no version to replace rows of: write it whole first (mode='overwrite')")
-    if is_spark_dataframe(data):
-        raise DalError(
-            "replacing part of a dataset from a Spark DataFrame is not supported yet: collect it as Arrow "
-            "(df.toArrow()) or write the whole table"
-        )
     schema = fmt.arrow_schema(location, latest, options)
     if overwrite == "partitions":
         parts = latest.partition_columns
         if not parts:
             raise DalError(f"{name} is not partitioned: overwrite='partitions' has no partitions to replace")
+        if is_spark_dataframe(data):  # the executors report the partitions they staged (WriteOptions.partitions)
+            return None, data
         if not isinstance(data, pa.Table | pa.RecordBatch | Mapping | list) and not _is_pandas(data):
             data = in_memory(data)  # a stream: its partitions must be known before the commit
         return E.bind(partitions_of(_partition_table(data, parts), parts), schema), data
@@ -119,32 +121,3 @@ def _partition_table(data: Any, parts: Sequence[str]) -> pa.Table:
     if isinstance(data, list) and all(isinstance(r, Mapping) for r in data):
         return pa.Table.from_pylist([{p: r.get(p) for p in parts} for r in data])
     return in_memory(data)
-
-
-def partitions_of(table: pa.Table, parts: Sequence[str]) -> E.Expr:
-    """The partitions ``table``'s rows fall in, as a predicate: ``(p = v AND q = w) OR …`` (``IS NULL`` for a
-    null value); a table without rows replaces nothing (a predicate no row matches).
-
-    Raises:
-        SchemaMismatch: the data lacks a partition column.
-    """
-    from dal.errors import SchemaMismatch
-
-    missing = [p for p in parts if p not in table.column_names]
-    if missing:
-        raise SchemaMismatch(f"overwrite='partitions': the data has no partition column {', '.join(missing)}")
-    seen = table.select(list(parts)).group_by(list(parts)).aggregate([]).to_pylist()
-    terms: list[E.Expr] = []
-    for row in seen:
-        term: E.Expr | None = None
-        for p in parts:
-            one: E.Expr = E.IsNull(E.Col(p)) if row[p] is None else E.Compare("==", E.Col(p), E.Lit(row[p]))
-            term = one if term is None else E.And(term, one)
-        assert term is not None
-        terms.append(term)
-    if not terms:  # no rows: no partition is replaced (false on every row, NULL or not)
-        return E.And(E.IsNull(E.Col(parts[0])), E.Not(E.IsNull(E.Col(parts[0]))))
-    out = terms[0]
-    for t in terms[1:]:
-        out = E.Or(out, t)
-    return out

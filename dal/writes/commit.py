@@ -48,6 +48,7 @@ def store(plan: PlannedWrite) -> int | None:
                     from dal.spark.write import write_dataframe
 
                     storage_version = write_dataframe(data, plan.fmt, plan.txn)
+                    _read_partitions(plan)
                 else:
                     storage_version = plan.txn.write_prepared(plan.prepared)
         except BaseException:
@@ -56,6 +57,18 @@ def store(plan: PlannedWrite) -> int | None:
             raise
     pause("after-storage-commit")
     return storage_version
+
+
+def _read_partitions(plan: PlannedWrite) -> None:
+    """``overwrite='partitions'`` from Spark: the version read, with the rows of the partitions it did not
+    replace, is an input of the new one (known only once the executors reported the partitions they wrote)."""
+    where, existing = plan.txn.opts.where, plan.existing
+    if not plan.opts.partitions or where is None or existing is None or existing.latest_version is None:
+        return
+    from dal import expr as E
+    from dal.catalog.types import DECLARED, Input
+
+    plan.upstream.append(Input(plan.request.name, existing.latest_version, f"NOT ({E.to_sql(where)})", DECLARED))
 
 
 def record(plan: PlannedWrite, storage_version: int) -> VersionInfo:

@@ -17,8 +17,8 @@ The order (each step's errors, as ``dal.write`` documents them):
 5. the location's claim (``check_claim``: ``ClaimedElsewhere``, ``ReadOnlyDataset``, ``PurgeUnfinished``).
 6. ``where=`` / ``overwrite='partitions'`` / ``dal.delete`` (``dal.writes.changes.predicate``): a version to
    replace rows of, the predicate bound against its schema (``FilterError``: an unknown column, as every filter),
-   a partitioned table, not a Spark DataFrame (``DalError``), and every row of in-memory data matching it
-   (``DalError``).
+   a partitioned table (``DalError``), and every row of in-memory data matching it (``DalError``; a Spark
+   DataFrame's rows are checked on the executors as they are staged).
 7. the format's options (``Format.begin``: ``SchemaMismatch`` / ``DalError``: partitioning, schema mode, a
    Petastorm TensorSchema).
 8. a declared time-partition rule: its partition columns (``SchemaMismatch``), then the rows of in-memory data
@@ -30,8 +30,8 @@ The order (each step's errors, as ``dal.write`` documents them):
 Refused later, because only then can they be seen: a row of a stream or a Spark DataFrame that breaks a declared
 rule (before the storage commit), a claim another catalog took meanwhile (checked again once the write's intent is
 registered: ``dal.writes.commit.store``), another writer's commit on the version an overwrite or a delete read
-(``WriteConflict``, at the commit), a row of a stream that a partial overwrite's predicate does not match (before
-the commit).
+(``WriteConflict``, at the commit), a row of a stream or a Spark DataFrame that a partial overwrite's predicate does
+not match (before the commit).
 """
 
 from __future__ import annotations
@@ -190,7 +190,8 @@ def plan(req: WriteRequest, cat: Catalog) -> PlannedWrite:
     # partitions are replaced is read into memory here)
     where, data = changes.predicate(req.name, fmt, location, options, latest, req.where, req.overwrite, req.data)
     req = replace(req, data=data)
-    opts = replace(_options(req, cat, fmt, existing, options), where=where)
+    deferred = req.overwrite == "partitions" and is_spark_dataframe(req.data)  # known once its files are staged
+    opts = replace(_options(req, cat, fmt, existing, options), where=where, partitions=deferred)
     txn = fmt.begin(location, opts, latest)  # 7: refuses options that do not fit
     txn.observer = _rule_check(req.data, opts, latest, rule, existing)  # 8: the rule's partition columns
     _check_in_memory(req.data, txn.observer)  # 8: a row of in-memory data that breaks a declared rule

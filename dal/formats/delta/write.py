@@ -4,6 +4,7 @@ the ``DeltaWrite`` transaction (Spark: files staged on the executors, committed 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -262,6 +263,22 @@ def _with_missing_columns(data: pa.RecordBatchReader, table: pa.Schema) -> pa.Re
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
+def _add_actions(records: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """delta-rs's add actions for files staged by ``staging.write_files`` (their records)."""
+    dl = _dl()
+    return [
+        dl.transaction.AddAction(
+            path=r["path"],
+            size=r["size"],
+            partition_values=json.loads(r["partition_values"]),
+            modification_time=r["modification_time"],
+            data_change=True,
+            stats=r["stats"],
+        )
+        for r in records
+    ]
+
+
 class DeltaWrite(WriteTransaction):
     """One Delta commit: delta-rs's writer for local data; for Spark, Parquet files staged with Delta
     statistics (``delta.staging``, on the executors) committed as ONE version through delta-rs."""
@@ -310,17 +327,7 @@ class DeltaWrite(WriteTransaction):
             raise vanished(loc, gone, len(staged))
         storage = _opts(opts.storage_options)
         props = _props(opts, self.base)
-        actions = [
-            dl.transaction.AddAction(
-                path=r["path"],
-                size=r["size"],
-                partition_values=json.loads(r["partition_values"]),
-                modification_time=r["modification_time"],
-                data_change=True,
-                stats=r["stats"],
-            )
-            for r in records
-        ]
+        actions = _add_actions(records)
         parts = self.parts or None
         if not table_exists(location, opts.storage_options):
             dl.transaction.create_table_with_add_actions(
@@ -331,6 +338,8 @@ class DeltaWrite(WriteTransaction):
         table = dl.DeltaTable(location, storage_options=storage)
         if self.base is not None and table.version() != self.base:  # the overwrite's base was overtaken
             raise _conflict(location, self.base)
+        if opts.where is not None:
+            return self._commit_replacing(table, actions, props)
         meta = table.metadata()
         if self._replacing and tuple(meta.partition_columns) != tuple(self.parts):
             # delta-rs's write transaction keeps the old partitionColumns beside the new schema (a table no
@@ -359,6 +368,44 @@ class DeltaWrite(WriteTransaction):
         except dl.exceptions.CommitFailedError as e:
             if self.base is None:
                 raise
+            raise _conflict(location, self.base) from e
+        return find_commit(location, opts)
+
+    def _commit_replacing(self, table: Any, adds: list[Any], props: Any) -> int:
+        """A partial overwrite staged by Spark: ONE commit on the version read (``base``, no retry) that adds
+        the staged files and removes the files holding rows ``opts.where`` matches, their other rows rewritten
+        into files added with them (``delta.replace``).
+
+        Raises:
+            WriteConflict: a commit landed after the version read; nothing was committed.
+        """
+        from dal.formats.delta.replace import replaced_files
+
+        dl = _dl()
+        opts, location = self.opts, self.location
+        assert opts.where is not None and self.base is not None
+        removes, rewritten = replaced_files(
+            location, table, opts.where, opts.storage_options, prefix=f"part-{opts.token}-kept",
+            compression=opts.compression,
+        )  # fmt: skip
+        now = int(time.time() * 1000)
+        actions = [*adds, *_add_actions(rewritten)]
+        actions += [
+            dl.transaction.RemoveAction(
+                path=r["path"],
+                data_change=True,
+                deletion_timestamp=now,
+                size=r["size"],
+                partition_values=r["partition_values"],
+            )
+            for r in removes
+        ]
+        try:
+            table.create_write_transaction(
+                actions, mode="append", schema=pa.schema(table.schema().to_arrow()), partition_by=self.parts or None,
+                commit_properties=props,
+            )  # fmt: skip
+        except dl.exceptions.CommitFailedError as e:
             raise _conflict(location, self.base) from e
         return find_commit(location, opts)
 

@@ -14,6 +14,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
@@ -198,3 +199,56 @@ def test_a_commit_after_the_version_read_is_a_conflict(
     writer.join(120)
     assert len(errors) == 1 and isinstance(errors[0], WriteConflict)
     assert {r["id"] for r in delta_rs(where).to_pylist()} == set(range(12)) | {500, 501, 502}
+
+
+PETA = dal.TensorSchema(
+    "Rows",
+    [
+        dal.TensorField("id", np.int64, (), dal.ScalarCodec()),
+        dal.TensorField("day", np.str_, (), dal.ScalarCodec()),
+        dal.TensorField("x", np.float32, (2,), dal.NdarrayCodec()),
+    ],
+)
+
+
+def peta_rows(ids: range, shift: float = 0.0) -> list[dict[str, Any]]:
+    return [{"id": i, "day": f"d{i % 3}", "x": np.full(2, i + shift, np.float32)} for i in ids]
+
+
+def peta_frame(spark: Any, ids: list[int], shift: float) -> Any:
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame([(i, f"d{i % 3}") for i in ids], "id long, day string")
+    x = (F.col("id").cast("float") + F.lit(shift)).cast("float")
+    return df.select("id", "day", F.array(x, x).alias("x"))
+
+
+def peta_read(name: str) -> list[tuple[int, str, float]]:
+    frame = dal.open(name).to_pandas()
+    return sorted(
+        (int(i), str(d), float(np.asarray(x).reshape(-1)[0]))
+        for i, d, x in zip(frame["id"], frame["day"], frame["x"], strict=True)
+    )
+
+
+def test_petastorm_where_and_partitions_from_spark_agree_with_pandas(sqlite_env: Catalog, spark: Any) -> None:
+    dal.write(peta_rows(range(30)), "sc.pet", format="petastorm", schema=PETA, partition_by=["day"])
+    dal.write(peta_rows(range(30)), "sc.pet_ref", format="petastorm", schema=PETA, partition_by=["day"])
+    new = [i for i in range(100, 112) if i % 3 == 2 and i < 110]  # day d2 only
+    where = "day = 'd2' AND id >= 10"
+    v = dal.write(peta_frame(spark, new, 0.5), "sc.pet", format="petastorm", mode="overwrite", where=where)
+    ref = [r for r in peta_rows(range(100, 112), 0.5) if r["id"] in new]
+    dal.write(ref, "sc.pet_ref", format="petastorm", mode="overwrite", where=where)
+    assert v.number == 1 and peta_read("sc.pet") == peta_read("sc.pet_ref")
+    assert {i for i, _d, _x in peta_read("sc.pet")} == {*(i for i in range(30) if i % 3 != 2 or i < 10), *new}
+
+    with pytest.raises(DalError, match="do not match"):  # a row of d0: refused, nothing committed
+        dal.write(peta_frame(spark, [300, 302], 0.0), "sc.pet", format="petastorm", mode="overwrite", where=where)
+    assert [x.number for x in sqlite_env.versions("sc.pet")] == [0, 1]
+
+    d0 = peta_frame(spark, [600, 603], 0.25)
+    v2 = dal.write(d0, "sc.pet", format="petastorm", mode="overwrite", overwrite="partitions")
+    dal.write([r for r in peta_rows(range(600, 604), 0.25) if r["day"] == "d0"], "sc.pet_ref", format="petastorm",
+              mode="overwrite", overwrite="partitions")  # fmt: skip
+    assert v2.number == 2 and peta_read("sc.pet") == peta_read("sc.pet_ref")
+    assert {d for i, d, _x in peta_read("sc.pet") if i in (600, 603)} == {"d0"}

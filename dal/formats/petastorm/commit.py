@@ -312,13 +312,7 @@ def change_rows(
         FormatError: storage refused a step; nothing was committed.
     """
     loc = Location.of(location, storage_options)
-    latest = latest_commit(loc, committed_numbers(loc))
-    if latest is None or latest.version != base:
-        found = "no version" if latest is None else f"version {latest.version}"
-        raise WriteConflict(
-            f"{loc.uri}: Petastorm {found} is the newest, not version {base}, which this change read; nothing was "
-            "committed: run it again"
-        )
+    latest = _read(loc, base)
     directory = start(location, storage_options, token)
     try:
         kept, removed = _without(loc, latest, directory, where, schema.arrow_schema(), compression)
@@ -333,6 +327,51 @@ def change_rows(
         raise
     return commit(
         location, schema, directory, [*kept, *new], mode="overwrite", storage_options=storage_options,
+        dataset=dataset, compression=compression, metadata=metadata, base=base,
+    )  # fmt: skip
+
+
+def _read(loc: Location, base: int | None) -> Commit:
+    """The newest version, which must be ``base`` (the version a change read).
+
+    Raises:
+        WriteConflict: another version was committed after it.
+    """
+    latest = latest_commit(loc, committed_numbers(loc))
+    if latest is None or latest.version != base:
+        found = "no version" if latest is None else f"version {latest.version}"
+        raise WriteConflict(
+            f"{loc.uri}: Petastorm {found} is the newest, not version {base}, which this change read; nothing was "
+            "committed: run it again"
+        )
+    return latest
+
+
+def replace_staged(
+    location: str,
+    schema: TensorSchema,
+    where: Expr,
+    directory: str,
+    staged: Sequence[FileEntry],
+    *,
+    base: int | None,
+    storage_options: Mapping[str, str] | None = None,
+    dataset: str = "",
+    compression: str = "snappy",
+    metadata: Mapping[str, str] | None = None,
+) -> int:
+    """A partial overwrite whose rows Spark's executors staged under ``directory`` (``staged``): commit the next
+    version as version ``base`` without the rows ``where`` matches (its files carried or rewritten into
+    ``directory``, as ``change_rows`` does), plus the staged files.
+
+    Raises:
+        WriteConflict: ``base`` is not the newest version now (nothing was committed).
+    """
+    loc = Location.of(location, storage_options)
+    latest = _read(loc, base)
+    kept, _removed = _without(loc, latest, directory, where, schema.arrow_schema(), compression)
+    return commit(
+        location, schema, directory, [*kept, *staged], mode="overwrite", storage_options=storage_options,
         dataset=dataset, compression=compression, metadata=metadata, base=base,
     )  # fmt: skip
 
@@ -509,6 +548,13 @@ class PetastormWrite(WriteTransaction):
 
     def commit(self, records: Sequence[Mapping[str, Any]]) -> int:
         files = [FileEntry(str(r["path"]), int(r["size"]), int(r["rows"]), int(r["row_groups"])) for r in records]
+        if self.opts.where is not None:  # a partial overwrite from Spark: the rows it does not replace are kept
+            assert self.base is not ...
+            return replace_staged(
+                self.location, self.schema, self.opts.where, self.directory, files, base=self.base,
+                storage_options=self.opts.storage_options, dataset=self.opts.dataset,
+                compression=self.opts.compression, metadata=self.opts.commit_metadata,
+            )  # fmt: skip
         return commit(
             self.location, self.schema, self.directory, files, mode=self.opts.mode,
             storage_options=self.opts.storage_options, dataset=self.opts.dataset, compression=self.opts.compression,

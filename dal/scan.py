@@ -488,7 +488,8 @@ class Scan(Feeds, Draws):
         return index
 
     def to_spark(self, spark: SparkSession | None = None) -> SparkDataFrame:
-        """This scan as a Spark DataFrame of the pinned version, projection and filters pushed into Spark.
+        """This scan as a Spark DataFrame of the pinned version, projection and filters pushed into Spark. A change
+        read (``Dataset.changes``) is handed to Spark as the Arrow rows ``to_arrow`` returns, from the driver.
 
         Args:
             spark: The SparkSession (default: the active one).
@@ -499,6 +500,11 @@ class Scan(Feeds, Draws):
         if self.sample_ is not None:
             raise FilterError("to_spark does not draw dal samples: use DataFrame.sample / sampleBy in Spark")
         source = self._source
+        if isinstance(source, Changes):  # a change read: its rows (filtered, projected, this rank's) from Arrow
+            from dal.spark.read import rows_to_spark
+
+            changed: SparkDataFrame = rows_to_spark(self.to_arrow(), spark)
+            return changed
         source.require_files("to_spark")
         assert isinstance(source, RowGroups)
         source.log_read()

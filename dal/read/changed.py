@@ -14,8 +14,9 @@ and windows apply to them exactly (``dal.expr.to_arrow``, change columns include
 Decided: the change rows of one call are held in memory (a day's append of a 300-day table reads only that
 day's files — ``benchmarks/changes_bench.py``). A change set larger than memory is not this source's case
 yet; a planner that reads ``FileChanges`` as row-group tasks (their counts from footers) would stream it.
-Terminals that read files directly (``to_spark``, ``to_ray``, ``rows``/``take``, ``to_torch_map``,
-``sequences``, ``bytes_planned``) refuse a change read with a ``FilterError`` (``require_files``).
+``to_spark`` hands these rows to Spark from the driver (``dal.spark.read.rows_to_spark``). Terminals that read
+files directly (``to_ray``, ``rows``/``take``, ``to_torch_map``, ``sequences``, ``bytes_planned``) refuse a
+change read with a ``FilterError`` (``require_files``).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class Changes(Version):
     def require_files(self, what: str) -> None:
         raise FilterError(
             f"{what} reads a version's files; a change read (changes(since=...)) is read by rows: "
-            "to_arrow, iter_batches, to_pandas, to_torch, to_tf, to_numpy, to_polars or to_duckdb"
+            "to_arrow, iter_batches, to_pandas, to_torch, to_tf, to_numpy, to_polars, to_duckdb or to_spark"
         )
 
     def bytes_planned(self) -> int:

@@ -156,6 +156,25 @@ def read_version(scan: RowGroups, spark: Any = None) -> Any:
     return _read_files(scan, spark)
 
 
+def rows_to_spark(table: pa.Table, spark: Any = None) -> Any:
+    """Rows held in memory (a change read's: ``dal.read.changed``) as a Spark DataFrame, handed to Spark from
+    the driver as Arrow: timestamps in microseconds (as Spark holds them), a tensor column as its storage (a
+    list per row), naive timestamps as TimestampNTZType (``_spark_schema``)."""
+    spark = get_spark(spark)
+    columns, fields = [], []
+    for f, column in zip(table.schema, table.columns, strict=True):
+        if isinstance(f.type, pa.ExtensionType):  # fixed-shape tensors: Spark takes the flat list
+            column = pa.chunked_array([c.storage for c in column.chunks], f.type.storage_type)
+            f = f.with_type(f.type.storage_type)
+        handed = _handed(f, False)
+        columns.append(column.cast(handed.type, safe=False) if handed.type != f.type else column)
+        fields.append(handed)
+    # one chunk per column: pyspark's createDataFrame of an Arrow table whose columns are chunked differently
+    # (a change read's are: slices of several reads) drops rows (pyspark 4.3, seen with a change read's table)
+    table = pa.Table.from_arrays(columns, schema=pa.schema(fields)).combine_chunks()
+    return spark.createDataFrame(table, schema=_spark_schema(fields))
+
+
 def _spark_schema(fields: list[pa.Field], zoned: Collection[str] = ()) -> Any:
     """Spark StructType of Arrow fields: tz-aware timestamps are TimestampType, naive ones (Delta's
     timestamp_ntz, dal's naive = wall-clock UTC) TimestampNTZType, so a session in another time zone shows the

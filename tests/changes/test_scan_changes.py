@@ -134,6 +134,30 @@ def test_to_torch_workers_and_resume_mid_version(history: tuple[str, str, str]) 
         other.load_state_dict(state)  # a state of another change range is refused
 
 
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_dataloader_workers_started_by_spawn_and_forkserver(history: tuple[str, str, str], method: str) -> None:
+    """Workers that do not inherit the parent's memory get the change rows pickled with the source (read once,
+    in this process, by ``plan()``): every row once, by id, as ``to_arrow`` and as the two workers split it."""
+    torch = pytest.importorskip("torch")
+    url, path, name = history
+    scan = dal.open(name, catalog=url).changes(since=0).select("id", "_change_type").shuffle(seed=3)
+    expected = Counter((r["id"], r["_change_type"]) for r in scan.to_arrow().to_pylist())
+    # independently: version 0 against the newest as delta-rs reads them (set difference by id, both ways)
+    before = set(delta_rs_read(path, _storage(url, name, 0)).column("id").to_pylist())
+    after = set(delta_rs_read(path, _storage(url, name, 5)).column("id").to_pylist())
+    net = Counter({(i, "insert"): 1 for i in after - before}) + Counter({(i, "delete"): 1 for i in before - after})
+    assert (
+        Counter({k: 1 for k in expected if k[1] == "insert" and (k[0], "delete") not in expected})
+        + Counter({k: 1 for k in expected if k[1] == "delete" and (k[0], "insert") not in expected})
+        == net
+    )
+    loader = torch.utils.data.DataLoader(
+        scan.to_torch(8), batch_size=None, num_workers=2, multiprocessing_context=method, timeout=120
+    )
+    got = Counter((i, t) for b in loader for i, t in zip(b["id"].tolist(), b["_change_type"], strict=True))
+    assert got == expected
+
+
 def test_refusals(history: tuple[str, str, str]) -> None:
     url, _path, name = history
     ds = dal.open(name, 1, catalog=url)

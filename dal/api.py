@@ -256,7 +256,8 @@ def write(
     write is refused before anything is written. ``overwrite='partitions'`` replaces exactly the partitions
     ``data`` has rows in (Spark's dynamic partition overwrite). One version, committed only if the version it
     read is still the newest (``WriteConflict`` otherwise); its lineage names that version's kept rows. Delta and
-    Petastorm, from local data; a Spark DataFrame is refused.
+    Petastorm, from local data or a Spark DataFrame (its executors check the rows and report the partitions
+    they wrote; a row outside ``where`` fails the write before the commit).
 
     Everything is validated — and the catalog asked whether this role may record versions — before
     any data is written; a write that fails before its storage commit leaves the table and the catalog

@@ -21,6 +21,7 @@ projected onto ``until``'s schema.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -110,8 +111,11 @@ def iter_changes(plan: ChangePlan, storage_options: Mapping[str, str]) -> Iterat
             yield table
 
 
-def read_unit(plan: ChangePlan, unit: Unit, storage_options: Mapping[str, str]) -> pa.Table:
-    """The changed rows of one unit of ``plan``, with the plan's ``output_schema``.
+def read_unit(
+    plan: ChangePlan, unit: Unit, storage_options: Mapping[str, str], row_group: int | None = None
+) -> pa.Table:
+    """The changed rows of one unit of ``plan`` (of a ``FileChanges`` unit's row group ``row_group`` when given),
+    with the plan's ``output_schema``.
 
     Raises:
         ChangesUnavailable: a file is gone (reclaimed by gc or a VACUUM), or its rows cannot be projected onto
@@ -119,7 +123,7 @@ def read_unit(plan: ChangePlan, unit: Unit, storage_options: Mapping[str, str]) 
     """
     if isinstance(unit, FileChanges):
         carries = unit.change_type is None  # a change-data file: its rows say their change type
-        table = _read_file(plan, unit.file, storage_options, with_change_type=carries)
+        table = _read_file(plan, unit.file, storage_options, with_change_type=carries, row_group=row_group)
         types = table.column(CHANGE_TYPE) if carries else pa.repeat(pa.scalar(unit.change_type), table.num_rows)
         if carries:
             table = table.drop_columns([CHANGE_TYPE])
@@ -154,47 +158,97 @@ def _read_files(plan: ChangePlan, files: Sequence[ChangeFile], storage_options: 
 
 
 def _read_file(
-    plan: ChangePlan, file: ChangeFile, storage_options: Mapping[str, str], *, with_change_type: bool = False
+    plan: ChangePlan,
+    file: ChangeFile,
+    storage_options: Mapping[str, str],
+    *,
+    with_change_type: bool = False,
+    row_group: int | None = None,
 ) -> pa.Table:
     """The live rows of ``file`` (or only its ``only`` positions) projected onto the plan's schema (plus the
-    file's own ``_change_type`` column, for a change-data file)."""
+    file's own ``_change_type`` column, for a change-data file); of row group ``row_group`` only when given."""
     schema, physical = plan.schema, plan.physical
     if with_change_type:
         extra = pa.field(CHANGE_TYPE, pa.string())
         schema = schema.append(extra)
         physical = physical.append(extra) if physical is not None else None
-    fs, root = uris.filesystem(plan.location, storage_options)
-    path = uris.join(root, *[p for p in file.path.split("/") if p])
+    fs, path = _path(plan, file, storage_options)
     try:
-        with fs.open_input_file(path) as fh:
-            md = pq.ParquetFile(fh).metadata
-        tables, start = [], 0
-        deleted = np.asarray(file.deleted, dtype=np.int64)
-        only = None if file.only is None else np.asarray(file.only, dtype=np.int64)
-        for rg in range(md.num_row_groups):
-            n = md.row_group(rg).num_rows
-            if only is not None:
-                keep = only[(only >= start) & (only < start + n)] - start
-                if not len(keep):
-                    start += n
-                    continue
-                mask = np.ones(n, dtype=bool)
-                mask[keep] = False
-                gone = tuple(np.flatnonzero(mask).tolist())
-            else:
-                gone = tuple((deleted[(deleted >= start) & (deleted < start + n)] - start).tolist())
-            tables.append(read_exact(path, fs, rg, schema, physical, file.partition_values, gone))
-            start += n
-    except FileNotFoundError as e:
-        raise ChangesUnavailable(
-            f"{plan.dataset}: the file {file.path} that the changes of versions after "
-            f"{plan.since if plan.since is not None else 'the first'} need is gone (reclaimed by dal gc or a VACUUM)"
-        ) from e
+        tables = [
+            read_exact(path, fs, rg, schema, physical, file.partition_values, gone)
+            for rg, gone, _live in _row_groups(plan, file, fs, path)
+            if row_group is None or rg == row_group
+        ]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise ChangesUnavailable(
             f"{plan.dataset}: the rows of {file.path} cannot be projected onto version {plan.until}'s schema ({e})"
         ) from e
     return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def _path(plan: ChangePlan, file: ChangeFile, storage_options: Mapping[str, str]) -> tuple[Any, str]:
+    fs, root = uris.filesystem(plan.location, storage_options)
+    return fs, uris.join(root, *[p for p in file.path.split("/") if p])
+
+
+def _row_groups(plan: ChangePlan, file: ChangeFile, fs: Any, path: str) -> list[tuple[int, tuple[int, ...], int]]:
+    """Each row group of ``file`` holding live rows: its index, the positions in it that are not live, and how
+    many are (from the footer: nothing read).
+
+    Raises:
+        ChangesUnavailable: the file is gone.
+    """
+    try:
+        with fs.open_input_file(path) as fh:
+            md = pq.ParquetFile(fh).metadata
+    except FileNotFoundError as e:
+        raise ChangesUnavailable(
+            f"{plan.dataset}: the file {file.path} that the changes of versions after "
+            f"{plan.since if plan.since is not None else 'the first'} need is gone (reclaimed by dal gc or a VACUUM)"
+        ) from e
+    out, start = [], 0
+    deleted = np.asarray(file.deleted, dtype=np.int64)
+    only = None if file.only is None else np.asarray(file.only, dtype=np.int64)
+    for rg in range(md.num_row_groups):
+        n = md.row_group(rg).num_rows
+        if only is not None:
+            keep = only[(only >= start) & (only < start + n)] - start
+            if len(keep):
+                mask = np.ones(n, dtype=bool)
+                mask[keep] = False
+                out.append((rg, tuple(np.flatnonzero(mask).tolist()), len(keep)))
+        else:
+            gone = tuple((deleted[(deleted >= start) & (deleted < start + n)] - start).tolist())
+            out.append((rg, gone, n - len(gone)))
+        start += n
+    return out
+
+
+WHOLE = -1  # a piece that is a whole unit (a DiffUnit: its rows are known only once both sides are read)
+
+
+def pieces(plan: ChangePlan, storage_options: Mapping[str, str]) -> list[tuple[int, int, int]]:
+    """The plan cut into pieces read one at a time: ``(unit, row group, rows)`` — a ``FileChanges`` unit by row
+    group, its live rows counted from the footer (a change-data file: every row of it), a ``DiffUnit`` whole
+    (``WHOLE``, rows -1: unknown until read). Reading one piece holds one row group (or one commit's rewrite)
+    in memory, not the change set."""
+    out: list[tuple[int, int, int]] = []
+    for i, unit in enumerate(plan.units):
+        if isinstance(unit, FileChanges):
+            fs, path = _path(plan, unit.file, storage_options)
+            out += [(i, rg, live) for rg, _gone, live in _row_groups(plan, unit.file, fs, path) if live]
+        else:
+            out.append((i, WHOLE, -1))
+    return out
+
+
+def read_piece(plan: ChangePlan, unit: int, row_group: int, storage_options: Mapping[str, str]) -> pa.Table:
+    """The changed rows of one piece (``pieces``), with the plan's ``output_schema``.
+
+    Raises:
+        ChangesUnavailable: as ``read_unit``.
+    """
+    return read_unit(plan, plan.units[unit], storage_options, None if row_group == WHOLE else row_group)
 
 
 def multiset_difference(removed: pa.Table, added: pa.Table) -> tuple[pa.Table, pa.Table]:

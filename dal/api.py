@@ -255,9 +255,8 @@ def write(
     leaves every other row as it is; every row of ``data`` must match it (as Delta's ``replaceWhere``) or the
     write is refused before anything is written. ``overwrite='partitions'`` replaces exactly the partitions
     ``data`` has rows in (Spark's dynamic partition overwrite). One version, committed only if the version it
-    read is still the newest (``WriteConflict`` otherwise); its lineage names that version's kept rows. Delta and
-    Petastorm, from local data or a Spark DataFrame (its executors check the rows and report the partitions
-    they wrote; a row outside ``where`` fails the write before the commit).
+    read is still the newest (``WriteConflict`` otherwise); its lineage names that version's kept rows. Delta,
+    Petastorm; local data or a Spark DataFrame (its executors check the rows, report the partitions written).
 
     Everything is validated — and the catalog asked whether this role may record versions — before
     any data is written; a write that fails before its storage commit leaves the table and the catalog

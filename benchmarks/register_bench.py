@@ -1,4 +1,4 @@
-"""Register, sync and ``dal head`` of many-file Delta tables against delta-rs's own load, interleaved (issue #34).
+"""Register, sync, ``dal head`` and ``dal stats`` of many-file Delta tables against delta-rs's own load, interleaved (issue #34).
 
     python benchmarks/register_bench.py                          # 5,000 and 50,000 files, 3 rounds
     python benchmarks/register_bench.py --sizes 50000 --commits 1,100 --repeat 5
@@ -14,7 +14,10 @@ and live descendants).
 - sync of one new commit (10 files), after each of ``--appends`` commits: ``dal.sync`` vs ``DeltaTable(...)``
   (what a fresh process needs to see the commit);
 - ``dal head -n 3`` (``lifecycle.head``, its ``dal.open`` on the clock) vs ``DeltaTable(...)`` and the first
-  row group of its first file.
+  row group of its first file;
+- ``dal stats`` (``lifecycle.stats``, its ``dal.open`` on the clock) vs ``DeltaTable(...)`` +
+  ``get_add_actions(flatten=True)`` (the log's per-file statistics, which ``dal stats`` now reads instead of
+  one footer per file).
 """
 
 from __future__ import annotations
@@ -57,11 +60,13 @@ def child(kind: str, engine: str, root: str, name: str) -> None:
         out["versions"] = len(dal.register(name, root, format="delta"))
     elif engine == "dal" and kind == "sync":
         out["versions"] = len(dal.sync(name))
+    elif engine == "dal" and kind == "stats":
+        out["columns"] = len(lifecycle.stats(name).columns)
     elif engine == "dal":
         out["rows"] = len(lifecycle.head(name, n=3)[1])
     else:
         table = deltalake.DeltaTable(root)
-        if kind == "register":
+        if kind in ("register", "stats"):
             out["files"] = table.get_add_actions(flatten=True).num_rows
         elif kind == "head":
             first = sorted(table.file_uris())[0]
@@ -131,6 +136,7 @@ def main() -> None:
                 lines.append(row(f"register: {label}", runs))
                 env = envs[-1]
                 lines.append(row(f"`dal head -n 3`: {label}", rounds("head", root, "bench.t", args.repeat, env)))
+                lines.append(row(f"`dal stats`: {label}", rounds("stats", root, "bench.t", args.repeat, env)))
                 for k in range(args.appends):
                     append(root, files + 10 * k, 10)
                     one = {"dal": [measure("sync", "dal", root, "bench.t", env)],

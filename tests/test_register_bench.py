@@ -1,5 +1,6 @@
-"""``benchmarks/register_bench.py`` runs (issue #34: register, sync and ``dal head`` against delta-rs, interleaved,
-each process's CPU counted): a small run prints every row with both engines' times and CPU."""
+"""``benchmarks/register_bench.py`` runs (issue #34: register, sync, ``dal head`` and ``dal stats`` against
+delta-rs, interleaved, each process's CPU counted): a small run prints every row with both engines' times and
+CPU."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def test_a_small_run_prints_every_comparison(tmp_path: Path) -> None:
     assert labels == [
         f"| register: {table}",
         f"| `dal head -n 3`: {table}",
+        f"| `dal stats`: {table}",
         f"| sync of one 10-file commit (1): {table}",
     ]
     number = r"\d+\.\d+"

@@ -28,12 +28,16 @@ class FileIndex:
     ``size_bytes``, ``num_records`` (NULL: unknown), and per column ``c``: ``partition.c`` for partition
     columns, ``min.c`` / ``max.c`` / ``null_count.c`` where the log records statistics (bounds the format has
     made safe: a truncated bound is widened or NULL). ``deleted``: deletion-vector positions by path.
+    ``exact_below``: None when the bounds are only safe; else they are each file's exact min and max for integer,
+    floating, date and string columns, save a string bound of this many characters or more (a writer may have
+    cut it to a prefix) — what ``exact`` relies on.
     """
 
     location: str
     files: pa.Table
     partition_columns: tuple[str, ...]
     deleted: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    exact_below: int | None = None
 
     def __len__(self) -> int:
         return int(self.files.num_rows)
@@ -74,6 +78,45 @@ class FileIndex:
             return None
         return ColumnBounds(lo, hi, some, none_valued)
 
+    def exact(self, column: str, schema: pa.Schema) -> LoggedColumn | None:
+        """What the log states exactly of data column ``column``: the files whose statistics are exact (an
+        integer, floating, date or string column; NULL count and row count recorded; no deletion vector; bounds
+        recorded, not NaN, strings shorter than ``exact_below``, unless every row is NULL), with their NULLs
+        summed and their min and max; None when no file's are."""
+        typ = schema.field(column).type
+        exact_type = (pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_date(typ)
+                      or pa.types.is_string(typ) or pa.types.is_large_string(typ))  # fmt: skip
+        rows = self._column("num_records")
+        lo, hi, nulls = (self._column(f"{k}.{column}") for k in ("min", "max", "null_count"))
+        if self.exact_below is None or not exact_type or column in self.partition_columns or rows is None:
+            return None
+        if lo is None or hi is None or nulls is None:
+            return None
+        try:
+            lo, hi, nulls = lo.cast(typ), hi.cast(typ), nulls.cast(pa.int64())
+        except (pa.ArrowException, ValueError):
+            return None
+        counted = pc.and_(pc.is_valid(nulls), pc.is_valid(rows))
+        all_null = pc.fill_null(pc.equal(nulls, rows), False)
+        bounded = pc.and_(pc.is_valid(lo), pc.is_valid(hi))
+        if pa.types.is_floating(typ):
+            bounded = pc.and_(bounded, pc.invert(pc.or_(pc.is_nan(lo), pc.is_nan(hi))))
+        elif not pa.types.is_integer(typ) and not pa.types.is_date(typ):
+            short = pc.and_(
+                pc.less(pc.utf8_length(lo), self.exact_below), pc.less(pc.utf8_length(hi), self.exact_below)
+            )
+            bounded = pc.and_(bounded, short)
+        ok = pc.and_(counted, pc.or_(all_null, pc.fill_null(bounded, False)))
+        covered = pc.fill_null(ok, False).to_numpy(zero_copy_only=False).astype(bool)
+        if self.deleted:
+            paths = self.files.column("path").to_pylist()
+            covered &= np.array([p not in self.deleted for p in paths], dtype=bool)
+        if not covered.any():
+            return None
+        valued = pa.array(covered & ~all_null.to_numpy(zero_copy_only=False).astype(bool))
+        lo_v, hi_v = pc.min(lo.filter(valued)).as_py(), pc.max(hi.filter(valued)).as_py()
+        return LoggedColumn(covered, int(pc.sum(nulls.filter(pa.array(covered))).as_py() or 0), lo_v, hi_v)
+
     def data_files(self, rows: Sequence[int] | np.ndarray | None = None) -> list[DataFile]:
         """The files at ``rows`` (all when None) as ``DataFile`` objects, in index order."""
         uris_, sizes, counts, values, deleted = self.listing(rows)
@@ -113,6 +156,17 @@ class FileIndex:
         none: tuple[int, ...] = ()
         deleted = [self.deleted.get(rel, none) for rel in paths] if self.deleted else [none] * len(paths)
         return located, sizes, counts, values, deleted
+
+
+@dataclass(frozen=True, eq=False)
+class LoggedColumn:
+    """One column's exact statistics from the log (``FileIndex.exact``): ``covered`` (one bool per file: its
+    statistics are exact), the NULLs of those files summed, and their min and max (None when every row is NULL)."""
+
+    covered: np.ndarray
+    nulls: int
+    lo: object
+    hi: object
 
 
 def _one_spelling(typ: pa.DataType) -> bool:

@@ -1,5 +1,5 @@
 """Read-only looks at a version for the CLI and the UI: ``head`` (the first rows, from the files that hold them)
-and ``stats`` (per-column statistics from the file footers), and ``verify_deleted`` (does any file under the
+and ``stats`` (per-column statistics from the log, else the file footers), and ``verify_deleted`` (does any file under the
 location still hold rows a predicate matches). ``dal.lifecycle`` re-exports them."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dal.catalog import VersionInfo, VersionRef
 from dal.catalog.types import Schema
 from dal.errors import FilterError, FormatError, translating
 from dal.formats.base import DataFile
+from dal.formats.index import FileIndex
 from dal.formats.registry import get_format
 from dal.ops.first import first_rows
 from dal.storage import uris
@@ -192,8 +193,10 @@ def stats(
     storage_options: Mapping[str, str] | None = None,
     catalog: CatalogLike = None,
 ) -> Stats:
-    """Rows, nulls, min and max per column from Parquet footers (one footer read per file); for partition
-    columns from the partition values, with an exact distinct count. A list, struct or map column's nulls
+    """Rows, nulls, min and max per column: from the table format's log where it states them exactly for a
+    file (Delta's per-file statistics of integer, floating, date and short string columns), else from the Parquet
+    footers (one read per file that needs it; a version whose log covers every column opens no data file); for
+    partition columns from the partition values, with an exact distinct count. A list, struct or map column's nulls
     are exact when one of its leaves has none (0), else unknown (None); it has no min or max.
 
     Args:
@@ -215,14 +218,18 @@ def stats(
     to_physical = {f.name: p.name for f, p in zip(schema, physical, strict=True)} if physical is not None else {}
     parts = {c for f in files for c, _v in f.partition_values}
     acc = {f.name: _Column() for f in schema}
-    for f in files:
+    logged = _logged(ds.file_index(), schema, parts, acc)
+    data = [fld.name for fld in schema if fld.name not in parts]
+    for i, f in enumerate(files):
         for c, v in f.partition_values:
             if c in acc:
                 if v is None:
                     acc[c].see_nulls(f.row_count)
                 else:
                     acc[c].see_range(v, v)
-        _footer_stats(f, schema, parts, to_physical, acc, storage_options or {})
+        wanted = {c for c in data if c not in logged or not logged[c][i]}
+        if wanted:  # the columns the log does not state exactly for this file: from its footer
+            _footer_stats(f, schema, wanted, to_physical, acc, storage_options or {})
     distinct = {c: len({v for f in files for k, v in f.partition_values if k == c and v is not None}) for c in parts}
     columns = tuple(acc[fld.name].summary(fld, ds.schema, distinct.get(fld.name)) for fld in schema)
     pinned = ds.version
@@ -230,10 +237,27 @@ def stats(
                  exact=not any(f.deleted_rows for f in files))  # fmt: skip
 
 
+def _logged(index: FileIndex | None, schema: pa.Schema, parts: set[str], acc: dict[str, _Column]) -> dict[str, Any]:
+    """The data columns the log states exactly for some files (``FileIndex.exact``), their statistics seen into
+    ``acc``; by column, which files (one bool per file, in ``files()`` order)."""
+    covered: dict[str, Any] = {}
+    if index is None:
+        return covered
+    for fld in schema:
+        logged = None if fld.name in parts else index.exact(fld.name, schema)
+        if logged is None:
+            continue
+        acc[fld.name].see_nulls(logged.nulls)
+        if logged.lo is not None and logged.hi is not None:
+            acc[fld.name].see_range(logged.lo, logged.hi)
+        covered[fld.name] = logged.covered
+    return covered
+
+
 def _footer_stats(
     f: DataFile,
     schema: pa.Schema,
-    parts: set[str],
+    wanted: set[str],
     to_physical: Mapping[str, str],
     acc: dict[str, _Column],
     storage_options: Mapping[str, str],
@@ -247,7 +271,7 @@ def _footer_stats(
         raise FormatError(f"cannot read the Parquet footer of {f.uri}: {e}") from e
     leaves = _leaves(stored, meta.num_columns)
     for fld in schema:
-        if fld.name in parts:
+        if fld.name not in wanted:
             continue
         a = acc[fld.name]
         name = to_physical.get(fld.name, fld.name)

@@ -22,8 +22,8 @@ from tests.hostile.test_ui_paths import get
 def cat(tmp_path: Path) -> Catalog:
     catalog = Catalog(f"sqlite:///{tmp_path}/catalog.db")
     lineage.clear_read_log()
-    for day in range(3):  # three files, one per partition
-        dal.write(pa.table({"d": [day] * 2, "x": [day, day + 10]}), "s.t", partition_by=["d"],
+    for day in range(3):  # three files, one per partition; a boolean's min and max come from the footers
+        dal.write(pa.table({"d": [day] * 2, "x": [day, day + 10], "ok": [True, False]}), "s.t", partition_by=["d"],
                   path=str(tmp_path / "t"), catalog=catalog)  # fmt: skip
     return catalog
 

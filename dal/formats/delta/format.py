@@ -62,7 +62,7 @@ from dal.formats.delta.replay import (
     parse_all,
     parse_checked,
 )
-from dal.formats.delta.stats import prunable_bounds
+from dal.formats.delta.stats import STRING_PREFIX, prunable_bounds
 from dal.formats.delta.types import COLUMN_MAPPING_KEY, physical_schema
 from dal.formats.delta.write import DeltaWrite
 from dal.formats.described import TIME_COLUMN_KEY, Described
@@ -247,7 +247,7 @@ class DeltaFormat(Format):
         mapped = self.physical_schema(schema) is not None  # statistics then name physical columns: not used
         actions = prunable_bounds(actions, schema, parts, with_stats=not mapped)
         actions = actions.take(pc.sort_indices(actions.column("path")))  # deterministic order for planning
-        return FileIndex(location, actions, parts, deleted)
+        return FileIndex(location, actions, parts, deleted, exact_below=STRING_PREFIX)
 
     def external_location(self, location: str, version: VersionInfo, storage_options: Mapping[str, str]) -> str:
         """The table root, when this version's files are exactly the data files there and need no Delta

@@ -15,12 +15,12 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -128,6 +128,24 @@ def matches(target: str, dataset: str) -> bool:
     if target.endswith(".*"):
         return dataset.startswith(target[:-1])
     return target == dataset
+
+
+def within(outer: str, inner: str) -> bool:
+    """Whether the grant target ``inner`` lies within ``outer``: every dataset a grant on ``inner`` covers, one on
+    ``outer`` covers too (``weather.sub.*`` and ``weather.radar`` within ``weather.*``; never ``weatherX.y``,
+    ``weather*`` or ``*``)."""
+    if outer == "*":
+        return True
+    if inner == "*":
+        return False
+    if outer.endswith(".*"):
+        return inner.startswith(outer[:-1])
+    return inner == outer
+
+
+def manages(grants: Iterable[Grant], target: str) -> bool:
+    """Whether ``grants`` give MANAGE on ``target`` or on a target around it (so may grant and revoke on it)."""
+    return any(g.privilege == MANAGE and within(g.target, target) for g in grants)
 
 
 def allows(grants: Iterable[Grant], privilege: str, dataset: str) -> bool:
@@ -332,10 +350,27 @@ class AuthStore:
         principal: str | None = None,
         since: datetime | None = None,
         limit: int = 1000,
+        scope: Sequence[str] | None = None,
     ) -> list[AuditEntry]:
-        """Audit rows, oldest first (the newest ``limit`` of those that match)."""
+        """Audit rows, oldest first (the newest ``limit`` of those that match); ``scope``: only the rows of
+        datasets (and grant targets) within one of these targets (None: every row)."""
+        if scope is not None and "*" in scope:
+            scope = None
+        if scope is not None and not scope:
+            return []
         with self._session() as s:
             q = select(AuditRow)
+            if scope is not None:
+                q = q.where(
+                    or_(
+                        *(
+                            AuditRow.dataset.startswith(t[:-1], autoescape=True)
+                            if t.endswith(".*")
+                            else AuditRow.dataset == t
+                            for t in scope
+                        )
+                    )
+                )
             if dataset is not None:
                 q = q.where(AuditRow.dataset == dataset)
             if principal is not None:

@@ -451,6 +451,12 @@ class RemoteCatalog:
                     ) from None
         raise CatalogUnavailable(f"the catalog server {self.url} cannot be reached ({self._attempts} tries): {last}")
 
+    def admin(
+        self, method: str, path: str, params: Mapping[str, Any] | None = None, body: Mapping[str, Any] | None = None
+    ) -> Any:
+        """One request to an admin route (``/admin`` + ``path``): ``dal.catalog.remote_admin``."""
+        return self._call(method, "/admin" + path, params, body)
+
     def _get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
         return self._call("GET", path, params)
 

@@ -1,5 +1,6 @@
 """``dal serve`` and its administration: ``dal principal``, ``dal token``, ``dal grant / revoke / grants``, ``dal
-audit``. The admin commands work on the catalog's database URL directly (run next to the database)."""
+audit``. The admin commands work on the catalog's database URL directly (run next to the database), or through a
+``dal serve`` catalog's admin routes with a token (``dal.catalog.remote_admin``: the server decides what it may)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,18 @@ from dal.errors import DalError
 
 if TYPE_CHECKING:
     from dal.catalog.auth import AuthStore
+    from dal.catalog.remote_admin import RemoteAdmin
 
 
-def _store(ctx: click.Context) -> AuthStore:
+def _store(ctx: click.Context) -> AuthStore | RemoteAdmin:
     from dal.catalog import remote
     from dal.catalog.auth import AuthStore
 
     url = ctx.ensure_object(State).url
     if remote.is_remote(url):
-        raise remote.not_supported(url, "administering principals, tokens, grants and the audit")
+        from dal.catalog.remote_admin import RemoteAdmin
+
+        return RemoteAdmin(remote.client(url))
     store = AuthStore(url)
     ctx.call_on_close(store.close)
     return store

@@ -3,9 +3,10 @@ grants (``dal.catalog.auth``).
 
 Every route but ``/api/v1/health`` needs a valid token (401 otherwise, one answer whatever was wrong with it).
 Dataset routes need READ on the dataset: a principal without it gets the very answer a dataset that does not
-exist gets (404, close names only among what it may read), and lists hold only what it may read. Admin routes
-need MANAGE on ``*`` (403 otherwise). Every pin, admin change and refusal is written to the audit. Request bodies
-are bounded (413).
+exist gets (404, close names only among what it may read), and lists hold only what it may read. The principal
+and token routes need MANAGE on ``*``; grant and revoke MANAGE on the target or a namespace around it, and grants
+and audit answer what lies within what the caller manages; 403 otherwise. Every pin, admin change and refusal is
+written to the audit. Request bodies are bounded (413).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dal.catalog import Catalog
-from dal.catalog.auth import ALLOWED, DENIED, READ, AuthStore, NotAuthorized, allows
+from dal.catalog.auth import ALLOWED, DENIED, READ, AuthStore, NotAuthorized, allows, manages
 from dal.catalog.errors import CatalogError, CatalogUnavailable, DalError, DatasetNotFound, InvalidName, NotFound
 from dal.catalog.remote import dataset_json, version_json
 from dal.catalog.types import labels_dict
@@ -218,7 +219,9 @@ def pin(server: Server, request: Request, body: bytes) -> Response:
 
 def principals(server: Server, request: Request, body: bytes) -> Response:
     server.manager(request, "principals")
-    return JSONResponse({"principals": [{"name": p.name, "kind": p.kind} for p in server.store.principals()]})
+    found = server.store.principals()
+    return JSONResponse({"principals": [{"name": p.name, "kind": p.kind, "created_at": p.created_at.isoformat()}
+                                        for p in found]})  # fmt: skip
 
 
 def create_principal(server: Server, request: Request, body: bytes) -> Response:
@@ -226,7 +229,9 @@ def create_principal(server: Server, request: Request, body: bytes) -> Response:
     data = _body(body)
     made = server.store.create_principal(str(data.get("name", "")), str(data.get("kind", "user")))
     server.store.record(who, "create principal", ALLOWED, client=server.client(request), detail=made.name)
-    return JSONResponse({"name": made.name, "kind": made.kind}, status_code=201)
+    return JSONResponse(
+        {"name": made.name, "kind": made.kind, "created_at": made.created_at.isoformat()}, status_code=201
+    )
 
 
 def create_token(server: Server, request: Request, body: bytes) -> Response:
@@ -241,7 +246,19 @@ def create_token(server: Server, request: Request, body: bytes) -> Response:
     detail = f"{token.principal} {token.token_id}"
     server.store.record(who, "create token", ALLOWED, client=server.client(request), detail=detail)
     expires = token.expires_at.isoformat() if token.expires_at else None
-    return JSONResponse({"token": text, "token_id": token.token_id, "expires_at": expires}, status_code=201)
+    answer = {"token": text, "token_id": token.token_id, "principal": token.principal,
+              "created_at": token.created_at.isoformat(), "expires_at": expires}  # fmt: skip
+    return JSONResponse(answer, status_code=201)
+
+
+def list_tokens(server: Server, request: Request, body: bytes) -> Response:
+    """Tokens (ids, never secrets), of one principal (``?principal=``) or all."""
+    server.manager(request, "tokens")
+    found = server.store.tokens(request.query_params.get("principal"))
+    return JSONResponse({"tokens": [{"token_id": t.token_id, "principal": t.principal,
+                                     "created_at": t.created_at.isoformat(),
+                                     "expires_at": t.expires_at.isoformat() if t.expires_at else None,
+                                     "revoked": t.revoked} for t in found]})  # fmt: skip
 
 
 def revoke_token(server: Server, request: Request, body: bytes) -> Response:
@@ -253,17 +270,20 @@ def revoke_token(server: Server, request: Request, body: bytes) -> Response:
 
 
 def list_grants(server: Server, request: Request, body: bytes) -> Response:
-    server.manager(request, "grants")
+    """The grants on targets within what the caller manages (all of them for MANAGE on ``*``)."""
+    who, grants = server.principal(request, "grants")
+    server.manages(request, "grants", who, grants)
     found = server.store.grants(request.query_params.get("principal"))
-    return JSONResponse({"grants": [g.__dict__ for g in found]})
+    return JSONResponse({"grants": [g.__dict__ for g in found if manages(grants, g.target)]})
 
 
 def change_grant(server: Server, request: Request, body: bytes) -> Response:
     revoking = request.url.path.endswith("/revoke")
     action = "revoke" if revoking else "grant"
-    who = server.manager(request, action)
+    who, grants = server.principal(request, action)
     data = _body(body)
     args = (str(data.get("principal", "")), str(data.get("privilege", "")), str(data.get("target", "")))
+    server.manages(request, action, who, grants, args[2])  # MANAGE on the target or a namespace around it
     if revoking:
         done = server.store.revoke(*args)
     else:
@@ -276,8 +296,10 @@ def change_grant(server: Server, request: Request, body: bytes) -> Response:
 
 
 def audit(server: Server, request: Request, body: bytes) -> Response:
-    server.manager(request, "audit")
+    """Audit rows: of the datasets within what the caller manages (every row for MANAGE on ``*``)."""
+    who, grants = server.principal(request, "audit")
     q = request.query_params
+    scope = server.manages(request, "audit", who, grants, q.get("dataset"))
     since = None
     if q.get("since"):
         try:
@@ -285,7 +307,11 @@ def audit(server: Server, request: Request, body: bytes) -> Response:
         except ValueError:
             raise CatalogError(f"invalid since {q['since'][:40]!r}: an ISO time") from None
     rows = server.store.audit(
-        dataset=q.get("dataset"), principal=q.get("principal"), since=since, limit=_limit(request) or 1000
+        dataset=q.get("dataset"),
+        principal=q.get("principal"),
+        since=since,
+        limit=_limit(request) or 1000,
+        scope=scope,
     )
     return JSONResponse({"audit": [r.to_dict() for r in rows]})
 
@@ -336,6 +362,7 @@ def create_app(
         _route(f"{api}/datasets/{{name}}/downstream", writes.lineage, server),
         _route(f"{api}/admin/principals", principals, server),
         _route(f"{api}/admin/principals", create_principal, server, ("POST",)),
+        _route(f"{api}/admin/tokens", list_tokens, server),
         _route(f"{api}/admin/tokens", create_token, server, ("POST",)),
         _route(f"{api}/admin/tokens/{{token_id}}", revoke_token, server, ("DELETE",)),
         _route(f"{api}/admin/grants", list_grants, server),

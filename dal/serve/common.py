@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from dal.catalog import Catalog
-from dal.catalog.auth import DENIED, MANAGE, READ, AuthStore, Grant, NotAuthorized, allows
+from dal.catalog.auth import DENIED, MANAGE, READ, AuthStore, Grant, NotAuthorized, allows, manages
 from dal.catalog.errors import CatalogError, DatasetNotFound, InvalidName, NotFound
 from dal.catalog.models import utcnow
 from dal.catalog.types import validate_name
@@ -99,6 +99,20 @@ class Server:
             self.store.record(who, action, DENIED, client=self.client(request), detail="no MANAGE on *")
             raise _Refused(_error(403, NotAuthorized(f"{who} may not {action}: it needs MANAGE on '*'")))
         return who
+
+    def manages(
+        self, request: Request, action: str, who: str, grants: list[Grant], target: str | None = None
+    ) -> list[str]:
+        """The targets ``who`` manages (its MANAGE grants' targets), when it manages ``target`` (None: anything);
+        else 403 (audited). The refusal is the same whether or not a dataset under ``target`` exists."""
+        scope = [g.target for g in grants if g.privilege == MANAGE]
+        if scope if target is None else manages(grants, target):
+            return scope
+        where = "anything" if target is None else repr(target[:200])
+        self.store.record(who, action, DENIED, dataset=None if target is None else target[:200],
+                          client=self.client(request), detail=f"no MANAGE on {where}")  # fmt: skip
+        needs = "MANAGE on a dataset, a namespace or '*'" if target is None else f"MANAGE on {where} or around it"
+        raise _Refused(_error(403, NotAuthorized(f"{who} may not {action}: it needs {needs}")))
 
 
 def visible(found: Any, grants: list[Grant]) -> Any:

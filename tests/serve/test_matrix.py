@@ -8,7 +8,7 @@ import json
 import urllib.parse
 from datetime import UTC, datetime
 
-from dal.catalog.auth import READ, Grant, allows
+from dal.catalog.auth import MANAGE, READ, Grant, allows, manages
 from tests.serve.conftest import ALLOWED_DS, BAD_TOKENS, FORBIDDEN_DS, MISSING_DS, PRINCIPALS, Served
 
 DATASETS = (ALLOWED_DS, FORBIDDEN_DS, MISSING_DS)
@@ -24,20 +24,23 @@ DATASET_ROUTES = (
     ("pin-tag", "/api/v1/datasets/{d}/pin?version=prod", True),
     ("pin-time", "/api/v1/datasets/{d}/pin?version={now}&time=1", False),
 )
-# admin routes: (name, method, path, body, owner's status)
+# admin routes: (name, method, path, body, owner's status, what the caller must manage: '*' for the principal and
+# token routes, '' for anything (the grants it lists are those within), else the target the route names)
 ADMIN_ROUTES = (
-    ("principals", "GET", "/api/v1/admin/principals", None, 200),
-    ("grants", "GET", "/api/v1/admin/grants?principal=nobody", None, 200),
-    ("audit", "GET", "/api/v1/admin/audit?dataset={d}&limit=5", None, 200),
-    ("create-principal", "POST", "/api/v1/admin/principals", {"name": "p{i}"}, 201),
-    ("create-token", "POST", "/api/v1/admin/tokens", {"principal": "nobody", "expires_days": 1}, 201),
-    ("revoke-token", "DELETE", "/api/v1/admin/tokens/00000000000000ff", None, 404),
+    ("principals", "GET", "/api/v1/admin/principals", None, 200, "*"),
+    ("grants", "GET", "/api/v1/admin/grants?principal=nobody", None, 200, ""),
+    ("audit", "GET", "/api/v1/admin/audit?dataset={d}&limit=5", None, 200, "{d}"),
+    ("create-principal", "POST", "/api/v1/admin/principals", {"name": "p{i}"}, 201, "*"),
+    ("create-token", "POST", "/api/v1/admin/tokens", {"principal": "nobody", "expires_days": 1}, 201, "*"),
+    ("list-tokens", "GET", "/api/v1/admin/tokens?principal=nobody", None, 200, "*"),
+    ("revoke-token", "DELETE", "/api/v1/admin/tokens/00000000000000ff", None, 404, "*"),
     (
         "grant",
         "POST",
         "/api/v1/admin/grants",
         {"principal": "writer", "privilege": "WRITE", "target": "weather.*"},
         200,
+        "weather.*",
     ),
     (
         "revoke",
@@ -45,6 +48,7 @@ ADMIN_ROUTES = (
         "/api/v1/admin/grants/revoke",
         {"principal": "nobody", "privilege": "READ", "target": "{d}"},
         200,
+        "{d}",
     ),
 )
 CALLERS = (*PRINCIPALS, *BAD_TOKENS)
@@ -79,13 +83,18 @@ def test_every_cell(served: Served) -> None:
         shown = d in listed
         should = who not in BAD_TOKENS and d in EXISTING and _may_read(who, d)
         cells.append((who, "list-names", d, 200 if should else 404, 200 if shown else 404))
-        for route, method, path, body, owner_status in ADMIN_ROUTES:
+        for route, method, path, body, owner_status, needs in ADMIN_ROUTES:
             data = None
             if body is not None:
                 filled = {k: v.format(d=d, i=next(counter)) if isinstance(v, str) else v for k, v in body.items()}
                 data = json.dumps(filled).encode()
             status, raw, _ = served.request(method, path.format(d=d), who, data, {"Content-Type": "application/json"})
-            expected = 401 if who in BAD_TOKENS else owner_status if who == "owner" else 403
+            mine = [Grant(who, p, t) for p, t in PRINCIPALS.get(who, [])]
+            if needs == "":
+                may = any(g.privilege == MANAGE for g in mine)
+            else:
+                may = manages(mine, needs.format(d=d))
+            expected = 401 if who in BAD_TOKENS else owner_status if may else 403
             cells.append((who, route, d, expected, status))
     wrong = [c for c in cells if c[3] != c[4]]
     assert wrong == [], wrong[:20]
@@ -93,7 +102,7 @@ def test_every_cell(served: Served) -> None:
     leaks = [c for c in cells if c[4] < 300 and c[3] >= 300]
     assert leaks == [] and not [c for c in cells if c[4] >= 500]
     routes = len(DATASET_ROUTES) + 2 + len(ADMIN_ROUTES)
-    assert len(cells) == len(CALLERS) * len(DATASETS) * routes == 10 * 3 * 18
+    assert len(cells) == len(CALLERS) * len(DATASETS) * routes == 10 * 3 * 19
     # a forbidden dataset answers exactly as a missing one (but for the name asked about)
     for who in PRINCIPALS:
         if _may_read(who, FORBIDDEN_DS):

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from dal.catalog import Catalog, Field, Partition, Schema, VersionDraft
 from dal.cli.app import cli
+from tests.conftest import open_catalog
 
 SCHEMA = Schema(
     (
@@ -25,8 +26,10 @@ SCHEMA = Schema(
 
 
 @pytest.fixture
-def populated(catalog_url: str) -> str:
-    cat = Catalog(catalog_url)
+def populated(catalog_url_or_served: str) -> str:
+    """The catalog (SQLite, PostgreSQL, and a ``dal serve`` one with a MANAGE token) with two datasets, the same
+    CLI output and errors from each."""
+    cat = open_catalog(catalog_url_or_served)
     cat.create_dataset("weather.radar", format="delta", location="/w/radar", description="radar scans")
     cat.create_dataset("weather.obs", format="parquet", location="/w/obs")
     for i in range(3):
@@ -47,7 +50,7 @@ def populated(catalog_url: str) -> str:
         )
     cat.tag("weather.radar", 1, "prod")
     cat.close()
-    return catalog_url
+    return catalog_url_or_served
 
 
 def run(url: str, *args: str) -> tuple[int, str, str]:

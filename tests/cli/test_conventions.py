@@ -40,24 +40,24 @@ def test_every_command_has_json() -> None:
     assert missing == []
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ("show", "no.such"),
-        ("versions", "no.such"),
-        ("untag", "no.such", "prod"),
-        ("tag", "no.such", "1", "prod"),
-        ("head", "no.such"),
-        ("changes", "no.such", "--since", "0"),
-        ("stats", "no.such"),
-        ("gc", "no.such"),
-        ("set", "no.such", "--owner", "x"),
-        ("rename", "no.such", "other.name"),
-        ("drop", "no.such", "--yes"),
-        ("db", "status", "--bogus"),
-        ("schema", "bad name!"),
-    ],
-)
+ERRORS = [
+    ("show", "no.such"),
+    ("versions", "no.such"),
+    ("untag", "no.such", "prod"),
+    ("tag", "no.such", "1", "prod"),
+    ("head", "no.such"),
+    ("changes", "no.such", "--since", "0"),
+    ("stats", "no.such"),
+    ("gc", "no.such"),
+    ("set", "no.such", "--owner", "x"),
+    ("rename", "no.such", "other.name"),
+    ("drop", "no.such", "--yes"),
+    ("db", "status", "--bogus"),
+    ("schema", "bad name!"),
+]
+
+
+@pytest.mark.parametrize("args", ERRORS)
 def test_errors_are_json_with_json(sqlite_url: str, args: tuple[str, ...]) -> None:
     r = CliRunner().invoke(cli, ["--catalog", sqlite_url, *args, "--json"])
     assert r.exit_code in (1, 2) and r.stdout == ""
@@ -90,3 +90,16 @@ def test_version_and_completion() -> None:
     env = {**os.environ, "_DAL_COMPLETE": "bash_complete", "COMP_WORDS": "dal dr", "COMP_CWORD": "1"}
     words = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=120)
     assert "plain,drop" in words.stdout.split()
+
+
+@pytest.mark.parametrize("args", ERRORS)
+def test_a_served_catalog_errs_as_the_database_does(served_url: str, sqlite_url: str, args: tuple[str, ...]) -> None:
+    """The same error (text, class, exit code) through a ``dal serve`` catalog with a MANAGE token as from the
+    database URL, with --json and without."""
+    from dal.catalog import Catalog
+
+    Catalog(sqlite_url).close()  # made, empty: as the served one is
+    for json_flag in (("--json",), ()):
+        direct = CliRunner().invoke(cli, ["--catalog", sqlite_url, *args, *json_flag])
+        served = CliRunner().invoke(cli, ["--catalog", served_url, *args, *json_flag])
+        assert (served.exit_code, served.stdout, served.stderr) == (direct.exit_code, direct.stdout, direct.stderr)

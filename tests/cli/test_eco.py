@@ -13,6 +13,7 @@ from click.testing import CliRunner
 import dal
 from dal.catalog import Catalog
 from dal.cli.app import cli
+from tests.conftest import open_catalog
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -20,11 +21,14 @@ def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-@pytest.fixture
-def written(tmp_path: Path) -> str:
-    """A real Delta dataset in two versions (two files in the second), on SQLite."""
-    url = f"sqlite:///{tmp_path}/catalog.db"
-    cat = Catalog(url)
+@pytest.fixture(params=["sqlite", "served"])
+def written(tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A real Delta dataset in two versions (two files in the second), on SQLite, and written through a
+    ``dal serve`` catalog (a MANAGE token): the same CLI output and errors from each."""
+    url = (
+        f"sqlite:///{tmp_path}/catalog.db" if request.param == "sqlite" else str(request.getfixturevalue("served_url"))
+    )
+    cat = open_catalog(url)
     table = pa.table({"date": ["2026-03-01", "2026-03-02"] * 50, "x": list(range(100))})
     dal.write(table, "weather.obs", partition_by=["date"], path=str(tmp_path / "obs"), catalog=cat)
     dal.write(table.slice(0, 10), "weather.obs", catalog=cat)
@@ -151,6 +155,6 @@ def test_ls_json_has_the_row_count_and_size_the_api_has(written: str) -> None:
     code, out, _ = run("--catalog", written, "ls", "--json")
     assert code == 0
     (item,) = json.loads(out)
-    version = Catalog(written).version("weather.obs")
+    version = open_catalog(written).version("weather.obs")
     assert (item["latest_row_count"], item["latest_size_bytes"]) == (version.row_count, version.size_bytes)
     assert item["latest_row_count"] == 110 and item["latest_size_bytes"] > 0  # 100 rows, then 10 appended

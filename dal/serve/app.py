@@ -284,11 +284,17 @@ def change_grant(server: Server, request: Request, body: bytes) -> Response:
     data = _body(body)
     args = (str(data.get("principal", "")), str(data.get("privilege", "")), str(data.get("target", "")))
     server.manages(request, action, who, grants, args[2])  # MANAGE on the target or a namespace around it
-    if revoking:
-        done = server.store.revoke(*args)
-    else:
-        server.store.grant(*args)
-        done = True
+    try:
+        if revoking:
+            done = server.store.revoke(*args)
+        else:
+            server.store.grant(*args)
+            done = True
+    except NotFound:
+        if manages(grants, "*"):
+            raise
+        # only who may list the principals hears close names of theirs
+        raise NotFound(f"principal {args[0][:200]!r}") from None
     server.store.record(
         who, action, ALLOWED, dataset=args[2][:200], client=server.client(request), detail=" ".join(args)
     )

@@ -174,6 +174,11 @@ def test_the_admin_commands_through_the_server(served: Served, tokens: dict[str,
     code, _out, err = _cli(served, ns, "grant", "grantee", "READ", "weatherX.y")
     assert code == 1 and "ns_manager may not grant: it needs MANAGE on 'weatherX.y' or around it" in err
     assert _cli(served, ns, "grants", "grantee")[:2] == (0, "grantee\tREAD\tweather.wind\n")
+    # a principal's name it gets wrong: no close names (only MANAGE on '*' may list the principals)
+    code, _out, err = _cli(served, ns, "grant", "grante", "READ", "weather.wind")
+    assert (code, err) == (1, "dal: error: principal 'grante' not found\n")
+    code, _out, err = _cli(served, tokens["owner"], "grant", "grante", "READ", "weather.wind")
+    assert code == 1 and "did you mean 'grantee'" in err
     code, _out, err = _cli(served, ns, "audit", "--dataset", "sales.orders")
     assert code == 1 and "MANAGE on 'sales.orders'" in err
     code, out, _err = _cli(served, ns, "audit", "--dataset", "weather.wind", "--json")

@@ -12,6 +12,10 @@ is killed — or, when ``$DAL_TEST_RELEASE_FILE`` is set, until that file exists
 - ``after-storage-commit``: storage committed (Delta or Petastorm), the catalog not yet told.
 - ``version-recorded``: the catalog recorded the write's version; its tags are not set yet.
 
+And in ``dal register`` / ``dal sync`` (and a write's recording):
+
+- ``versions-recording``: the versions are described and their progress line is up; none is recorded yet.
+
 And in ``dal gc`` / ``dal drop --purge``:
 
 - ``gc-chosen``: gc synced the catalog and chose the versions to expire; no file listed yet.

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from dal import progress
+from dal._testhooks import pause
 from dal.catalog import CommittedNotRecorded, DatasetInfo, DatasetNotFound, VersionInfo
 from dal.catalog.types import VersionDraft
 from dal.errors import DalError, FormatError, translating
@@ -177,6 +178,7 @@ def _publish(
             draft = replace(draft, properties={**draft.properties, claims.FOREIGN: True})
         marked.append(draft)
     with progress.task(f"recording versions of {name}", total=len(marked), unit="versions") as line:
+        pause("versions-recording")
         out = cat.publish_many(name, marked, skip_recorded=True)  # a line on a terminal
         line.advance(len(marked))
     unchecked: list[VersionInfo] = []  # rows no write of this catalog checked against its declared rule

@@ -45,6 +45,9 @@ def free_port() -> int:
 
 def populate(db_url: str, root: Path) -> dict[str, str | None]:
     """Three datasets written by dal, the principals and their grants; returns a token per caller."""
+    from dal import lineage
+
+    lineage.clear_read_log()  # reads earlier tests in this process made must not become these writes' upstream
     for name, n in (("weather.radar", 5), ("weather.wind", 3), ("sales.orders", 4)):
         data = pa.table({"id": list(range(n)), "v": [f"{name}-{i}" for i in range(n)]})
         dal.write(data, name, path=str(root / name), catalog=db_url)

@@ -82,12 +82,7 @@ class Server:
         """(principal, dataset name, grants) of a dataset route where the principal may READ it; else the 404."""
         name = str(request.path_params["name"])
         who, grants = self.principal(request, action, name[:200])
-        try:
-            validate_name(name)
-            allowed = allows(grants, READ, name)
-        except InvalidName:
-            allowed = False
-        if not allowed:
+        if not holds(grants, READ, name):
             self.store.record(who, action, DENIED, dataset=name, client=self.client(request), detail="no READ")
             raise _Refused(self.not_found(name, grants))
         return who, name, grants
@@ -130,6 +125,15 @@ def visible(found: Any, grants: list[Grant]) -> Any:
                 and allows(grants, READ, u["dataset"])]  # fmt: skip
         out["properties"] = {**out["properties"], LINEAGE_KEY: {**record, "upstream": kept}}
     return out
+
+
+def holds(grants: list[Grant], privilege: str, name: str) -> bool:
+    """Whether ``grants`` give ``privilege`` on the dataset ``name`` (an invalid name: no one's)."""
+    try:
+        validate_name(name)
+    except InvalidName:
+        return False
+    return allows(grants, privilege, name)
 
 
 def etagged(request: Request, content: Any) -> Response:

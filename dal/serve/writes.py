@@ -29,8 +29,7 @@ from dal.catalog.remote import (
     partition_json,
     version_json,
 )
-from dal.catalog.types import validate_name
-from dal.serve.common import Server, _body, _error, _limit, _Refused, visible
+from dal.serve.common import Server, _body, _error, _limit, _Refused, holds, visible
 
 FAILED = "failed"
 
@@ -172,12 +171,7 @@ def may(server: Server, request: Request, action: str, privilege: str, name: str
     """The principal and its grants when it holds ``privilege`` on ``name``; else the one 403 (audited), the same
     whether or not the dataset exists."""
     who, grants = server.principal(request, action, name[:200])
-    try:
-        validate_name(name)
-        allowed = allows(grants, privilege, name)
-    except InvalidName:
-        allowed = False
-    if not allowed:
+    if not holds(grants, privilege, name):
         server.store.record(who, action, DENIED, dataset=name[:200], client=server.client(request),
                             detail=f"no {privilege}")  # fmt: skip
         raise _refused(403, NotAuthorized(f"{who} may not {action} {name[:200]!r}: it needs {privilege} on it"))

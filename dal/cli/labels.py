@@ -3,8 +3,8 @@ Unity Catalog call tags; dal's ``tag`` names a version)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -43,16 +43,24 @@ def _changed(name: str, labels: tuple[Label, ...], as_json: bool, done: str) -> 
 def label_cmd(ctx: click.Context, name: str, labels: tuple[str, ...], column: str | None, as_json: bool) -> None:
     """Label a dataset, or one of its columns with --column: LABELS are KEY or KEY=VALUE (pii, gold,
     owner-team=vision); a label replaces the one with the same key. Not dal tag, which names a version."""
+    found = _each(ctx, labels, lambda cat, text: cat.label(name, text, column=column))
+    where = f"column {column!r} of {name}" if column else name
+    _changed(name, found, as_json, f"{where}: labelled {', '.join(labels)} (labels: {labels_text(found, column)})")
+
+
+def _each(
+    ctx: click.Context, labels: tuple[str, ...], change: Callable[[Any, str], tuple[Label, ...]]
+) -> tuple[Label, ...]:
+    """Every label checked before any is changed, then ``change`` for each: the labels after the last."""
     from dal.catalog.types import parse_label
 
-    for text in labels:  # every label checked before any is stored
+    for text in labels:
         parse_label(text)
     cat = existing_catalog_of(ctx)
     found: tuple[Label, ...] = ()
     for text in labels:
-        found = cat.label(name, text, column=column)
-    where = f"column {column!r} of {name}" if column else name
-    _changed(name, found, as_json, f"{where}: labelled {', '.join(labels)} (labels: {labels_text(found, column)})")
+        found = change(cat, text)
+    return found
 
 
 @click.command("unlabel")
@@ -64,14 +72,7 @@ def label_cmd(ctx: click.Context, name: str, labels: tuple[str, ...], column: st
 def unlabel_cmd(ctx: click.Context, name: str, labels: tuple[str, ...], column: str | None, as_json: bool) -> None:
     """Remove labels from a dataset, or from one of its columns with --column: LABELS are KEY (whatever its
     value) or KEY=VALUE."""
-    from dal.catalog.types import parse_label
-
-    for text in labels:
-        parse_label(text)
-    cat = existing_catalog_of(ctx)
-    found: tuple[Label, ...] = ()
-    for text in labels:
-        found = cat.unlabel(name, text, column=column)
+    found = _each(ctx, labels, lambda cat, text: cat.unlabel(name, text, column=column))
     where = f"column {column!r} of {name}" if column else name
     _changed(name, found, as_json, f"{where}: removed label {', '.join(labels)}")
 

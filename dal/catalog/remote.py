@@ -519,6 +519,19 @@ class RemoteCatalog:
     def tags(self, name: str) -> dict[str, int]:
         return {str(k): int(v) for k, v in self._get(f"/datasets/{self._name(name)}/tags")["tags"].items()}
 
+    def co_located(self, name: str) -> list[str]:
+        """``Catalog.co_located`` as the server answers it: the names this principal may read, and one entry
+        saying how many others there are (a write, gc or purge refuses on either)."""
+        found = self._get(f"/datasets/{self._name(name)}/co-located")
+        hidden = int(found.get("hidden") or 0)
+        return [str(n) for n in found["datasets"]] + ([f"{hidden} dataset(s) you may not read"] if hidden else [])
+
+    def overlapping(self, location: str, *, besides: str | None = None) -> list[str]:
+        """``Catalog.overlapping`` as the server answers it (names this principal may read, then a count)."""
+        found = self._get("/locations/overlapping", {"location": location, **({"besides": besides} if besides else {})})
+        hidden = int(found.get("hidden") or 0)
+        return [str(n) for n in found["datasets"]] + ([f"{hidden} dataset(s) you may not read"] if hidden else [])
+
     def labels(self, name: str) -> tuple[Label, ...]:
         """The labels of ``name`` and of its columns, from the dataset's answer (a server before labels: none)."""
         return labels_from_dict(self._get(f"/datasets/{self._name(name)}").get("labels") or {})

@@ -28,7 +28,7 @@ from dal.catalog.errors import CatalogError, CatalogUnavailable, DalError, Datas
 from dal.catalog.remote import dataset_json, version_json
 from dal.catalog.types import labels_dict
 from dal.serve import writes
-from dal.serve.common import NOT_FOUND, Server, _body, _error, _limit, _Refused, etagged, visible
+from dal.serve.common import NOT_FOUND, Server, _body, _error, _limit, _Refused, etagged, holds, visible
 from dal.serve.vending import CannotVend, Vending, vend
 from dal.serve.writes import version_ref
 
@@ -182,6 +182,30 @@ def tags(server: Server, request: Request, body: bytes) -> Response:
         return JSONResponse({"tags": server.cat.tags(name)})
     except DatasetNotFound:
         return server.not_found(name, grants)
+
+
+def co_located(server: Server, request: Request, body: bytes) -> Response:
+    """The other datasets at, inside or around the dataset's location (``Catalog.co_located``): those the
+    principal may read by name, the rest as a count (``hidden``): a write, gc or purge refuses while any is."""
+    _who, name, grants = server.readable(request, "co-located")
+    try:
+        others = server.cat.co_located(name)
+    except DatasetNotFound:
+        return server.not_found(name, grants)
+    shown = [o for o in others if holds(grants, READ, o)]
+    return JSONResponse({"datasets": shown, "hidden": len(others) - len(shown)})
+
+
+def overlapping(server: Server, request: Request, body: bytes) -> Response:
+    """The datasets at, inside or around ``?location=`` (besides ``?besides=``): those the principal may read by
+    name, the rest as a count. Any principal: a first write asks before it writes data (the create would refuse)."""
+    _who, grants = server.principal(request, "overlapping")
+    location = request.query_params.get("location", "")
+    if not location or len(location) > 10_000:
+        raise CatalogError("name a location (at most 10,000 characters)")
+    others = server.cat.overlapping(location, besides=request.query_params.get("besides"))
+    shown = [o for o in others if holds(grants, READ, o)]
+    return JSONResponse({"datasets": shown, "hidden": len(others) - len(shown)})
 
 
 def pin(server: Server, request: Request, body: bytes) -> Response:
@@ -348,6 +372,8 @@ def create_app(
         _route(f"{api}/datasets/{{name}}", show, server),
         _route(f"{api}/datasets/{{name}}/versions", versions, server),
         _route(f"{api}/datasets/{{name}}/tags", tags, server),
+        _route(f"{api}/datasets/{{name}}/co-located", co_located, server),
+        _route(f"{api}/locations/overlapping", overlapping, server),
         _route(f"{api}/datasets/{{name}}/pin", pin, server),
         _route(f"{api}/catalog", writes.catalog, server),
         _route(f"{api}/search", writes.search, server),

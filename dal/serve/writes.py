@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from dal.catalog.auth import ALLOWED, DENIED, MANAGE, READ, WRITE, Grant, NotAuthorized, allows
-from dal.catalog.errors import CatalogError, DatasetNotFound, InvalidName
+from dal.catalog.errors import CatalogError, DatasetNotFound, InvalidName, LocationTaken
 from dal.catalog.remote import (
     dataset_json,
     draft_from,
@@ -198,6 +198,17 @@ def change(action: str) -> Callable[[Server, Request, bytes], Response]:
         except DatasetNotFound:
             server.store.record(who, action, FAILED, dataset=name, client=client, detail="no such dataset")
             return server.not_found(name, grants)
+        except LocationTaken as e:  # the other dataset is named only to a principal that may read it
+            shown = (
+                e
+                if e.other is not None and holds(grants, READ, e.other)
+                else LocationTaken(
+                    f"{data.get('location')!s:.500} overlaps the location of another dataset (the same place, inside "
+                    f"it or around it); one location belongs to one dataset: not creating {name!r}"
+                )
+            )
+            server.store.record(who, action, DENIED, dataset=name, client=client, detail="location taken")
+            raise shown from None
         except CatalogError as e:
             server.store.record(who, action, FAILED, dataset=name, client=client, detail=str(e)[:300])
             raise

@@ -47,6 +47,7 @@ import pyarrow as pa
 from dal import expr as E
 from dal import lineage, validate
 from dal.catalog import DatasetInfo, DatasetNotFound, VersionInfo
+from dal.catalog.errors import LocationTaken
 from dal.catalog.types import DECLARED, Input, validate_name, validate_tag
 from dal.dataset import Dataset
 from dal.errors import DalError, DatasetExists, SchemaMismatch, TagExists
@@ -272,6 +273,12 @@ def _target(
         uris.check_credentials(location, options)
         # another catalog's location is refused before anything else is looked at (nothing is claimed yet)
         check_claim(cat, name, fmt, location, options, "write", recorded=False, take=False)
+        taken = cat.overlapping(location, besides=name)  # the create after the commit would refuse: before any data
+        if taken:
+            raise LocationTaken(
+                f"{location} overlaps the location of dataset {', '.join(repr(t) for t in taken[:3])} (the same place, inside "
+                f"it or around it); one location belongs to one dataset: nothing was written for {name!r}"
+            )
 
         if fmt.exists(location, options):
             if fmt.written_for(location, options) != name:

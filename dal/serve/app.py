@@ -27,7 +27,7 @@ from dal.catalog.auth import ALLOWED, DENIED, READ, AuthStore, NotAuthorized, al
 from dal.catalog.errors import CatalogError, CatalogUnavailable, DalError, DatasetNotFound, InvalidName, NotFound
 from dal.catalog.remote import dataset_json, version_json
 from dal.catalog.types import labels_dict
-from dal.serve import writes
+from dal.serve import browse, writes
 from dal.serve.common import NOT_FOUND, Server, _body, _error, _limit, _Refused, etagged, visible
 from dal.serve.vending import CannotVend, Vending, vend
 from dal.serve.writes import version_ref
@@ -351,6 +351,8 @@ def create_app(
         _route(f"{api}/datasets/{{name}}/pin", pin, server),
         _route(f"{api}/catalog", writes.catalog, server),
         _route(f"{api}/search", writes.search, server),
+        _route(f"{api}/search/facets", browse.facets, server),
+        _route(f"{api}/labelled", browse.labelled, server),
         _route(f"{api}/catalog/writable", writes.writable, server),
         _route(f"{api}/datasets/{{name}}", writes.change("create"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}", writes.change("update"), server, ("PATCH",)),
@@ -362,6 +364,8 @@ def create_app(
         _route(f"{api}/datasets/{{name}}/expire", writes.change("expire"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/annotate", writes.change("annotate"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/lineage", writes.change("lineage"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/labels", writes.change("label"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/labels/remove", writes.change("unlabel"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/partitions", writes.partitions, server),
         _route(f"{api}/datasets/{{name}}/diff", writes.diff, server),
         _route(f"{api}/datasets/{{name}}/upstream", writes.lineage, server),

@@ -107,7 +107,7 @@ def serve(
         ssl_keyfile=tls_key,
         h11_max_incomplete_event_size=64 * 1024,
         # slow clients (dal.serve.slow): a deadline for each request head and body, a bound on connections
-        http=slow.protocol(slow.HEADER_TIMEOUT_S if header_timeout is None else header_timeout),
+        http=slow.protocol(slow.HEADER_TIMEOUT_S if header_timeout is None else header_timeout, body_s),
         limit_concurrency=slow.MAX_CONNECTIONS if max_connections is None else max_connections,
         timeout_keep_alive=slow.KEEP_ALIVE_S,
     )

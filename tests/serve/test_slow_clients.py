@@ -99,7 +99,11 @@ def test_slow_heads_do_not_hold_the_server_and_are_cut_off_with_408(server: str)
 def test_the_next_request_head_on_a_kept_alive_connection_is_bounded_too(server: str) -> None:
     with _connect(server) as sock:
         sock.sendall(HEAD)
-        first = sock.recv(65536)
+        first = b""
+        while not first.endswith(b'{"ok":true,"api":"v1"}'):  # the whole first answer (head and body)
+            chunk = sock.recv(65536)
+            assert chunk, first
+            first += chunk
         assert first.startswith(b"HTTP/1.1 200 ")
         stop_at = threading.Event()
         threading.Thread(target=_trickle, args=(sock, HEAD, 0.2, stop_at), daemon=True).start()
@@ -142,3 +146,18 @@ def test_connections_beyond_the_limit_are_refused_until_the_slow_ones_are_cut_of
     finally:
         for s in idle:
             s.close()
+
+
+def test_an_unread_body_trickled_after_the_answer_does_not_keep_the_connection(server: str) -> None:
+    """A GET's body is never read: uvicorn would keep the connection while its bytes trickle; it is closed once the
+    body's deadline passes."""
+    stop_at = threading.Event()
+    with _connect(server) as sock:
+        sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n")
+        started = time.monotonic()
+        threading.Thread(target=_trickle, args=(sock, b"x" * 100, 0.2, stop_at), daemon=True).start()
+        raw = _answer(sock)
+        took = time.monotonic() - started
+        stop_at.set()
+    assert raw.startswith(b"HTTP/1.1 200 ") and raw.endswith(b'{"ok":true,"api":"v1"}')
+    assert TIMEOUT_S - 0.2 <= took < TIMEOUT_S + 5  # the body would have taken 20 s

@@ -134,8 +134,8 @@ def open(
     lineage.record_read(info.name, pinned.number)  # the process-wide read log: upstream of later writes
     openlineage.emit_read(info.name, pinned.number)  # with DAL_OPENLINEAGE_READS=1 only
     url = catalog if catalog is None or isinstance(catalog, str) else str(catalog.url)  # None: the default
-    key = url or default_url()
-    vended = remote.client(key).vended(info.name, pinned.number) if remote.is_remote(key) else None
+    pinner = remote.served(catalog or default_url())  # the very client that pinned (a user's RemoteCatalog too)
+    vended = pinner.vended(info.name, pinned.number) if pinner is not None else None
     if vended is not None or file_cache is not None:  # vended: short-lived credentials, travelling with the Dataset
         from dal.storage.rangecache import ReadOptions
 

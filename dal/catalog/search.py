@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import false, func, or_, select
 
 from dal.catalog.base import CatalogBase, like_pattern
 from dal.catalog.errors import (
@@ -44,12 +44,19 @@ class CatalogSearch(CatalogBase):
         )
 
     @staticmethod
-    def _find_clause(query: str | None, filters: Mapping[str, str] | None, skip: str | None = None) -> list[Any]:
+    def _find_clause(
+        query: str | None,
+        filters: Mapping[str, str] | None,
+        skip: str | None = None,
+        within: Sequence[str] | None = None,
+    ) -> list[Any]:
         """The WHERE clauses of the web UI's search: ``query`` as ``_search_clause`` and, without wildcards, also
         the owner, the format, a tag, a label or a column name of the latest version containing it; ``filters``
         (facets) match exactly: ``format``, ``owner``, ``tag`` (a tag of any version), ``label`` (of the dataset or a
         column); ``column``: a column of the latest
-        version whose name contains it, case-insensitive. ``skip``: a facet left out (to count that facet's values)."""
+        version whose name contains it, case-insensitive. ``skip``: a facet left out (to count that facet's values).
+        ``within``: only datasets a grant on one of these targets covers (``*``, ``ns.*`` or a name, as
+        ``dal.catalog.auth.matches``; ``dal serve`` passes what the principal may read)."""
         from sqlalchemy.orm import aliased
 
         clauses: list[Any] = []
@@ -80,6 +87,10 @@ class CatalogSearch(CatalogBase):
             )
         elif query:
             clauses.append(DatasetRow.name.like(like_pattern(query), escape="\\"))
+        if within is not None and "*" not in within:
+            covered = [func.substr(DatasetRow.name, 1, len(t) - 1) == t[:-1] if t.endswith(".*") else DatasetRow.name == t
+                       for t in within]  # fmt: skip
+            clauses.append(or_(false(), *covered))
         for key, value in (filters or {}).items():
             if not value or key == skip:
                 continue
@@ -154,12 +165,15 @@ class CatalogSearch(CatalogBase):
                 out[name].append(("label", f"{text} (column {column})" if column else str(text)))
         return out
 
-    def count_datasets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> int:
+    def count_datasets(
+        self, query: str | None = None, filters: Mapping[str, str] | None = None, *, within: Sequence[str] | None = None
+    ) -> int:
         """How many datasets match ``query`` and ``filters`` (as ``search_datasets``).
 
         Args:
             query: as ``search_datasets``'.
             filters: as ``search_datasets``'.
+            within: as ``search_datasets``'.
 
         Returns:
             The number of matching datasets.
@@ -168,11 +182,13 @@ class CatalogSearch(CatalogBase):
             CatalogError: ``query`` unfit for the catalog, or an unknown facet.
         """
         validate_text(query, "query", optional=True, max_length=1000)
-        stmt = select(func.count()).select_from(DatasetRow).where(*self._find_clause(query, filters))
+        stmt = select(func.count()).select_from(DatasetRow).where(*self._find_clause(query, filters, within=within))
         with self._read() as s:
             return int(s.scalar(stmt) or 0)
 
-    def facets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
+    def facets(
+        self, query: str | None = None, filters: Mapping[str, str] | None = None, *, within: Sequence[str] | None = None
+    ) -> dict[str, dict[str, int]]:
         """For the datasets a search finds, how many have each format, owner, tag and label (of the dataset or a
         column; the 50 commonest of each), each facet counted under the other filters only (so choosing one still
         shows the alternatives).
@@ -180,6 +196,7 @@ class CatalogSearch(CatalogBase):
         Args:
             query: as ``search_datasets``'.
             filters: as ``search_datasets``'.
+            within: as ``search_datasets``' (what is counted is only those datasets).
 
         Returns:
             Facet (``format``, ``owner``, ``tag``, ``label``) -> value -> datasets, commonest first.
@@ -194,7 +211,7 @@ class CatalogSearch(CatalogBase):
                 n = func.count()
                 stmt = (
                     select(column, n)
-                    .where(*self._find_clause(query, filters, skip=facet), column != "")
+                    .where(*self._find_clause(query, filters, skip=facet, within=within), column != "")
                     .group_by(column)
                     .order_by(n.desc(), column)
                     .limit(50)
@@ -204,7 +221,7 @@ class CatalogSearch(CatalogBase):
             stmt = (
                 select(TagRow.name, n)
                 .join(DatasetRow, DatasetRow.id == TagRow.dataset_id)
-                .where(*self._find_clause(query, filters, skip="tag"))
+                .where(*self._find_clause(query, filters, skip="tag", within=within))
                 .group_by(TagRow.name)
                 .order_by(n.desc(), TagRow.name)
                 .limit(50)
@@ -214,7 +231,7 @@ class CatalogSearch(CatalogBase):
             stmt = (
                 select(LabelRow.text, n)
                 .join(DatasetRow, DatasetRow.id == LabelRow.dataset_id)
-                .where(*self._find_clause(query, filters, skip="label"))
+                .where(*self._find_clause(query, filters, skip="label", within=within))
                 .group_by(LabelRow.text)
                 .order_by(n.desc(), LabelRow.text)
                 .limit(50)
@@ -230,6 +247,7 @@ class CatalogSearch(CatalogBase):
         offset: int = 0,
         filters: Mapping[str, str] | None = None,
         sort: str = "name",
+        within: Sequence[str] | None = None,
     ) -> list[tuple[DatasetInfo, int | None, int | None]]:
         """One page of datasets, with the row count and size in bytes of each one's latest version; LIMIT/OFFSET
         run in the database.
@@ -242,6 +260,7 @@ class CatalogSearch(CatalogBase):
             filters: exact facets: ``format``, ``owner``, ``tag`` (of any version), ``label`` (of the dataset or a
                 column); ``column``: part of a column name of the latest version (any case).
             sort: ``name``, ``updated``, ``rows`` or ``size``, descending with a leading ``-`` (ties by name).
+            within: only datasets a grant on one of these targets covers (``*``, ``ns.*`` or a name; None: all).
 
         Returns:
             (dataset, rows, bytes) per dataset; rows and bytes ``None`` before its first version.
@@ -269,7 +288,10 @@ class CatalogSearch(CatalogBase):
             page = page.outerjoin(VersionRow, latest)
             order = order.nulls_last()
         page = (
-            page.where(*self._find_clause(query, filters)).order_by(order, DatasetRow.name).limit(limit).offset(offset)
+            page.where(*self._find_clause(query, filters, within=within))
+            .order_by(order, DatasetRow.name)
+            .limit(limit)
+            .offset(offset)
         )
         ids = page.subquery()
         outer = ids.c.k.desc() if descending else ids.c.k.asc()

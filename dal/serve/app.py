@@ -6,11 +6,12 @@ Dataset routes need READ on the dataset: a principal without it gets the very an
 exist gets (404, close names only among what it may read), and lists hold only what it may read. The principal
 and token routes need MANAGE on ``*``; grant and revoke MANAGE on the target or a namespace around it, and grants
 and audit answer what lies within what the caller manages; 403 otherwise. Every pin, admin change and refusal is
-written to the audit. Request bodies are bounded (413).
+written to the audit. Request bodies are bounded in size (413) and in time (408: ``dal.serve.slow``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +28,7 @@ from dal.catalog.auth import ALLOWED, DENIED, READ, AuthStore, NotAuthorized, al
 from dal.catalog.errors import CatalogError, CatalogUnavailable, DalError, DatasetNotFound, InvalidName, NotFound
 from dal.catalog.remote import dataset_json, version_json
 from dal.catalog.types import labels_dict
-from dal.serve import writes
+from dal.serve import browse, writes
 from dal.serve.common import NOT_FOUND, Server, _body, _error, _limit, _Refused, etagged, holds, visible
 from dal.serve.vending import CannotVend, Vending, vend
 from dal.serve.writes import version_ref
@@ -40,10 +41,12 @@ WRITE_PREFIX = "/api/v1/datasets/"
 
 
 class BodyLimit:
-    """ASGI middleware: a request body over ``limit`` bytes is answered 413 (declared or streamed)."""
+    """ASGI middleware: a request body over ``limit`` bytes is answered 413 (declared or streamed), one not all
+    received ``timeout`` seconds after the app starts reading it 408 (a slow client: ``dal.serve.slow``); both close
+    the connection."""
 
-    def __init__(self, app: ASGIApp, limit: int, write_limit: int | None = None) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, write_limit: int | None = None, timeout: float | None = None) -> None:
+        self.app, self.limit, self.timeout = app, limit, timeout
         self.write_limit = limit if write_limit is None else write_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -52,15 +55,26 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         limit = self.write_limit if str(scope.get("path", "")).startswith(WRITE_PREFIX) else self.limit
-        too_big = _error(413, DalError(f"request body over {limit:,} bytes"))
+        closing = {"Connection": "close"}  # what is left of the body is never read: the connection cannot be reused
+        too_big = _error(413, DalError(f"request body over {limit:,} bytes"), closing)
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
             await too_big(scope, receive, send)
             return
-        seen = 0
+        seen, deadline, complete = 0, None, False
+        loop = asyncio.get_running_loop()
 
         async def bounded() -> Any:
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, deadline, complete
+            if complete or self.timeout is None:
+                message = await receive()
+            else:
+                deadline = loop.time() + self.timeout if deadline is None else deadline
+                try:
+                    message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+                except TimeoutError:
+                    slow = DalError(f"the request body was not received within {self.timeout:g} s")
+                    raise _Refused(_error(408, slow, closing)) from None
+            complete = complete or not message.get("more_body", False)
             seen += len(message.get("body", b""))
             if seen > limit:
                 raise _Refused(too_big)
@@ -354,11 +368,13 @@ def create_app(
     max_write_body: int = MAX_WRITE_BODY,
     allowed_hosts: frozenset[str] | None = None,
     vending: Vending | None = None,
+    body_timeout: float | None = None,
 ) -> ASGIApp:
     """The ``dal serve`` ASGI application over the catalog at ``url`` (which must exist and be up to date).
 
     ``allowed_hosts``: the host names requests may name (``HostCheck``); None: loopback's only. ``vending``: the
-    storage credentials pins vend (``dal.serve.vending``).
+    storage credentials pins vend (``dal.serve.vending``). ``body_timeout``: seconds a request body may take (None:
+    unbounded; ``dal serve`` bounds it, ``dal.serve.slow``).
     """
     retention = None if audit_retention_days is None else timedelta(days=audit_retention_days)
     server = Server(Catalog(url, must_exist=True, pooled=True), AuthStore(url, pooled=True), retention,
@@ -377,6 +393,8 @@ def create_app(
         _route(f"{api}/datasets/{{name}}/pin", pin, server),
         _route(f"{api}/catalog", writes.catalog, server),
         _route(f"{api}/search", writes.search, server),
+        _route(f"{api}/search/facets", browse.facets, server),
+        _route(f"{api}/labelled", browse.labelled, server),
         _route(f"{api}/catalog/writable", writes.writable, server),
         _route(f"{api}/datasets/{{name}}", writes.change("create"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}", writes.change("update"), server, ("PATCH",)),
@@ -388,6 +406,8 @@ def create_app(
         _route(f"{api}/datasets/{{name}}/expire", writes.change("expire"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/annotate", writes.change("annotate"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/lineage", writes.change("lineage"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/labels", writes.change("label"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/labels/remove", writes.change("unlabel"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/partitions", writes.partitions, server),
         _route(f"{api}/datasets/{{name}}/diff", writes.diff, server),
         _route(f"{api}/datasets/{{name}}/upstream", writes.lineage, server),
@@ -410,4 +430,4 @@ def create_app(
     app = Starlette(routes=routes, exception_handlers={404: unknown, 405: unknown, 500: unknown})
     app.state.server = server
     hosts = allowed_hosts if allowed_hosts is not None else LOOPBACK_NAMES
-    return HostCheck(BodyLimit(app, max_body, max_write_body), hosts)
+    return HostCheck(BodyLimit(app, max_body, max_write_body, body_timeout), hosts)

@@ -1,7 +1,8 @@
 """The routes of ``dal serve`` that change the catalog, and the reads writers and lineage need.
 
 Each is ``Catalog``'s method of the same name, run on the server after the grant is checked: WRITE on the dataset to
-create, update, publish, tag, untag, annotate and record lineage; MANAGE to rename (on both names), drop and expire.
+create, update, publish, tag, untag, annotate, record lineage, label and unlabel (a label describes the dataset as a
+description does, which WRITE changes too); MANAGE to rename (on both names), drop and expire.
 A principal without the privilege gets one answer (403) whether or not the dataset exists; one with it gets the
 catalog's own errors (a missing dataset: the 404 that names close names only among what it may read). Every change,
 refusal and failure is audited (principal, action, dataset, version, client).
@@ -29,7 +30,8 @@ from dal.catalog.remote import (
     partition_json,
     version_json,
 )
-from dal.serve.common import Server, _body, _error, _limit, _Refused, holds, visible
+from dal.catalog.types import labels_dict
+from dal.serve.common import Server, _body, _error, _limit, _Refused, holds, read_targets, visible
 
 FAILED = "failed"
 
@@ -153,6 +155,18 @@ def _lineage(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[An
     return version_json(v), v.number
 
 
+def _label(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[Any, int | None]:
+    """``{"label": "KEY[=VALUE]", "column": null or a column}``: ``Catalog.label``; the labels afterwards."""
+    text, column = str(_json(d.get("label"), "label", str)), _opt_str(d, "column")
+    return {"labels": labels_dict(server.cat.label(name, text, column=column))}, None
+
+
+def _unlabel(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[Any, int | None]:
+    """As ``_label``, for ``Catalog.unlabel``."""
+    text, column = str(_json(d.get("label"), "label", str)), _opt_str(d, "column")
+    return {"labels": labels_dict(server.cat.unlabel(name, text, column=column))}, None
+
+
 CHANGES: dict[str, tuple[str, Change]] = {
     "create": (WRITE, _create),
     "update": (WRITE, _update),
@@ -164,6 +178,8 @@ CHANGES: dict[str, tuple[str, Change]] = {
     "expire": (MANAGE, _expire),
     "annotate": (WRITE, _annotate),
     "lineage": (WRITE, _lineage),
+    "label": (WRITE, _label),
+    "unlabel": (WRITE, _unlabel),
 }
 
 
@@ -212,8 +228,10 @@ def change(action: str) -> Callable[[Server, Request, bytes], Response]:
         except CatalogError as e:
             server.store.record(who, action, FAILED, dataset=name, client=client, detail=str(e)[:300])
             raise
-        server.store.record(who, action, ALLOWED, dataset=name, version=version, client=client,
-                            detail=f"to {data.get('new_name')}" if action == "rename" else "")  # fmt: skip
+        detail = f"to {data.get('new_name')}" if action == "rename" else ""
+        if action in ("label", "unlabel"):
+            detail = f"{data.get('label')}" + (f" on column {data['column']}" if data.get("column") else "")
+        server.store.record(who, action, ALLOWED, dataset=name, version=version, client=client, detail=detail[:300])
         return JSONResponse(visible(answer, grants), status_code=201 if action in ("create", "write") else 200)
 
     return endpoint
@@ -299,15 +317,10 @@ def search(server: Server, request: Request, body: bytes) -> Response:
         raise InvalidName(f"invalid offset {offset_text[:20]!r}: a whole number")
     offset = int(offset_text)
     filters = {k[2:]: v for k, v in q.items() if k.startswith("f.")}
-    found: list[Any] = []
-    page, at = 1000, 0
-    while len(found) < offset + limit:  # pages of the whole catalog, keeping the readable rows
-        rows = server.cat.search_datasets(query, limit=page, offset=at, filters=filters or None, sort=sort)
-        found += [r for r in rows if allows(grants, READ, r[0].name)]
-        if len(rows) < page:
-            break
-        at += page
-    shown = found[offset : offset + limit]
+    # the page is one of the readable datasets, in the database (the grants' targets as a WHERE clause)
+    shown = server.cat.search_datasets(query, limit=limit, offset=offset, filters=filters or None, sort=sort,
+                                       within=read_targets(grants))  # fmt: skip
+    shown = [r for r in shown if allows(grants, READ, r[0].name)]  # the same rule, checked once more
     reasons = server.cat.match_reasons(query, [d.name for d, _, _ in shown])
     results = [{"dataset": dataset_json(d), "rows": rows, "size": size, "reasons": [list(r) for r in reasons.get(d.name, [])]}
                for d, rows, size in shown]  # fmt: skip

@@ -35,6 +35,9 @@ UNAUTHENTICATED = "a valid token is needed: sign in on /signin, or send 'Authori
 INVALID = "that token is not valid (unknown, expired or revoked): ask whoever manages the catalog for one"
 FORGED = "the sign-in form was stale or sent from another page: sign in again"
 MAX_FORM = 4096  # a token, an anti-forgery value and a path
+# dal ui's headers, but for the referrer policy: under no-referrer a browser sends 'Origin: null' with a form's POST,
+# which HostCheck refuses as another origin; same-origin still sends nothing to another site
+HEADERS = {**SECURITY_HEADERS, "referrer-policy": "same-origin"}
 
 
 def _bearer(header: str) -> str | None:
@@ -189,6 +192,6 @@ class WebUi:
 
 
 def _headers(response: Response) -> Response:
-    for key, value in SECURITY_HEADERS.items():
+    for key, value in HEADERS.items():
         response.headers.setdefault(key, value)
     return response

@@ -78,7 +78,8 @@ def serve_cmd(
     forbid_local_datasets: bool,
     allowed_hosts: tuple[str, ...],
 ) -> None:
-    """Serve the catalog to principals with tokens and grants (JSON API under /api/v1/; needs dal-catalog[ui])."""
+    """Serve the catalog to principals with tokens and grants (JSON API under /api/v1/, the web UI at / after
+    signing in with a token; needs dal-catalog[ui])."""
     from dal.catalog import remote
     from dal.serve import serve
 

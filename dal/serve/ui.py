@@ -105,7 +105,11 @@ class WebUi:
                 if json:
                     return JSONResponse({"error": UNAUTHENTICATED}, 401, headers={"WWW-Authenticate": "Bearer"})
                 query = f"?{request.url.query}" if request.url.query else ""
-                return self._form(request, 401, None, request.url.path + query)
+                response = self._form(request, 401, None, request.url.path + query)
+                if SESSION_COOKIE in request.cookies:  # revoked or expired: the browser forgets it
+                    response.delete_cookie(SESSION_COOKIE, path="/", secure=request.url.scheme == "https",
+                                           httponly=True, samesite="strict")  # fmt: skip
+                return response
             who, grants = found
             csrf = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32)
             ui = replace(self.ui, scope=Scope(tuple(g.target for g in grants)), who=who, csrf=csrf)

@@ -276,8 +276,16 @@ def test_a_revoked_session_is_signed_out_at_once(built: Served) -> None:
         store.revoke_token(info.token_id)
     finally:
         store.close()
-    status, raw, _ = http("GET", built.url + "/d/weather.wind", headers=cookie)
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(built.url + "/d/weather.wind", headers=cookie), timeout=30)
+        raise AssertionError("a revoked token's session was answered")
+    except urllib.error.HTTPError as e:
+        status, raw, set_cookie = e.code, e.read(), e.headers.get_all("set-cookie") or []
     assert status == 401 and b'id="signin-form"' in raw and b"weather.wind" in raw
+    assert any(c.startswith('dal_session=""') for c in set_cookie)  # the browser forgets it
     assert http("GET", built.url + "/api/datasets", token)[0] == 401
 
 

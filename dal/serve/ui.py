@@ -69,7 +69,8 @@ class WebUi:
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.ui = Ui.over(server.cat)
+        # the header shows no catalog URL: the database's host and name are the server's business, not a reader's
+        self.ui = replace(Ui.over(server.cat), catalog_url="")
 
     def routes(self) -> list[Route]:
         out = [

@@ -97,6 +97,7 @@ def test_every_cell(built: Served) -> None:
         assert headers.get("referrer-policy") == "same-origin" and headers.get("cache-control") == "no-store"
         text = raw.decode()
         leaks += [(who, route, n) for n in _hidden_names(who) - {d} if n in text]
+        assert built.db.split("///")[1] not in text  # nor the catalog database's address
     for who, (route, path, json_route) in itertools.product(CALLERS, OTHER_ROUTES):
         status, raw, _ = get(built, path, who, json_route)
         cells.append((who, route, "-", 401 if who in BAD_TOKENS else 200, status))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import false, func, or_, select
+from sqlalchemy import false, func, or_, select, true
 
 from dal.catalog.base import CatalogBase, like_pattern
 from dal.catalog.errors import (
@@ -44,6 +44,19 @@ class CatalogSearch(CatalogBase):
         )
 
     @staticmethod
+    def _within_clause(within: Sequence[str]) -> Any:
+        """The WHERE clause keeping the datasets grant targets cover (``dal.catalog.auth.matches``): ``*`` every
+        one, ``ns.*`` every name under ``ns.``, else that name; no targets: none. Targets are bound parameters."""
+        if "*" in within:
+            return true()
+        exact = [t for t in within if not t.endswith(".*")]
+        prefixes = [like_pattern(t[:-1]) + "%" for t in within if t.endswith(".*")]
+        parts = ([DatasetRow.name.in_(exact)] if exact else []) + [
+            DatasetRow.name.like(p, escape="\\") for p in prefixes
+        ]
+        return or_(*parts) if parts else false()
+
+    @staticmethod
     def _find_clause(
         query: str | None,
         filters: Mapping[str, str] | None,
@@ -54,12 +67,10 @@ class CatalogSearch(CatalogBase):
         the owner, the format, a tag, a label or a column name of the latest version containing it; ``filters``
         (facets) match exactly: ``format``, ``owner``, ``tag`` (a tag of any version), ``label`` (of the dataset or a
         column); ``column``: a column of the latest
-        version whose name contains it, case-insensitive. ``skip``: a facet left out (to count that facet's values).
-        ``within``: only datasets a grant on one of these targets covers (``*``, ``ns.*`` or a name, as
-        ``dal.catalog.auth.matches``; ``dal serve`` passes what the principal may read)."""
+        version whose name contains it, case-insensitive. ``skip``: a facet left out (to count that facet's values)."""
         from sqlalchemy.orm import aliased
 
-        clauses: list[Any] = []
+        clauses: list[Any] = [] if within is None else [CatalogSearch._within_clause(within)]
         # aliases: the subqueries correlate with the outer dal_datasets only (a query that also joins versions or
         # tags, as sorting by size and the tag facet do, must not make them correlate with those too)
         tag, field, version, label = aliased(TagRow), aliased(SchemaFieldRow), aliased(VersionRow), aliased(LabelRow)
@@ -87,10 +98,6 @@ class CatalogSearch(CatalogBase):
             )
         elif query:
             clauses.append(DatasetRow.name.like(like_pattern(query), escape="\\"))
-        if within is not None and "*" not in within:
-            covered = [func.substr(DatasetRow.name, 1, len(t) - 1) == t[:-1] if t.endswith(".*") else DatasetRow.name == t
-                       for t in within]  # fmt: skip
-            clauses.append(or_(false(), *covered))
         for key, value in (filters or {}).items():
             if not value or key == skip:
                 continue
@@ -196,7 +203,7 @@ class CatalogSearch(CatalogBase):
         Args:
             query: as ``search_datasets``'.
             filters: as ``search_datasets``'.
-            within: as ``search_datasets``' (what is counted is only those datasets).
+            within: as ``search_datasets``' (a count never includes a dataset outside them).
 
         Returns:
             Facet (``format``, ``owner``, ``tag``, ``label``) -> value -> datasets, commonest first.
@@ -260,7 +267,8 @@ class CatalogSearch(CatalogBase):
             filters: exact facets: ``format``, ``owner``, ``tag`` (of any version), ``label`` (of the dataset or a
                 column); ``column``: part of a column name of the latest version (any case).
             sort: ``name``, ``updated``, ``rows`` or ``size``, descending with a leading ``-`` (ties by name).
-            within: only datasets a grant on one of these targets covers (``*``, ``ns.*`` or a name; None: all).
+            within: grant targets (``*``, ``ns.*``, a name) the datasets must be covered by: a principal's, so a
+                page, a count and a facet hold only what it may read (None: every dataset).
 
         Returns:
             (dataset, rows, bytes) per dataset; rows and bytes ``None`` before its first version.

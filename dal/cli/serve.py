@@ -102,7 +102,8 @@ def serve_cmd(
     body_timeout: float,
     max_connections: int,
 ) -> None:
-    """Serve the catalog to principals with tokens and grants (JSON API under /api/v1/; needs dal-catalog[ui])."""
+    """Serve the catalog to principals with tokens and grants (JSON API under /api/v1/, the web UI at / after
+    signing in with a token; needs dal-catalog[ui])."""
     from dal.catalog import remote
     from dal.serve import serve
 

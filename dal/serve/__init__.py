@@ -65,7 +65,7 @@ def serve(
             the ``ui`` extra; CatalogOutOfDate / CatalogUnavailable for the catalog; StorageCredentialsError for
             an unusable storage credentials file.
     """
-    for module in ("starlette", "uvicorn"):
+    for module in ("starlette", "jinja2", "uvicorn"):
         require(module, "ui")
     import uvicorn
 
@@ -113,6 +113,6 @@ def serve(
     )
     scheme = "https" if tls_cert else "http"
     where = f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
-    print(f"dal serve: serving the catalog on {where}/api/v1/ (clients: DAL_CATALOG_URL={where}; Ctrl-C stops it)",
-          flush=True)  # fmt: skip
+    print(f"dal serve: serving the catalog on {where}/api/v1/ (clients: DAL_CATALOG_URL={where}) and its web UI on "
+          f"{where}/ (sign in with a token); Ctrl-C stops it", flush=True)  # fmt: skip
     uvicorn.Server(config).run()

@@ -1,5 +1,5 @@
 """The ``dal serve`` application: a versioned JSON API (``/api/v1/``) over a catalog, behind bearer tokens and
-grants (``dal.catalog.auth``).
+grants (``dal.catalog.auth``), and the web UI (``dal.serve.ui``: pages and their JSON, signed in with a token).
 
 Every route but ``/api/v1/health`` needs a valid token (401 otherwise, one answer whatever was wrong with it).
 Dataset routes need READ on the dataset: a principal without it gets the very answer a dataset that does not
@@ -369,12 +369,13 @@ def create_app(
     allowed_hosts: frozenset[str] | None = None,
     vending: Vending | None = None,
     body_timeout: float | None = None,
+    web_ui: bool = True,
 ) -> ASGIApp:
     """The ``dal serve`` ASGI application over the catalog at ``url`` (which must exist and be up to date).
 
     ``allowed_hosts``: the host names requests may name (``HostCheck``); None: loopback's only. ``vending``: the
     storage credentials pins vend (``dal.serve.vending``). ``body_timeout``: seconds a request body may take (None:
-    unbounded; ``dal serve`` bounds it, ``dal.serve.slow``).
+    unbounded; ``dal serve`` bounds it, ``dal.serve.slow``). ``web_ui``: serve the web UI too (``dal.serve.ui``).
     """
     retention = None if audit_retention_days is None else timedelta(days=audit_retention_days)
     server = Server(Catalog(url, must_exist=True, pooled=True), AuthStore(url, pooled=True), retention,
@@ -422,6 +423,10 @@ def create_app(
         _route(f"{api}/admin/grants/revoke", change_grant, server, ("POST",)),
         _route(f"{api}/admin/audit", audit, server),
     ]
+    if web_ui:  # the web UI's pages and its JSON (/api/…, never /api/v1/…), behind the same principals
+        from dal.serve.ui import WebUi
+
+        routes += WebUi(server).routes()
 
     async def unknown(request: Request, exc: Exception) -> Response:
         status = int(getattr(exc, "status_code", 500))

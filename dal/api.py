@@ -34,6 +34,7 @@ from dal.storage.timeparts import TimePartitions
 from dal.tensors.schema import TensorSchema
 from dal.writes import commit, refusals
 from dal.writes.changes import Overwrite
+from dal.writes.credentials import write_options
 from dal.writes.recording import check_claim, sync_dataset
 
 if TYPE_CHECKING:
@@ -433,7 +434,7 @@ def register(
     cat = get_catalog(catalog)
     fmt = get_format(format)
     location = uris.normalize(uri)
-    options = dict(storage_options or {})
+    options = write_options(cat, name, location, storage_options or {})  # dal serve: WRITE, vended credentials
     uris.check_credentials(location, options)  # gs:// without any credentials: at once, not after minutes
     if not fmt.exists(location, options):
         raise FormatError(f"no {format} table at {location}")
@@ -537,7 +538,9 @@ def sync(
         DalError: the table cannot be read (nothing recorded).
     """
     validate.check(storage_options=storage_options, catalog=catalog)
-    return sync_dataset(name, dict(storage_options or {}), get_catalog(catalog), adopt=True, registering=False)
+    cat = get_catalog(catalog)
+    options = write_options(cat, name, None, storage_options or {})  # dal serve: WRITE, vended credentials
+    return sync_dataset(name, options, cat, adopt=True, registering=False)
 
 
 def sync_recorded(name: str, storage_options: Mapping[str, str], cat: Catalog) -> list[VersionInfo]:

@@ -1,4 +1,5 @@
-"""The routes of ``dal serve`` that change the catalog, and the reads writers and lineage need.
+"""The routes of ``dal serve`` that change the catalog, the beginning of a write (its storage credentials), and the
+reads writers and lineage need.
 
 Each is ``Catalog``'s method of the same name, run on the server after the grant is checked: WRITE on the dataset to
 create, update, publish, tag, untag, annotate and record lineage; MANAGE to rename (on both names), drop and expire.
@@ -30,6 +31,7 @@ from dal.catalog.remote import (
     version_json,
 )
 from dal.serve.common import Server, _body, _error, _limit, _Refused, holds, visible
+from dal.serve.vending import CannotVend, vend_write
 
 FAILED = "failed"
 
@@ -206,6 +208,35 @@ def change(action: str) -> Callable[[Server, Request, bytes], Response]:
         return JSONResponse(visible(answer, grants), status_code=201 if action in ("create", "write") else 200)
 
     return endpoint
+
+
+def begin_write(server: Server, request: Request, body: bytes) -> Response:
+    """A write of ``name`` begins (``{"location": ...}``: where a new dataset will be; an existing one's is its
+    own): WRITE on it, else the one 403 (audited). Answers the location and, where the server vends storage
+    credentials for writes there (``dal.serve.vending.vend_write``), short-lived ones for it (audited as
+    ``vended write SCOPE``, never a secret; never cached). Credentials that would reach a dataset the principal
+    may not write are refused (400, audited as denied)."""
+    name = str(request.path_params["name"])
+    who, grants = may(server, request, "begin write", WRITE, name)
+    data, client = _body(body), server.client(request)
+    try:
+        location = server.cat.get_dataset(name).location
+    except DatasetNotFound:
+        location = str(_json(data.get("location"), "location", str))
+    try:
+        guarded = [
+            d.location for d in server.cat.list_datasets() if d.name != name and not holds(grants, WRITE, d.name)
+        ]
+        credentials = vend_write(server.vending, name, location, guarded)
+    except CannotVend as e:
+        server.store.record(who, "begin write", DENIED, dataset=name, client=client, detail=str(e)[:200])
+        raise
+    detail = "" if credentials is None else f"vended write {credentials['scope']}"[:200]
+    server.store.record(who, "begin write", ALLOWED, dataset=name, client=client, detail=detail)
+    answer: dict[str, Any] = {"location": location}
+    if credentials is not None:
+        answer["credentials"] = credentials
+    return JSONResponse(answer, headers={"Cache-Control": "no-store"})
 
 
 def catalog(server: Server, request: Request, body: bytes) -> Response:

@@ -94,7 +94,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
                 os.environ["DAL_HOME"] = old
         store = AuthStore(db)
         tokens = {}
-        for who, grants in (("writer", [("WRITE", "vw.radar"), ("WRITE", "vw.fresh")]),
+        for who, grants in (("writer", [("WRITE", "vw.radar"), ("WRITE", "vw.fresh"), ("WRITE", "vw.spark")]),
                             ("reader", [("READ", "vw.radar")])):  # fmt: skip
             store.create_principal(who, "service")
             for privilege, target in grants:
@@ -172,6 +172,19 @@ def test_a_writer_with_no_storage_credentials_writes_through_the_server_and_it_r
     assert f"vended write s3://{deployment.bucket}/fresh" in {r.detail for r in fresh_rows}
     text = json.dumps([r.to_dict() for r in rows + fresh_rows])
     assert deployment.server_secret not in text and "ASIA" not in text
+
+
+@pytest.mark.spark
+def test_a_spark_write_through_the_server_stages_its_files_with_the_vended_credentials(
+    deployment: Deployment, no_aws: None, monkeypatch: pytest.MonkeyPatch, spark: object
+) -> None:
+    """The executors stage the files with the write's transaction, which carries the vended options: no other
+    credential is valid on this moto server (IAM on), so the write succeeding shows they were used."""
+    monkeypatch.setenv("DAL_TOKEN", deployment.tokens["writer"])
+    df = spark.createDataFrame([(i, f"s{i}") for i in range(50)], "id long, v string").repartition(3)  # type: ignore[attr-defined]
+    v = dal.write(df, "vw.spark", path=f"s3://{deployment.bucket}/spark")
+    assert v.number == 0 and v.row_count == 50
+    assert sorted(dal.open("vw.spark").to_arrow().column("id").to_pylist()) == list(range(50))
 
 
 def test_a_read_only_principal_is_refused_a_write_and_handed_no_credentials(

@@ -429,7 +429,7 @@ def register(
     cat = get_catalog(catalog)
     fmt = get_format(format)
     location = uris.normalize(uri)
-    options = credentials.write_options(cat, name, location, storage_options or {})  # dal serve: WRITE, vended
+    options = credentials.write_options(cat, name, location, storage_options or {}, read_only=read_only)
     uris.check_credentials(location, options)  # gs:// without any credentials: at once, not after minutes
     if not fmt.exists(location, options):
         raise FormatError(f"no {format} table at {location}")

@@ -20,10 +20,13 @@ if TYPE_CHECKING:
     from dal.catalog import Catalog
 
 
-def write_options(cat: Catalog, name: str, path: str | None, options: Mapping[str, str]) -> dict[str, str]:
+def write_options(
+    cat: Catalog, name: str, path: str | None, options: Mapping[str, str], *, read_only: bool = False
+) -> dict[str, str]:
     """``options`` for a write of ``name`` (at ``path``, or its default location, when it is new): with the
     storage credentials a ``dal serve`` catalog vended for it in place of the caller's own; as they are for a
-    catalog reached through its database.
+    catalog reached through its database. ``read_only``: a read-only registration, which writes nothing to
+    storage (the server vends read credentials).
 
     Raises:
         NotAuthorized: no WRITE on ``name`` (nothing was vended or written). CatalogError: the server refuses to
@@ -34,7 +37,7 @@ def write_options(cat: Catalog, name: str, path: str | None, options: Mapping[st
     if served is None:
         return dict(options)
     location = uris.normalize(path) if path else uris.default_location(name)
-    vended = served.begin_write(name, location)
+    vended = served.begin_write(name, location, read_only=read_only)
     if vended is None:
         return dict(options)
     return remote.with_vended(options, {str(k): str(v) for k, v in vended["options"].items()})

@@ -268,6 +268,31 @@ def test_write_credentials_are_never_vended_where_they_would_reach_a_dataset_the
     assert vending.reaches("az://c/one", "az://c/two") and not vending.reaches("az://c/one", "az://d/one")
 
 
+def test_a_dataset_dal_never_writes_here_gets_read_credentials_when_a_write_begins(deployment: Deployment) -> None:
+    """A read-only registration (and a dataset registered read-only, which sync records) writes nothing to storage:
+    the server vends read credentials for it, never write ones."""
+    from dal.catalog import Catalog
+
+    b = deployment.bucket
+    cat = Catalog(deployment.db)
+    cat.create_dataset("vw.ro", format="delta", location=f"s3://{b}/ro", properties={"dal.read_only": True})
+    cat.close()
+    store = AuthStore(deployment.db)
+    store.grant("writer", "WRITE", "vw.ro")
+    store.grant("writer", "WRITE", "vw.ro2")
+    store.close()
+    status, answer = _begin(deployment, "writer", "vw.ro")
+    assert status == 200 and answer["credentials"]["access"] == "read", answer  # type: ignore[index]
+    body = json.dumps({"location": f"s3://{b}/ro2", "read_only": True}).encode()
+    status, raw, _ = http("POST", f"{deployment.url}/api/v1/datasets/vw.ro2/writes", deployment.tokens["writer"], body,
+                          {"Content-Type": "application/json"})  # fmt: skip
+    assert status == 200 and json.loads(raw)["credentials"]["access"] == "read"
+    reader = _s3(deployment, answer["credentials"]["options"])  # type: ignore[index]
+    assert _code(lambda: reader.put_object(Bucket=b, Key="ro/evil", Body=b"x")) == "AccessDenied"  # type: ignore[attr-defined]
+    rows = AuthStore(deployment.db).audit(dataset="vw.ro", principal="writer", limit=100)
+    assert rows[-1].detail == f"vended read s3://{b}/ro"
+
+
 def test_the_write_session_policy_allows_the_prefix_only_by_motos_own_evaluator() -> None:
     """moto does not apply session policies to assumed-role credentials; its IAM evaluator judges the document."""
     from moto.iam.access_control import IAMPolicy, PermissionResult

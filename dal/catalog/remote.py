@@ -601,6 +601,26 @@ class RemoteCatalog:
         """
         self._get("/catalog/writable", {"dataset": name, "manage": "1" if manage else None})
 
+    def begin_write(self, name: str, location: str, *, read_only: bool = False) -> Mapping[str, Any] | None:
+        """A write of ``name`` begins (a new dataset at ``location``; an existing one where it is): the storage
+        credentials the server vends for it (``{"options", "expires", "scope", "access"}``), or None (the writer
+        uses its own; also from a server before this route). ``read_only``: a registration that writes nothing
+        to storage (read credentials).
+
+        Raises:
+            NotAuthorized: no WRITE on ``name``. CatalogError: the server refuses to vend for that location.
+        """
+        try:
+            body = {"location": location, "read_only": read_only}
+            found = self._call("POST", f"/datasets/{self._name(name)}/writes", body=body)
+        except NotFound as e:
+            if str(e) == "no such route":  # a server older than this route: the writer's own credentials
+                return None
+            raise
+        credentials = found.get("credentials")
+        ok = isinstance(credentials, dict) and isinstance(credentials.get("options"), dict)
+        return credentials if ok else None
+
     def create_dataset(
         self,
         name: str,

@@ -402,6 +402,7 @@ def create_app(
         _route(f"{api}/datasets/{{name}}", writes.change("drop"), server, ("DELETE",)),
         _route(f"{api}/datasets/{{name}}/rename", writes.change("rename"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/versions", writes.change("write"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/writes", writes.begin_write, server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/tags", writes.change("tag"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/tags/{{tag}}", writes.change("untag"), server, ("DELETE",)),
         _route(f"{api}/datasets/{{name}}/expire", writes.change("expire"), server, ("POST",)),

@@ -1,4 +1,5 @@
-"""The routes of ``dal serve`` that change the catalog, and the reads writers and lineage need.
+"""The routes of ``dal serve`` that change the catalog, the beginning of a write (its storage credentials), and the
+reads writers and lineage need.
 
 Each is ``Catalog``'s method of the same name, run on the server after the grant is checked: WRITE on the dataset to
 create, update, publish, tag, untag, annotate, record lineage, label and unlabel (a label describes the dataset as a
@@ -21,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from dal.catalog.auth import ALLOWED, DENIED, MANAGE, READ, WRITE, Grant, NotAuthorized, allows
-from dal.catalog.errors import CatalogError, DatasetNotFound, InvalidName, LocationTaken
+from dal.catalog.errors import CatalogError, DalError, DatasetNotFound, InvalidName, LocationTaken
 from dal.catalog.remote import (
     dataset_json,
     draft_from,
@@ -30,8 +31,10 @@ from dal.catalog.remote import (
     partition_json,
     version_json,
 )
-from dal.catalog.types import labels_dict
+from dal.catalog.types import DatasetInfo, labels_dict
 from dal.serve.common import Server, _body, _error, _limit, _Refused, holds, read_targets, visible
+from dal.serve.vending import CannotVend, vend, vend_write
+from dal.storage import claims
 
 FAILED = "failed"
 
@@ -235,6 +238,54 @@ def change(action: str) -> Callable[[Server, Request, bytes], Response]:
         return JSONResponse(visible(answer, grants), status_code=201 if action in ("create", "write") else 200)
 
     return endpoint
+
+
+def begin_write(server: Server, request: Request, body: bytes) -> Response:
+    """A write of ``name`` begins (``{"location": ...}``: where a new dataset will be; an existing one's is its
+    own): WRITE on it, else the one 403 (audited). Answers the location and, where the server vends storage
+    credentials for writes there (``dal.serve.vending.vend_write``), short-lived ones for it (audited as
+    ``vended write SCOPE``, never a secret; never cached). Credentials that would reach a dataset the principal
+    may not write are refused (400, audited as denied). A dataset dal never writes here (registered read-only, a
+    format dal does not write) and ``{"read_only": true}`` (a read-only registration) get read credentials."""
+    name = str(request.path_params["name"])
+    who, grants = may(server, request, "begin write", WRITE, name)
+    data, client = _body(body), server.client(request)
+    read_only = bool(data.get("read_only"))
+    try:
+        info = server.cat.get_dataset(name)
+        location, read_only = info.location, read_only or _never_written(info)
+    except DatasetNotFound:
+        location = str(_json(data.get("location"), "location", str))
+    try:
+        if read_only:
+            credentials = vend(server.vending, name, location)
+        else:
+            guarded = [
+                d.location for d in server.cat.list_datasets() if d.name != name and not holds(grants, WRITE, d.name)
+            ]
+            credentials = vend_write(server.vending, name, location, guarded)
+    except CannotVend as e:
+        server.store.record(who, "begin write", DENIED, dataset=name, client=client, detail=str(e)[:200])
+        raise
+    detail = "" if credentials is None else f"vended {credentials['access']} {credentials['scope']}"[:200]
+    server.store.record(who, "begin write", ALLOWED, dataset=name, client=client, detail=detail)
+    answer: dict[str, Any] = {"location": location}
+    if credentials is not None:
+        answer["credentials"] = credentials
+    return JSONResponse(answer, headers={"Cache-Control": "no-store"})
+
+
+def _never_written(info: DatasetInfo) -> bool:
+    """Whether dal never writes the dataset's location for this catalog: registered read-only, or a format dal
+    does not write (plain Parquet)."""
+    from dal.formats.registry import get_format  # here: the server imports the formats only when a write begins
+
+    if info.properties.get(claims.READ_ONLY) is True:
+        return True
+    try:
+        return not get_format(info.format).writable
+    except DalError:  # a format this dal does not know: never written by it
+        return True
 
 
 def catalog(server: Server, request: Request, body: bytes) -> Response:

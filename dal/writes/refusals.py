@@ -9,6 +9,8 @@ The order (each step's errors, as ``dal.write`` documents them):
    ``schema_mode``, ``where`` / ``overwrite`` (``changes.check_arguments``), the tags' names: ``InvalidName`` /
    ``DalError``, the first bad argument by name.
 2. ``inputs=`` — each declared input resolved in the catalog: ``DalError``, ``DatasetNotFound``, ``VersionNotFound``.
+2b. through a ``dal serve`` catalog, the write begins there (``dal.writes.credentials``): WRITE on the dataset
+   (``NotAuthorized``), and the storage credentials the server vends for it, or refuses to (``CatalogError``).
 3. the target (``_target``) — another catalog's claim on a new location (``ClaimedElsewhere``), a table of
    another dataset there (``DatasetExists``; a first write of this dataset found unrecorded is adopted), another
    format or location than the dataset's (``DalError``), a tag taken (``TagExists``), ``time_partitions`` without
@@ -67,6 +69,7 @@ from dal.storage import timeparts, uris
 from dal.storage.timeparts import TimePartitions
 from dal.tensors.schema import TensorSchema
 from dal.writes import changes
+from dal.writes.credentials import write_options
 from dal.writes.recording import check_claim, is_read_only, sync
 
 if TYPE_CHECKING:
@@ -168,7 +171,7 @@ def plan(req: WriteRequest, cat: Catalog) -> PlannedWrite:
     declared = req.inputs if req.inputs is not None else lineage.declared()
     declared_inputs = None if declared is None else _declared_inputs(declared, cat)  # 2
     fmt = get_format(req.format)
-    options = dict(req.storage_options or {})
+    options = write_options(cat, req.name, req.path, req.storage_options or {})  # 2b
     existing, location, rule, create = _target(
         cat,
         req.name,

@@ -28,7 +28,7 @@ from dal.catalog.auth import ALLOWED, DENIED, READ, AuthStore, NotAuthorized, al
 from dal.catalog.errors import CatalogError, CatalogUnavailable, DalError, DatasetNotFound, InvalidName, NotFound
 from dal.catalog.remote import dataset_json, version_json
 from dal.catalog.types import labels_dict
-from dal.serve import browse, writes
+from dal.serve import browse, proof, writes
 from dal.serve.common import NOT_FOUND, Server, _body, _error, _limit, _Refused, etagged, holds, visible
 from dal.serve.vending import CannotVend, Vending, vend
 from dal.serve.writes import version_ref
@@ -237,12 +237,15 @@ def pin(server: Server, request: Request, body: bytes) -> Response:
         server.store.record(who, "pin", NOT_FOUND, dataset=name, client=client, detail=str(e)[:200])
         raise
     try:
-        credentials = vend(server.vending, name, info.location)
+        offered = vend(server.vending, name, info.location)
     except CannotVend as e:
         server.store.record(who, "pin", DENIED, dataset=name, version=version.number, client=client,
                             detail=str(e)[:200])  # fmt: skip
         raise
-    detail = "" if credentials is None else f"vended {credentials['access']} {credentials['scope']}"[:200]
+    credentials = proof.checked(server.cat.catalog_id, name, info.location, offered,
+                                server.cat.co_located(name) if offered is not None else [])  # fmt: skip
+    detail = (proof.UNPROVEN if offered is not None else "") if credentials is None else (
+        f"vended {credentials['access']} {credentials['scope']}"[:200])  # fmt: skip
     server.store.record(who, "pin", ALLOWED, dataset=name, version=version.number, client=client, detail=detail)
     server.prune()
     answer = visible({"dataset": dataset_json(info), "version": version_json(version)}, grants)

@@ -32,6 +32,7 @@ from dal.catalog.remote import (
     version_json,
 )
 from dal.catalog.types import DatasetInfo, labels_dict
+from dal.serve import proof
 from dal.serve.common import Server, _body, _error, _limit, _Refused, holds, read_targets, visible
 from dal.serve.vending import CannotVend, vend, vend_write
 from dal.storage import claims
@@ -256,14 +257,23 @@ def begin_write(server: Server, request: Request, body: bytes) -> Response:
         location, read_only = info.location, read_only or _never_written(info)
     except DatasetNotFound:
         location = str(_json(data.get("location"), "location", str))
+    others = server.cat.overlapping(location, besides=name)
     try:
         if read_only:
-            credentials = vend(server.vending, name, location)
+            offered = vend(server.vending, name, location)
+            # a read-only registration has no claim to prove its location: nothing is handed out for it
+            credentials = proof.checked(server.cat.catalog_id, name, location, offered, others)
         else:
             guarded = [
                 d.location for d in server.cat.list_datasets() if d.name != name and not holds(grants, WRITE, d.name)
             ]
-            credentials = vend_write(server.vending, name, location, guarded)
+            offered = vend_write(server.vending, name, location, guarded)
+            credentials = proof.checked(server.cat.catalog_id, name, location, offered, others, empty_ok=True)
+            if offered is not None and credentials is None:
+                raise CannotVend(
+                    f"write credentials for {name!r} are not vended: {location} holds data that no dataset of this "
+                    "catalog claims (or another dataset is there); write a new dataset to an empty location"
+                )
     except CannotVend as e:
         server.store.record(who, "begin write", DENIED, dataset=name, client=client, detail=str(e)[:200])
         raise

@@ -87,6 +87,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             for name, path in (("vw.radar", "radar"), ("vw.wind", "radar-wind"), ("sec.orders", "orders")):
                 table = pa.table({"id": list(range(ROWS)), "v": [f"{name}-{i}" for i in range(ROWS)]})
                 dal.write(table, name, path=f"s3://{bucket}/{path}", storage_options=admin_options, catalog=db)
+            # data no dataset records (a raw prefix beside the datasets)
+            admin.put_object(Bucket=bucket, Key="raw/hr/salaries.csv", Body=b"name,salary\n")  # type: ignore[attr-defined]
         finally:
             if old is None:
                 os.environ.pop("DAL_HOME", None)
@@ -268,9 +270,11 @@ def test_write_credentials_are_never_vended_where_they_would_reach_a_dataset_the
     assert vending.reaches("az://c/one", "az://c/two") and not vending.reaches("az://c/one", "az://d/one")
 
 
-def test_a_dataset_dal_never_writes_here_gets_read_credentials_when_a_write_begins(deployment: Deployment) -> None:
-    """A read-only registration (and a dataset registered read-only, which sync records) writes nothing to storage:
-    the server vends read credentials for it, never write ones."""
+def test_a_location_dal_cannot_prove_is_the_datasets_gets_no_credentials(deployment: Deployment) -> None:
+    """Found by an adversarial pass: a principal that may create datasets chooses their locations, so pointed at
+    data no dataset of the catalog claims (a raw prefix, a read-only registration's table) it was vended
+    credentials for it. Credentials go only where the location's claim names this catalog (or, for a write, where
+    nothing is yet): a read-only registration, and a dataset created over unclaimed data, get none."""
     from dal.catalog import Catalog
 
     b = deployment.bucket
@@ -278,19 +282,32 @@ def test_a_dataset_dal_never_writes_here_gets_read_credentials_when_a_write_begi
     cat.create_dataset("vw.ro", format="delta", location=f"s3://{b}/ro", properties={"dal.read_only": True})
     cat.close()
     store = AuthStore(deployment.db)
-    store.grant("writer", "WRITE", "vw.ro")
-    store.grant("writer", "WRITE", "vw.ro2")
+    for target in ("vw.ro", "vw.ro2", "vw.raw"):
+        store.grant("writer", "WRITE", target)
     store.close()
     status, answer = _begin(deployment, "writer", "vw.ro")
-    assert status == 200 and answer["credentials"]["access"] == "read", answer  # type: ignore[index]
+    assert status == 200 and "credentials" not in answer, answer
     body = json.dumps({"location": f"s3://{b}/ro2", "read_only": True}).encode()
     status, raw, _ = http("POST", f"{deployment.url}/api/v1/datasets/vw.ro2/writes", deployment.tokens["writer"], body,
                           {"Content-Type": "application/json"})  # fmt: skip
+    assert status == 200 and "credentials" not in json.loads(raw)
+    # a write beginning over data no dataset claims: refused, nothing handed out
+    status, answer = _begin(deployment, "writer", "vw.raw", f"s3://{b}/raw/hr")
+    assert status == 400 and "credentials" not in answer and "claims" in str(answer["error"]), answer
+    # a dataset recorded over it (the catalog allows it: no dataset is there) and pinned: no credentials
+    make = json.dumps({"format": "delta", "location": f"s3://{b}/raw/hr"}).encode()
+    draft = json.dumps({"operation": "create", "row_count": 1, "storage_version": 0, "schema": []}).encode()
+    for path, data in (("", make), ("/versions", draft)):
+        status, raw, _ = http("POST", f"{deployment.url}/api/v1/datasets/vw.raw{path}", deployment.tokens["writer"],
+                              data, {"Content-Type": "application/json"})  # fmt: skip
+        assert status == 201, raw
+    status, raw, _ = http("GET", f"{deployment.url}/api/v1/datasets/vw.raw/pin", deployment.tokens["writer"])
+    assert status == 200 and "credentials" not in json.loads(raw)
+    rows = AuthStore(deployment.db).audit(dataset="vw.raw", principal="writer", limit=100)
+    assert rows[-1].detail.startswith("not vended")
+    # the dataset the writer wrote itself is proven by its claim: credentials as before
+    status, raw, _ = http("GET", f"{deployment.url}/api/v1/datasets/vw.radar/pin", deployment.tokens["writer"])
     assert status == 200 and json.loads(raw)["credentials"]["access"] == "read"
-    reader = _s3(deployment, answer["credentials"]["options"])  # type: ignore[index]
-    assert _code(lambda: reader.put_object(Bucket=b, Key="ro/evil", Body=b"x")) == "AccessDenied"  # type: ignore[attr-defined]
-    rows = AuthStore(deployment.db).audit(dataset="vw.ro", principal="writer", limit=100)
-    assert rows[-1].detail == f"vended read s3://{b}/ro"
 
 
 def test_the_write_session_policy_allows_the_prefix_only_by_motos_own_evaluator() -> None:

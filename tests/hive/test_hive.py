@@ -184,10 +184,13 @@ def test_import_and_cli(sqlite_env: Catalog, sqlite_url: str, metastore: str, tm
     importing = ["--catalog", sqlite_url, "hive", "import", "src.rows", "--uri", metastore, "--name", "copy.rows"]
     r = run.invoke(cli, importing)  # its location is src.rows': one writable entry per location and catalog
     assert r.exit_code == 1 and "location of dataset 'src.rows'" in r.output, r.output
-    r = run.invoke(cli, [*importing, "--read-only"])
+    r = run.invoke(cli, [*importing, "--read-only"])  # read-only too: one location is one dataset's
+    assert r.exit_code == 1 and "location of dataset 'src.rows'" in r.output, r.output
+    other = f"sqlite:///{tmp_path}/other.db"  # another catalog reads it read-only
+    r = run.invoke(cli, ["--catalog", other, *importing[2:], "--read-only"])
     assert r.exit_code == 0 and "imported src.rows as copy.rows with 1 version(s)" in r.stdout, r.output
-    assert sqlite_env.get_dataset("copy.rows").format == "delta"
-    assert sorted(dal.open("copy.rows").to_arrow().column("id").to_pylist()) == list(range(30))
+    assert Catalog(other).get_dataset("copy.rows").format == "delta"
+    assert sorted(dal.open("copy.rows", catalog=other).to_arrow().column("id").to_pylist()) == list(range(30))
     r = run.invoke(cli, ["--catalog", sqlite_url, "hive", "import", "src.nope", "--uri", metastore])
     assert r.exit_code == 1 and r.stderr.startswith("dal: error: Hive table src.nope not found")
 

@@ -39,8 +39,12 @@ MAX_CLIENT = 300
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # never into the audit: `dal audit` prints it on a terminal
 
 
+# a token anywhere in a text (pasted as a dataset name, a principal, a client): its secret never reaches the audit
+_TOKEN_IN_TEXT = re.compile(r"dal_([0-9a-f]{16})_[A-Za-z0-9_-]+")
+
+
 def _printable(text: str, limit: int) -> str:
-    return _CONTROL.sub("?", text[:limit])
+    return _TOKEN_IN_TEXT.sub(r"dal_\1_***", _CONTROL.sub("?", text[:limit]))
 
 
 class NotAuthorized(CatalogError):

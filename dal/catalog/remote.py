@@ -137,9 +137,16 @@ def partition_json(p: Partition) -> dict[str, Any]:
             "size_bytes": p.size_bytes}  # fmt: skip
 
 
+def _whole(value: Any) -> int:
+    """A count from the wire: an int (or its digits), never a float (``1.5``, ``1e400``) or a bool."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"expected a whole number, not {type(value).__name__}")
+    return int(value)
+
+
 def partition_from(d: Mapping[str, Any]) -> Partition:
     values = tuple((str(k), None if v is None else str(v)) for k, v in d["values"])
-    return Partition(values, int(d["row_count"]), int(d.get("file_count", 0)), int(d.get("size_bytes", 0)))
+    return Partition(values, _whole(d["row_count"]), _whole(d.get("file_count", 0)), _whole(d.get("size_bytes", 0)))
 
 
 def draft_json(draft: VersionDraft) -> dict[str, Any]:
@@ -165,10 +172,10 @@ def draft_from(d: Mapping[str, Any]) -> VersionDraft:
         return VersionDraft(
             operation=str(d["operation"]),
             schema=Schema(tuple(Field.from_dict(f) for f in d.get("schema") or ())),
-            row_count=int(d["row_count"]),
-            file_count=int(d.get("file_count", 0)),
-            size_bytes=int(d.get("size_bytes", 0)),
-            storage_version=None if d.get("storage_version") is None else int(d["storage_version"]),
+            row_count=_whole(d["row_count"]),
+            file_count=_whole(d.get("file_count", 0)),
+            size_bytes=_whole(d.get("size_bytes", 0)),
+            storage_version=None if d.get("storage_version") is None else _whole(d["storage_version"]),
             committed_at=None if committed is None else datetime.fromisoformat(str(committed)),
             partition_columns=tuple(str(c) for c in d.get("partition_columns") or ()),
             partitions=tuple(partition_from(p) for p in d.get("partitions") or ()),

@@ -47,6 +47,7 @@ from dal.catalog.models import (
 from dal.catalog.publishing import VersionPublishing, with_descriptions
 from dal.catalog.search import CatalogSearch
 from dal.catalog.types import (
+    MAX_BIGINT,
     DatasetInfo,
     Partition,
     Schema,
@@ -59,6 +60,7 @@ from dal.catalog.types import (
     validate_name,
     validate_tag,
     validate_text,
+    version_numbers,
 )
 
 __all__ = ["EXPIRED_AT", "FILES_DELETED", "UNAVAILABLE", "Catalog", "CatalogBase", "VersionRef", "with_descriptions"]
@@ -101,7 +103,7 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
         validate_text(pattern, "pattern", optional=True, max_length=1000)
         stmt = select(DatasetRow).order_by(DatasetRow.name)
         if limit is not None:
-            stmt = stmt.limit(max(0, int(limit)))
+            stmt = stmt.limit(max(0, min(int(limit), MAX_BIGINT)))
         if pattern:
             if any(c in pattern for c in "*?"):
                 stmt = stmt.where(DatasetRow.name.like(like_pattern(pattern), escape="\\"))
@@ -137,7 +139,7 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
         if clause is not None:
             ids = ids.where(clause)
         if limit is not None:
-            ids = ids.limit(max(0, int(limit)))
+            ids = ids.limit(max(0, min(int(limit), MAX_BIGINT)))
         page = ids.subquery()
         latest = (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)
         stmt = (
@@ -385,7 +387,7 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
             ds = self._dataset_row(s, name, for_update=True)
             rows = s.scalars(
                 select(VersionRow)
-                .where(VersionRow.dataset_id == ds.id, VersionRow.number.in_(list(numbers)))
+                .where(VersionRow.dataset_id == ds.id, VersionRow.number.in_(version_numbers(numbers)))
                 .order_by(VersionRow.number)
             ).all()
             for r in rows:
@@ -417,7 +419,9 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
         with self._write() as s:
             ds = self._dataset_row(s, name, for_update=True)
             rows = s.scalars(
-                select(VersionRow).where(VersionRow.dataset_id == ds.id, VersionRow.number.in_(list(numbers)))
+                select(VersionRow).where(
+                    VersionRow.dataset_id == ds.id, VersionRow.number.in_(version_numbers(numbers))
+                )
             ).all()
             for r in rows:
                 r.properties = {**(r.properties or {}), key: value}
@@ -441,9 +445,9 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
         """
         with self._write() as s:
             ds = self._dataset_row(s, name, for_update=True)
-            row = s.scalar(select(VersionRow).where(VersionRow.dataset_id == ds.id, VersionRow.number == number))
+            row = self._numbered(s, ds.id, number)
             if row is None:
-                raise VersionNotFound(f"{name} has no version {number}")
+                raise VersionNotFound(f"{name} has no version {str(number)[:40]}")
             row.properties = {**(row.properties or {}), key: value}
             s.flush()
             return self._version_info(name, row)
@@ -502,7 +506,7 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
             if limit is None:
                 rows = s.execute(stmt.order_by(v.number)).all()
             else:
-                rows = s.execute(stmt.order_by(v.number.desc()).limit(max(0, int(limit)))).all()[::-1]
+                rows = s.execute(stmt.order_by(v.number.desc()).limit(max(0, min(int(limit), MAX_BIGINT)))).all()[::-1]
             tags: dict[int, list[str]] = {}
             if rows:
                 ids = [r.id for r in rows]

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dal.catalog import Catalog
-from dal.catalog.auth import ALLOWED, DENIED, READ, AuthStore, NotAuthorized, allows, manages
+from dal.catalog.auth import ALLOWED, DENIED, READ, AuthStore, Grant, NotAuthorized, allows, manages
 from dal.catalog.errors import (
     CatalogError,
     CatalogReadOnly,
@@ -337,7 +337,16 @@ def audit(server: Server, request: Request, body: bytes) -> Response:
         limit=_limit(request) or 1000,
         scope=scope,
     )
-    return JSONResponse({"audit": [r.to_dict() for r in rows]})
+    return JSONResponse({"audit": [_within(r.to_dict(), grants) for r in rows]})
+
+
+def _within(row: dict[str, Any], grants: list[Grant]) -> dict[str, Any]:
+    """An audit row as a caller shown it: a rename's other name only when the caller may read it (a namespace
+    manager sees its datasets' rows, and hears no name outside what it may read)."""
+    detail = str(row.get("detail") or "")
+    if row.get("action") == "rename" and detail.startswith("to ") and not allows(grants, READ, detail[3:]):
+        return {**row, "detail": "to a dataset you may not read"}
+    return row
 
 
 def create_app(

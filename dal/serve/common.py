@@ -26,7 +26,7 @@ from dal.serve.vending import Vending
 NOT_FOUND = "not_found"
 UNAUTHENTICATED = "a valid bearer token is required (Authorization: Bearer dal_...)"
 PRUNE_EVERY_S = 3600.0
-UNAUTHENTICATED_PER_MINUTE = 60  # 401s audited per peer address a minute
+UNAUTHENTICATED_PER_MINUTE = 20  # 401s audited a minute per peer address, action and reason
 
 
 # how a refusal names an action (the audit keeps the action's own word)
@@ -70,7 +70,7 @@ class Server:
     retention: timedelta | None
     pruned: float | None = None  # when the audit was last pruned (monotonic)
     vending: Vending = field(default_factory=Vending)  # storage credentials vended with pins (dal.serve.vending)
-    # per peer address: (start of its minute, requests without a valid token in it) (``audit_unauthenticated``)
+    # per peer, action and reason: (start of its minute, requests without a valid token) (``audit_unauthenticated``)
     unauthenticated: dict[str, tuple[float, int]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -85,23 +85,23 @@ class Server:
         peer = request.client.host if request.client else "?"
         return f"{peer} {request.headers.get('x-dal-client', '')}".strip()[:300]
 
-    def audit_unauthenticated(self, request: Request) -> bool:
-        """Whether to audit this 401: the first ``UNAUTHENTICATED_PER_MINUTE`` of each peer address a minute (anyone
-        who reaches the port can send them; beyond that they would only flood the audit). The first one past the
-        limit is audited as the note that the rest of that minute's are not."""
+    def audit_unauthenticated(self, request: Request, kind: str) -> bool:
+        """Whether to audit this 401: the first ``UNAUTHENTICATED_PER_MINUTE`` a minute of each peer address, action
+        and reason (anyone who reaches the port can send them: beyond that they would only flood the audit). The
+        first one past the limit is audited as the note that the rest of that minute's are not."""
         peer = request.client.host if request.client else "?"
-        now = time.monotonic()
+        key, now = f"{peer} {kind}", time.monotonic()
         with self.lock:
             if len(self.unauthenticated) > 10_000:
                 self.unauthenticated.clear()
-            start, count = self.unauthenticated.get(peer, (now, 0))
+            start, count = self.unauthenticated.get(key, (now, 0))
             if now - start > 60:
                 start, count = now, 0
-            self.unauthenticated[peer] = (start, count + 1)
+            self.unauthenticated[key] = (start, count + 1)
         if count == UNAUTHENTICATED_PER_MINUTE:
-            self.store.record("", "unauthenticated", DENIED, client=self.client(request)[:300],
-                              detail=f"over {UNAUTHENTICATED_PER_MINUTE} requests without a valid token this minute: "
-                              "the rest of this minute's are not audited")  # fmt: skip
+            self.store.record("", "unauthenticated", DENIED, client=self.client(request),
+                              detail=f"over {UNAUTHENTICATED_PER_MINUTE} a minute ({kind}): the rest of this "
+                              "minute's are not audited")  # fmt: skip
         return count < UNAUTHENTICATED_PER_MINUTE
 
     def principal(self, request: Request, action: str, dataset: str | None = None) -> tuple[str, list[Grant]]:
@@ -113,7 +113,7 @@ class Server:
                 raise NotAuthorized("no bearer token")
             return self.store.identify(text.strip())
         except NotAuthorized as e:
-            if self.audit_unauthenticated(request):
+            if self.audit_unauthenticated(request, f"{action} {e}"):
                 self.store.record("", action, DENIED, dataset=dataset, client=self.client(request), detail=str(e))
             raise _Refused(_error(401, NotAuthorized(UNAUTHENTICATED), {"WWW-Authenticate": "Bearer"})) from None
 

@@ -51,7 +51,9 @@ def check_drafts(drafts: Sequence[VersionDraft]) -> None:
         if any(isinstance(n, bool) or not isinstance(n, numbers.Integral) for n in counts):
             raise CatalogError("row_count, file_count, size_bytes and storage_version must be whole numbers")
         if not all(0 <= n <= MAX_BIGINT for n in counts):
-            raise CatalogError(f"row_count, file_count, size_bytes and storage_version must be in 0..{MAX_BIGINT}")
+            raise CatalogError(
+                f"row_count, file_count, size_bytes and storage_version must be >= 0 and <= {MAX_BIGINT}"
+            )
         unknown = [c for c in d.partition_columns if c not in d.schema.names]
         if unknown:
             raise CatalogError(f"partition columns {unknown} are not in the schema")

@@ -6,6 +6,7 @@ and a namespace manager's audit names nothing it may not read."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from urllib.parse import quote
 
@@ -165,3 +166,20 @@ def test_a_namespace_managers_audit_names_nothing_it_may_not_read(served: Served
         assert b"to sales.hidden_rename" in raw  # the catalog's admin sees it all
     finally:
         assert _post(served, rename.format("sales.hidden_rename"), "owner", {"new_name": "weather.wind"})[0] == 200
+
+
+@pytest.mark.parametrize("allowed", [[], ["dal.example.org"]])
+def test_the_banner_names_an_address_clients_can_use(tmp_path: Path, allowed: list[str]) -> None:
+    """D3: listening on 0.0.0.0 the banner said "clients: DAL_CATALOG_URL=https://0.0.0.0:PORT"."""
+    from tests.serve.test_deploy import _self_signed
+
+    db = f"sqlite:///{tmp_path}/c.db"
+    Catalog(db).close()
+    cert, key = _self_signed(tmp_path)
+    extra = [a for name in allowed for a in ("--allowed-host", name)]
+    proc, base = start(db, ["--host", "0.0.0.0", "--tls-cert", cert, "--tls-key", key, *extra], scheme="https")
+    banner = stop(proc).splitlines()[0]
+    port = base.rsplit(":", 1)[1]
+    name = allowed[0] if allowed else socket.getfqdn()
+    assert f"serving the catalog on https://0.0.0.0:{port}/api/v1/" in banner
+    assert f"clients: DAL_CATALOG_URL=https://{name}:{port} or another name of this machine;" in banner, banner

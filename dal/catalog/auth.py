@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from dal.catalog.engine import make_engine
 from dal.catalog.errors import CatalogError, NotFound
 from dal.catalog.models import AuditRow, GrantRow, PrincipalRow, TokenRow, utcnow
-from dal.catalog.types import validate_name
+from dal.catalog.types import row_limit, validate_name
 
 READ, WRITE, MANAGE = "READ", "WRITE", "MANAGE"
 PRIVILEGES = (READ, WRITE, MANAGE)  # each includes the ones before it
@@ -381,7 +381,7 @@ class AuthStore:
                 q = q.where(AuditRow.principal == principal)
             if since is not None:
                 q = q.where(AuditRow.at >= since)
-            rows = s.scalars(q.order_by(AuditRow.at.desc(), AuditRow.id.desc()).limit(max(1, limit))).all()
+            rows = s.scalars(q.order_by(AuditRow.at.desc(), AuditRow.id.desc()).limit(max(1, row_limit(limit)))).all()
             return [
                 AuditEntry(r.at, r.principal, r.action, r.dataset, r.version, r.client, r.outcome, r.detail)
                 for r in reversed(rows)

@@ -47,7 +47,6 @@ from dal.catalog.models import (
 from dal.catalog.publishing import VersionPublishing, with_descriptions
 from dal.catalog.search import CatalogSearch
 from dal.catalog.types import (
-    MAX_BIGINT,
     DatasetInfo,
     Partition,
     Schema,
@@ -56,6 +55,7 @@ from dal.catalog.types import (
     VersionInfo,
     VersionRef,
     diff_schemas,
+    row_limit,
     validate_column,
     validate_name,
     validate_tag,
@@ -103,7 +103,7 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
         validate_text(pattern, "pattern", optional=True, max_length=1000)
         stmt = select(DatasetRow).order_by(DatasetRow.name)
         if limit is not None:
-            stmt = stmt.limit(max(0, min(int(limit), MAX_BIGINT)))
+            stmt = stmt.limit(row_limit(limit))
         if pattern:
             if any(c in pattern for c in "*?"):
                 stmt = stmt.where(DatasetRow.name.like(like_pattern(pattern), escape="\\"))
@@ -139,7 +139,7 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
         if clause is not None:
             ids = ids.where(clause)
         if limit is not None:
-            ids = ids.limit(max(0, min(int(limit), MAX_BIGINT)))
+            ids = ids.limit(row_limit(limit))
         page = ids.subquery()
         latest = (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)
         stmt = (
@@ -506,7 +506,7 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
             if limit is None:
                 rows = s.execute(stmt.order_by(v.number)).all()
             else:
-                rows = s.execute(stmt.order_by(v.number.desc()).limit(max(0, min(int(limit), MAX_BIGINT)))).all()[::-1]
+                rows = s.execute(stmt.order_by(v.number.desc()).limit(row_limit(limit))).all()[::-1]
             tags: dict[int, list[str]] = {}
             if rows:
                 ids = [r.id for r in rows]

@@ -22,6 +22,11 @@ MAX_VERSION = 2**31 - 1  # version numbers are INTEGER columns (32-bit on Postgr
 MAX_BIGINT = 2**63 - 1  # row counts, file counts, sizes, storage versions: BIGINT columns
 
 
+def row_limit(limit: object) -> int:
+    """A LIMIT (or OFFSET) a database takes: 0 up to ``MAX_BIGINT`` (a larger one means all of them)."""
+    return max(0, min(int(limit), MAX_BIGINT))  # type: ignore[call-overload]
+
+
 def version_numbers(given: Iterable[object]) -> list[int]:
     """The version numbers among ``given`` a catalog can hold (ints in ``0..MAX_VERSION``): one out of range
     matches no version, and never reaches the database (whose INTEGER column refuses it)."""

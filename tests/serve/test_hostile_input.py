@@ -183,3 +183,22 @@ def test_the_banner_names_an_address_clients_can_use(tmp_path: Path, allowed: li
     name = allowed[0] if allowed else socket.getfqdn()
     assert f"serving the catalog on https://0.0.0.0:{port}/api/v1/" in banner
     assert f"clients: DAL_CATALOG_URL=https://{name}:{port} or another name of this machine;" in banner, banner
+
+
+def test_the_cli_takes_huge_numbers_without_an_outage(catalog_url: str, tmp_path: Path) -> None:
+    """F4, the CLI's integers: beyond the columns they are an empty answer or a not-found, never 'unavailable'."""
+    populate(catalog_url, tmp_path)
+    runs = {
+        "versions": ["versions", "weather.radar", "--limit", str(HUGE)],
+        "ls": ["ls", "--limit", str(HUGE)],
+        "audit": ["audit", "--limit", str(HUGE)],
+        "head": ["head", "weather.radar", "--version", str(HUGE)],
+        "changes": ["changes", "weather.radar", "--since", str(BIG)],
+        "lineage": ["lineage", "weather.radar", str(HUGE)],
+    }
+    said = {k: CliRunner().invoke(cli, ["--catalog", catalog_url, *args]) for k, args in runs.items()}
+    for key, result in said.items():
+        assert "internal error" not in result.output and "unavailable" not in result.output, (key, result.output)
+        assert "out of range" not in result.output and "failed:" not in result.output, (key, result.output)
+    assert said["versions"].exit_code == said["ls"].exit_code == said["audit"].exit_code == 0
+    assert said["head"].exit_code == said["lineage"].exit_code == said["changes"].exit_code == 1

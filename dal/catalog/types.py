@@ -22,9 +22,9 @@ MAX_VERSION = 2**31 - 1  # version numbers are INTEGER columns (32-bit on Postgr
 MAX_BIGINT = 2**63 - 1  # row counts, file counts, sizes, storage versions: BIGINT columns
 
 
-def row_limit(limit: object) -> int:
+def row_limit(limit: int | str) -> int:
     """A LIMIT (or OFFSET) a database takes: 0 up to ``MAX_BIGINT`` (a larger one means all of them)."""
-    return max(0, min(int(limit), MAX_BIGINT))  # type: ignore[call-overload]
+    return max(0, min(int(limit), MAX_BIGINT))
 
 
 def version_numbers(given: Iterable[object]) -> list[int]:

@@ -344,8 +344,16 @@ def _within(row: dict[str, Any], grants: list[Grant]) -> dict[str, Any]:
     """An audit row as a caller shown it: a rename's other name only when the caller may read it (a namespace
     manager sees its datasets' rows, and hears no name outside what it may read)."""
     detail = str(row.get("detail") or "")
-    if row.get("action") == "rename" and detail.startswith("to ") and not allows(grants, READ, detail[3:]):
-        return {**row, "detail": "to a dataset you may not read"}
+    if row.get("action") != "rename" or manages(grants, "*"):
+        return row
+    if row.get("outcome") == ALLOWED:
+        return (
+            row
+            if allows(grants, READ, detail.removeprefix("to "))
+            else {**row, "detail": "to a dataset you may not read"}
+        )
+    if row.get("outcome") == writes.FAILED:  # the catalog's message may name the other dataset
+        return {**row, "detail": "(not shown: it may name a dataset you may not read)"}
     return row
 
 

@@ -157,11 +157,15 @@ def test_a_namespace_managers_audit_names_nothing_it_may_not_read(served: Served
     """F5: ns_manager (MANAGE weather.*) sees the rows of its datasets, a rename's other name only if readable."""
     rename = "/api/v1/datasets/{}/rename"
     assert _post(served, rename.format("weather.wind"), "owner", {"new_name": "sales.hidden_rename"})[0] == 200
-    try:
+    try:  # a rename that fails says why, naming the other dataset
+        assert _post(served, rename.format("weather.radar"), "owner", {"new_name": "sales.orders"})[0] == 400
         status, raw, _ = served.request("GET", "/api/v1/admin/audit?dataset=weather.wind", "ns_manager")
         assert status == 200 and b"hidden_rename" not in raw
         rows = [r for r in json.loads(raw)["audit"] if r["action"] == "rename"]
         assert rows and rows[-1]["detail"] == "to a dataset you may not read"
+        raw = served.request("GET", "/api/v1/admin/audit?dataset=weather.radar", "ns_manager")[1]
+        failed = [r for r in json.loads(raw)["audit"] if r["action"] == "rename" and r["outcome"] == "failed"]
+        assert failed and b"sales.orders" not in raw
         status, raw, _ = served.request("GET", "/api/v1/admin/audit?dataset=weather.wind", "owner")
         assert b"to sales.hidden_rename" in raw  # the catalog's admin sees it all
     finally:
@@ -177,7 +181,13 @@ def test_the_banner_names_an_address_clients_can_use(tmp_path: Path, allowed: li
     Catalog(db).close()
     cert, key = _self_signed(tmp_path)
     extra = [a for name in allowed for a in ("--allowed-host", name)]
-    proc, base = start(db, ["--host", "0.0.0.0", "--tls-cert", cert, "--tls-key", key, *extra], scheme="https")
+    for attempt in range(3):  # a free loopback port may be taken on another address of this shared machine
+        try:
+            proc, base = start(db, ["--host", "0.0.0.0", "--tls-cert", cert, "--tls-key", key, *extra], "https")
+            break
+        except AssertionError as e:
+            if "Address already in use" not in str(e) or attempt == 2:
+                raise
     banner = stop(proc).splitlines()[0]
     port = base.rsplit(":", 1)[1]
     name = allowed[0] if allowed else socket.getfqdn()

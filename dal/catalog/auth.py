@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from dal.catalog.engine import make_engine
 from dal.catalog.errors import CatalogError, NotFound
 from dal.catalog.models import AuditRow, GrantRow, PrincipalRow, TokenRow, utcnow
-from dal.catalog.types import validate_name
+from dal.catalog.types import row_limit, validate_name
 
 READ, WRITE, MANAGE = "READ", "WRITE", "MANAGE"
 PRIVILEGES = (READ, WRITE, MANAGE)  # each includes the ones before it
@@ -39,8 +39,12 @@ MAX_CLIENT = 300
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # never into the audit: `dal audit` prints it on a terminal
 
 
+# a token anywhere in a text (pasted as a dataset name, a principal, a client): its secret never reaches the audit
+_TOKEN_IN_TEXT = re.compile(r"dal_([0-9a-f]{16})_[A-Za-z0-9_-]+")
+
+
 def _printable(text: str, limit: int) -> str:
-    return _CONTROL.sub("?", text[:limit])
+    return _TOKEN_IN_TEXT.sub(r"dal_\1_***", _CONTROL.sub("?", text[:limit]))
 
 
 class NotAuthorized(CatalogError):
@@ -377,7 +381,7 @@ class AuthStore:
                 q = q.where(AuditRow.principal == principal)
             if since is not None:
                 q = q.where(AuditRow.at >= since)
-            rows = s.scalars(q.order_by(AuditRow.at.desc(), AuditRow.id.desc()).limit(max(1, limit))).all()
+            rows = s.scalars(q.order_by(AuditRow.at.desc(), AuditRow.id.desc()).limit(max(1, row_limit(limit)))).all()
             return [
                 AuditEntry(r.at, r.principal, r.action, r.dataset, r.version, r.client, r.outcome, r.detail)
                 for r in reversed(rows)

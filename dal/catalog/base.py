@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, Select, select, text
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from dal.catalog import migrate, rows
@@ -36,6 +36,7 @@ from dal.catalog.models import (
 )
 from dal.catalog.rows import like_pattern as like_pattern  # the catalog's queries import it from here
 from dal.catalog.types import (
+    MAX_VERSION,
     TAG_TEXT,
     DatasetInfo,
     Schema,
@@ -151,10 +152,16 @@ class CatalogBase:
             yield
         except CatalogError:
             raise
+        except OverflowError as e:  # SQLite: a Python int beyond 64 bits (callers check ranges; this is the net)
+            raise CatalogError(f"a number is out of the catalog's range: {e}") from e
         except (OperationalError, DBAPIError) as e:
             if isinstance(e, IntegrityError):
                 raise
             first = str(e.orig).strip().splitlines()[0] if e.orig is not None else str(e)
+            if isinstance(
+                e, DataError
+            ):  # a value the column refuses (out of range): the request's fault, not an outage
+                raise CatalogError(f"a value is out of the catalog's range: {first}") from e
             if isinstance(e, DBAPIError) and _is_permission_error(e):
                 raise CatalogReadOnly(
                     f"this catalog role cannot write to {display_url(self.url)} ({first}); "
@@ -299,6 +306,14 @@ class CatalogBase:
         if row is None:
             raise DatasetNotFound(f"dataset {name!r}", name, s.scalars(select(DatasetRow.name)).all())
         return row
+
+    @staticmethod
+    def _numbered(s: Session, dataset_id: int, number: object) -> VersionRow | None:
+        """The version ``number`` of the dataset, or None: also for a number no version can have (out of the
+        INTEGER column's range, a bool, not an int), which never reaches the database."""
+        if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= MAX_VERSION:
+            return None
+        return s.scalar(select(VersionRow).where(VersionRow.dataset_id == dataset_id, VersionRow.number == number))
 
     @staticmethod
     def _tags(s: Session, dataset_id: int) -> Sequence[str]:

@@ -66,9 +66,9 @@ class LineageEdges(CatalogBase):
             validate_name(i.dataset)
         with self._write() as s:
             ds = self._dataset_row(s, name, for_update=True)
-            row = s.scalar(select(VersionRow).where(VersionRow.dataset_id == ds.id, VersionRow.number == number))
+            row = self._numbered(s, ds.id, number)
             if row is None:
-                raise VersionNotFound(f"{name} has no version {number}")
+                raise VersionNotFound(f"{name} has no version {str(number)[:40]}")
             row.properties = {**(row.properties or {}), key: dict(record)}
             s.execute(delete(LineageRow).where(LineageRow.version_id == row.id))
             seen: set[tuple[str, int, str | None]] = set()
@@ -141,9 +141,10 @@ class LineageEdges(CatalogBase):
         """
         with self._read() as s:
             ds = self._dataset_row(s, name)
-            vid = s.scalar(select(VersionRow.id).where(VersionRow.dataset_id == ds.id, VersionRow.number == number))
-            if vid is None:
-                raise VersionNotFound(f"{name} has no version {number}")
+            found = self._numbered(s, ds.id, number)
+            if found is None:
+                raise VersionNotFound(f"{name} has no version {str(number)[:40]}")
+            vid = found.id
             rows = s.execute(
                 select(LineageRow, DatasetRow.name)
                 .outerjoin(DatasetRow, DatasetRow.id == LineageRow.upstream_dataset_id)
@@ -183,6 +184,8 @@ class LineageEdges(CatalogBase):
         limit = max(0, min(int(limit), 100_000))
         with self._read() as s:
             ds = self._dataset_row(s, name)
+            if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= MAX_VERSION:
+                return []  # no version has it (and the database's column would refuse it)
             rows = s.execute(
                 select(DatasetRow.name, VersionRow.number, LineageRow)
                 .join(VersionRow, VersionRow.id == LineageRow.version_id)

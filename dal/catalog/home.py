@@ -127,8 +127,20 @@ def profile_url(name: str, config: dict[str, Any] | None = None) -> str:
     return _VAR.sub(expand, known[name])
 
 
+_chosen: str | None = None  # the profile ``--profile`` named for this invocation (``choose_profile``)
+
+
+def choose_profile(name: str | None) -> None:
+    """Make ``name`` the profile in use (the CLI's ``--profile``; None: none named): ``default_profile`` answers it,
+    so the server token of that profile, not of another with the same URL, is the one used (``dal.catalog.remote``)."""
+    global _chosen
+    _chosen = name
+
+
 def default_profile(config: dict[str, Any] | None = None) -> str | None:
-    """The profile in use without ``--profile``: ``$DAL_PROFILE``, else the config file's ``default``."""
+    """The profile in use: the one ``--profile`` named, else ``$DAL_PROFILE``, else the config file's ``default``."""
+    if _chosen:
+        return _chosen
     chosen = os.environ.get(ENV_PROFILE)
     if chosen:
         return chosen

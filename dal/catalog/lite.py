@@ -43,6 +43,7 @@ from dal.catalog.types import (
     Schema,
     VersionInfo,
     parse_label,
+    row_limit,
     sorted_labels,
     validate_name,
     validate_text,
@@ -371,7 +372,7 @@ class LiteCatalog:
     def list_datasets(self, pattern: str | None = None, *, limit: int | None = None) -> list[DatasetInfo]:
         """Datasets sorted by name (``Catalog.list_datasets``)."""
         where, params = self._where(pattern)
-        tail = f" LIMIT {int(limit)}" if limit is not None else ""
+        tail = f" LIMIT {row_limit(limit)}" if limit is not None else ""
         sql = f"SELECT {_DATASET_COLUMNS} FROM dal_datasets {where} ORDER BY name{tail}"  # noqa: S608
         return [shared.dataset_info(r) for r in self._rows(sql, params)]
 
@@ -380,7 +381,7 @@ class LiteCatalog:
         """Row count and size in bytes of the latest version of each dataset ``list_datasets`` lists (those with a
         version), in one query."""
         where, params = self._where(pattern)
-        tail = f" LIMIT {int(limit)}" if limit is not None else ""
+        tail = f" LIMIT {row_limit(limit)}" if limit is not None else ""
         sql = (
             "SELECT d.name, v.row_count, v.size_bytes FROM (SELECT id, name, current_version FROM dal_datasets "  # noqa: S608
             f"{where} ORDER BY name{tail}) d JOIN dal_versions v ON v.dataset_id = d.id AND v.number = d.current_version"
@@ -470,7 +471,7 @@ class LiteCatalog:
             rows = self._rows(sql, {"d": ds[0]})
         else:
             sql = f"SELECT {_VERSION_COLUMNS} FROM dal_versions WHERE dataset_id = :d ORDER BY number DESC LIMIT :n"  # noqa: S608
-            rows = self._rows(sql, {"d": ds[0], "n": max(0, int(limit))})[::-1]
+            rows = self._rows(sql, {"d": ds[0], "n": row_limit(limit)})[::-1]
         return self._versions(name, rows)
 
     @_current
@@ -497,7 +498,10 @@ class LiteCatalog:
         """Names starting with ``prefix`` (case-sensitive), sorted, at most ``limit``."""
         rows = self._rows(
             "SELECT name FROM dal_datasets WHERE name LIKE :p ESCAPE '\\' ORDER BY name LIMIT :n",
-            {"p": shared.like_pattern(prefix) + "%", "n": int(limit) * 4},  # SQLite's LIKE ignores case: filtered below
+            {
+                "p": shared.like_pattern(prefix) + "%",
+                "n": row_limit(row_limit(limit) * 4),
+            },  # SQLite's LIKE ignores case: filtered below
         )
         return [r[0] for r in rows if r[0].startswith(prefix)][:limit]
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -12,7 +13,7 @@ from dal.catalog.base import CatalogBase
 from dal.catalog.errors import CatalogError, TagExists, VersionConflict
 from dal.catalog.models import PartitionRow, SchemaRow, TagRow, VersionRow, utcnow
 from dal.catalog.rows import COLUMN_DESCRIPTIONS, version_info
-from dal.catalog.types import Schema, VersionDraft, VersionInfo, as_utc, validate_tag, validate_text
+from dal.catalog.types import MAX_BIGINT, Schema, VersionDraft, VersionInfo, as_utc, validate_tag, validate_text
 
 # the tables the bulk inserts write (Core: no per-row ORM bookkeeping, half the CPU of ORM bulk inserts)
 _VERSIONS = cast(Table, VersionRow.__table__)
@@ -45,8 +46,14 @@ def check_drafts(drafts: Sequence[VersionDraft]) -> None:
             if t in tags:
                 raise CatalogError(f"tag {t!r} is asked for on two versions of one batch")
             tags.add(t)
-        if d.row_count < 0 or d.file_count < 0 or d.size_bytes < 0:
-            raise CatalogError("row_count, file_count and size_bytes must be >= 0")
+        counts = [d.row_count, d.file_count, d.size_bytes, 0 if d.storage_version is None else d.storage_version]
+        counts += [n for p in d.partitions for n in (p.row_count, p.file_count, p.size_bytes)]
+        if any(isinstance(n, bool) or not isinstance(n, numbers.Integral) for n in counts):
+            raise CatalogError("row_count, file_count, size_bytes and storage_version must be whole numbers")
+        if not all(0 <= n <= MAX_BIGINT for n in counts):
+            raise CatalogError(
+                f"row_count, file_count, size_bytes and storage_version must be >= 0 and <= {MAX_BIGINT}"
+            )
         unknown = [c for c in d.partition_columns if c not in d.schema.names]
         if unknown:
             raise CatalogError(f"partition columns {unknown} are not in the schema")

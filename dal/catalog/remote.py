@@ -42,6 +42,7 @@ from dal.catalog.errors import (
     DatasetNotFound,
     NotFound,
 )
+from dal.catalog.remote_http import TOKEN_TEXT, check_url, no_redirects, origin
 from dal.catalog.types import (
     INFERRED,
     DatasetInfo,
@@ -137,9 +138,16 @@ def partition_json(p: Partition) -> dict[str, Any]:
             "size_bytes": p.size_bytes}  # fmt: skip
 
 
+def _whole(value: Any) -> int:
+    """A count from the wire: an int (or its digits), never a float (``1.5``, ``1e400``) or a bool."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"expected a whole number, not {type(value).__name__}")
+    return int(value)
+
+
 def partition_from(d: Mapping[str, Any]) -> Partition:
     values = tuple((str(k), None if v is None else str(v)) for k, v in d["values"])
-    return Partition(values, int(d["row_count"]), int(d.get("file_count", 0)), int(d.get("size_bytes", 0)))
+    return Partition(values, _whole(d["row_count"]), _whole(d.get("file_count", 0)), _whole(d.get("size_bytes", 0)))
 
 
 def draft_json(draft: VersionDraft) -> dict[str, Any]:
@@ -165,10 +173,10 @@ def draft_from(d: Mapping[str, Any]) -> VersionDraft:
         return VersionDraft(
             operation=str(d["operation"]),
             schema=Schema(tuple(Field.from_dict(f) for f in d.get("schema") or ())),
-            row_count=int(d["row_count"]),
-            file_count=int(d.get("file_count", 0)),
-            size_bytes=int(d.get("size_bytes", 0)),
-            storage_version=None if d.get("storage_version") is None else int(d["storage_version"]),
+            row_count=_whole(d["row_count"]),
+            file_count=_whole(d.get("file_count", 0)),
+            size_bytes=_whole(d.get("size_bytes", 0)),
+            storage_version=None if d.get("storage_version") is None else _whole(d["storage_version"]),
             committed_at=None if committed is None else datetime.fromisoformat(str(committed)),
             partition_columns=tuple(str(c) for c in d.get("partition_columns") or ()),
             partitions=tuple(partition_from(p) for p in d.get("partitions") or ()),
@@ -291,21 +299,33 @@ def _read_token(path: str, where: str) -> str | None:
 
 
 def _profile_token_file(url: str) -> str | None:
-    """The ``token_file`` of the config file's profile whose URL is ``url`` (``dal.catalog.home``), if any."""
+    """The ``token_file`` of the profile in use (``--profile``, ``$DAL_PROFILE``, the config's ``default``) when its
+    URL is ``url``; else of the one profile whose URL is ``url`` (``dal.catalog.home``). None when that profile has
+    no ``token_file``, or several profiles share the URL and none of them is in use: a profile never borrows
+    another's token."""
     from dal.catalog import home
 
     if not (os.environ.get(home.ENV_CONFIG) or home.config_path().is_file()):
         return None
     config = home.load_config()
-    for name, entry in (config.get("catalogs") or {}).items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("token_file"), str):
-            continue
+    catalogs = config.get("catalogs") or {}
+
+    def same(name: object) -> bool:
         try:
-            if home.profile_url(str(name), config).rstrip("/") == url.rstrip("/"):
-                return str(entry["token_file"])
+            return home.profile_url(str(name), config).rstrip("/") == url.rstrip("/")
         except home.ProfileError:
-            continue
-    return None
+            return False
+
+    def token_file_of(name: object) -> str | None:
+        entry = catalogs.get(name)
+        found = entry.get("token_file") if isinstance(entry, dict) else None
+        return found if isinstance(found, str) else None
+
+    chosen = home.default_profile(config)
+    if chosen in catalogs and same(chosen):
+        return token_file_of(chosen)
+    matching = [name for name in catalogs if same(name)]
+    return token_file_of(matching[0]) if len(matching) == 1 else None
 
 
 def default_token_file(url: str) -> str:
@@ -367,12 +387,14 @@ class RemoteCatalog:
     ) -> None:
         import ssl  # here, not at the top: a database URL's `dal ls` does not load ssl and urllib.request
 
+        check_url(url, ENV_TOKEN)
         self.url = url.rstrip("/")
         self._token = token if token is not None else token_from_env(url)
         self._attempts = max(1, attempts)
         self._timeout = timeout
         self._backoff = backoff
         self._ssl = ssl.create_default_context(cafile=os.environ.get(ENV_CA_FILE) or None)
+        self._opener = no_redirects(self._ssl)
         self._client = _client_info()
         self._vended: dict[tuple[str, int], dict[str, Any]] = {}
         self._catalog_id: str | None = None
@@ -405,6 +427,12 @@ class RemoteCatalog:
         import urllib.error
         import urllib.request
 
+        if self._token and not TOKEN_TEXT.fullmatch(self._token):
+            # a local mistake (a second line, a control character): no request, no retries, no secret in the message
+            raise _not_authorized()(
+                f"the token for {self.url} holds a newline, a space or a control character: it is no dal token "
+                f"(check ${ENV_TOKEN}, ${ENV_TOKEN_FILE} or the token file)"
+            )
         query = {k: str(v) for k, v in (params or {}).items() if v is not None}
         url = self.url + API + path + ("?" + urllib.parse.urlencode(query) if query else "")
         headers = {"Accept": "application/json", "X-Dal-Client": self._client}
@@ -423,7 +451,7 @@ class RemoteCatalog:
                 time.sleep(random.uniform(0, self._backoff * 2 ** (attempt - 1)))  # full jitter: ranks spread out
             request = urllib.request.Request(url, data=data, headers=headers, method=method)
             try:
-                with urllib.request.urlopen(request, timeout=self._timeout, context=self._ssl) as answer:
+                with self._opener.open(request, timeout=self._timeout) as answer:
                     found = json.loads(answer.read())
                     etag = answer.headers.get("ETag")
                     if method == "GET" and etag:
@@ -436,6 +464,12 @@ class RemoteCatalog:
                 payload = e.read()
                 if e.code == 304 and cached is not None:
                     return cached[1]
+                if 300 <= e.code < 400:  # never followed: the token would go along to wherever it points
+                    raise CatalogUnavailable(
+                        f"the catalog server {self.url} answered {method} {path} with a redirect ({e.code}) to "
+                        f"{origin(e.headers.get('Location', ''), self.url)}: dal does not follow redirects (its "
+                        "token would go along); set the catalog URL to the server's own address"
+                    ) from None
                 if e.code in TRANSIENT and method == "GET":
                     last = f"HTTP {e.code}"
                     continue

@@ -21,6 +21,7 @@ from dal.catalog.models import (
 )
 from dal.catalog.types import (
     DatasetInfo,
+    row_limit,
     validate_text,
 )
 
@@ -277,7 +278,7 @@ class CatalogSearch(CatalogBase):
             CatalogError: ``query`` unfit for the catalog, an unknown facet or sort.
         """
         validate_text(query, "query", optional=True, max_length=1000)
-        limit, offset = max(0, min(int(limit), 1000)), max(0, int(offset))
+        limit, offset = max(0, min(int(limit), 1000)), row_limit(offset)
         descending = sort.startswith("-")
         key = sort.lstrip("-")
         latest = (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)

@@ -56,10 +56,12 @@ from dal.catalog.types import (
     VersionInfo,
     VersionRef,
     diff_schemas,
+    row_limit,
     validate_column,
     validate_name,
     validate_tag,
     validate_text,
+    version_numbers,
 )
 
 __all__ = ["EXPIRED_AT", "FILES_DELETED", "UNAVAILABLE", "Catalog", "CatalogBase", "VersionRef", "with_descriptions"]
@@ -102,7 +104,7 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, CatalogLocations, Vers
         validate_text(pattern, "pattern", optional=True, max_length=1000)
         stmt = select(DatasetRow).order_by(DatasetRow.name)
         if limit is not None:
-            stmt = stmt.limit(max(0, int(limit)))
+            stmt = stmt.limit(row_limit(limit))
         if pattern:
             if any(c in pattern for c in "*?"):
                 stmt = stmt.where(DatasetRow.name.like(like_pattern(pattern), escape="\\"))
@@ -138,7 +140,7 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, CatalogLocations, Vers
         if clause is not None:
             ids = ids.where(clause)
         if limit is not None:
-            ids = ids.limit(max(0, int(limit)))
+            ids = ids.limit(row_limit(limit))
         page = ids.subquery()
         latest = (VersionRow.dataset_id == DatasetRow.id) & (VersionRow.number == DatasetRow.current_version)
         stmt = (
@@ -379,7 +381,7 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, CatalogLocations, Vers
             ds = self._dataset_row(s, name, for_update=True)
             rows = s.scalars(
                 select(VersionRow)
-                .where(VersionRow.dataset_id == ds.id, VersionRow.number.in_(list(numbers)))
+                .where(VersionRow.dataset_id == ds.id, VersionRow.number.in_(version_numbers(numbers)))
                 .order_by(VersionRow.number)
             ).all()
             for r in rows:
@@ -411,7 +413,9 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, CatalogLocations, Vers
         with self._write() as s:
             ds = self._dataset_row(s, name, for_update=True)
             rows = s.scalars(
-                select(VersionRow).where(VersionRow.dataset_id == ds.id, VersionRow.number.in_(list(numbers)))
+                select(VersionRow).where(
+                    VersionRow.dataset_id == ds.id, VersionRow.number.in_(version_numbers(numbers))
+                )
             ).all()
             for r in rows:
                 r.properties = {**(r.properties or {}), key: value}
@@ -435,9 +439,9 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, CatalogLocations, Vers
         """
         with self._write() as s:
             ds = self._dataset_row(s, name, for_update=True)
-            row = s.scalar(select(VersionRow).where(VersionRow.dataset_id == ds.id, VersionRow.number == number))
+            row = self._numbered(s, ds.id, number)
             if row is None:
-                raise VersionNotFound(f"{name} has no version {number}")
+                raise VersionNotFound(f"{name} has no version {str(number)[:40]}")
             row.properties = {**(row.properties or {}), key: value}
             s.flush()
             return self._version_info(name, row)
@@ -496,7 +500,7 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, CatalogLocations, Vers
             if limit is None:
                 rows = s.execute(stmt.order_by(v.number)).all()
             else:
-                rows = s.execute(stmt.order_by(v.number.desc()).limit(max(0, int(limit)))).all()[::-1]
+                rows = s.execute(stmt.order_by(v.number.desc()).limit(row_limit(limit))).all()[::-1]
             tags: dict[int, list[str]] = {}
             if rows:
                 ids = [r.id for r in rows]

@@ -18,7 +18,21 @@ from dal.catalog.errors import CatalogError, InvalidName
 _NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*")
 _TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 MAX_NAME_LENGTH = 200
-MAX_VERSION = 2**63 - 1  # the catalog's version numbers are 64-bit integers
+MAX_VERSION = 2**31 - 1  # version numbers are INTEGER columns (32-bit on PostgreSQL; the migrations)
+MAX_BIGINT = 2**63 - 1  # row counts, file counts, sizes, storage versions: BIGINT columns
+
+
+def row_limit(limit: int | str) -> int:
+    """A LIMIT (or OFFSET) a database takes: 0 up to ``MAX_BIGINT`` (a larger one means all of them)."""
+    return max(0, min(int(limit), MAX_BIGINT))
+
+
+def version_numbers(given: Iterable[object]) -> list[int]:
+    """The version numbers among ``given`` a catalog can hold (ints in ``0..MAX_VERSION``): one out of range
+    matches no version, and never reaches the database (whose INTEGER column refuses it)."""
+    return [n for n in given if isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_VERSION]
+
+
 VersionRef = int | str | datetime | date | None  # a date: its midnight UTC
 TAG_TEXT = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # what a tag looked up can be (never send junk to the database)
 

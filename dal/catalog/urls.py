@@ -51,6 +51,12 @@ _USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])(?P<pre>[0-9+.-]*)(?P<lead>[A-Za-z][
 _PASSWORD_END = re.compile(r"[\s@]")
 
 
+# a dal server token anywhere in a text (``dal_<id>_<secret>``): the id stays, the secret never is printed
+_DAL_TOKEN = re.compile(r"dal_([0-9a-f]{16})_[A-Za-z0-9_-]+")
+# any user info of an http(s) URL (a token pasted there has no ':'), up to its '@' ('/' ends the run: linear)
+_HTTP_USERINFO = re.compile(r"(?i)(?<![A-Za-z0-9+.-])(https?://)[^/\s@]+@")
+
+
 def _userinfo(text: str) -> Iterator[tuple[int, int]]:
     """Where the URL passwords in ``text`` are: (first character, the '@' after it), left to right, in one pass.
 
@@ -87,7 +93,8 @@ def _mask_param(m: re.Match[str]) -> str:
 
 
 def mask_text(text: object) -> str:
-    """``text`` with every URL password and credential-bearing parameter value replaced by ``***``."""
+    """``text`` with every URL password, credential-bearing parameter value, http(s) URL's user info and dal token
+    secret replaced by ``***``."""
     text = str(text)
     parts = []
     done = 0
@@ -95,7 +102,8 @@ def mask_text(text: object) -> str:
         parts += [text[done:start], MASK]
         done = end
     parts.append(text[done:])
-    return _PARAM.sub(_mask_param, "".join(parts))
+    masked = _PARAM.sub(_mask_param, "".join(parts))
+    return _DAL_TOKEN.sub(r"dal_\1_***", _HTTP_USERINFO.sub(r"\1***@", masked))
 
 
 def mask_url(url: object) -> str:

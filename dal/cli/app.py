@@ -127,9 +127,11 @@ def _catalog_choice(ctx: click.Context, url: str | None, profile: str | None) ->
 
     if url and typed("catalog_url"):
         return url
-    if profile and typed("profile"):
-        from dal.catalog.home import profile_url
+    from dal.catalog.home import choose_profile, profile_url
 
+    choose_profile(profile if profile and typed("profile") else None)  # its token file, not another profile's
+    ctx.call_on_close(lambda: choose_profile(None))
+    if profile and typed("profile"):
         return profile_url(profile)
     return url or None  # $DAL_CATALOG_URL; else default_url() reads $DAL_PROFILE and the config file
 

@@ -4,7 +4,8 @@ audit``. The admin commands work on the catalog's database URL directly (run nex
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import math
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import click
@@ -146,6 +147,10 @@ def token_group() -> None:
     """Bearer tokens of principals (stored hashed; shown once, at creation)."""
 
 
+def _aware(when: datetime) -> datetime:
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
+
+
 @token_group.command("create")
 @click.argument("principal")
 @click.option("--expires-days", type=click.FloatRange(min=0, max=3650, min_open=True), default=90.0, show_default=True)
@@ -153,6 +158,8 @@ def token_group() -> None:
 @click.pass_context
 def token_create(ctx: click.Context, principal: str, expires_days: float, as_json: bool) -> None:
     """Create a token for PRINCIPAL and print it (the only time it is shown)."""
+    if not math.isfinite(expires_days):  # FloatRange lets nan through (every comparison with it is false)
+        raise DalError(f"--expires-days must be a number of days in (0, 3650], not {expires_days}")
     text, token = _store(ctx).create_token(principal, expires_in=timedelta(days=expires_days))
     expires = token.expires_at.isoformat() if token.expires_at else None
     _emit(as_json, {"token": text, "token_id": token.token_id, "principal": principal, "expires_at": expires}, text)
@@ -173,19 +180,21 @@ def token_revoke(ctx: click.Context, token_id: str, as_json: bool) -> None:
 @json_option
 @click.pass_context
 def token_list(ctx: click.Context, principal: str | None, as_json: bool) -> None:
-    """List tokens (ids, never secrets)."""
+    """List tokens (ids, never secrets); the last column says revoked or expired."""
     found = _store(ctx).tokens(principal)
+    now = datetime.now(UTC)
     rows = [
         {
             "token_id": t.token_id,
             "principal": t.principal,
             "expires_at": t.expires_at.isoformat() if t.expires_at else None,
             "revoked": t.revoked,
+            "expired": t.expires_at is not None and _aware(t.expires_at) <= now,
         }
         for t in found
     ]
-    text = "\n".join(f"{r['token_id']}\t{r['principal']}\t{r['expires_at']}\t{'revoked' if r['revoked'] else ''}"
-                     for r in rows)  # fmt: skip
+    text = "\n".join(f"{r['token_id']}\t{r['principal']}\t{r['expires_at']}\t"
+                     f"{'revoked' if r['revoked'] else 'expired' if r['expired'] else ''}" for r in rows)  # fmt: skip
     _emit(as_json, rows, text)
 
 

@@ -8,6 +8,8 @@ refused unless the server listens on loopback only; beyond it, give a certificat
 
 from __future__ import annotations
 
+import socket
+
 from dal.errors import DalError, require
 from dal.listen import check_can_listen, is_loopback
 
@@ -113,6 +115,10 @@ def serve(
     )
     scheme = "https" if tls_cert else "http"
     where = f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
-    print(f"dal serve: serving the catalog on {where}/api/v1/ (clients: DAL_CATALOG_URL={where}) and its web UI on "
-          f"{where}/ (sign in with a token); Ctrl-C stops it", flush=True)  # fmt: skip
+    # listening everywhere: 0.0.0.0 is no address a client can use; a name it reaches this machine by is
+    named = (next((h for h in allowed_hosts if h != "*"), None) or socket.getfqdn()) if everywhere else host
+    client = f"{scheme}://{'[' + named + ']' if ':' in named else named}:{port}"
+    print(f"dal serve: serving the catalog on {where}/api/v1/ (clients: DAL_CATALOG_URL={client}"
+          f"{' or another name of this machine' if everywhere else ''}) and its web UI on "
+          f"{client}/ (sign in with a token); Ctrl-C stops it", flush=True)  # fmt: skip
     uvicorn.Server(config).run()

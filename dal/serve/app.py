@@ -12,6 +12,7 @@ written to the audit. Request bodies are bounded in size (413) and in time (408:
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,8 +25,16 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dal.catalog import Catalog
-from dal.catalog.auth import ALLOWED, DENIED, READ, AuthStore, NotAuthorized, allows, manages
-from dal.catalog.errors import CatalogError, CatalogUnavailable, DalError, DatasetNotFound, InvalidName, NotFound
+from dal.catalog.auth import ALLOWED, DENIED, READ, AuthStore, Grant, NotAuthorized, allows, manages
+from dal.catalog.errors import (
+    CatalogError,
+    CatalogReadOnly,
+    CatalogUnavailable,
+    DalError,
+    DatasetNotFound,
+    InvalidName,
+    NotFound,
+)
 from dal.catalog.remote import dataset_json, version_json
 from dal.catalog.types import labels_dict
 from dal.serve import browse, proof, writes
@@ -33,6 +42,10 @@ from dal.serve.common import NOT_FOUND, Server, _body, _error, _limit, _Refused,
 from dal.serve.vending import CannotVend, Vending, vend
 from dal.serve.writes import version_ref
 
+_log = logging.getLogger("dal.serve")
+# what a client hears of the server's database trouble (the server's log has the details: never its URL)
+UNAVAILABLE = "the catalog server's database is unavailable; try again later"
+READ_ONLY = "the catalog server's database role cannot record changes (it can read them)"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 MAX_BODY = 64 * 1024
 # what writers send (a version's draft with its partitions, lineage with its inputs) may be larger
@@ -143,7 +156,12 @@ def _route(path: str, endpoint: Endpoint, server: Server, methods: tuple[str, ..
         except (InvalidName, NotAuthorized) as e:
             return _error(400 if isinstance(e, InvalidName) else 403, e)
         except CatalogUnavailable as e:
-            return _error(503, e)
+            # the server's own trouble: its log has the details, a client hears no database URL (security.md)
+            _log.warning("dal serve: %s %s: %s", request.method, request.url.path, e)
+            return _error(503, CatalogUnavailable(UNAVAILABLE))
+        except CatalogReadOnly as e:
+            _log.warning("dal serve: %s %s: %s", request.method, request.url.path, e)
+            return _error(400, CatalogReadOnly(READ_ONLY))
         except CatalogError as e:
             return _error(400, e)
         except DalError as e:
@@ -360,7 +378,24 @@ def audit(server: Server, request: Request, body: bytes) -> Response:
         limit=_limit(request) or 1000,
         scope=scope,
     )
-    return JSONResponse({"audit": [r.to_dict() for r in rows]})
+    return JSONResponse({"audit": [_within(r.to_dict(), grants) for r in rows]})
+
+
+def _within(row: dict[str, Any], grants: list[Grant]) -> dict[str, Any]:
+    """An audit row as a caller shown it: a rename's other name only when the caller may read it (a namespace
+    manager sees its datasets' rows, and hears no name outside what it may read)."""
+    detail = str(row.get("detail") or "")
+    if row.get("action") != "rename" or manages(grants, "*"):
+        return row
+    if row.get("outcome") == ALLOWED:
+        return (
+            row
+            if allows(grants, READ, detail.removeprefix("to "))
+            else {**row, "detail": "to a dataset you may not read"}
+        )
+    if row.get("outcome") == writes.FAILED:  # the catalog's message may name the other dataset
+        return {**row, "detail": "(not shown: it may name a dataset you may not read)"}
+    return row
 
 
 def create_app(

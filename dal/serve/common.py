@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -24,6 +26,25 @@ from dal.serve.vending import Vending
 NOT_FOUND = "not_found"
 UNAUTHENTICATED = "a valid bearer token is required (Authorization: Bearer dal_...)"
 PRUNE_EVERY_S = 3600.0
+UNAUTHENTICATED_PER_MINUTE = 20  # 401s audited a minute per peer address, action and reason
+
+
+# how a refusal names an action (the audit keeps the action's own word)
+_VERBS = {
+    "principals": "list principals",
+    "tokens": "list tokens",
+    "grants": "list grants",
+    "audit": "read the audit",
+    "lineage": "record lineage of",
+    "expire": "expire versions of",
+    "write": "write",
+    "manage": "manage",
+}
+
+
+def verb(action: str) -> str:
+    """``action`` as the verb of a refusal: "bob may not list grants", "may not record lineage of 'x'"."""
+    return _VERBS.get(action, action)
 
 
 def _error(status: int, err: BaseException, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -49,6 +70,9 @@ class Server:
     retention: timedelta | None
     pruned: float | None = None  # when the audit was last pruned (monotonic)
     vending: Vending = field(default_factory=Vending)  # storage credentials vended with pins (dal.serve.vending)
+    # per peer, action and reason: (start of its minute, requests without a valid token) (``audit_unauthenticated``)
+    unauthenticated: dict[str, tuple[float, int]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def prune(self) -> None:
         """Drop audit rows beyond the retention: at start, then at most once per ``PRUNE_EVERY_S``."""
@@ -61,6 +85,25 @@ class Server:
         peer = request.client.host if request.client else "?"
         return f"{peer} {request.headers.get('x-dal-client', '')}".strip()[:300]
 
+    def audit_unauthenticated(self, request: Request, kind: str) -> bool:
+        """Whether to audit this 401: the first ``UNAUTHENTICATED_PER_MINUTE`` a minute of each peer address, action
+        and reason (anyone who reaches the port can send them: beyond that they would only flood the audit). The
+        first one past the limit is audited as the note that the rest of that minute's are not."""
+        peer = request.client.host if request.client else "?"
+        key, now = f"{peer} {kind}", time.monotonic()
+        with self.lock:
+            if len(self.unauthenticated) > 10_000:
+                self.unauthenticated.clear()
+            start, count = self.unauthenticated.get(key, (now, 0))
+            if now - start > 60:
+                start, count = now, 0
+            self.unauthenticated[key] = (start, count + 1)
+        if count == UNAUTHENTICATED_PER_MINUTE:
+            self.store.record("", "unauthenticated", DENIED, client=self.client(request),
+                              detail=f"over {UNAUTHENTICATED_PER_MINUTE} a minute ({kind}): the rest of this "
+                              "minute's are not audited")  # fmt: skip
+        return count < UNAUTHENTICATED_PER_MINUTE
+
     def principal(self, request: Request, action: str, dataset: str | None = None) -> tuple[str, list[Grant]]:
         """The principal of the request's bearer token and its grants; 401 (audited) without a valid one."""
         header = request.headers.get("authorization", "")
@@ -70,7 +113,8 @@ class Server:
                 raise NotAuthorized("no bearer token")
             return self.store.identify(text.strip())
         except NotAuthorized as e:
-            self.store.record("", action, DENIED, dataset=dataset, client=self.client(request), detail=str(e))
+            if self.audit_unauthenticated(request, f"{action} {e}"):
+                self.store.record("", action, DENIED, dataset=dataset, client=self.client(request), detail=str(e))
             raise _Refused(_error(401, NotAuthorized(UNAUTHENTICATED), {"WWW-Authenticate": "Bearer"})) from None
 
     def not_found(self, name: str, grants: list[Grant]) -> Response:
@@ -92,7 +136,7 @@ class Server:
         who, grants = self.principal(request, action)
         if not allows(grants, MANAGE, "*"):
             self.store.record(who, action, DENIED, client=self.client(request), detail="no MANAGE on *")
-            raise _Refused(_error(403, NotAuthorized(f"{who} may not {action}: it needs MANAGE on '*'")))
+            raise _Refused(_error(403, NotAuthorized(f"{who} may not {verb(action)}: it needs MANAGE on '*'")))
         return who
 
     def manages(
@@ -107,7 +151,7 @@ class Server:
         self.store.record(who, action, DENIED, dataset=None if target is None else target[:200],
                           client=self.client(request), detail=f"no MANAGE on {where}")  # fmt: skip
         needs = "MANAGE on a dataset, a namespace or '*'" if target is None else f"MANAGE on {where} or around it"
-        raise _Refused(_error(403, NotAuthorized(f"{who} may not {action}: it needs {needs}")))
+        raise _Refused(_error(403, NotAuthorized(f"{who} may not {verb(action)}: it needs {needs}")))
 
 
 def visible(found: Any, grants: list[Grant]) -> Any:
@@ -164,13 +208,44 @@ def _limit(request: Request) -> int | None:
     return int(text)
 
 
+MAX_DEPTH = 64  # nesting of a request body: a lineage record or properties are a few levels deep
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: no JSON number a catalog keeps
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")  # NaN, Infinity: Python's json takes them, JSON has none
+
+
+def _depth(found: Any) -> int:
+    """How deeply ``found`` nests (lists and objects), without recursion."""
+    deepest, todo = 0, [(found, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            if depth <= MAX_DEPTH:
+                todo += [(x, depth + 1) for x in (item.values() if isinstance(item, dict) else item)]
+    return deepest
+
+
 def _body(raw: bytes) -> dict[str, Any]:
+    """The request's JSON object: malformed, too deeply nested or with a number out of range: a 400."""
     try:
-        found = json.loads(raw or b"{}")
-    except ValueError:
-        raise CatalogError("the request body is not JSON") from None
+        found = json.loads(raw or b"{}", parse_float=_finite, parse_constant=_constant)
+    except RecursionError:
+        raise CatalogError(f"the request body is nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except ValueError as e:
+        raise CatalogError(f"the request body is not JSON ({str(e)[:100]})") from None
     if not isinstance(found, dict):
         raise CatalogError("the request body must be a JSON object")
+    if _depth(found) > MAX_DEPTH:
+        raise CatalogError(f"the request body is nested too deeply (at most {MAX_DEPTH} levels)")
     return found
 
 

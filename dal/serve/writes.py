@@ -31,9 +31,9 @@ from dal.catalog.remote import (
     partition_json,
     version_json,
 )
-from dal.catalog.types import DatasetInfo, labels_dict
+from dal.catalog.types import DatasetInfo, labels_dict, validate_name
 from dal.serve import proof
-from dal.serve.common import Server, _body, _error, _limit, _Refused, holds, read_targets, visible
+from dal.serve.common import Server, _body, _error, _limit, _Refused, holds, read_targets, verb, visible
 from dal.serve.vending import CannotVend, vend, vend_write
 from dal.storage import claims
 
@@ -191,10 +191,11 @@ def may(server: Server, request: Request, action: str, privilege: str, name: str
     """The principal and its grants when it holds ``privilege`` on ``name``; else the one 403 (audited), the same
     whether or not the dataset exists."""
     who, grants = server.principal(request, action, name[:200])
+    validate_name(name)  # a name that cannot exist: 400 InvalidName, not a refusal of a privilege it may hold
     if not holds(grants, privilege, name):
         server.store.record(who, action, DENIED, dataset=name[:200], client=server.client(request),
                             detail=f"no {privilege}")  # fmt: skip
-        raise _refused(403, NotAuthorized(f"{who} may not {action} {name[:200]!r}: it needs {privilege} on it"))
+        raise _refused(403, NotAuthorized(f"{who} may not {verb(action)} {name[:200]!r}: it needs {privilege} on it"))
     return who, grants
 
 

@@ -238,13 +238,27 @@ def test_plain_dataloader_batches_arrive_bit_exact_in_every_dtype(sqlite_env: Ca
                     assert b[c][j] == ref[c][k]
                 else:
                     assert b[c].dtype == ref[c].dtype and torch.equal(b[c][j], ref[c][k]), c
-    # dtypes NumPy has not (bfloat16) and strided tensors travel too
-    odd = _Shipped({"bf": torch.tensor([1.5, -2.0], dtype=torch.bfloat16), "t": torch.arange(6).view(2, 3).t()}, "x")
+    # dtypes NumPy has not (bfloat16), strided, empty and 0-d tensors travel too, with any pickle protocol
+    odd = _Shipped(
+        {
+            "bf": torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
+            "t": torch.arange(6).view(2, 3).t(),
+            "none": torch.zeros(0, 3, dtype=torch.bfloat16),
+            "s": ["a"],
+            "one": torch.tensor(2.5, dtype=torch.float64),
+            "empty": torch.zeros(0, dtype=torch.int16),
+        },
+        "x",
+    )
     import pickle
 
-    back = pickle.loads(pickle.dumps(odd))
-    assert back["bf"].dtype == torch.bfloat16 and torch.equal(back["bf"], odd["bf"])
-    assert torch.equal(back["t"], odd["t"]) and back["t"].shape == (3, 2)
+    for protocol in (4, 5):
+        back = pickle.loads(pickle.dumps(odd, protocol=protocol))
+        assert list(back) == list(odd) and back["s"] == ["a"]
+        for k, v in odd.items():
+            if k != "s":
+                assert back[k].dtype == v.dtype and back[k].shape == v.shape and torch.equal(back[k], v), k
+        back["bf"].add_(1)  # writable
 
 
 def test_a_batch_straddling_two_chunks_is_joined_bit_exact_in_every_dtype() -> None:

@@ -323,6 +323,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
                 "use data.loader(num_workers=...) instead of DataLoader(data, num_workers=...)"
             )
         skip, self._consumed = self._resume, 0  # skip: a worker's own state (StatefulDataLoader keeps one per worker)
+        reader.read_on_caller()  # this process is a worker: read on this thread (the workers overlap each other)
         chunks = scan.worker_chunks(worker, workers, self.convert, skip)
         sender = self._sender(workers)
         for n, batch in feed.split_batches(chunks, self.batch_size, _take, _join, _split):

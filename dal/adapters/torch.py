@@ -36,6 +36,7 @@ capture, resumption state and batch assembly are one contract tested together (t
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 import warnings
@@ -322,6 +323,7 @@ class TorchDataset(_data.IterableDataset):  # type: ignore[misc,name-defined]
                 "use data.loader(num_workers=...) instead of DataLoader(data, num_workers=...)"
             )
         skip, self._consumed = self._resume, 0  # skip: a worker's own state (StatefulDataLoader keeps one per worker)
+        reader.read_on_caller()  # this process is a worker: read on this thread (the workers overlap each other)
         chunks = scan.worker_chunks(worker, workers, self.convert, skip)
         sender = self._sender(workers)
         for n, batch in feed.split_batches(chunks, self.batch_size, _take, _join, _split):
@@ -535,54 +537,62 @@ class _Shipped(Batch):
         return _Shipped(self, self.token, self.sender)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # CPU tensor columns packed into one buffer, each at a 64-byte boundary (aligned for every dtype's
-        # view): through NumPy where it has the dtype (one call per column; torch's view chain costs ~4),
-        # else as torch bytes; anything else (string lists, CUDA tensors) pickled as it is
+        # CPU tensor columns packed into one bytes object, each at a 64-byte boundary (aligned for every
+        # dtype's view): through NumPy where it has the dtype, else as torch bytes; anything else (string
+        # lists, CUDA tensors) pickled as it is. The layout is one tuple per column (name, offset, dtype,
+        # shape; dtype and shape None: sent as is) and bytes, not a bytearray, travel: pickle writes bytes
+        # as they are (a bytearray is copied into bytes first), the main process copies them once into a
+        # writable buffer
         parts: list[Any] = []
-        layout: dict[str, Any] = dict.fromkeys(self)  # column order kept
+        layout: list[tuple[Any, ...]] = []  # column order kept
+        rest: dict[str, Any] = {}
         total = 0
         for k, v in self.items():
             if not isinstance(v, _torch.Tensor) or not v.is_cpu:
+                layout.append((k, 0, None, None))
+                rest[k] = v
                 continue
             if v.dtype in _NUMPY_DTYPES:
                 flat: Any = v.numpy()
                 if not flat.flags.c_contiguous:
                     flat = np.ascontiguousarray(flat)
-                layout[k] = (total, flat.nbytes, flat.dtype.str, flat.shape)
+                layout.append((k, total, _NUMPY_STR[flat.dtype], flat.shape))
             else:
                 flat = v.contiguous().view(-1).view(_torch.uint8).numpy()
-                layout[k] = (total, flat.nbytes, v.dtype, tuple(v.shape))
-            pad = -flat.nbytes % 64
-            parts.extend((flat, bytes(pad)) if pad else (flat,))
-            total += flat.nbytes + pad
-        rest = {k: v for k, v in self.items() if layout[k] is None}
-        return (_unship, (layout, bytearray(b"".join(parts)), rest, self.token, self.sender))
+                layout.append((k, total, v.dtype, tuple(v.shape)))
+            parts.append(flat)
+            total += flat.nbytes
+            if total % 64:
+                parts.append(_PADS[-total % 64])
+                total += -total % 64
+        return (_unship, (tuple(layout), b"".join(parts), rest, self.token, self.sender))
 
 
 # torch dtypes NumPy holds the same bytes for (bfloat16 and the float8s it has not: those go as torch bytes)
 _NUMPY_NAMES = "bool uint8 int8 int16 int32 int64 float16 float32 float64 complex64 complex128 uint16 uint32 uint64"
 _NUMPY_DTYPES = frozenset(getattr(_torch, name) for name in _NUMPY_NAMES.split() if hasattr(_torch, name))
+_NUMPY_STR = {np.dtype(name): np.dtype(name).str for name in _NUMPY_NAMES.split()}  # a lookup, not .str each time
+_PADS = [bytes(n) for n in range(64)]
 
 
 def _unship(
-    layout: dict[str, Any], data: bytearray, rest: dict[str, Any], token: str, sender: tuple[str, int, int] = ("", 0, 0)
+    layout: Any, data: bytes, rest: dict[str, Any], token: str, sender: tuple[str, int, int] = ("", 0, 0)
 ) -> dict[str, Any]:
     """A shipped batch as a plain dict (collating, if any, happened in the worker): each tensor column a
-    view of the one received (writable) buffer."""
+    view of one writable copy of the bytes received."""
     _READ_BY_WORKERS[token] = True
     if sender[1] and not _HINTED:
         _count_worker(token, sender)
-    whole = np.frombuffer(data, dtype=np.uint8)
+    buffer = bytearray(data)  # writable: a training step may change a batch in place
     out: dict[str, Any] = {}
-    for k, place in layout.items():
-        if place is None:
+    for k, offset, dtype, shape in layout:
+        if dtype is None:
             out[k] = rest[k]
-            continue
-        a, b, dtype, shape = place
-        if isinstance(dtype, str):
-            out[k] = _torch.from_numpy(whole[a : a + b].view(dtype).reshape(shape))
+        elif isinstance(dtype, str):
+            out[k] = _torch.from_numpy(np.ndarray(shape, dtype, buffer, offset))
         else:
-            out[k] = _torch.from_numpy(whole[a : a + b]).view(dtype).view(shape)
+            raw = np.ndarray((math.prod(shape) * dtype.itemsize,), np.uint8, buffer, offset)  # dtypes NumPy lacks
+            out[k] = _torch.from_numpy(raw).view(dtype).view(shape)
     return out
 
 

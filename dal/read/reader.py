@@ -41,6 +41,23 @@ READ_THREADS = 4
 CHUNKS_AHEAD = 2  # chunks read ahead of the consumer (each chunk's row groups are decoded in parallel)
 PREFETCH_CHUNKS = 1  # converted chunks queued for the consumer (the pool already reads ahead)
 FINISH_THREADS = 2  # chunks permuted, gathered and converted at once (after the scan, before the consumer)
+_ON_CALLER: list[bool] = []  # set once in a DataLoader worker process: see read_on_caller
+
+
+def read_on_caller() -> None:
+    """From now on this process reads chunks on the calling thread: no prefetch thread, no finish pool
+    (pyarrow still decodes on its own threads). For a plain DataLoader worker process, whose workers already
+    overlap each other and the main process. dal's threads there cost CPU (GIL hand-offs with the worker's
+    queue feeder thread on few cores): 258 -> 224 ns per row for the whole process tree of a plain
+    ``DataLoader(num_workers=2)`` without them (docs/BENCHMARKS.md); ``loader()``'s workers read this way too."""
+    if not _ON_CALLER:
+        _ON_CALLER.append(True)
+
+
+def on_caller() -> bool:
+    """Whether ``read_on_caller`` was called in this process."""
+    return bool(_ON_CALLER)
+
 
 T = TypeVar("T")
 
@@ -220,7 +237,7 @@ def read_chunks(
                 yield k, functools.partial(finish, whole.slice(a, target))
 
     def tables() -> Iterator[tuple[int, Any]]:
-        if FINISH_THREADS <= 1:
+        if FINISH_THREADS <= 1 or _ON_CALLER:
             for k, job in jobs():
                 yield k, job()
             return
@@ -243,7 +260,7 @@ def read_chunks(
                     f.cancel()
 
     with translate_missing(query.source):
-        yield from prefetch(tables(), PREFETCH_CHUNKS)
+        yield from tables() if _ON_CALLER else prefetch(tables(), PREFETCH_CHUNKS)
 
 
 def check_rows(query: Query, tasks: Sequence[ReadTask], table: pa.Table) -> None:

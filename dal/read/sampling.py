@@ -675,6 +675,8 @@ def read_units(units: Sequence[Unit], convert: Callable[[pa.Table], T] | None = 
         table = units[i]()
         return convert(table) if convert is not None else table
 
+    if reader.on_caller():  # a DataLoader worker process (reader.read_on_caller)
+        return (one(i) for i in range(len(units)))
     return reader.prefetch(reader.ordered_map(one, len(units), 3), reader.PREFETCH_CHUNKS)
 
 

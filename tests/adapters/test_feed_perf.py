@@ -197,6 +197,33 @@ def test_a_plain_dataloader_ships_batches_through_the_pipe(rows_ds: dal.Dataset)
     assert batches[0]["x"].is_contiguous() and batches[0]["v"].shape[1:] == (2,)
 
 
+def _thread_marked(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A transform recording where a chunk was converted: 1 on the process's main thread, 0 elsewhere."""
+    import threading
+
+    on_main = int(threading.current_thread() is threading.main_thread())
+    return batch.append_column("main", pa.array(np.full(batch.num_rows, on_main, np.int8)))
+
+
+def test_plain_dataloader_workers_read_on_their_own_thread(rows_ds: dal.Dataset) -> None:
+    """Inside a plain DataLoader's workers a chunk is read and converted on the worker's own thread (no dal
+    reader threads beside its queue feeder: less CPU per row on few cores); in the main process on reader
+    threads, as before. Same rows by id, shuffled or not, as read in one process."""
+    from torch.utils.data import DataLoader
+
+    schema = pa.schema([("id", pa.int64()), ("x", pa.float32()), ("main", pa.int8())])
+    for scan in (rows_ds.scan().select("id", "x"), rows_ds.scan().select("id", "x").shuffle(seed=3)):
+        data = scan.to_torch(64, transform=_thread_marked, output_schema=schema)
+        direct = list(data)
+        assert all(int(m) == 0 for b in direct for m in b["main"])  # reader threads here
+        ctx = torch.multiprocessing.get_context("fork")
+        got = list(DataLoader(data, batch_size=None, num_workers=2, multiprocessing_context=ctx))
+        assert all(int(m) == 1 for b in got for m in b["main"])  # the worker's own thread
+        assert sorted(i for b in ids_of(got) for i in b) == sorted(i for b in ids_of(direct) for i in b)
+        assert sorted(i for b in ids_of(got) for i in b) == list(range(ROWS))
+        assert all(np.array_equal(np.asarray(b["x"]), np.asarray(b["id"]).astype(np.float32) / 2) for b in got)
+
+
 def test_plain_dataloader_batches_arrive_bit_exact_in_every_dtype(sqlite_env: Catalog, tmp_path: Path) -> None:
     """A plain DataLoader worker ships each batch as one buffer (NumPy views per column, torch bytes for
     dtypes NumPy lacks): every dtype arrives with its values, shape and column order, writable."""
@@ -238,13 +265,27 @@ def test_plain_dataloader_batches_arrive_bit_exact_in_every_dtype(sqlite_env: Ca
                     assert b[c][j] == ref[c][k]
                 else:
                     assert b[c].dtype == ref[c].dtype and torch.equal(b[c][j], ref[c][k]), c
-    # dtypes NumPy has not (bfloat16) and strided tensors travel too
-    odd = _Shipped({"bf": torch.tensor([1.5, -2.0], dtype=torch.bfloat16), "t": torch.arange(6).view(2, 3).t()}, "x")
+    # dtypes NumPy has not (bfloat16), strided, empty and 0-d tensors travel too, with any pickle protocol
+    odd = _Shipped(
+        {
+            "bf": torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
+            "t": torch.arange(6).view(2, 3).t(),
+            "none": torch.zeros(0, 3, dtype=torch.bfloat16),
+            "s": ["a"],
+            "one": torch.tensor(2.5, dtype=torch.float64),
+            "empty": torch.zeros(0, dtype=torch.int16),
+        },
+        "x",
+    )
     import pickle
 
-    back = pickle.loads(pickle.dumps(odd))
-    assert back["bf"].dtype == torch.bfloat16 and torch.equal(back["bf"], odd["bf"])
-    assert torch.equal(back["t"], odd["t"]) and back["t"].shape == (3, 2)
+    for protocol in (4, 5):
+        back = pickle.loads(pickle.dumps(odd, protocol=protocol))
+        assert list(back) == list(odd) and back["s"] == ["a"]
+        for k, v in odd.items():
+            if k != "s":
+                assert back[k].dtype == v.dtype and back[k].shape == v.shape and torch.equal(back[k], v), k
+        back["bf"].add_(1)  # writable
 
 
 def test_a_batch_straddling_two_chunks_is_joined_bit_exact_in_every_dtype() -> None:

@@ -26,6 +26,12 @@ SCHEMA = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _columns_from_one_add(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every commit with an add read as columns (by default only commits of ``COLUMNS_FROM`` adds or more)."""
+    monkeypatch.setattr(commit_adds, "COLUMNS_FROM", 1)
+
+
 def _add(path: str, part: object = "1", size: int | None = None, stats: object = '{"numRecords": 10}',
          **extra: Any) -> dict[str, Any]:  # fmt: skip
     add: dict[str, Any] = {"path": path, "partitionValues": {"part": part}, "size": size, "modificationTime": 1,
@@ -182,3 +188,14 @@ def test_a_refused_add_is_refused_with_the_same_error(tmp_path: Path, add: dict[
     with pytest.raises(FormatError, match="Delta version 1") as e:
         _drafts(log.root)
     assert message in str(e.value)
+
+
+def test_a_small_commit_is_applied_one_action_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(commit_adds, "COLUMNS_FROM", 100)  # the default
+    log = Log(tmp_path / "t")
+    log.commit(_add(log.file("part=1/a.parquet")))
+    log.commit(*(_add(log.file(f"part=1/s{i}.parquet")) for i in range(99)))
+    log.commit(*(_add(log.file(f"part=1/b{i}.parquet")) for i in range(100)))
+    columns, taken = _both(log.root, monkeypatch)
+    assert taken == {0: False, 1: False, 2: True}
+    assert [d["rows"] for d in columns] == [10, 1000, 2000]

@@ -22,6 +22,9 @@ from dal.errors import FormatError
 from dal.formats.footers import PAGE_BYTES, PAGE_VALUES
 from dal.storage import ownership
 
+# fewer plain adds than this in a commit: one object per action is as cheap (each Arrow read and compute call has
+# a fixed cost: ~0.45 ms for 50 adds against ~0.4 ms per action; 500 adds: ~1.6 ms against ~4 ms)
+COLUMNS_FROM = 100
 _ADD = b'{"add":'
 _DV = b'"deletionVector"'
 

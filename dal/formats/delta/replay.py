@@ -5,7 +5,9 @@ delta-rs loads the first version to describe once (its log replay: checkpoint an
 version is that state with one commit's actions applied (``Tally.apply``): a running tally of the live files,
 their rows, bytes and partition totals, so describing a version costs its commit. A commit the tally does not
 model (a new schema or protocol, deletion vectors, an add without a size, a commit only a checkpoint holds) is
-loaded by delta-rs instead (``Tally.load``), as every version was before.
+loaded by delta-rs instead (``Tally.load``), as every version was before. A commit's plain add actions are
+read as columns (``Tally.apply_lines``, ``commit_adds``: one Arrow JSON read per commit, not one Python object
+per action); one the columns do not plainly take is applied one action at a time (``applies``, ``apply``).
 
 A sync starts from the catalog's record of its last version (``Tally.seed``), so one new commit costs that
 commit; one the record cannot take (``Tally._known``), or cleaned from the log, is loaded by delta-rs.
@@ -299,11 +301,14 @@ class Tally:
         """This commit applied from its lines, its add actions read as columns (``commit_adds``): checked
         (paths, claims, another writer's counts against footers) as ``applies`` and ``apply`` check them. False,
         nothing changed, when a line is not plainly one the tally takes that way; the per-action path then
-        decides (the same result or the same error). Not for a seeded tally (a sync's few actions)."""
+        decides (the same result or the same error). Not for a seeded tally (a sync's few actions), nor for a
+        commit of fewer than ``commit_adds.COLUMNS_FROM`` adds (as cheap one action at a time)."""
         if not self.loaded or self.seeded is not None:
             return False
+        if len(lines) < commit_adds.COLUMNS_FROM:
+            return False
         plain, rest = commit_adds.split(lines)
-        others = parse_all(rest) if plain else None
+        others = parse_all(rest) if len(plain) >= commit_adds.COLUMNS_FROM else None
         if others is None or any("add" in a for a in others) or (others and self.applies(others) is None):
             return False
         where = f"{uris.mask_url(self.location)} (Delta version {version})"

@@ -364,13 +364,14 @@ class _Run:
     def describe(self, v: int, previous: Schema | None, syncing: bool) -> VersionDraft | None:
         """Version ``v``'s draft (added to ``drafts``), or None while it is before the oldest readable one."""
         lines = commit_lines(self.location, v, self.options)
-        actions = parse_all(lines) if lines is not None and self.tally.loaded else None
-        counts = self.tally.applies(actions) if actions is not None else None
-        if actions is not None and counts is not None:
-            self._checked(v, actions)
-            self.tally.apply(v, actions, counts)
-        elif not self._load(v, syncing, lines):
-            return None
+        if lines is None or not self.tally.apply_lines(v, lines, self.budget):  # else: its adds as columns
+            actions = parse_all(lines) if lines is not None and self.tally.loaded else None
+            counts = self.tally.applies(actions) if actions is not None else None
+            if actions is not None and counts is not None:
+                self._checked(v, actions)
+                self.tally.apply(v, actions, counts)
+            elif not self._load(v, syncing, lines):
+                return None
         draft = self.tally.draft(v, commit_entry(lines or ()), previous)
         # expired versions take the time of the first readable one (theirs is gone with their commits)
         self.drafts += [_expired(x, why, v, draft.committed_at) for x, why in self.expired]

@@ -5,7 +5,9 @@ delta-rs loads the first version to describe once (its log replay: checkpoint an
 version is that state with one commit's actions applied (``Tally.apply``): a running tally of the live files,
 their rows, bytes and partition totals, so describing a version costs its commit. A commit the tally does not
 model (a new schema or protocol, deletion vectors, an add without a size, a commit only a checkpoint holds) is
-loaded by delta-rs instead (``Tally.load``), as every version was before.
+loaded by delta-rs instead (``Tally.load``), as every version was before. A commit's plain add actions are
+read as columns (``Tally.apply_lines``, ``commit_adds``: one Arrow JSON read per commit, not one Python object
+per action); one the columns do not plainly take is applied one action at a time (``applies``, ``apply``).
 
 A sync starts from the catalog's record of its last version (``Tally.seed``), so one new commit costs that
 commit; one the record cannot take (``Tally._known``), or cleaned from the log, is loaded by delta-rs.
@@ -20,6 +22,8 @@ bounded by its file's size without reading it (``log._check_claim``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,7 +40,16 @@ from dal.catalog.types import Partition, Schema, VersionDraft
 from dal.errors import DalError, FormatError
 from dal.formats.base import CATALOG_KEY, WRITE_ID_KEY, WRITER_CATALOG, Recorded
 from dal.formats.catalog_schema import from_arrow
-from dal.formats.delta.log import _arrow_schema, _check_claim, _check_counts, _deleted_rows, _metadata, _short
+from dal.formats.delta import commit_adds
+from dal.formats.delta.log import (
+    _arrow_schema,
+    _check_claim,
+    _check_counts,
+    _check_paths,
+    _deleted_rows,
+    _metadata,
+    _short,
+)
 from dal.formats.delta.types import COLUMN_MAPPING_KEY
 from dal.formats.footers import PAGE_BYTES, PAGE_VALUES, checked_rows
 from dal.formats.logical import logical_schema
@@ -78,6 +91,9 @@ class Tally:
     present: set[str] | None  # every file below the table (register: data files gone are marked), else None
     _files: dict[str, _File] | None = field(default_factory=dict)
     _columns: tuple[pa.Table, pa.Array, pa.Array, pa.Array] = field(default_factory=lambda: _NO_COLUMNS)
+    # commits' adds applied as columns (``apply_lines``), made into ``_files`` when a later commit needs them
+    _pending: list[commit_adds.Adds] = field(default_factory=list)
+    _pending_paths: set[str] = field(default_factory=set)
     parts: tuple[str, ...] = ()
     arrow: pa.Schema = field(default_factory=lambda: pa.schema([]))
     rows: int = 0
@@ -125,7 +141,7 @@ class Tally:
             local = pc.invert(pc.match_substring(adds.column("path"), "://"))
             missing = pc.and_(local, pc.invert(pc.is_in(paths, pa.array(sorted(self.present), pa.string()))))
             self.gone = dict.fromkeys(paths.filter(missing).to_pylist())
-        self._files = None
+        self._files, self._pending, self._pending_paths = None, [], set()
         self._columns = (adds, paths, counts, dropped)
         self.loaded = True
 
@@ -152,11 +168,22 @@ class Tally:
         self.rows, self.size, self.unlisted, self.seeded = v.row_count, v.size_bytes, v.file_count, v.schema
         self.gone, self.footless, self.dv_missing = {}, {}, None
         self._files, self._columns, self.loaded = {}, _NO_COLUMNS, True
+        self._pending, self._pending_paths = [], set()
         return True
 
     @property
     def files(self) -> dict[str, _File]:
-        """The live files by path, made from the loaded columns when first asked for."""
+        """The live files by path, made from the loaded columns and the adds applied as columns when first asked
+        for."""
+        files = self._listed()
+        for adds in self._pending:
+            made = map(_File, adds.counts, adds.sizes, map(self.typed.texts, adds.values))
+            files.update(zip(adds.paths, made, strict=True))
+        self._pending, self._pending_paths = [], set()
+        return files
+
+    def _listed(self) -> dict[str, _File]:
+        """The live files by path but those of ``_pending``."""
         if self._files is None:
             adds, paths, counts, dropped = self._columns
             values = _values_of(adds, self.parts)
@@ -270,6 +297,63 @@ class Tally:
             self._remove(path)
             self._add(path, a["path"], _File(count, a["size"], self.typed.values(a.get("partitionValues") or {})))
 
+    def apply_lines(self, version: int, lines: Sequence[bytes], budget: Budget) -> bool:
+        """This commit applied from its lines, its add actions read as columns (``commit_adds``): checked
+        (paths, claims, another writer's counts against footers) as ``applies`` and ``apply`` check them. False,
+        nothing changed, when a line is not plainly one the tally takes that way; the per-action path then
+        decides (the same result or the same error). Not for a seeded tally (a sync's few actions), nor for a
+        commit of fewer than ``commit_adds.COLUMNS_FROM`` adds (as cheap one action at a time)."""
+        if not self.loaded or self.seeded is not None:
+            return False
+        if len(lines) < commit_adds.COLUMNS_FROM:
+            return False
+        plain, rest = commit_adds.split(lines)
+        others = parse_all(rest) if len(plain) >= commit_adds.COLUMNS_FROM else None
+        if others is None or any("add" in a for a in others) or (others and self.applies(others) is None):
+            return False
+        where = f"{uris.mask_url(self.location)} (Delta version {version})"
+        adds = commit_adds.read_adds(plain, [self.typed.keys[c] for c in self.parts], self.location, where)
+        if adds is None:
+            return False
+        _check_paths(self.location, version, others)  # every other path the commit names, as ``_checked``
+        picked = [json.loads(adds.lines[i]) for i in itertools.islice(itertools.compress(
+            range(len(adds.lines)), adds.stats), max(budget.left, 0))]  # fmt: skip
+        check_footers(self.location, version, [*others, *picked], self.storage_options, budget)
+        removes = [r for a in others if (r := a.get("remove")) is not None]
+        for r in removes:
+            self._remove(ownership.below(self.location, r["path"], table=where, entry="a remove action's path"))
+        if adds.uncounted:  # no count in the log: the footer says
+            counts = [self._count(p, version) if n is True else n for p, n in zip(adds.paths, adds.counts, strict=True)]
+            adds = dataclasses.replace(adds, counts=counts, uncounted=False)
+        new = set(adds.paths)
+        replaced = not self._pending_paths.isdisjoint(new) or not self._listed().keys().isdisjoint(new)
+        if removes or replaced or len(new) != len(adds.paths):  # a file removed or replaced: one at a time
+            for path, raw, size, rows, values in zip(adds.paths, adds.raw, adds.sizes, adds.counts, adds.values,
+                                                     strict=True):  # fmt: skip
+                self._remove(path)
+                self._add(path, raw, _File(int(rows), size, self.typed.texts(values)))
+            return True
+        self._pending.append(
+            dataclasses.replace(adds, lines=())
+        )  # new files: summed here, one object each only when a later commit needs it
+        self._pending_paths |= new
+        self.rows += sum(adds.counts)
+        self.size += sum(adds.sizes)
+        if self.parts:
+            by: dict[tuple[str | None, ...], list[int]] = defaultdict(lambda: [0, 0, 0])
+            for values, rows, size in zip(adds.values, adds.counts, adds.sizes, strict=True):
+                t = by[values]
+                t[0], t[1], t[2] = t[0] + rows, t[1] + 1, t[2] + size
+            for values, (rows, n, size) in by.items():
+                t = self.totals[self.typed.texts(values)]
+                t[0], t[1], t[2] = t[0] + rows, t[1] + n, t[2] + size
+        if self.present is not None:
+            present = self.present
+            for raw in adds.raw:
+                if (raw not in present or "%" in raw) and "://" not in raw and unquote(raw) not in present:
+                    self.gone[unquote(raw)] = None
+        return True
+
     def _add(self, path: str, raw: str, f: _File) -> None:
         self.files[path] = f
         self.rows += f.rows - f.deleted
@@ -340,7 +424,9 @@ class Tally:
             operation="unavailable" if missing else operation(entry, version, changed),
             schema=schema,
             row_count=self.rows,
-            file_count=self.unlisted + (len(self._files) if self._files is not None else len(self._columns[1])),
+            file_count=self.unlisted
+            + len(self._pending_paths)
+            + (len(self._files) if self._files is not None else len(self._columns[1])),
             size_bytes=self.size,
             storage_version=version,
             committed_at=datetime.fromtimestamp(ts / 1000, UTC) if ts is not None else None,
@@ -460,6 +546,7 @@ class _Typed:
             self.types[c] = f.type if f is not None else pa.string()
         self.seen: dict[tuple[str, str], str | None] = {}
         self.made: dict[tuple[Any, ...], PartitionValues] = {}
+        self.made_texts: dict[tuple[str | None, ...], PartitionValues] = {}
 
     def values(self, raw: Mapping[str, Any]) -> PartitionValues:
         key: tuple[Any, ...] | None = tuple(raw.items())
@@ -471,6 +558,13 @@ class _Typed:
             hit = tuple((c, self._one(c, raw.get(self.keys[c], raw.get(c)))) for c in self.parts)
             if key is not None:
                 self.made[key] = hit
+        return hit
+
+    def texts(self, raw: tuple[str | None, ...]) -> PartitionValues:
+        """As ``values``, for the values' texts in the order of the partition columns."""
+        hit = self.made_texts.get(raw)
+        if hit is None:
+            hit = self.made_texts[raw] = tuple((c, self._one(c, t)) for c, t in zip(self.parts, raw, strict=True))
         return hit
 
     def _one(self, column: str, text: object) -> str | None:

@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from dal.catalog.base import CatalogBase
-from dal.catalog.errors import LocationTaken
+from dal.catalog.errors import CatalogError, LocationTaken
 from dal.catalog.models import DatasetRow
 
 _ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "abfss": "abfs", "azure": "az"}
@@ -29,7 +29,8 @@ _ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "abfss": "abfs", "azure": "az
 
 def location_key(location: str) -> str:
     """``location`` spelled one way: ``scheme://authority/path`` for a URL (scheme lower case and unaliased, no
-    query, fragment or trailing ``/``), a normalised absolute path for a local one."""
+    query, fragment or trailing ``/``; an Azure ``container@account.host`` as ``az://container``), a normalised
+    path for a local one."""
     text = location.strip()
     parts = urllib.parse.urlsplit(text)
     scheme = parts.scheme.lower()
@@ -37,8 +38,34 @@ def location_key(location: str) -> str:
         path = parts.path if scheme == "file" else text
         return posixpath.normpath("/" + path.lstrip("/")) if path.startswith("/") else posixpath.normpath(path)
     scheme = _ALIASES.get(scheme, scheme)
-    path = posixpath.normpath("/" + parts.path.strip("/")) if parts.path.strip("/") else ""
-    return f"{scheme}://{parts.netloc.lower()}{'' if path in ('', '/') else path}"
+    netloc, path = parts.netloc.lower(), parts.path
+    if not netloc and "://" not in text:  # ``s3:bucket/key``: what a store makes of it is ``s3://bucket/key``
+        netloc, _, path = path.lstrip("/").partition("/")
+        netloc = netloc.lower()
+    if scheme in ("abfs", "az") and "@" in netloc:  # abfss://container@account.dfs.core.windows.net
+        scheme, netloc = "az", netloc.split("@", 1)[0]
+    elif scheme == "abfs":
+        scheme = "az"
+    path = posixpath.normpath("/" + path.strip("/")) if path.strip("/") else ""
+    return f"{scheme}://{netloc}{'' if path in ('', '/') else path}"
+
+
+def check_location(location: str) -> None:
+    """Refuse (``CatalogError``) a location that is not an absolute path or a ``scheme://authority/…`` URL: a
+    relative path is resolved by each client against its own working directory, ``s3:bucket/key`` by each store
+    its own way, and one place must have one spelling to be compared."""
+    text = location.strip()
+    parts = urllib.parse.urlsplit(text)
+    scheme = parts.scheme.lower()
+    if scheme == "file" or len(scheme) <= 1:
+        path = parts.path if scheme == "file" else text
+        if not path.startswith("/") or (scheme == "file" and not text.lower().startswith("file:/")):
+            raise CatalogError(f"{text[:300]!r} is not an absolute path or a URL (scheme://bucket/path): name the "
+                               "location in full")  # fmt: skip
+        return
+    if "://" not in text or not parts.netloc:
+        raise CatalogError(f"{text[:300]!r} is not a URL of the form {scheme}://bucket/path: name the location in "
+                           "full")  # fmt: skip
 
 
 def overlap(a: str, b: str) -> bool:
@@ -95,6 +122,7 @@ class CatalogLocations(CatalogBase):
     def _refuse_overlap(cls, s: Session, name: str, location: str) -> None:
         """Refuse (``LocationTaken``) a location another dataset has, holds or sits in (in the creating
         transaction)."""
+        check_location(location)
         taken = cls._overlapping(s, location, besides=name)
         if taken:
             raise LocationTaken(

@@ -562,10 +562,11 @@ class RemoteCatalog:
         return [str(n) for n in found["datasets"]] + ([f"{hidden} dataset(s) you may not read"] if hidden else [])
 
     def overlapping(self, location: str, *, besides: str | None = None) -> list[str]:
-        """``Catalog.overlapping`` as the server answers it (names this principal may read, then a count)."""
-        found = self._get("/locations/overlapping", {"location": location, **({"besides": besides} if besides else {})})
-        hidden = int(found.get("hidden") or 0)
-        return [str(n) for n in found["datasets"]] + ([f"{hidden} dataset(s) you may not read"] if hidden else [])
+        """``Catalog.overlapping`` as the server answers it to a principal with WRITE on ``besides``: the names it
+        may read, or one entry saying another dataset is there."""
+        found = self._get("/locations/overlapping", {"location": location, "besides": besides or ""})
+        shown = [str(n) for n in found.get("datasets") or []]
+        return shown or (["a dataset you may not read"] if found.get("taken") else [])
 
     def labels(self, name: str) -> tuple[Label, ...]:
         """The labels of ``name`` and of its columns, from the dataset's answer (a server before labels: none)."""

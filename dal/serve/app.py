@@ -25,7 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dal.catalog import Catalog
-from dal.catalog.auth import ALLOWED, DENIED, READ, AuthStore, Grant, NotAuthorized, allows, manages
+from dal.catalog.auth import ALLOWED, DENIED, READ, WRITE, AuthStore, Grant, NotAuthorized, allows, manages
 from dal.catalog.errors import (
     CatalogError,
     CatalogReadOnly,
@@ -229,15 +229,17 @@ def co_located(server: Server, request: Request, body: bytes) -> Response:
 
 
 def overlapping(server: Server, request: Request, body: bytes) -> Response:
-    """The datasets at, inside or around ``?location=`` (besides ``?besides=``): those the principal may read by
-    name, the rest as a count. Any principal: a first write asks before it writes data (the create would refuse)."""
-    _who, grants = server.principal(request, "overlapping")
+    """Whether a dataset is at, inside or around ``?location=`` besides ``?besides=``, the dataset about to be
+    written, on which the principal must hold WRITE (else the one 403): a first write asks before it writes data
+    (the create would refuse). Answers ``taken`` and the names among them the principal may read — never a
+    count, so nobody learns how many datasets it cannot read there are."""
+    name = request.query_params.get("besides", "")
+    _who, grants = writes.may(server, request, "write", WRITE, name)
     location = request.query_params.get("location", "")
     if not location or len(location) > 10_000:
         raise CatalogError("name a location (at most 10,000 characters)")
-    others = server.cat.overlapping(location, besides=request.query_params.get("besides"))
-    shown = [o for o in others if holds(grants, READ, o)]
-    return JSONResponse({"datasets": shown, "hidden": len(others) - len(shown)})
+    others = server.cat.overlapping(location, besides=name)
+    return JSONResponse({"taken": bool(others), "datasets": [o for o in others if holds(grants, READ, o)]})
 
 
 def pin(server: Server, request: Request, body: bytes) -> Response:
@@ -260,7 +262,7 @@ def pin(server: Server, request: Request, body: bytes) -> Response:
         server.store.record(who, "pin", DENIED, dataset=name, version=version.number, client=client,
                             detail=str(e)[:200])  # fmt: skip
         raise
-    credentials = proof.checked(server.cat.catalog_id, name, info.location, offered,
+    credentials = proof.checked(server.cat.catalog_id, proof.names_of(info.properties, name), info.location, offered,
                                 server.cat.co_located(name) if offered is not None else [])  # fmt: skip
     detail = (proof.UNPROVEN if offered is not None else "") if credentials is None else (
         f"vended {credentials['access']} {credentials['scope']}"[:200])  # fmt: skip

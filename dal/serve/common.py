@@ -20,6 +20,7 @@ from dal.catalog.auth import DENIED, MANAGE, PRIVILEGES, READ, AuthStore, Grant,
 from dal.catalog.errors import CatalogError, DatasetNotFound, InvalidName, NotFound
 from dal.catalog.models import utcnow
 from dal.catalog.types import validate_name
+from dal.catalog.urls import mask_text
 from dal.lineage import KEY as LINEAGE_KEY
 from dal.serve.vending import Vending
 
@@ -48,7 +49,7 @@ def verb(action: str) -> str:
 
 
 def _error(status: int, err: BaseException, headers: dict[str, str] | None = None) -> JSONResponse:
-    body: dict[str, Any] = {"error": str(err), "type": type(err).__name__}
+    body: dict[str, Any] = {"error": mask_text(err), "type": type(err).__name__}  # a pasted token never echoed
     if isinstance(err, NotFound):  # close names among what the principal may read (``Server.not_found``)
         body["suggestions"] = list(err.suggestions)
     return JSONResponse(body, status_code=status, headers=headers)

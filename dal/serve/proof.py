@@ -6,8 +6,9 @@ nothing: pointed at another team's prefix (refused by the catalog: one location,
 dataset records (a raw prefix beside the datasets), a pin would hand out credentials for it. So before handing
 credentials out the server looks, with those very credentials, at what is there:
 
-- **reads** (a pin): the location's claim (``dal.storage.claims``) names this catalog, and no other record of
-  this catalog is at, inside or around it. A location without a claim (a read-only registration, a table another
+- **reads** (a pin): the location's claim (``dal.storage.claims``) names this catalog and this dataset (or a name
+  it had before a rename), and no other record of this catalog is at, inside or around it (a dataset dropped
+  without its data leaves a claim naming it: another dataset recorded there later is not proven). A location without a claim (a read-only registration, a table another
   catalog owns) gets no credentials: the reader uses its own, and storage decides.
 - **writes** (a write begins): the same, or a location that holds nothing yet (a new dataset's).
 
@@ -35,11 +36,14 @@ def _empty(loc: Location) -> bool:
     return True
 
 
-def proven(catalog_id: str, name: str, location: str, options: Mapping[str, str], *, empty_ok: bool = False) -> bool:
-    """Whether ``location`` is proven ``name``'s in the catalog ``catalog_id`` (its claim names the catalog and
-    is not a purge's; the caller has checked that no other record is there), or, ``empty_ok``, holds nothing.
-    Looks with ``options`` (the credentials about to be vended); any failure to look is no proof."""
-    key = (catalog_id, name, location, empty_ok)
+def proven(
+    catalog_id: str, names: tuple[str, ...], location: str, options: Mapping[str, str], *, empty_ok: bool = False
+) -> bool:
+    """Whether ``location`` is proven the dataset's in the catalog ``catalog_id``: its claim names the catalog and
+    the dataset (``names``: its name, then its former names: a rename does not touch storage) and is not a
+    purge's (the caller has checked that no other record is there); or, ``empty_ok``, it holds nothing. Looks
+    with ``options`` (the credentials about to be vended); any failure to look is no proof."""
+    key = (catalog_id, "\n".join(names), location, empty_ok)
     now = time.monotonic()
     with _lock:
         if _proven.get(key, 0.0) > now:
@@ -47,7 +51,7 @@ def proven(catalog_id: str, name: str, location: str, options: Mapping[str, str]
     loc = Location.of(location, dict(options))
     try:
         claim = claims.read(loc)
-        ok = claim is not None and claim.catalog == catalog_id and not claim.purging
+        ok = claim is not None and claim.catalog == catalog_id and claim.dataset in names and not claim.purging
         if not ok and claim is None and empty_ok:
             ok = _empty(loc)
     except Exception:  # unreadable, refused, not a claim: no proof
@@ -65,18 +69,26 @@ UNPROVEN = "not vended: the location's claim does not name this catalog (or anot
 
 def checked(
     catalog_id: str,
-    name: str,
+    names: tuple[str, ...],
     location: str,
     credentials: dict[str, object] | None,
     others: list[str],
     *,
     empty_ok: bool = False,
 ) -> dict[str, object] | None:
-    """``credentials`` when ``location`` is proven ``name``'s (``proven``; ``others``: the catalog's other records
+    """``credentials`` when ``location`` is proven the dataset's (``names``: its name and former names) (``proven``; ``others``: the catalog's other records
     at, inside or around it, which disprove it); else None (nothing is handed out)."""
     if credentials is None:
         return None
     options = credentials.get("options")
     if others or not isinstance(options, dict):
         return None
-    return credentials if proven(catalog_id, name, location, options, empty_ok=empty_ok) else None
+    return credentials if proven(catalog_id, names, location, options, empty_ok=empty_ok) else None
+
+
+def names_of(properties: Mapping[str, object], name: str) -> tuple[str, ...]:
+    """The dataset's name and the names it had (its ``former_names`` property: ``{"name", "until"}`` each)."""
+    former = properties.get("former_names")
+    if not isinstance(former, list):
+        return (name,)
+    return (name, *(str(f["name"]) for f in former if isinstance(f, dict) and isinstance(f.get("name"), str)))

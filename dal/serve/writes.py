@@ -253,9 +253,11 @@ def begin_write(server: Server, request: Request, body: bytes) -> Response:
     who, grants = may(server, request, "begin write", WRITE, name)
     data, client = _body(body), server.client(request)
     read_only = bool(data.get("read_only"))
+    names: tuple[str, ...] = (name,)
     try:
         info = server.cat.get_dataset(name)
         location, read_only = info.location, read_only or _never_written(info)
+        names = proof.names_of(info.properties, name)
     except DatasetNotFound:
         location = str(_json(data.get("location"), "location", str))
     others = server.cat.overlapping(location, besides=name)
@@ -263,13 +265,13 @@ def begin_write(server: Server, request: Request, body: bytes) -> Response:
         if read_only:
             offered = vend(server.vending, name, location)
             # a read-only registration has no claim to prove its location: nothing is handed out for it
-            credentials = proof.checked(server.cat.catalog_id, name, location, offered, others)
+            credentials = proof.checked(server.cat.catalog_id, names, location, offered, others)
         else:
             guarded = [
                 d.location for d in server.cat.list_datasets() if d.name != name and not holds(grants, WRITE, d.name)
             ]
             offered = vend_write(server.vending, name, location, guarded)
-            credentials = proof.checked(server.cat.catalog_id, name, location, offered, others, empty_ok=True)
+            credentials = proof.checked(server.cat.catalog_id, names, location, offered, others, empty_ok=True)
             if offered is not None and credentials is None:
                 raise CannotVend(
                     f"write credentials for {name!r} are not vended: {location} holds data that no dataset of this "

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import dal
-from dal.catalog import Catalog, DalError
+from dal.catalog import Catalog, CatalogError, DalError
 from dal.catalog.errors import LocationTaken
 from dal.catalog.locations import location_key, overlap
 from dal.catalog.models import DatasetRow
@@ -34,6 +34,9 @@ from tests.ownership.canaries import tree_hash
         ("/w/t", "/w/./x/../t", True),
         ("/w/t", "/w/t2", False),
         ("/w/t", "/", True),
+        ("s3://b/sales/t", "s3:b/sales/t", True),  # what a store makes of ``s3:bucket/key``
+        ("az://cont/p", "abfss://cont@acct.dfs.core.windows.net/p/", True),
+        ("gs://b/x", "gcs://b/x", True),
     ],
 )
 def test_locations_compare_by_place_not_by_spelling(a: str, b: str, same: bool) -> None:
@@ -50,6 +53,12 @@ def test_a_location_belongs_to_one_dataset(catalog_url: str) -> None:
         assert e.value.other == "a.one"
     with pytest.raises(LocationTaken):  # read-only registrations (parquet, unique_location=False) too
         cat.create_dataset("m.alias", format="parquet", location="s3://b/team/t", unique_location=False)
+    assert [d.name for d in cat.list_datasets()] == ["a.one"]
+    # one place has one spelling: a relative path (each client resolves it its own way) or ``s3:bucket/key`` is no
+    # location (found by the second adversarial pass: they slipped past the comparison)
+    for bad in ("s3:b/team/t", "tmp/x", "file:tmp/x", "./x", "s3:///b/x", "gs:b/x"):
+        with pytest.raises(CatalogError, match="name the location in full"):
+            cat.create_dataset("m.odd", format="delta", location=bad)
     assert [d.name for d in cat.list_datasets()] == ["a.one"]
     assert cat.create_dataset("a.two", format="delta", location="s3://b/team/t-2").name == "a.two"
     # the same dataset again (exist_ok) is still itself

@@ -42,3 +42,25 @@ def test_co_located_answers_only_readers_and_names_only_what_they_read(served: S
     missing = served.request("GET", "/api/v1/datasets/sales.ordres/co-located", "one_reader")
     forbidden = served.request("GET", "/api/v1/datasets/sales.orders/co-located", "one_reader")
     assert missing[0] == forbidden[0] == 404 and missing[1].replace(b"ordres", b"orders") == forbidden[1]
+
+
+def test_overlapping_answers_writers_a_yes_or_no_and_only_names_they_read(served: Served) -> None:
+    """Found by the second adversarial pass: with a count of hidden datasets and any ``besides``, any token could
+    learn which names exist (the count moved by one) and how many datasets there are."""
+    import urllib.parse
+
+    def ask(who: str, location: str, besides: str) -> tuple[int, dict[str, object]]:
+        query = urllib.parse.urlencode({"location": location, "besides": besides})
+        status, raw, _ = served.request("GET", f"/api/v1/locations/overlapping?{query}", who)
+        return status, json.loads(raw)
+
+    assert ask("nobody", "/", "weather.new")[0] == 403
+    assert ask("one_reader", "/", "weather.new")[0] == 403
+    assert ask("writer", "/", "sales.new")[0] == 403  # WRITE on the dataset about to be written
+    status, found = ask("writer", "/", "weather.new")
+    assert status == 200 and found["taken"] is True and "hidden" not in found
+    assert "sales.orders" not in found["datasets"] and "weather.radar" in found["datasets"]
+    assert ask("writer", "/", "weather.radar")[1]["taken"] is True  # besides itself: the others still count
+    secret = Catalog(served.db).get_dataset("sales.orders").location
+    assert ask("writer", secret, "weather.new")[1] == {"taken": True, "datasets": []}
+    assert ask("writer", secret + "-elsewhere", "weather.new")[1] == {"taken": False, "datasets": []}

@@ -310,6 +310,32 @@ def test_a_location_dal_cannot_prove_is_the_datasets_gets_no_credentials(deploym
     assert status == 200 and json.loads(raw)["credentials"]["access"] == "read"
 
 
+def test_a_location_whose_claim_names_another_dataset_is_not_proven(deployment: Deployment) -> None:
+    """Found by the second adversarial pass: a dataset dropped without its data leaves a claim naming it (in this
+    catalog); a writer that recorded a new dataset there was vended credentials for the dropped one's files. The
+    claim must name the dataset itself (or a name it had before a rename)."""
+    from dal.catalog import Catalog
+    from dal.storage import claims
+
+    b = deployment.bucket
+    store = AuthStore(deployment.db)
+    for target in ("vw.gone", "vw.adopt"):
+        store.grant("writer", "WRITE", target)
+    store.close()
+    status, answer = _begin(deployment, "writer", "vw.gone", f"s3://{b}/gone")  # empty: a new dataset's
+    assert status == 200, answer
+    s3 = _s3(deployment, answer["credentials"]["options"])  # type: ignore[index]
+    catalog_id = Catalog(deployment.db).catalog_id
+    claim = claims.Claim(catalog_id, "sqlite:///…", "vw.gone", "2026-01-01T00:00:00+00:00")
+    s3.put_object(Bucket=b, Key="gone/_dal_catalog.json", Body=claim.to_json())  # type: ignore[attr-defined]
+    s3.put_object(Bucket=b, Key="gone/part-0.parquet", Body=b"rows of vw.gone")  # type: ignore[attr-defined]
+    # vw.gone was dropped without its data (it never got a record here): its claim stays, naming it
+    status, answer = _begin(deployment, "writer", "vw.adopt", f"s3://{b}/gone")
+    assert status == 400 and "credentials" not in answer, answer
+    status, answer = _begin(deployment, "writer", "vw.gone", f"s3://{b}/gone")  # the dataset the claim names
+    assert status == 200 and answer["credentials"]["access"] == "write", answer  # type: ignore[index]
+
+
 def test_the_write_session_policy_allows_the_prefix_only_by_motos_own_evaluator() -> None:
     """moto does not apply session policies to assumed-role credentials; its IAM evaluator judges the document."""
     from moto.iam.access_control import IAMPolicy, PermissionResult

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -36,7 +36,7 @@ class QueryPlan:
     """What one (filters, window) costs to find out once: its tasks, their footers, matching-row counts."""
 
     tasks: list[ReadTask] | None = None
-    file_tasks: list[ReadTask] | None = None  # without a filter: one task per file, from the log's counts
+    file_tasks: Sequence[ReadTask] | None = None  # without a filter: one task per file, from the log's counts
     expanded: dict[str, list[ReadTask]] = field(default_factory=dict)  # a file task's row groups, by file
     fragments: dict[str, pads.ParquetFileFragment] = field(default_factory=dict)
     matching: dict[tuple[str, int], int] = field(default_factory=dict)

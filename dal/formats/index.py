@@ -165,7 +165,7 @@ class FileIndex:
         rows = self._column("num_records")
         counts = None
         if rows is not None and rows.null_count == 0:
-            counts = rows.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64)
+            counts = _int64s(rows)
         prefix = uris.join(self.location, "x")[:-1]
         sep = os.sep if uris.is_local(self.location) else "/"
         n = len(self)
@@ -175,7 +175,7 @@ class FileIndex:
             columns = [self.files.column(f"partition.{c}").combine_chunks() for c in names]
             if all(_one_spelling(col.type) for col in columns):  # equal values spell alike: once per partition
                 encoded = [col.dictionary_encode(null_encoding="encode") for col in columns]
-                codes = np.stack([e.indices.to_numpy(zero_copy_only=False).astype(np.int64) for e in encoded])
+                codes = np.stack([_int64s(e.indices) for e in encoded])
                 if len(names) == 1:
                     keys, part_of = np.arange(len(encoded[0].dictionary))[None, :], codes[0]
                 else:
@@ -190,6 +190,13 @@ class FileIndex:
                 parts = self.listing()[3]
                 part_of = np.arange(n, dtype=np.intp)
         return IndexColumns(self.files.column("path").combine_chunks(), prefix, sep, counts, parts, part_of)
+
+
+def _int64s(values: pa.Array) -> np.ndarray:
+    """An integer array without NULLs as int64 numpy, from its buffer: ``to_numpy`` would import pandas
+    (~0.25 s CPU of a process's first plan)."""
+    values = values.cast(pa.int64())
+    return np.frombuffer(values.buffers()[1], dtype=np.int64, count=len(values), offset=values.offset * 8).copy()
 
 
 @dataclass(frozen=True, eq=False)

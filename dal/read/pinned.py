@@ -15,10 +15,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 
 from dal.catalog.types import DatasetInfo, Schema, VersionInfo
 from dal.errors import FormatError, translating
@@ -27,6 +26,9 @@ from dal.formats.index import FileIndex
 from dal.formats.registry import get_format
 from dal.read.stats import StatsBox
 from dal.read.tasks import ReadTask
+
+if TYPE_CHECKING:  # imported where used: pyarrow.dataset imports pandas (~0.25 s CPU of a first open)
+    import pyarrow.dataset as pads
 
 PLAN_CACHE = 32  # plans (per filter and window) kept per opened version
 

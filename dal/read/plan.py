@@ -23,12 +23,11 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cached_property
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 
 from dal import expr as E
 from dal.errors import FilterError, FormatError
@@ -43,6 +42,9 @@ from dal.read.tasks import WHOLE_FILE, FileColumns, FileTasks, ReadTask
 from dal.storage import timeparts, uris
 from dal.storage.location import Location
 from dal.storage.timeparts import TimePartitions
+
+if TYPE_CHECKING:  # imported where used: pyarrow.dataset imports pandas (~0.25 s CPU of a first open)
+    import pyarrow.dataset as pads
 
 _log = logging.getLogger("dal")
 
@@ -481,6 +483,8 @@ class Query:
                 # lacks and the fragment's partition expression supplies. Not count_rows(): when the filter
                 # holds for the whole partition, pyarrow 26 counts every row group of the file, not this one.
                 exact = self.exact_filter
+                import pyarrow.dataset as pads
+
                 scanner = pads.Scanner.from_fragment(
                     self.fragment(t),
                     schema=self.schema,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +84,8 @@ def table(sqlite_env: Catalog, tmp_path: Path) -> Path:
     root = tmp_path / "t"
     for k in range(4):
         ids = np.arange(k * 30, (k + 1) * 30, dtype=np.int64)
-        write_deltalake(str(root), pa.table({"id": ids, "part": ids % 3}), mode="append", partition_by=["part"])
+        data = pa.table({"id": ids, "part": ids % 3, "s": [f"s{i}" for i in ids]})
+        write_deltalake(str(root), data, mode="append", partition_by=["part"])
     dal.register("c.tasks", str(root))
     return root
 
@@ -128,3 +131,17 @@ def test_a_plan_and_its_shards_make_no_task_object_and_equal_one_object_per_file
     got = pa.concat_tables([scan.shard(r, 5, remainder="keep").to_arrow() for r in range(5)])
     assert got.column("id").to_pylist() == scan.to_arrow().column("id").to_pylist()
     assert sorted(got.column("id").to_pylist()) == list(range(120))
+
+
+def test_a_fresh_process_plans_without_pyarrow_dataset_or_pandas(table: Path) -> None:
+    """The first ``dal.open`` and plan of a process cost the log, not imports: pyarrow imports pandas (~0.25 s
+    CPU) on its first conversion of a Python value or to numpy, and ``pyarrow.dataset`` imports it too; a plan
+    without a filter needs neither (delta-rs's own listing imports neither)."""
+    code = (
+        "import sys, dal\n"
+        "scan = dal.open('c.tasks').scan()\n"
+        "assert len(scan.plan(row_groups=False)) == 12 and scan.count() == 120\n"
+        "print(sorted(m for m in ('pandas', 'pyarrow.dataset') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.strip() == "[]"

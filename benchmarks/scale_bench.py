@@ -9,8 +9,9 @@ data files).
 For each: a partition filter (``part = 77``), a statistics filter (``id = 777``, prunable by the log's
 min/max) and no filter. dal: a fresh process opens the dataset and plans (``Scan.plan(row_groups=False)``: with
 a filter, the row-group tasks, footers of the surviving files read; without one, one task per file from the log's
-``numRecords``, no file opened; for the log-only table, whose files do not exist, the files a filter keeps, and
-the plan without one). delta-rs: ``DeltaTable(...)`` plus ``file_uris(partition filter)`` / ``get_add_actions()``
+``numRecords``, no file opened, as columns (``FileTasks``: the files kept are its length; making every task an
+object, which a rank does for its share only, is timed off the clock, as a column of its own); for the log-only
+table, whose files do not exist, the files a filter keeps, and the plan without one). delta-rs: ``DeltaTable(...)`` plus ``file_uris(partition filter)`` / ``get_add_actions()``
 (with statistics, which delta-rs does not prune by) / ``file_uris()``. Each measurement is a fresh process,
 imports before the clock; ``--repeat`` rounds per table and filter, each round one dal and one delta-rs
 process, alternating which goes first (A B, B A, ...), so load elsewhere on the machine falls on both alike;
@@ -38,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -72,10 +74,12 @@ def child(engine: str, case: str, location: str, name: str, files_only: bool, op
         ds = dal.open(name, storage_options=options or None)  # the process's first: the catalog connection too
         opened = time.perf_counter() - t
         scan = ds.scan() if where is None else ds.filter(where)
+        tasks: Any = None
         if files_only and where is not None:  # the log-only table's files do not exist: the files kept
             kept = len(scan.query.files)
         else:  # the plan before any file is opened: file tasks without a filter (the log's counts), else row groups
-            kept = len({task.uri for task in scan.plan(row_groups=False)})
+            tasks = scan.plan(row_groups=False)  # without a filter: FileTasks, the log's columns (no object per file)
+            kept = len(tasks) if where is None else len({task.uri for task in tasks})
     else:
         opts = dal.storage.uris.object_store_options(options) if options else None
         table = deltalake.DeltaTable(location, storage_options=opts)
@@ -85,8 +89,12 @@ def child(engine: str, case: str, location: str, name: str, files_only: bool, op
             kept = table.get_add_actions(flatten=True).num_rows  # delta-rs: the stats, unpruned
         else:
             kept = len(table.file_uris())
-    out = {"seconds": time.perf_counter() - t, "cpu": tree_cpu_seconds() - cpu, "open": opened, "kept": kept,
-           "rss_mb": _rss_mb()}  # fmt: skip
+    out = {"seconds": time.perf_counter() - t, "cpu": tree_cpu_seconds() - cpu, "open": opened, "kept": kept}
+    if engine == "dal" and where is None and tasks is not None:  # off the clock: every task made an object
+        t = time.perf_counter()
+        assert len({task.uri for task in tasks}) == kept
+        out["objects"] = time.perf_counter() - t
+    out["rss_mb"] = _rss_mb()
     print(json.dumps(out))
 
 
@@ -137,21 +145,31 @@ def delta_rs_table(root: str, files: int, options: dict[str, str] | None = None)
     return time.perf_counter() - t
 
 
+def compile_dal() -> None:
+    """dal's bytecode compiled, as an installed package has it (pip compiles on install; pyarrow's and delta-rs's
+    are): under ``PYTHONDONTWRITEBYTECODE`` every fresh process would compile dal's ~200 modules again (~0.1 s CPU
+    of a first ``dal.open``), which no user pays. Into ``dal/**/__pycache__`` (git ignores it)."""
+    import compileall
+
+    compileall.compile_dir(str(REPO / "dal"), quiet=1)
+
+
 def report(rows: list[tuple[str, str, float, Runs, Runs]]) -> None:
     print(
         "| table | filter | dal register (once) | dal first open (median) | dal open + plan min / median | "
         "delta-rs load + list min / median | ratio min / median | CPU dal / delta-rs (median) | "
-        "files kept (dal / delta-rs) | peak RSS dal / delta-rs (median) |"
+        "files kept (dal / delta-rs) | peak RSS dal / delta-rs (median) | dal: then every task an object (median) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for table, case, registered, d, r in rows:
         (d_min, d_med), (r_min, r_med) = _stat(d, "seconds"), _stat(r, "seconds")
         ratio = f"{d_min / r_min:.1f}x / {d_med / r_med:.1f}x" if r_min and r_med else "-"
+        objects = f"+{_stat(d, 'objects')[1]:.3f} s" if all("objects" in x for x in d) else "-"
         print(
             f"| {table} | {CASES[case] or 'none'} | {registered:.2f} s | {_stat(d, 'open')[1]:.3f} s | "
             f"{d_min:.3f} / {d_med:.3f} s | {r_min:.3f} / {r_med:.3f} s | {ratio} | "
             f"{_stat(d, 'cpu')[1]:.2f} / {_stat(r, 'cpu')[1]:.2f} s | {int(d[0]['kept']):,} / {int(r[0]['kept']):,} | "
-            f"{_stat(d, 'rss_mb')[1]:.0f} / {_stat(r, 'rss_mb')[1]:.0f} MB |"
+            f"{_stat(d, 'rss_mb')[1]:.0f} / {_stat(r, 'rss_mb')[1]:.0f} MB | {objects} |"
         )
 
 
@@ -221,6 +239,7 @@ def main() -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="dal-scale-bench-"))
     env = dict(os.environ, DAL_HOME=str(work / "home"), PYTHONPATH=str(REPO))
+    compile_dal()
     os.environ["DAL_HOME"] = env["DAL_HOME"]
     import dal
 

@@ -351,7 +351,7 @@ class Scan(Feeds, Draws):
         """The filters and window as a pyarrow expression (None: every row)."""
         return self.query.row_filter
 
-    def plan(self, *, row_groups: bool = True) -> list[ReadTask]:
+    def plan(self, *, row_groups: bool = True) -> Sequence[ReadTask]:
         """The ReadTasks this scan reads, for its epoch and (when sharded) its rank, in reading order.
 
         Args:

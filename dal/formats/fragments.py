@@ -8,21 +8,25 @@ physical names, matched to the logical schema, nested fields included).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from dal.formats.base import DataFile
 from dal.storage import uris
+
+if TYPE_CHECKING:  # imported where used: pyarrow.dataset imports pandas (~0.25 s CPU of a first open)
+    import pyarrow.dataset as pads
 
 
 def parquet_format() -> pads.ParquetFileFormat:
     """Parquet as dal reads it: INT96 timestamps (Spark's legacy encoding) decoded as microseconds, so
     values outside the nanosecond range (year 1677 .. 2262, e.g. 9999-12-31) stay exact."""
+    import pyarrow.dataset as pads
+
     return pads.ParquetFileFormat(read_options=pads.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
 
 
@@ -54,6 +58,8 @@ def dataset_from_files(
 ) -> pads.FileSystemDataset:
     """One fragment per file; columns missing from a file (partition columns) come from its expression.
     ``path_of``: a file's path in the location's filesystem (default: resolved from its URI, file by file)."""
+    import pyarrow.dataset as pads
+
     fs, _ = uris.filesystem(location, storage_options)
     fmt = parquet_format()
     path = path_of or (lambda uri: uris.filesystem(uri, storage_options)[1])
@@ -72,6 +78,8 @@ def dataset_from_files(
 
 def row_group_starts(path: str, filesystem: pafs.FileSystem) -> list[int]:
     """The position in the file of each row group's first row."""
+    import pyarrow.parquet as pq
+
     md = pq.ParquetFile(path, filesystem=filesystem).metadata
     starts, at = [], 0
     for i in range(md.num_row_groups):
@@ -98,6 +106,8 @@ def read_exact(
     carries the logical names. Columns absent from the file are null; partition columns come from
     ``partition_values``.
     """
+    import pyarrow.parquet as pq
+
     parts = dict(partition_values)
     physical = physical or schema
     keep = set(schema.names if columns is None else columns)

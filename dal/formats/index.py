@@ -157,6 +157,60 @@ class FileIndex:
         deleted = [self.deleted.get(rel, none) for rel in paths] if self.deleted else [none] * len(paths)
         return located, sizes, counts, values, deleted
 
+    def columns(self) -> IndexColumns:
+        """Every file as columns without a Python value per file where the types allow: what planning without a
+        filter keeps of them (``dal.read.tasks.FileTasks``), the URIs and partition values spelled as
+        ``listing`` spells them, when a task is made."""
+        names = self.partition_columns
+        rows = self._column("num_records")
+        counts = None
+        if rows is not None and rows.null_count == 0:
+            counts = _int64s(rows)
+        prefix = uris.join(self.location, "x")[:-1]
+        sep = os.sep if uris.is_local(self.location) else "/"
+        n = len(self)
+        parts: list[tuple[tuple[str, str | None], ...]] = [()]
+        part_of = np.zeros(n, dtype=np.intp)
+        if names:
+            columns = [self.files.column(f"partition.{c}").combine_chunks() for c in names]
+            if all(_one_spelling(col.type) for col in columns):  # equal values spell alike: once per partition
+                encoded = [col.dictionary_encode(null_encoding="encode") for col in columns]
+                codes = np.stack([_int64s(e.indices) for e in encoded])
+                if len(names) == 1:
+                    keys, part_of = np.arange(len(encoded[0].dictionary))[None, :], codes[0]
+                else:
+                    keys, part_of = np.unique(codes, axis=1, return_inverse=True)
+                dicts = [e.dictionary.to_pylist() for e in encoded]
+                parts = [
+                    tuple((c, None if d[k] is None else _text(d[k])) for c, d, k in zip(names, dicts, key, strict=True))
+                    for key in keys.T.tolist()
+                ]
+                part_of = np.asarray(part_of, dtype=np.intp).reshape(-1)
+            else:  # 0.0 == -0.0, yet their spellings differ: as listed
+                parts = self.listing()[3]
+                part_of = np.arange(n, dtype=np.intp)
+        return IndexColumns(self.files.column("path").combine_chunks(), prefix, sep, counts, parts, part_of)
+
+
+def _int64s(values: pa.Array) -> np.ndarray:
+    """An integer array without NULLs as int64 numpy, from its buffer: ``to_numpy`` would import pandas
+    (~0.25 s CPU of a process's first plan)."""
+    values = values.cast(pa.int64())
+    return np.frombuffer(values.buffers()[1], dtype=np.int64, count=len(values), offset=values.offset * 8).copy()
+
+
+@dataclass(frozen=True, eq=False)
+class IndexColumns:
+    """``FileIndex.columns``: paths relative to the root ('/'-separated; a URI is ``prefix`` + the path, its
+    '/' as ``sep``), row counts (None: some unknown), and partition values, each file's at ``part_of``."""
+
+    paths: pa.Array
+    prefix: str
+    sep: str
+    counts: np.ndarray | None
+    parts: list[tuple[tuple[str, str | None], ...]]
+    part_of: np.ndarray
+
 
 @dataclass(frozen=True, eq=False)
 class LoggedColumn:

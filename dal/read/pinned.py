@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 
 from dal.catalog.types import DatasetInfo, Schema, VersionInfo
 from dal.errors import FormatError, translating
@@ -28,6 +27,9 @@ from dal.formats.registry import get_format
 from dal.read.stats import StatsBox
 from dal.read.tasks import ReadTask
 
+if TYPE_CHECKING:  # imported where used: pyarrow.dataset imports pandas (~0.25 s CPU of a first open)
+    import pyarrow.dataset as pads
+
 PLAN_CACHE = 32  # plans (per filter and window) kept per opened version
 
 
@@ -36,7 +38,7 @@ class QueryPlan:
     """What one (filters, window) costs to find out once: its tasks, their footers, matching-row counts."""
 
     tasks: list[ReadTask] | None = None
-    file_tasks: list[ReadTask] | None = None  # without a filter: one task per file, from the log's counts
+    file_tasks: Sequence[ReadTask] | None = None  # without a filter: one task per file, from the log's counts
     expanded: dict[str, list[ReadTask]] = field(default_factory=dict)  # a file task's row groups, by file
     fragments: dict[str, pads.ParquetFileFragment] = field(default_factory=dict)
     matching: dict[tuple[str, int], int] = field(default_factory=dict)

@@ -17,18 +17,17 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cached_property
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 
 from dal import expr as E
 from dal.errors import FilterError, FormatError
@@ -36,12 +35,16 @@ from dal.expr.walk import columns_in, conjoin, conjuncts, renamed
 from dal.formats.base import DataFile
 from dal.formats.footers import checked_rows
 from dal.formats.fragments import dataset_from_files, partition_expression, read_exact, row_group_starts
+from dal.formats.index import IndexColumns
 from dal.read.pinned import Pinned, QueryPlan, translate_missing
 from dal.read.sharding import Remainder, assign, share
-from dal.read.tasks import WHOLE_FILE, ReadTask
+from dal.read.tasks import WHOLE_FILE, FileColumns, FileTasks, ReadTask
 from dal.storage import timeparts, uris
 from dal.storage.location import Location
 from dal.storage.timeparts import TimePartitions
+
+if TYPE_CHECKING:  # imported where used: pyarrow.dataset imports pandas (~0.25 s CPU of a first open)
+    import pyarrow.dataset as pads
 
 _log = logging.getLogger("dal")
 
@@ -299,37 +302,45 @@ class Query:
         )
         return tasks
 
-    def file_tasks(self) -> list[ReadTask]:
+    def file_tasks(self) -> Sequence[ReadTask]:
         """Without a filter or window: one file task per file (``ReadTask.whole_file``), its rows the count the
         log or record gives, in ``all_tasks``' order, no footer read; a file whose count is unknown is planned by
         its footer (its row groups). With a filter or window: ``all_tasks()``.
 
+        With a file index (Delta's log) and every count known, the tasks are ``FileTasks``: the log's columns,
+        sorted by an index array, a ``ReadTask`` made only for a task indexed or iterated (a rank's share).
         The counts are checked against the footers when ``expand`` reads them (a FormatError where they
         differ), so a plan costs the log, and a read opens only the files it reads."""
         if self.condition is not None:
             return self.all_tasks()
         store = self.store
         if store.file_tasks is None:
-            exact = self.physical is not None
-            tasks: list[ReadTask] = []
-            index = self.source.file_index()
-            listed: Iterable[tuple[str, int | None, tuple[tuple[str, str | None], ...], tuple[int, ...]]]
-            if index is not None:  # columns of the log, no object per file but the task
-                located, _, counts, values, deleted = index.listing()
-                listed = zip(located, counts, values, deleted, strict=True)
-            else:
-                listed = ((f.uri, f.row_count, f.partition_values, f.deleted_rows) for f in self.files)
-            with translate_missing(self.source):
-                for uri, rows, parts, gone in listed:
-                    if rows is None:  # no recorded count: its footer, now
-                        tasks.extend(self._file_groups(uri, parts, gone, None))
-                    else:
-                        tasks.append(ReadTask(uri, WHOLE_FILE, parts, rows, deleted=gone, exact=exact or bool(gone)))
-            tasks.sort(key=attrgetter("uri", "row_group"))
-            store.file_tasks = tasks
+            store.file_tasks = self._file_tasks()
             if store.pruning is None:  # no filter: no row group is pruned (the counts stay unknown until read)
                 store.pruning = (self.total_files, self.total_files, 0, 0)
-        return list(store.file_tasks)
+        held = store.file_tasks
+        return held if isinstance(held, FileTasks) else list(held)  # FileTasks: immutable, shared
+
+    def _file_tasks(self) -> Sequence[ReadTask]:
+        exact = self.physical is not None
+        index = self.source.file_index()
+        if index is not None:  # columns of the log: no object per file
+            columns = index.columns()
+            if columns.counts is not None:
+                return _columns(columns, index.deleted, exact)
+            located, _, counts, values, deleted = index.listing()
+            listed = zip(located, counts, values, deleted, strict=True)
+        else:
+            listed = zip(*_data_file_columns(self.files), strict=True)
+        tasks: list[ReadTask] = []
+        with translate_missing(self.source):
+            for uri, rows, parts, gone in listed:
+                if rows is None:  # no recorded count: its footer, now
+                    tasks.extend(self._file_groups(uri, parts, gone, None))
+                else:
+                    tasks.append(ReadTask(uri, WHOLE_FILE, parts, rows, deleted=gone, exact=exact or bool(gone)))
+        tasks.sort(key=attrgetter("uri", "row_group"))
+        return tasks
 
     def expand(self, tasks: Sequence[ReadTask]) -> list[ReadTask]:
         """``tasks`` with each file task replaced by the row-group tasks holding its rows (its footer read once,
@@ -472,6 +483,8 @@ class Query:
                 # lacks and the fragment's partition expression supplies. Not count_rows(): when the filter
                 # holds for the whole partition, pyarrow 26 counts every row group of the file, not this one.
                 exact = self.exact_filter
+                import pyarrow.dataset as pads
+
                 scanner = pads.Scanner.from_fragment(
                     self.fragment(t),
                     schema=self.schema,
@@ -486,6 +499,13 @@ class Query:
 
     def task_rows(self, tasks: Sequence[ReadTask]) -> list[int]:
         """Rows each task yields (its slice's length, else its matching rows), counted, not read."""
+        rows = self.task_counts(tasks)
+        return rows.tolist() if isinstance(rows, np.ndarray) else rows  # type: ignore[no-any-return]
+
+    def task_counts(self, tasks: Sequence[ReadTask]) -> Any:
+        """``task_rows``, an int64 array of ``FileTasks`` without a filter (no object per task)."""
+        if isinstance(tasks, FileTasks) and self.row_filter is None:
+            return tasks.task_rows()
         return [t.length if t.length is not None else n for t, n in zip(tasks, self.matching_rows(tasks), strict=True)]
 
     def ordered(self, shuffle: tuple[int, int] | None, epoch: int) -> list[ReadTask]:
@@ -496,11 +516,11 @@ class Query:
             tasks = [tasks[i] for i in rng.permutation(len(tasks))]
         return tasks
 
-    def shard(self, tasks: list[ReadTask], rank: int, world: int, remainder: Remainder) -> list[ReadTask]:
-        """``rank``'s share of ``tasks`` by rows (see ``dal.read.sharding``)."""
+    def shard(self, tasks: Sequence[ReadTask], rank: int, world: int, remainder: Remainder) -> Sequence[ReadTask]:
+        """``rank``'s share of ``tasks`` by rows (see ``dal.read.sharding``); of ``FileTasks``, a view of them."""
         with translate_missing(self.source):
-            counts = self.task_rows(tasks)
-        return cut(tasks, counts, share(sum(counts), rank, world, remainder))
+            counts = self.task_counts(tasks)
+        return cut(tasks, counts, share(total(counts), rank, world, remainder))
 
     def row_group_bytes(self) -> tuple[int, int]:
         """(decoded bytes of the projection in the largest row group, rows of the largest row group), from
@@ -550,12 +570,49 @@ class Query:
         return expr, schema, {rename[c] for t in keep for c in columns_in(t)}
 
 
-def cut(tasks: Sequence[ReadTask], counts: Sequence[int], ranges: Sequence[tuple[int, int]]) -> list[ReadTask]:
-    """The tasks (whole or sliced) that hold the global row ``ranges`` of ``tasks`` (``counts`` rows each)."""
+def cut(
+    tasks: Sequence[ReadTask], counts: Sequence[int] | np.ndarray, ranges: Sequence[tuple[int, int]]
+) -> Sequence[ReadTask]:
+    """The tasks (whole or sliced) that hold the global row ``ranges`` of ``tasks`` (``counts`` rows each):
+    a list, or of ``FileTasks`` a view of them (no object per task)."""
+    if isinstance(tasks, FileTasks):
+        return tasks.cut(np.asarray(counts, dtype=np.int64), ranges)
+    counts = list(counts) if isinstance(counts, np.ndarray) else counts
     return [
         tasks[i] if offset == 0 and length == counts[i] else tasks[i].slice(offset, length)
         for i, offset, length in assign(counts, ranges)
     ]
+
+
+def total(counts: Sequence[int] | np.ndarray) -> int:
+    """The sum of ``task_counts`` (an array's in one call)."""
+    return int(counts.sum()) if isinstance(counts, np.ndarray) else sum(counts)
+
+
+def _columns(columns: IndexColumns, deleted: Mapping[str, tuple[int, ...]], exact: bool) -> FileTasks:
+    """The file tasks of an index whose every count is known, in ``all_tasks``' order (by URI: the index's
+    order of paths where '/' separates a URI's parts, else sorted through an index array)."""
+    assert columns.counts is not None
+    c = FileColumns(
+        columns.paths, columns.prefix, columns.sep, columns.counts, columns.parts, columns.part_of, deleted, exact
+    )
+    at = None
+    if c.sep != "/":
+        located = [c.uri(p) for p in c.paths.to_pylist()]
+        order = np.array(sorted(range(len(located)), key=located.__getitem__), dtype=np.intp)
+        at = None if bool((order == np.arange(len(order))).all()) else order
+    return FileTasks(c, at)
+
+
+def _data_file_columns(
+    files: list[DataFile],
+) -> tuple[list[str], list[int | None], list[tuple[tuple[str, str | None], ...]], list[tuple[int, ...]]]:
+    return (
+        [f.uri for f in files],
+        [f.row_count for f in files],
+        [f.partition_values for f in files],
+        [f.deleted_rows for f in files],
+    )
 
 
 def window_expr(w: Window, schema: pa.Schema) -> E.Expr:

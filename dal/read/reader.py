@@ -16,11 +16,10 @@ import math
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as pads
 
 from dal.errors import FormatError
 from dal.formats.fragments import parquet_format
@@ -28,6 +27,9 @@ from dal.read.pinned import translate_missing
 from dal.read.plan import Query
 from dal.read.prefetch import prefetch as prefetch  # reader.prefetch: the sampled path and torch use it
 from dal.read.tasks import ReadTask
+
+if TYPE_CHECKING:  # imported where used: pyarrow.dataset imports pandas (~0.25 s CPU of a first open)
+    import pyarrow.dataset as pads
 
 # decoded bytes pyarrow may hold ahead of the consumer; sizes its read-ahead so memory stays bounded
 # whatever the row-group size of the data (measured: benchmarks/reader_bench.py, peak RSS rows)
@@ -62,7 +64,15 @@ def on_caller() -> bool:
 T = TypeVar("T")
 
 
+def _files_dataset(fragments: list[pads.ParquetFileFragment], query: Query) -> pads.FileSystemDataset:
+    import pyarrow.dataset as pads
+
+    return pads.FileSystemDataset(fragments, query.schema, parquet_format(), query.filesystem)
+
+
 def scan_options(query: Query) -> pads.ParquetFragmentScanOptions:
+    import pyarrow.dataset as pads
+
     from dal.storage import uris
 
     # pre-buffering whole column chunks saves round trips on object stores but doubles memory locally
@@ -148,7 +158,7 @@ def read_span(query: Query, tasks: Sequence[ReadTask]) -> pa.Table:
             j += 1
         fragments.append(query.fragment(tasks[i], [t.row_group for t in tasks[i : j + 1]]))
         i = j + 1
-    dataset = pads.FileSystemDataset(fragments, query.schema, parquet_format(), query.filesystem)
+    dataset = _files_dataset(fragments, query)
     table = dataset.to_table(
         columns=query.scan_columns(),
         filter=query.scan_filter,
@@ -382,7 +392,7 @@ def _scan_spans(query: Query, tasks: Sequence[ReadTask], spans: Sequence[tuple[i
             i = j + 1
     rg_bytes, rg_rows = query.row_group_bytes()
     schema = query.schema if query.columns is None else pa.schema([query.schema.field(c) for c in query.columns])
-    dataset = pads.FileSystemDataset(fragments, query.schema, parquet_format(), query.filesystem)
+    dataset = _files_dataset(fragments, query)
     scanner = dataset.scanner(
         columns=query.scan_columns(),
         filter=query.scan_filter,

@@ -54,7 +54,7 @@ from dal import expr as E
 from dal.errors import DalError, FilterError, check_int, translating
 from dal.read import reader, sampling
 from dal.read.pinned import Pinned, translate_missing
-from dal.read.plan import Query, Window, cut
+from dal.read.plan import Query, Window, cut, total
 from dal.read.sharding import Remainder, share
 from dal.read.stats import Recorder, StatsBox
 from dal.read.tasks import ReadTask
@@ -154,7 +154,7 @@ class Source:
         """The ReadTasks this rank reads this epoch (planning, footers and file lists, done in this process)."""
         raise NotImplementedError
 
-    def file_plan(self) -> list[ReadTask]:
+    def file_plan(self) -> Sequence[ReadTask]:
         """``plan()`` before any file is opened where the kind of source can (a plain scan's file tasks)."""
         return self.plan()
 
@@ -364,7 +364,7 @@ class RowGroups(Version):
         of this rank's files only."""
         return self.query.expand(self.file_plan())
 
-    def file_plan(self) -> list[ReadTask]:
+    def file_plan(self) -> Sequence[ReadTask]:
         """``plan()`` before its files are opened: without a filter or shuffle, one file task per file (the
         log's counts, cut by rows for the rank); else the row groups (a shuffle permutes row groups, and a
         filter's counts need the files)."""
@@ -382,11 +382,12 @@ class RowGroups(Version):
         """One of ``parts`` disjoint pieces of the plan (e.g. a DataLoader worker's), by rows."""
         return self.query.expand(self._file_split(index, parts))
 
-    def _file_split(self, index: int, parts: int) -> list[ReadTask]:
+    def _file_split(self, index: int, parts: int) -> Sequence[ReadTask]:
         index, parts = _check_split(index, parts)
         tasks = self.file_plan()
-        counts = self.task_rows(tasks)
-        return cut(tasks, counts, share(sum(counts), index, parts, "keep"))
+        with translate_missing(self.dataset):
+            counts = self.query.task_counts(tasks)  # file tasks: an array, no object per task
+        return cut(tasks, counts, share(total(counts), index, parts, "keep"))
 
     def chunk_spans(self, tasks: Sequence[ReadTask]) -> list[tuple[int, int]]:
         """How ``tasks`` group into chunks: ``[(first, end)]`` task indices, from footer row counts only (no
@@ -396,7 +397,8 @@ class RowGroups(Version):
 
     @translating("reading {self.dataset.name} version {self.dataset.number}")
     def count(self) -> int:
-        return sum(self.task_rows(self.file_plan()))  # no filter: the log's counts, no file opened
+        with translate_missing(self.dataset):  # no filter: the log's counts, no file opened
+            return total(self.query.task_counts(self.file_plan()))
 
     def epoch_rows(self) -> sampling.Rows:
         whole = replace(self, shard=None)
@@ -471,9 +473,9 @@ class RowGroups(Version):
         return unit
 
     def rank_rows(self, worker: int | None = None, workers: int | None = None) -> int:
-        if workers is not None and worker is not None:
-            return sum(self.task_rows(self._file_split(worker, workers)))
-        return sum(self.task_rows(self.file_plan()))
+        tasks = self._file_split(worker, workers) if workers is not None and worker is not None else self.file_plan()
+        with translate_missing(self.dataset):
+            return total(self.query.task_counts(tasks))
 
     def worker_chunks(
         self, worker: int, workers: int, convert: Callable[[pa.Table], T], skip: int = 0

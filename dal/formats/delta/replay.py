@@ -72,7 +72,7 @@ class _File:
     deleted: int = 0
 
 
-_NO_COLUMNS = (pa.table({}), pa.array([], pa.string()), pa.array([], pa.int64()), pa.array([], pa.int64()))
+_NO_COLUMNS = (pa.schema([]).empty_table(), pa.nulls(0, pa.string()), pa.nulls(0, pa.int64()), pa.nulls(0, pa.int64()))
 
 
 @dataclass

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from dal.catalog.auth import ALLOWED, DENIED, Grant, NotAuthorized
-from dal.serve.common import Server
+from dal.serve.common import Server, _Refused
 from dal.ui import api, pages
 from dal.ui.app import SECURITY_HEADERS
 from dal.ui.web import Scope, Ui
@@ -94,7 +94,8 @@ class WebUi:
                 raise NotAuthorized("no token")
             return self.server.store.identify(text)
         except NotAuthorized as e:
-            self.server.store.record("", "ui", DENIED, client=self.server.client(request), detail=str(e))
+            if self.server.audit_unauthenticated(request, f"ui {e}"):  # at most 20 a minute per address and reason
+                self.server.store.record("", "ui", DENIED, client=self.server.client(request), detail=str(e))
             return None
 
     def _view(self, json: bool, handler: Any) -> Callable[[Request], Response]:
@@ -134,14 +135,22 @@ class WebUi:
     def signin_form(self, request: Request) -> Response:
         return self._form(request, 200, None, request.query_params.get("next") or "/")
 
-    async def _fields(self, request: Request) -> dict[str, str]:
-        raw = await request.body()
+    @staticmethod
+    async def _fields(request: Request) -> dict[str, str] | Response:
+        """The form's fields; or the answer of a body too large or too slow (413 / 408, as ``/api/v1`` gives:
+        raised inside Starlette's own error handling, it would become a 500)."""
+        try:
+            raw = await request.body()
+        except _Refused as e:
+            return e.response
         return dict(parse_qsl(raw[:MAX_FORM].decode("utf-8", "replace"), keep_blank_values=True))
 
     async def signin(self, request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
         fields = await self._fields(request)
+        if isinstance(fields, Response):
+            return fields
         next_path = fields.get("next") or "/"
         if not _same(request.cookies.get(CSRF_COOKIE), fields.get("csrf")):
             return self._form(request, 403, FORGED, next_path)
@@ -151,8 +160,9 @@ class WebUi:
                 raise NotAuthorized("no token")
             who, _grants = await run_in_threadpool(self.server.store.identify, token)
         except NotAuthorized as e:
-            await run_in_threadpool(self.server.store.record, "", "ui sign-in", DENIED,
-                                    client=self.server.client(request), detail=str(e))  # fmt: skip
+            if self.server.audit_unauthenticated(request, f"ui sign-in {e}"):
+                await run_in_threadpool(self.server.store.record, "", "ui sign-in", DENIED,
+                                        client=self.server.client(request), detail=str(e))  # fmt: skip
             return self._form(request, 401, INVALID, next_path)
         await run_in_threadpool(
             self.server.store.record, who, "ui sign-in", ALLOWED, client=self.server.client(request)
@@ -164,6 +174,8 @@ class WebUi:
 
     async def signout(self, request: Request) -> Response:
         fields = await self._fields(request)
+        if isinstance(fields, Response):
+            return fields
         if not _same(request.cookies.get(CSRF_COOKIE), fields.get("csrf")):
             return self._form(request, 403, FORGED)
         response = RedirectResponse("/signin", 303)

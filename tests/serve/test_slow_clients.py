@@ -161,3 +161,25 @@ def test_an_unread_body_trickled_after_the_answer_does_not_keep_the_connection(s
         stop_at.set()
     assert raw.startswith(b"HTTP/1.1 200 ") and raw.endswith(b'{"ok":true,"api":"v1"}')
     assert TIMEOUT_S - 0.2 <= took < TIMEOUT_S + 5  # the body would have taken 20 s
+
+
+@pytest.mark.parametrize("path", ["/signin", "/signout"])
+def test_the_uis_forms_answer_a_slow_or_large_body_as_the_api_does(server: str, path: str) -> None:
+    """Found by the second adversarial pass: raised inside Starlette's own error handling, the body's deadline
+    and size limit became a 500 (and a traceback in the log) on the UI's sign-in and sign-out forms."""
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+            "Content-Length: 100\r\n\r\n").encode()  # fmt: skip
+    stop_at = threading.Event()
+    with _connect(server) as sock:
+        sock.sendall(head)
+        threading.Thread(target=_trickle, args=(sock, b"t" * 100, 0.2, stop_at), daemon=True).start()
+        raw = _answer(sock)
+        stop_at.set()
+    assert raw.startswith(b"HTTP/1.1 408 "), raw[:80]
+    chunked = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n").encode()  # fmt: skip
+    body = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in [b"x" * 50_000] * 4) + b"0\r\n\r\n"
+    with _connect(server) as sock:
+        sock.sendall(chunked + body)
+        raw = _answer(sock)
+    assert raw.startswith(b"HTTP/1.1 413 "), raw[:80]

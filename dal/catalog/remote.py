@@ -523,6 +523,19 @@ class RemoteCatalog:
         """The labels of ``name`` and of its columns, from the dataset's answer (a server before labels: none)."""
         return labels_from_dict(self._get(f"/datasets/{self._name(name)}").get("labels") or {})
 
+    def label(self, name: str, label: str, *, column: str | None = None) -> tuple[Label, ...]:
+        found = self._call("POST", f"/datasets/{self._name(name)}/labels", body={"label": label, "column": column})
+        return labels_from_dict(found["labels"])
+
+    def unlabel(self, name: str, label: str, *, column: str | None = None) -> tuple[Label, ...]:
+        found = self._call("POST", f"/datasets/{self._name(name)}/unlabel", body={"label": label, "column": column})
+        return labels_from_dict(found["labels"])
+
+    def labelled(self, label: str, names: Sequence[str] | None = None) -> set[str]:
+        """``Catalog.labelled`` among the datasets the principal may read."""
+        found = set(self._get("/labelled", {"label": label})["names"])
+        return found if names is None else found & set(names)
+
     def partitions(self, name: str, ref: Any = None) -> tuple[Partition, ...]:
         found = self._get(f"/datasets/{self._name(name)}/partitions", ref_params(ref))
         return tuple(partition_from(p) for p in found["partitions"])

@@ -1,7 +1,7 @@
 """The routes of ``dal serve`` that change the catalog, and the reads writers and lineage need.
 
 Each is ``Catalog``'s method of the same name, run on the server after the grant is checked: WRITE on the dataset to
-create, update, publish, tag, untag, annotate and record lineage; MANAGE to rename (on both names), drop and expire.
+create, update, publish, tag, untag, label, unlabel, annotate and record lineage; MANAGE to rename (on both names), drop and expire.
 A principal without the privilege gets one answer (403) whether or not the dataset exists; one with it gets the
 catalog's own errors (a missing dataset: the 404 that names close names only among what it may read). Every change,
 refusal and failure is audited (principal, action, dataset, version, client).
@@ -29,6 +29,7 @@ from dal.catalog.remote import (
     partition_json,
     version_json,
 )
+from dal.catalog.types import labels_dict
 from dal.serve.common import Server, _body, _error, _limit, _Refused, holds, visible
 
 FAILED = "failed"
@@ -153,6 +154,17 @@ def _lineage(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[An
     return version_json(v), v.number
 
 
+def _label(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[Any, int | None]:
+    """``{"label": "key[=value]", "column": str | None}``: ``Catalog.label``; every label afterwards."""
+    text, column = str(_json(d.get("label"), "label", str)), _opt_str(d, "column")
+    return {"labels": labels_dict(server.cat.label(name, text, column=column))}, None
+
+
+def _unlabel(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[Any, int | None]:
+    text, column = str(_json(d.get("label"), "label", str)), _opt_str(d, "column")
+    return {"labels": labels_dict(server.cat.unlabel(name, text, column=column))}, None
+
+
 CHANGES: dict[str, tuple[str, Change]] = {
     "create": (WRITE, _create),
     "update": (WRITE, _update),
@@ -164,6 +176,8 @@ CHANGES: dict[str, tuple[str, Change]] = {
     "expire": (MANAGE, _expire),
     "annotate": (WRITE, _annotate),
     "lineage": (WRITE, _lineage),
+    "label": (WRITE, _label),
+    "unlabel": (WRITE, _unlabel),
 }
 
 
@@ -274,6 +288,14 @@ def lineage(server: Server, request: Request, body: bytes) -> Response:
     except DatasetNotFound:
         return server.not_found(name, grants)
     return JSONResponse({"edges": [edge_json(e) for e in shown]})
+
+
+def labelled(server: Server, request: Request, body: bytes) -> Response:
+    """``Catalog.labelled``: the names of the datasets with ``?label=`` on themselves or a column, among those the
+    principal may read (``dal ls --label``)."""
+    _who, grants = server.principal(request, "search")
+    names = server.cat.labelled(request.query_params.get("label", ""))
+    return JSONResponse({"names": sorted(n for n in names if allows(grants, READ, n))})
 
 
 def search(server: Server, request: Request, body: bytes) -> Response:

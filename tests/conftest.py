@@ -198,6 +198,16 @@ def use_catalog(url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.Monkey
     return open_catalog(url)
 
 
+@pytest.fixture(params=["sqlite", "served"])
+def sqlite_or_served_env(
+    request: pytest.FixtureRequest, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> Catalog:
+    """``sqlite_env``, and the same test through ``dal serve`` (SQLite behind it): for tests of the client's side
+    (faults, hostile input) where PostgreSQL behind the server would add time and nothing the catalog tests lack."""
+    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "served_url")
+    return use_catalog(url, tmp_path, monkeypatch)
+
+
 @pytest.fixture
 def sqlite_env(sqlite_url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> Catalog:
     """dal's default catalog is a fresh SQLite file, its warehouse a fresh directory."""

@@ -1,8 +1,4 @@
-"""The public functions: open, write, delete, register, sync; the default catalog from ``$DAL_CATALOG_URL``.
-
-Thin: ``write``'s pipeline is ``dal.writes`` (refusals in order, the storage commit and its recording, recording
-storage versions: ``dal.writes.refusals``, ``.commit``, ``.recording``).
-"""
+"""The public functions (open, write, delete, register, sync: thin, above ``dal.writes``), the default catalog."""
 
 from __future__ import annotations
 
@@ -32,7 +28,7 @@ from dal.storage.location import Location
 from dal.storage.partitions import PARTITION_TYPES_KEY, check_partition_types
 from dal.storage.timeparts import TimePartitions
 from dal.tensors.schema import TensorSchema
-from dal.writes import commit, refusals
+from dal.writes import commit, credentials, refusals
 from dal.writes.changes import Overwrite
 from dal.writes.recording import check_claim, sync_dataset
 
@@ -134,8 +130,8 @@ def open(
     lineage.record_read(info.name, pinned.number)  # the process-wide read log: upstream of later writes
     openlineage.emit_read(info.name, pinned.number)  # with DAL_OPENLINEAGE_READS=1 only
     url = catalog if catalog is None or isinstance(catalog, str) else str(catalog.url)  # None: the default
-    key = url or default_url()
-    vended = remote.client(key).vended(info.name, pinned.number) if remote.is_remote(key) else None
+    pinner = remote.served(catalog or default_url())  # the very client that pinned (a user's RemoteCatalog too)
+    vended = pinner.vended(info.name, pinned.number) if pinner is not None else None
     if vended is not None or file_cache is not None:  # vended: short-lived credentials, travelling with the Dataset
         from dal.storage.rangecache import ReadOptions
 
@@ -433,7 +429,7 @@ def register(
     cat = get_catalog(catalog)
     fmt = get_format(format)
     location = uris.normalize(uri)
-    options = dict(storage_options or {})
+    options = credentials.write_options(cat, name, location, storage_options or {}, read_only=read_only)
     uris.check_credentials(location, options)  # gs:// without any credentials: at once, not after minutes
     if not fmt.exists(location, options):
         raise FormatError(f"no {format} table at {location}")
@@ -537,7 +533,9 @@ def sync(
         DalError: the table cannot be read (nothing recorded).
     """
     validate.check(storage_options=storage_options, catalog=catalog)
-    return sync_dataset(name, dict(storage_options or {}), get_catalog(catalog), adopt=True, registering=False)
+    cat = get_catalog(catalog)  # through dal serve: WRITE, and the storage credentials it vends for the write
+    return sync_dataset(name, credentials.write_options(cat, name, None, storage_options or {}), cat, adopt=True,
+                        registering=False)  # fmt: skip
 
 
 def sync_recorded(name: str, storage_options: Mapping[str, str], cat: Catalog) -> list[VersionInfo]:

@@ -61,6 +61,14 @@ class DatasetExists(CatalogError):
     """A dataset of that name exists already (with different settings)."""
 
 
+class LocationTaken(DatasetExists):
+    """The location is another dataset's, or inside or around it (``other``: that dataset's name, when known)."""
+
+    def __init__(self, message: str, other: str | None = None) -> None:
+        super().__init__(message)
+        self.other = other
+
+
 class TagExists(CatalogError):
     """The tag already points at another version of the dataset."""
 

@@ -8,9 +8,10 @@ versions`` use (``CatalogReader`` and ``pin``), with the same frozen values and 
 Connection failures and 502/503/504 are retried with backoff, then ``CatalogUnavailable`` (a request that
 changes the catalog only when nothing reached the server: a refused connection).
 
-It also has the mutating methods ``dal.write``, ``register``, ``sync``, ``tag``, ``rename``, ``drop`` and ``gc``
-call (``create_dataset``, ``publish``, ``tag``, ``record_lineage``, ``expire_versions``, ...): the server checks the
-grant (WRITE or MANAGE), records, audits. ``catalog_id`` is the served catalog's, so a location claimed through
+It also has the mutating methods ``dal.write``, ``register``, ``sync``, ``tag``, ``rename``, ``drop``, ``gc``, ``dal
+label`` and ``dal unlabel`` call (``create_dataset``, ``publish``, ``tag``, ``record_lineage``, ``expire_versions``,
+``label``, ...): the server checks the grant (WRITE or MANAGE), records, audits. ``labelled``, ``count_datasets`` and
+``facets`` answer among the datasets the principal may read. ``catalog_id`` is the served catalog's, so a location claimed through
 the server and through the database URL is claimed by one catalog. Anything else ``RemoteNotSupported`` names.
 Standard library only (urllib).
 
@@ -40,7 +41,6 @@ from dal.catalog.errors import (
     CatalogUnavailable,
     DatasetNotFound,
     NotFound,
-    VersionNotFound,
 )
 from dal.catalog.types import (
     INFERRED,
@@ -245,10 +245,11 @@ def _error(status: int, body: bytes, where: str) -> CatalogError:
         message, kind = f"{where}: HTTP {status}", ""
     if status in (401, 403):
         return _not_authorized()(message)
-    if status == 404:
-        cls: type[NotFound] = VersionNotFound if kind == "VersionNotFound" else DatasetNotFound
-        if kind == "NotFound":
-            cls = NotFound
+    if status == 404:  # the NotFound the answer names (LabelNotFound, VersionNotFound, ...), else DatasetNotFound
+        named_404 = _error_class(kind)
+        cls: type[NotFound] = (
+            named_404 if named_404 is not None and issubclass(named_404, NotFound) else DatasetNotFound
+        )
         err = cls.__new__(cls)
         Exception.__init__(err, message)
         err.suggestions = suggestions
@@ -519,22 +520,22 @@ class RemoteCatalog:
     def tags(self, name: str) -> dict[str, int]:
         return {str(k): int(v) for k, v in self._get(f"/datasets/{self._name(name)}/tags")["tags"].items()}
 
+    def co_located(self, name: str) -> list[str]:
+        """``Catalog.co_located`` as the server answers it: the names this principal may read, and one entry
+        saying how many others there are (a write, gc or purge refuses on either)."""
+        found = self._get(f"/datasets/{self._name(name)}/co-located")
+        hidden = int(found.get("hidden") or 0)
+        return [str(n) for n in found["datasets"]] + ([f"{hidden} dataset(s) you may not read"] if hidden else [])
+
+    def overlapping(self, location: str, *, besides: str | None = None) -> list[str]:
+        """``Catalog.overlapping`` as the server answers it (names this principal may read, then a count)."""
+        found = self._get("/locations/overlapping", {"location": location, **({"besides": besides} if besides else {})})
+        hidden = int(found.get("hidden") or 0)
+        return [str(n) for n in found["datasets"]] + ([f"{hidden} dataset(s) you may not read"] if hidden else [])
+
     def labels(self, name: str) -> tuple[Label, ...]:
         """The labels of ``name`` and of its columns, from the dataset's answer (a server before labels: none)."""
         return labels_from_dict(self._get(f"/datasets/{self._name(name)}").get("labels") or {})
-
-    def label(self, name: str, label: str, *, column: str | None = None) -> tuple[Label, ...]:
-        found = self._call("POST", f"/datasets/{self._name(name)}/labels", body={"label": label, "column": column})
-        return labels_from_dict(found["labels"])
-
-    def unlabel(self, name: str, label: str, *, column: str | None = None) -> tuple[Label, ...]:
-        found = self._call("POST", f"/datasets/{self._name(name)}/unlabel", body={"label": label, "column": column})
-        return labels_from_dict(found["labels"])
-
-    def labelled(self, label: str, names: Sequence[str] | None = None) -> set[str]:
-        """``Catalog.labelled`` among the datasets the principal may read."""
-        found = set(self._get("/labelled", {"label": label})["names"])
-        return found if names is None else found & set(names)
 
     def partitions(self, name: str, ref: Any = None) -> tuple[Partition, ...]:
         found = self._get(f"/datasets/{self._name(name)}/partitions", ref_params(ref))
@@ -571,6 +572,24 @@ class RemoteCatalog:
         found = self._get("/search", params)["results"]
         return [(dataset_from(r["dataset"]), r["rows"], r["size"]) for r in found]
 
+    def _facets(self, query: str | None, filters: Mapping[str, str] | None) -> Any:
+        params: dict[str, Any] = {"q": query} | {f"f.{k}": v for k, v in (filters or {}).items()}
+        return self._get("/search/facets", params)
+
+    def count_datasets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> int:
+        """``Catalog.count_datasets`` among the datasets the principal may read."""
+        return int(self._facets(query, filters)["count"])
+
+    def facets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
+        """``Catalog.facets``, counting only the datasets the principal may read."""
+        found = self._facets(query, filters)["facets"]
+        return {str(f): {str(k): int(n) for k, n in counts.items()} for f, counts in found.items()}
+
+    def labelled(self, label: str, names: Sequence[str] | None = None) -> set[str]:
+        """``Catalog.labelled`` among the datasets the principal may read."""
+        found = {str(n) for n in self._get("/labelled", {"label": label})["datasets"]}
+        return found if names is None else found & set(names)
+
     # -- changing (the server checks the grant: WRITE, or MANAGE for rename, drop and expire) ----------------
 
     def check_writable(self, name: str | None = None, *, manage: bool = False) -> None:
@@ -581,6 +600,26 @@ class RemoteCatalog:
             NotAuthorized: no WRITE / MANAGE on ``name``. CatalogReadOnly: the server cannot record versions.
         """
         self._get("/catalog/writable", {"dataset": name, "manage": "1" if manage else None})
+
+    def begin_write(self, name: str, location: str, *, read_only: bool = False) -> Mapping[str, Any] | None:
+        """A write of ``name`` begins (a new dataset at ``location``; an existing one where it is): the storage
+        credentials the server vends for it (``{"options", "expires", "scope", "access"}``), or None (the writer
+        uses its own; also from a server before this route). ``read_only``: a registration that writes nothing
+        to storage (read credentials).
+
+        Raises:
+            NotAuthorized: no WRITE on ``name``. CatalogError: the server refuses to vend for that location.
+        """
+        try:
+            body = {"location": location, "read_only": read_only}
+            found = self._call("POST", f"/datasets/{self._name(name)}/writes", body=body)
+        except NotFound as e:
+            if str(e) == "no such route":  # a server older than this route: the writer's own credentials
+                return None
+            raise
+        credentials = found.get("credentials")
+        ok = isinstance(credentials, dict) and isinstance(credentials.get("options"), dict)
+        return credentials if ok else None
 
     def create_dataset(
         self,
@@ -654,6 +693,16 @@ class RemoteCatalog:
     def annotate_version(self, name: str, number: int, key: str, value: Any) -> VersionInfo:
         body = {"number": int(number), "key": key, "value": value}
         return version_from(self._call("POST", f"/datasets/{self._name(name)}/annotate", body=body))
+
+    def label(self, name: str, label: str, *, column: str | None = None) -> tuple[Label, ...]:
+        """``Catalog.label`` on the server (WRITE on ``name``): every label of the dataset afterwards."""
+        found = self._call("POST", f"/datasets/{self._name(name)}/labels", body={"label": label, "column": column})
+        return labels_from_dict(found["labels"])
+
+    def unlabel(self, name: str, label: str, *, column: str | None = None) -> tuple[Label, ...]:
+        """``Catalog.unlabel`` on the server (WRITE on ``name``): every label of the dataset afterwards."""
+        body = {"label": label, "column": column}
+        return labels_from_dict(self._call("POST", f"/datasets/{self._name(name)}/labels/remove", body=body)["labels"])
 
     def record_lineage(
         self, name: str, number: int, key: str, record: Mapping[str, Any], inputs: Sequence[Input]

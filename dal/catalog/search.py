@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import false, func, or_, select, true
 
 from dal.catalog.base import CatalogBase, like_pattern
 from dal.catalog.errors import (
@@ -44,7 +44,25 @@ class CatalogSearch(CatalogBase):
         )
 
     @staticmethod
-    def _find_clause(query: str | None, filters: Mapping[str, str] | None, skip: str | None = None) -> list[Any]:
+    def _within_clause(within: Sequence[str]) -> Any:
+        """The WHERE clause keeping the datasets grant targets cover (``dal.catalog.auth.matches``): ``*`` every
+        one, ``ns.*`` every name under ``ns.``, else that name; no targets: none. Targets are bound parameters."""
+        if "*" in within:
+            return true()
+        exact = [t for t in within if not t.endswith(".*")]
+        prefixes = [like_pattern(t[:-1]) + "%" for t in within if t.endswith(".*")]
+        parts = ([DatasetRow.name.in_(exact)] if exact else []) + [
+            DatasetRow.name.like(p, escape="\\") for p in prefixes
+        ]
+        return or_(*parts) if parts else false()
+
+    @staticmethod
+    def _find_clause(
+        query: str | None,
+        filters: Mapping[str, str] | None,
+        skip: str | None = None,
+        within: Sequence[str] | None = None,
+    ) -> list[Any]:
         """The WHERE clauses of the web UI's search: ``query`` as ``_search_clause`` and, without wildcards, also
         the owner, the format, a tag, a label or a column name of the latest version containing it; ``filters``
         (facets) match exactly: ``format``, ``owner``, ``tag`` (a tag of any version), ``label`` (of the dataset or a
@@ -52,7 +70,7 @@ class CatalogSearch(CatalogBase):
         version whose name contains it, case-insensitive. ``skip``: a facet left out (to count that facet's values)."""
         from sqlalchemy.orm import aliased
 
-        clauses: list[Any] = []
+        clauses: list[Any] = [] if within is None else [CatalogSearch._within_clause(within)]
         # aliases: the subqueries correlate with the outer dal_datasets only (a query that also joins versions or
         # tags, as sorting by size and the tag facet do, must not make them correlate with those too)
         tag, field, version, label = aliased(TagRow), aliased(SchemaFieldRow), aliased(VersionRow), aliased(LabelRow)
@@ -154,12 +172,15 @@ class CatalogSearch(CatalogBase):
                 out[name].append(("label", f"{text} (column {column})" if column else str(text)))
         return out
 
-    def count_datasets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> int:
+    def count_datasets(
+        self, query: str | None = None, filters: Mapping[str, str] | None = None, *, within: Sequence[str] | None = None
+    ) -> int:
         """How many datasets match ``query`` and ``filters`` (as ``search_datasets``).
 
         Args:
             query: as ``search_datasets``'.
             filters: as ``search_datasets``'.
+            within: as ``search_datasets``'.
 
         Returns:
             The number of matching datasets.
@@ -168,11 +189,13 @@ class CatalogSearch(CatalogBase):
             CatalogError: ``query`` unfit for the catalog, or an unknown facet.
         """
         validate_text(query, "query", optional=True, max_length=1000)
-        stmt = select(func.count()).select_from(DatasetRow).where(*self._find_clause(query, filters))
+        stmt = select(func.count()).select_from(DatasetRow).where(*self._find_clause(query, filters, within=within))
         with self._read() as s:
             return int(s.scalar(stmt) or 0)
 
-    def facets(self, query: str | None = None, filters: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
+    def facets(
+        self, query: str | None = None, filters: Mapping[str, str] | None = None, *, within: Sequence[str] | None = None
+    ) -> dict[str, dict[str, int]]:
         """For the datasets a search finds, how many have each format, owner, tag and label (of the dataset or a
         column; the 50 commonest of each), each facet counted under the other filters only (so choosing one still
         shows the alternatives).
@@ -180,6 +203,7 @@ class CatalogSearch(CatalogBase):
         Args:
             query: as ``search_datasets``'.
             filters: as ``search_datasets``'.
+            within: as ``search_datasets``' (a count never includes a dataset outside them).
 
         Returns:
             Facet (``format``, ``owner``, ``tag``, ``label``) -> value -> datasets, commonest first.
@@ -194,7 +218,7 @@ class CatalogSearch(CatalogBase):
                 n = func.count()
                 stmt = (
                     select(column, n)
-                    .where(*self._find_clause(query, filters, skip=facet), column != "")
+                    .where(*self._find_clause(query, filters, skip=facet, within=within), column != "")
                     .group_by(column)
                     .order_by(n.desc(), column)
                     .limit(50)
@@ -204,7 +228,7 @@ class CatalogSearch(CatalogBase):
             stmt = (
                 select(TagRow.name, n)
                 .join(DatasetRow, DatasetRow.id == TagRow.dataset_id)
-                .where(*self._find_clause(query, filters, skip="tag"))
+                .where(*self._find_clause(query, filters, skip="tag", within=within))
                 .group_by(TagRow.name)
                 .order_by(n.desc(), TagRow.name)
                 .limit(50)
@@ -214,7 +238,7 @@ class CatalogSearch(CatalogBase):
             stmt = (
                 select(LabelRow.text, n)
                 .join(DatasetRow, DatasetRow.id == LabelRow.dataset_id)
-                .where(*self._find_clause(query, filters, skip="label"))
+                .where(*self._find_clause(query, filters, skip="label", within=within))
                 .group_by(LabelRow.text)
                 .order_by(n.desc(), LabelRow.text)
                 .limit(50)
@@ -230,6 +254,7 @@ class CatalogSearch(CatalogBase):
         offset: int = 0,
         filters: Mapping[str, str] | None = None,
         sort: str = "name",
+        within: Sequence[str] | None = None,
     ) -> list[tuple[DatasetInfo, int | None, int | None]]:
         """One page of datasets, with the row count and size in bytes of each one's latest version; LIMIT/OFFSET
         run in the database.
@@ -242,6 +267,8 @@ class CatalogSearch(CatalogBase):
             filters: exact facets: ``format``, ``owner``, ``tag`` (of any version), ``label`` (of the dataset or a
                 column); ``column``: part of a column name of the latest version (any case).
             sort: ``name``, ``updated``, ``rows`` or ``size``, descending with a leading ``-`` (ties by name).
+            within: grant targets (``*``, ``ns.*``, a name) the datasets must be covered by: a principal's, so a
+                page, a count and a facet hold only what it may read (None: every dataset).
 
         Returns:
             (dataset, rows, bytes) per dataset; rows and bytes ``None`` before its first version.
@@ -269,7 +296,10 @@ class CatalogSearch(CatalogBase):
             page = page.outerjoin(VersionRow, latest)
             order = order.nulls_last()
         page = (
-            page.where(*self._find_clause(query, filters)).order_by(order, DatasetRow.name).limit(limit).offset(offset)
+            page.where(*self._find_clause(query, filters, within=within))
+            .order_by(order, DatasetRow.name)
+            .limit(limit)
+            .offset(offset)
         )
         ids = page.subquery()
         outer = ids.c.k.desc() if descending else ids.c.k.asc()

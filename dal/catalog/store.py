@@ -35,6 +35,7 @@ from dal.catalog.errors import (
     VersionNotFound,
 )
 from dal.catalog.labels import CatalogLabels
+from dal.catalog.locations import CatalogLocations
 from dal.catalog.models import (
     DatasetRow,
     LineageRow,
@@ -64,7 +65,7 @@ from dal.catalog.types import (
 __all__ = ["EXPIRED_AT", "FILES_DELETED", "UNAVAILABLE", "Catalog", "CatalogBase", "VersionRef", "with_descriptions"]
 
 
-class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
+class Catalog(LineageEdges, CatalogSearch, CatalogLabels, CatalogLocations, VersionPublishing):
     """A handle on one catalog database (SQLite file or PostgreSQL): datasets, numbered versions, schemas,
     partitions, tags (of versions), labels (of datasets and columns) and lineage edges.
 
@@ -181,8 +182,8 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
         """Record a new dataset (no versions yet).
 
         With ``exist_ok`` an existing dataset of the same format and location is returned as is. With
-        ``unique_location`` a location another dataset has is refused (a write adopting the table at its
-        default location must not take over a renamed dataset's table, which still names its first writer).
+        A location another dataset has, holds or sits in is always refused (``dal.catalog.locations``: one
+        location, one dataset); ``unique_location`` is kept for callers that passed it.
 
         Args:
             name: the dotted name (``weather.radar``).
@@ -193,14 +194,15 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
             time_column: the column "as of" reads and time partitions use, if any.
             properties: user properties (string keys, JSON scalar values).
             exist_ok: return an existing dataset of this name, format and location instead of refusing.
-            unique_location: refuse a location another dataset has.
+            unique_location: ignored: another dataset's location is always refused.
 
         Returns:
             The new (or, ``exist_ok``, existing) dataset.
 
         Raises:
             InvalidName: a bad name or time column.
-            DatasetExists: the name is taken (or taken with other settings), or, ``unique_location``, the location is.
+            DatasetExists: the name is taken (or taken with other settings); LocationTaken (a DatasetExists): the
+                location is another dataset's, inside it or around it.
             CatalogError: an unknown format word, or text unfit for the catalog.
             CatalogReadOnly: this catalog role cannot write.
         """
@@ -223,17 +225,9 @@ class Catalog(LineageEdges, CatalogSearch, CatalogLabels, VersionPublishing):
         )
         try:
             with self._write() as s:
-                # two catalog entries over one table would record its commits twice (e.g. a write to the
-                # old name of a renamed dataset adopting the table that still carries that name)
-                other = (
-                    s.scalar(select(DatasetRow.name).where(DatasetRow.location == location, DatasetRow.name != name))
-                    if unique_location
-                    else None
-                )
-                if other is not None:
-                    raise DatasetExists(
-                        f"{location} is the location of dataset {other!r} already; not creating {name!r}"
-                    )
+                # two catalog entries over one table would each write, gc and purge it as their own (and a served
+                # catalog would vend one's credentials to the other's principals): refused, whoever asks
+                self._refuse_overlap(s, name, location)
                 s.add(row)
                 s.flush()
                 return self._dataset_info(row)

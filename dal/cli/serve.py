@@ -66,6 +66,27 @@ def _emit(as_json: bool, value: object, text: str) -> None:
     multiple=True,
     help="A host name clients reach the server by (the Host header), besides --host and loopback; repeatable; * for any.",
 )
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds a connection has to send each request head (slow clients are answered 408 and closed).",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds a request has to send its body (then 408).",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Open connections beyond which requests are answered 503.",
+)
 @click.pass_context
 def serve_cmd(
     ctx: click.Context,
@@ -77,8 +98,12 @@ def serve_cmd(
     storage_credentials: str | None,
     forbid_local_datasets: bool,
     allowed_hosts: tuple[str, ...],
+    header_timeout: float,
+    body_timeout: float,
+    max_connections: int,
 ) -> None:
-    """Serve the catalog to principals with tokens and grants (JSON API under /api/v1/; needs dal-catalog[ui])."""
+    """Serve the catalog to principals with tokens and grants (JSON API under /api/v1/, the web UI at / after
+    signing in with a token; needs dal-catalog[ui])."""
     from dal.catalog import remote
     from dal.serve import serve
 
@@ -87,7 +112,8 @@ def serve_cmd(
         raise DalError("dal serve needs the catalog's database URL (--catalog), not another server's")
     serve(url, host=host, port=port, tls_cert=tls_cert, tls_key=tls_key, audit_retention_days=audit_retention_days,
           storage_credentials=storage_credentials, forbid_local_datasets=forbid_local_datasets,
-          allowed_hosts=allowed_hosts)  # fmt: skip
+          allowed_hosts=allowed_hosts, header_timeout=header_timeout, body_timeout=body_timeout,
+          max_connections=max_connections)  # fmt: skip
 
 
 @click.group("principal", cls=Group)

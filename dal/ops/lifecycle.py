@@ -84,12 +84,6 @@ def _written_by_dal(info: DatasetInfo) -> Format | None:
     return fmt if fmt.writable else None
 
 
-def _nested(info: DatasetInfo, others: Sequence[DatasetInfo]) -> list[str]:
-    """Other datasets whose location is this one's or inside it."""
-    root = info.location.rstrip("/")
-    return [o.name for o in others if o.name != info.name and (o.location == root or o.location.startswith(root + "/"))]
-
-
 # -- drop, rename, set ------------------------------------------------------------------------------------
 
 
@@ -129,10 +123,10 @@ def purge_plan(
         DalError: another dataset lives at or inside the location, or dal cannot delete this dataset's files."""
     cat = get_catalog(catalog)
     info = cat.get_dataset(name)
-    nested = _nested(info, cat.list_datasets())
+    nested = cat.co_located(name)  # every record, not only those the caller may list (a served catalog's)
     if nested:
         raise DalError(
-            f"{name}: cannot purge {info.location}: dataset(s) {', '.join(nested)} live there too; "
+            f"{name}: cannot purge {info.location}: {', '.join(nested)} live(s) there too (at, inside or around it); "
             "nothing was deleted (drop without --purge, or drop those first)"
         )
     fmt = _written_by_dal(info)
@@ -200,8 +194,9 @@ def drop(
     if not purge:
         if writable:
             _refuse_unfinished_purge(loc, holder)
+        shared = writable and bool(cat.co_located(name))  # another record of this catalog is there: its claim
         cat.delete_dataset(name)
-        if writable:  # this catalog no longer records the location: another may claim it now
+        if writable and not shared:  # this catalog no longer records the location: another may claim it now
             claims.release(loc, holder)
         return Dropped(name, info.location, False)
     if is_read_only(info):

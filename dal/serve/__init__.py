@@ -36,6 +36,9 @@ def serve(
     storage_credentials: str | None = None,
     forbid_local_datasets: bool = False,
     allowed_hosts: tuple[str, ...] = (),
+    header_timeout: float | None = None,
+    body_timeout: float | None = None,
+    max_connections: int | None = None,
 ) -> None:
     """Serve the catalog at ``url`` on ``host:port`` until interrupted.
 
@@ -53,13 +56,16 @@ def serve(
             (``dal.serve.vending``; None: ``$DAL_SERVE_STORAGE_CREDENTIALS``, else nothing is vended).
         forbid_local_datasets: Refuse pins of datasets on local paths (they cannot be vended).
         allowed_hosts: Host names clients reach the server by, besides ``host`` and loopback (``*``: any).
+        header_timeout: Seconds a connection has to send each request head (None: ``slow.HEADER_TIMEOUT_S``).
+        body_timeout: Seconds a request has to send its body (None: ``slow.BODY_TIMEOUT_S``).
+        max_connections: Open connections beyond which a request is answered 503 (None: ``slow.MAX_CONNECTIONS``).
 
     Raises:
         DalError: plain HTTP beyond loopback, half a TLS pair, a port that is taken; MissingDependency without
             the ``ui`` extra; CatalogOutOfDate / CatalogUnavailable for the catalog; StorageCredentialsError for
             an unusable storage credentials file.
     """
-    for module in ("starlette", "uvicorn"):
+    for module in ("starlette", "jinja2", "uvicorn"):
         require(module, "ui")
     import uvicorn
 
@@ -84,7 +90,11 @@ def serve(
     hosts = frozenset({*LOOPBACK_NAMES, host.strip("[]"), *allowed_hosts}) | (
         frozenset({"*"}) if everywhere and not allowed_hosts else frozenset()
     )
-    app = create_app(url, audit_retention_days=audit_retention_days, vending=vending, allowed_hosts=hosts)
+    from dal.serve import slow
+
+    body_s = slow.BODY_TIMEOUT_S if body_timeout is None else body_timeout
+    app = create_app(url, audit_retention_days=audit_retention_days, vending=vending, allowed_hosts=hosts,
+                     body_timeout=body_s)  # fmt: skip
     # no access log: request lines are not tokens, but nothing about a request is logged by default
     config = uvicorn.Config(
         app,
@@ -96,9 +106,13 @@ def serve(
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
         h11_max_incomplete_event_size=64 * 1024,
+        # slow clients (dal.serve.slow): a deadline for each request head and body, a bound on connections
+        http=slow.protocol(slow.HEADER_TIMEOUT_S if header_timeout is None else header_timeout, body_s),
+        limit_concurrency=slow.MAX_CONNECTIONS if max_connections is None else max_connections,
+        timeout_keep_alive=slow.KEEP_ALIVE_S,
     )
     scheme = "https" if tls_cert else "http"
     where = f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
-    print(f"dal serve: serving the catalog on {where}/api/v1/ (clients: DAL_CATALOG_URL={where}; Ctrl-C stops it)",
-          flush=True)  # fmt: skip
+    print(f"dal serve: serving the catalog on {where}/api/v1/ (clients: DAL_CATALOG_URL={where}) and its web UI on "
+          f"{where}/ (sign in with a token); Ctrl-C stops it", flush=True)  # fmt: skip
     uvicorn.Server(config).run()

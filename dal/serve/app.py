@@ -1,16 +1,17 @@
 """The ``dal serve`` application: a versioned JSON API (``/api/v1/``) over a catalog, behind bearer tokens and
-grants (``dal.catalog.auth``).
+grants (``dal.catalog.auth``), and the web UI (``dal.serve.ui``: pages and their JSON, signed in with a token).
 
 Every route but ``/api/v1/health`` needs a valid token (401 otherwise, one answer whatever was wrong with it).
 Dataset routes need READ on the dataset: a principal without it gets the very answer a dataset that does not
 exist gets (404, close names only among what it may read), and lists hold only what it may read. The principal
 and token routes need MANAGE on ``*``; grant and revoke MANAGE on the target or a namespace around it, and grants
 and audit answer what lies within what the caller manages; 403 otherwise. Every pin, admin change and refusal is
-written to the audit. Request bodies are bounded (413).
+written to the audit. Request bodies are bounded in size (413) and in time (408: ``dal.serve.slow``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,8 +28,8 @@ from dal.catalog.auth import ALLOWED, DENIED, READ, AuthStore, NotAuthorized, al
 from dal.catalog.errors import CatalogError, CatalogUnavailable, DalError, DatasetNotFound, InvalidName, NotFound
 from dal.catalog.remote import dataset_json, version_json
 from dal.catalog.types import labels_dict
-from dal.serve import writes
-from dal.serve.common import NOT_FOUND, Server, _body, _error, _limit, _Refused, etagged, visible
+from dal.serve import browse, proof, writes
+from dal.serve.common import NOT_FOUND, Server, _body, _error, _limit, _Refused, etagged, holds, visible
 from dal.serve.vending import CannotVend, Vending, vend
 from dal.serve.writes import version_ref
 
@@ -40,10 +41,12 @@ WRITE_PREFIX = "/api/v1/datasets/"
 
 
 class BodyLimit:
-    """ASGI middleware: a request body over ``limit`` bytes is answered 413 (declared or streamed)."""
+    """ASGI middleware: a request body over ``limit`` bytes is answered 413 (declared or streamed), one not all
+    received ``timeout`` seconds after the app starts reading it 408 (a slow client: ``dal.serve.slow``); both close
+    the connection."""
 
-    def __init__(self, app: ASGIApp, limit: int, write_limit: int | None = None) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, write_limit: int | None = None, timeout: float | None = None) -> None:
+        self.app, self.limit, self.timeout = app, limit, timeout
         self.write_limit = limit if write_limit is None else write_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -52,15 +55,26 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         limit = self.write_limit if str(scope.get("path", "")).startswith(WRITE_PREFIX) else self.limit
-        too_big = _error(413, DalError(f"request body over {limit:,} bytes"))
+        closing = {"Connection": "close"}  # what is left of the body is never read: the connection cannot be reused
+        too_big = _error(413, DalError(f"request body over {limit:,} bytes"), closing)
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
             await too_big(scope, receive, send)
             return
-        seen = 0
+        seen, deadline, complete = 0, None, False
+        loop = asyncio.get_running_loop()
 
         async def bounded() -> Any:
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, deadline, complete
+            if complete or self.timeout is None:
+                message = await receive()
+            else:
+                deadline = loop.time() + self.timeout if deadline is None else deadline
+                try:
+                    message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+                except TimeoutError:
+                    slow = DalError(f"the request body was not received within {self.timeout:g} s")
+                    raise _Refused(_error(408, slow, closing)) from None
+            complete = complete or not message.get("more_body", False)
             seen += len(message.get("body", b""))
             if seen > limit:
                 raise _Refused(too_big)
@@ -184,6 +198,30 @@ def tags(server: Server, request: Request, body: bytes) -> Response:
         return server.not_found(name, grants)
 
 
+def co_located(server: Server, request: Request, body: bytes) -> Response:
+    """The other datasets at, inside or around the dataset's location (``Catalog.co_located``): those the
+    principal may read by name, the rest as a count (``hidden``): a write, gc or purge refuses while any is."""
+    _who, name, grants = server.readable(request, "co-located")
+    try:
+        others = server.cat.co_located(name)
+    except DatasetNotFound:
+        return server.not_found(name, grants)
+    shown = [o for o in others if holds(grants, READ, o)]
+    return JSONResponse({"datasets": shown, "hidden": len(others) - len(shown)})
+
+
+def overlapping(server: Server, request: Request, body: bytes) -> Response:
+    """The datasets at, inside or around ``?location=`` (besides ``?besides=``): those the principal may read by
+    name, the rest as a count. Any principal: a first write asks before it writes data (the create would refuse)."""
+    _who, grants = server.principal(request, "overlapping")
+    location = request.query_params.get("location", "")
+    if not location or len(location) > 10_000:
+        raise CatalogError("name a location (at most 10,000 characters)")
+    others = server.cat.overlapping(location, besides=request.query_params.get("besides"))
+    shown = [o for o in others if holds(grants, READ, o)]
+    return JSONResponse({"datasets": shown, "hidden": len(others) - len(shown)})
+
+
 def pin(server: Server, request: Request, body: bytes) -> Response:
     """The dataset and the version ``?version=`` names (``time=1``: an ISO time, never a tag): audited."""
     who, name, grants = server.readable(request, "pin")
@@ -199,12 +237,15 @@ def pin(server: Server, request: Request, body: bytes) -> Response:
         server.store.record(who, "pin", NOT_FOUND, dataset=name, client=client, detail=str(e)[:200])
         raise
     try:
-        credentials = vend(server.vending, name, info.location)
+        offered = vend(server.vending, name, info.location)
     except CannotVend as e:
         server.store.record(who, "pin", DENIED, dataset=name, version=version.number, client=client,
                             detail=str(e)[:200])  # fmt: skip
         raise
-    detail = "" if credentials is None else f"vended {credentials['access']} {credentials['scope']}"[:200]
+    credentials = proof.checked(server.cat.catalog_id, name, info.location, offered,
+                                server.cat.co_located(name) if offered is not None else [])  # fmt: skip
+    detail = (proof.UNPROVEN if offered is not None else "") if credentials is None else (
+        f"vended {credentials['access']} {credentials['scope']}"[:200])  # fmt: skip
     server.store.record(who, "pin", ALLOWED, dataset=name, version=version.number, client=client, detail=detail)
     server.prune()
     answer = visible({"dataset": dataset_json(info), "version": version_json(version)}, grants)
@@ -330,11 +371,14 @@ def create_app(
     max_write_body: int = MAX_WRITE_BODY,
     allowed_hosts: frozenset[str] | None = None,
     vending: Vending | None = None,
+    body_timeout: float | None = None,
+    web_ui: bool = True,
 ) -> ASGIApp:
     """The ``dal serve`` ASGI application over the catalog at ``url`` (which must exist and be up to date).
 
     ``allowed_hosts``: the host names requests may name (``HostCheck``); None: loopback's only. ``vending``: the
-    storage credentials pins vend (``dal.serve.vending``).
+    storage credentials pins vend (``dal.serve.vending``). ``body_timeout``: seconds a request body may take (None:
+    unbounded; ``dal serve`` bounds it, ``dal.serve.slow``). ``web_ui``: serve the web UI too (``dal.serve.ui``).
     """
     retention = None if audit_retention_days is None else timedelta(days=audit_retention_days)
     server = Server(Catalog(url, must_exist=True, pooled=True), AuthStore(url, pooled=True), retention,
@@ -348,23 +392,27 @@ def create_app(
         _route(f"{api}/datasets/{{name}}", show, server),
         _route(f"{api}/datasets/{{name}}/versions", versions, server),
         _route(f"{api}/datasets/{{name}}/tags", tags, server),
+        _route(f"{api}/datasets/{{name}}/co-located", co_located, server),
+        _route(f"{api}/locations/overlapping", overlapping, server),
         _route(f"{api}/datasets/{{name}}/pin", pin, server),
         _route(f"{api}/catalog", writes.catalog, server),
         _route(f"{api}/search", writes.search, server),
-        _route(f"{api}/labelled", writes.labelled, server),
+        _route(f"{api}/search/facets", browse.facets, server),
+        _route(f"{api}/labelled", browse.labelled, server),
         _route(f"{api}/catalog/writable", writes.writable, server),
         _route(f"{api}/datasets/{{name}}", writes.change("create"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}", writes.change("update"), server, ("PATCH",)),
         _route(f"{api}/datasets/{{name}}", writes.change("drop"), server, ("DELETE",)),
         _route(f"{api}/datasets/{{name}}/rename", writes.change("rename"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/versions", writes.change("write"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/writes", writes.begin_write, server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/tags", writes.change("tag"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/tags/{{tag}}", writes.change("untag"), server, ("DELETE",)),
         _route(f"{api}/datasets/{{name}}/expire", writes.change("expire"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/annotate", writes.change("annotate"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/lineage", writes.change("lineage"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/labels", writes.change("label"), server, ("POST",)),
-        _route(f"{api}/datasets/{{name}}/unlabel", writes.change("unlabel"), server, ("POST",)),
+        _route(f"{api}/datasets/{{name}}/labels/remove", writes.change("unlabel"), server, ("POST",)),
         _route(f"{api}/datasets/{{name}}/partitions", writes.partitions, server),
         _route(f"{api}/datasets/{{name}}/diff", writes.diff, server),
         _route(f"{api}/datasets/{{name}}/upstream", writes.lineage, server),
@@ -379,6 +427,10 @@ def create_app(
         _route(f"{api}/admin/grants/revoke", change_grant, server, ("POST",)),
         _route(f"{api}/admin/audit", audit, server),
     ]
+    if web_ui:  # the web UI's pages and its JSON (/api/…, never /api/v1/…), behind the same principals
+        from dal.serve.ui import WebUi
+
+        routes += WebUi(server).routes()
 
     async def unknown(request: Request, exc: Exception) -> Response:
         status = int(getattr(exc, "status_code", 500))
@@ -387,4 +439,4 @@ def create_app(
     app = Starlette(routes=routes, exception_handlers={404: unknown, 405: unknown, 500: unknown})
     app.state.server = server
     hosts = allowed_hosts if allowed_hosts is not None else LOOPBACK_NAMES
-    return HostCheck(BodyLimit(app, max_body, max_write_body), hosts)
+    return HostCheck(BodyLimit(app, max_body, max_write_body, body_timeout), hosts)

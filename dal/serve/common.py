@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from dal.catalog import Catalog
-from dal.catalog.auth import DENIED, MANAGE, READ, AuthStore, Grant, NotAuthorized, allows, manages
+from dal.catalog.auth import DENIED, MANAGE, PRIVILEGES, READ, AuthStore, Grant, NotAuthorized, allows, manages
 from dal.catalog.errors import CatalogError, DatasetNotFound, InvalidName, NotFound
 from dal.catalog.models import utcnow
 from dal.catalog.types import validate_name
@@ -125,6 +125,12 @@ def visible(found: Any, grants: list[Grant]) -> Any:
                 and allows(grants, READ, u["dataset"])]  # fmt: skip
         out["properties"] = {**out["properties"], LINEAGE_KEY: {**record, "upstream": kept}}
     return out
+
+
+def read_targets(grants: list[Grant]) -> list[str]:
+    """The targets of the grants that give READ (each privilege includes it): the catalog's searches, counts and
+    facets take them as ``within``, so that only datasets the principal may read are found and counted."""
+    return [g.target for g in grants if PRIVILEGES.index(g.privilege) >= PRIVILEGES.index(READ)]
 
 
 def holds(grants: list[Grant], privilege: str, name: str) -> bool:

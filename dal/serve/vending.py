@@ -1,25 +1,34 @@
 """Storage credentials ``dal serve`` vends per dataset (``dal serve --storage-credentials FILE``).
 
 The server holds the storage credentials; a client that pins a version it may READ receives short-lived ones
-that read that dataset's location and nothing else:
+that read that dataset's location and nothing else, and a client with WRITE on a dataset that begins a write
+(``begin_write``: ``POST /api/v1/datasets/NAME/writes``) receives short-lived ones that read, write and delete
+there, where the file configures writes (``write_role_arn`` / ``"write": true``; otherwise nothing is vended for
+writes and the writer uses its own credentials):
 
 - **S3**: STS ``AssumeRole`` of the configured role, with a session policy that allows ``s3:GetObject`` under
   the dataset's prefix and ``s3:ListBucket`` of that prefix only, for ``duration_s`` (900 s at least, STS's
   minimum). The effective permissions are the intersection of the role's policies and the session policy.
+  A write assumes ``write_role_arn`` instead, with ``s3:GetObject``, ``s3:PutObject``, ``s3:DeleteObject`` and
+  ``s3:AbortMultipartUpload`` under the prefix added to the session policy, for ``write_duration_s``.
 - **Azure**: a service SAS signed with the account key, read and list only (``sp=rl``), for the dataset's
   container (``sr=c``), with an expiry. A SAS cannot name a prefix inside a container without a hierarchical
   namespace (directory SAS), so on Azure the scope is the container: keep datasets with different readers in
-  different containers.
+  different containers. A write gets ``sp=racwdl`` (read, add, create, write, delete, list) for
+  ``write_duration_s``: the whole container, so it is vended only to a principal that may write every dataset the
+  catalog records in that container.
 - **GCS** and other stores: nothing is vended (the reader uses its own credentials).
 - **Local paths** cannot be vended; a shared catalog can refuse them (``--forbid-local-datasets``).
 
 The file is JSON (never logged; its secrets never reach a response)::
 
     {"s3": {"BUCKET or *": {"role_arn": "arn:aws:iam::123456789012:role/dal-reader",
+                             "write_role_arn": "arn:aws:iam::123456789012:role/dal-writer",
                              "access_key_id": "...", "secret_access_key": "...",
-                             "region": "us-east-1", "endpoint": "https://...", "duration_s": 3600}},
+                             "region": "us-east-1", "endpoint": "https://...", "duration_s": 3600,
+                             "write_duration_s": 3600}},
      "azure": {"CONTAINER or *": {"account": "...", "account_key": "...", "endpoint": "https://...",
-                                  "duration_s": 3600}}}
+                                  "duration_s": 3600, "write": true, "write_duration_s": 900}}}
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ import json
 import os
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -44,8 +53,10 @@ SAS_VERSION = "2022-11-02"
 STS_MIN_S, STS_MAX_S = 900, 43_200
 DEFAULT_DURATION_S = 3600
 _S3_KEYS = {"role_arn", "access_key_id", "secret_access_key", "session_token", "region", "endpoint", "duration_s",
-            "external_id"}  # fmt: skip
-_AZURE_KEYS = {"account", "account_key", "endpoint", "duration_s"}
+            "external_id", "write_role_arn", "write_duration_s"}  # fmt: skip
+_AZURE_KEYS = {"account", "account_key", "endpoint", "duration_s", "write", "write_duration_s"}
+_DURATIONS = ("duration_s", "write_duration_s")
+READ_SAS, WRITE_SAS = "rl", "racwdl"
 _WILDCARDS = re.compile(r"[*?$]")  # IAM policy variables and wildcards: a key with them cannot be scoped exactly
 
 
@@ -70,6 +81,8 @@ class S3Source:
     endpoint: str | None = None
     duration_s: int = DEFAULT_DURATION_S
     external_id: str | None = field(default=None, repr=False)
+    write_role_arn: str | None = None  # the role a write assumes (None: nothing is vended for writes)
+    write_duration_s: int | None = None  # None: duration_s
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,8 @@ class AzureSource:
     account_key: str = field(repr=False)
     endpoint: str | None = None
     duration_s: int = DEFAULT_DURATION_S
+    write: bool = False  # vend write SASes (racwdl) to writers
+    write_duration_s: int | None = None  # None: duration_s
 
 
 @dataclass(frozen=True)
@@ -106,13 +121,16 @@ def _entry(kind: str, name: str, raw: Any, allowed: set[str], required: tuple[st
     if missing:
         raise StorageCredentialsError(f"{where}: needs {missing} (non-empty strings)")
     for key, value in raw.items():
-        if key != "duration_s" and not isinstance(value, str):
+        if key == "write" and not isinstance(value, bool):
+            raise StorageCredentialsError(f"{where}: write must be true or false")
+        if key not in (*_DURATIONS, "write") and not isinstance(value, str):
             raise StorageCredentialsError(f"{where}: {key} must be a string")
-    duration = raw.get("duration_s", DEFAULT_DURATION_S)
-    if isinstance(duration, bool) or not isinstance(duration, int) or duration < 1:
-        raise StorageCredentialsError(f"{where}: duration_s must be a whole number of seconds")
-    if kind == "s3" and not STS_MIN_S <= duration <= STS_MAX_S:
-        raise StorageCredentialsError(f"{where}: duration_s must be {STS_MIN_S}..{STS_MAX_S} (STS AssumeRole)")
+    for key in _DURATIONS:
+        duration = raw.get(key, DEFAULT_DURATION_S)
+        if isinstance(duration, bool) or not isinstance(duration, int) or duration < 1:
+            raise StorageCredentialsError(f"{where}: {key} must be a whole number of seconds")
+        if kind == "s3" and not STS_MIN_S <= duration <= STS_MAX_S:
+            raise StorageCredentialsError(f"{where}: {key} must be {STS_MIN_S}..{STS_MAX_S} (STS AssumeRole)")
     return dict(raw)
 
 
@@ -175,25 +193,29 @@ def _is_local(location: str) -> bool:
     return scheme in ("", "file") or len(scheme) == 1  # a Windows drive letter
 
 
-def s3_session_policy(bucket: str, prefix: str) -> dict[str, Any]:
-    """The session policy of a read under ``s3://bucket/prefix/``: GetObject of its keys, ListBucket of it."""
+def s3_session_policy(bucket: str, prefix: str, *, write: bool = False) -> dict[str, Any]:
+    """The session policy of a read under ``s3://bucket/prefix/``: GetObject of its keys, ListBucket of it; of a
+    write (``write``): PutObject, DeleteObject and AbortMultipartUpload of its keys too."""
     if _WILDCARDS.search(bucket + prefix):
         raise CannotVend(f"s3://{bucket}/{prefix}: a location with * ? or $ cannot be scoped by a session policy")
     keys = f"{prefix}/*" if prefix else "*"
     listing = [f"{prefix}/", f"{prefix}/*"] if prefix else ["*"]
+    actions = ["s3:GetObject", *(("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload") if write else ())]
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [f"arn:aws:s3:::{bucket}/{keys}"]},
+            {"Effect": "Allow", "Action": actions, "Resource": [f"arn:aws:s3:::{bucket}/{keys}"]},
             {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [f"arn:aws:s3:::{bucket}"],
              "Condition": {"StringLike": {"s3:prefix": listing}}},
         ],
     }  # fmt: skip
 
 
-def _vend_s3(source: S3Source, bucket: str, prefix: str, label: str) -> dict[str, Any]:
+def _vend_s3(source: S3Source, bucket: str, prefix: str, label: str, *, write: bool = False) -> dict[str, Any]:
     boto3 = require("boto3", "vend")
-    policy = json.dumps(s3_session_policy(bucket, prefix), separators=(",", ":"))
+    policy = json.dumps(s3_session_policy(bucket, prefix, write=write), separators=(",", ":"))
+    role = source.write_role_arn if write else source.role_arn
+    duration = (source.write_duration_s or source.duration_s) if write else source.duration_s
     sts = boto3.client(
         "sts",
         aws_access_key_id=source.access_key_id,
@@ -202,8 +224,8 @@ def _vend_s3(source: S3Source, bucket: str, prefix: str, label: str) -> dict[str
         region_name=source.region,
         endpoint_url=source.endpoint,
     )
-    args: dict[str, Any] = {"RoleArn": source.role_arn, "RoleSessionName": _session_name(label),
-                            "Policy": policy, "DurationSeconds": source.duration_s}  # fmt: skip
+    args: dict[str, Any] = {"RoleArn": role, "RoleSessionName": _session_name(label),
+                            "Policy": policy, "DurationSeconds": duration}  # fmt: skip
     if source.external_id:
         args["ExternalId"] = source.external_id
     try:
@@ -220,7 +242,8 @@ def _vend_s3(source: S3Source, bucket: str, prefix: str, label: str) -> dict[str
     }
     if source.endpoint:
         options["AWS_ENDPOINT_URL"] = source.endpoint
-    return {"options": options, "expires": _iso(expires), "scope": f"s3://{bucket}/{prefix}", "access": "read"}
+    access = "write" if write else "read"
+    return {"options": options, "expires": _iso(expires), "scope": f"s3://{bucket}/{prefix}", "access": access}
 
 
 def _session_name(label: str) -> str:
@@ -251,16 +274,18 @@ def _azure_target(location: str) -> tuple[str, str | None]:
     return parts.netloc, None
 
 
-def _vend_azure(source: AzureSource, container: str, location: str) -> dict[str, Any]:
-    expires = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=source.duration_s)
+def _vend_azure(source: AzureSource, container: str, *, write: bool = False) -> dict[str, Any]:
+    duration = (source.write_duration_s or source.duration_s) if write else source.duration_s
+    expires = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=duration)
     try:
-        sas = container_sas(source.account, source.account_key, container, expires)
+        sas = container_sas(source.account, source.account_key, container, expires, WRITE_SAS if write else READ_SAS)
     except (ValueError, TypeError):
         raise CannotVend(f"the server's Azure key for {container} is not base64") from None
     options = {"AZURE_STORAGE_ACCOUNT_NAME": source.account, "AZURE_STORAGE_SAS_KEY": sas}
     if source.endpoint:
         options["AZURE_STORAGE_ENDPOINT"] = source.endpoint
-    return {"options": options, "expires": _iso(expires), "scope": f"az://{container}", "access": "read"}
+    access = "write" if write else "read"
+    return {"options": options, "expires": _iso(expires), "scope": f"az://{container}", "access": access}
 
 
 def vend(config: Vending, name: str, location: str) -> dict[str, Any] | None:
@@ -276,11 +301,7 @@ def vend(config: Vending, name: str, location: str) -> dict[str, Any] | None:
         CannotVend: a local path on a server that forbids them; a location a policy cannot scope; STS refused.
     """
     if _is_local(location):
-        if config.forbid_local:
-            raise CannotVend(
-                f"dataset {name!r} is stored on a local path, which this server cannot vend storage credentials "
-                "for; it refuses local-path datasets (--forbid-local-datasets): register it on object storage"
-            )
+        _check_local(config, name)
         return None
     parts = urllib.parse.urlsplit(location)
     scheme = parts.scheme.lower()
@@ -288,10 +309,93 @@ def vend(config: Vending, name: str, location: str) -> dict[str, Any] | None:
         source = config.s3.get(parts.netloc) or config.s3.get("*")
         prefix = parts.path.strip("/")
         return None if source is None else _vend_s3(source, parts.netloc, prefix, name)
-    if scheme in ("az", "azure", "abfs", "abfss"):
+    if scheme in _AZURE_SCHEMES:
         container, account = _azure_target(location)
         az = config.azure.get(container) or config.azure.get("*")
         if az is None or (account is not None and account != az.account):
             return None
-        return _vend_azure(az, container, location)
+        return _vend_azure(az, container)
     return None
+
+
+_AZURE_SCHEMES = ("az", "azure", "abfs", "abfss")
+
+
+def _check_local(config: Vending, name: str) -> None:
+    if config.forbid_local:
+        raise CannotVend(
+            f"dataset {name!r} is stored on a local path, which this server cannot vend storage credentials "
+            "for; it refuses local-path datasets (--forbid-local-datasets): register it on object storage"
+        )
+
+
+def _scope(location: str) -> tuple[str, str, str] | None:
+    """(store, bucket or container, prefix) of what credentials vended for ``location`` reach: on S3 its prefix, on
+    Azure its whole container (prefix ``""``); None for other stores and local paths."""
+    parts = urllib.parse.urlsplit(location)
+    scheme = parts.scheme.lower()
+    if scheme in ("s3", "s3a"):
+        return "s3", parts.netloc, parts.path.strip("/")
+    if scheme in _AZURE_SCHEMES:
+        return "az", _azure_target(location)[0], ""
+    return None
+
+
+def reaches(location: str, other: str) -> bool:
+    """Whether write credentials vended for ``location`` reach the objects of a dataset at ``other``: the same
+    bucket with one prefix within the other (whole path segments: ``radar`` does not reach ``radar-wind``), or on
+    Azure the same container."""
+    mine, theirs = _scope(location), _scope(other)
+    if mine is None or theirs is None or mine[:2] != theirs[:2]:
+        return False
+    a, b = mine[2], theirs[2]
+    return a == b or not a or not b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def vend_write(config: Vending, name: str, location: str, guarded: Iterable[str] = ()) -> dict[str, Any] | None:
+    """Short-lived credentials that read, write and delete under ``location`` for a write of the dataset ``name``
+    (None: the file configures no writes for its store; the writer uses its own credentials).
+
+    Args:
+        config: The server's vending configuration.
+        name: The dataset's name (the S3 session's name).
+        location: Where the write writes: the dataset's location (or a new dataset's).
+        guarded: The locations of the datasets the writer may not write: credentials that would reach one of
+            them are not vended (on Azure, any other dataset of the container).
+
+    Raises:
+        CannotVend: a local path on a server that forbids them; a location a policy cannot scope (a bucket's
+        root, ``*``); credentials that would reach a guarded dataset; STS refused.
+    """
+    if _is_local(location):
+        _check_local(config, name)
+        return None
+    parts = urllib.parse.urlsplit(location)
+    scheme = parts.scheme.lower()
+    if scheme in ("s3", "s3a"):
+        source = config.s3.get(parts.netloc) or config.s3.get("*")
+        if source is None or source.write_role_arn is None:
+            return None
+        prefix = parts.path.strip("/")
+        if not prefix:
+            raise CannotVend(f"s3://{parts.netloc}: a write at the root of a bucket cannot be scoped to one dataset")
+        _check_reach(name, location, guarded)
+        return _vend_s3(source, parts.netloc, prefix, name, write=True)
+    if scheme in _AZURE_SCHEMES:
+        container, account = _azure_target(location)
+        az = config.azure.get(container) or config.azure.get("*")
+        if az is None or not az.write or (account is not None and account != az.account):
+            return None
+        _check_reach(name, location, guarded, container=True)
+        return _vend_azure(az, container, write=True)
+    return None
+
+
+def _check_reach(name: str, location: str, guarded: Iterable[str], *, container: bool = False) -> None:
+    if any(reaches(location, other) for other in guarded):
+        where = "its container" if container else "its location"
+        raise CannotVend(
+            f"write credentials for {name!r} would reach another dataset ({where} holds or overlaps one the writer "
+            "may not write): nothing is vended; give each dataset its own "
+            + ("container on Azure" if container else "location")
+        )

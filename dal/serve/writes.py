@@ -1,7 +1,9 @@
-"""The routes of ``dal serve`` that change the catalog, and the reads writers and lineage need.
+"""The routes of ``dal serve`` that change the catalog, the beginning of a write (its storage credentials), and the
+reads writers and lineage need.
 
 Each is ``Catalog``'s method of the same name, run on the server after the grant is checked: WRITE on the dataset to
-create, update, publish, tag, untag, label, unlabel, annotate and record lineage; MANAGE to rename (on both names), drop and expire.
+create, update, publish, tag, untag, annotate, record lineage, label and unlabel (a label describes the dataset as a
+description does, which WRITE changes too); MANAGE to rename (on both names), drop and expire.
 A principal without the privilege gets one answer (403) whether or not the dataset exists; one with it gets the
 catalog's own errors (a missing dataset: the 404 that names close names only among what it may read). Every change,
 refusal and failure is audited (principal, action, dataset, version, client).
@@ -20,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from dal.catalog.auth import ALLOWED, DENIED, MANAGE, READ, WRITE, Grant, NotAuthorized, allows
-from dal.catalog.errors import CatalogError, DatasetNotFound, InvalidName
+from dal.catalog.errors import CatalogError, DalError, DatasetNotFound, InvalidName, LocationTaken
 from dal.catalog.remote import (
     dataset_json,
     draft_from,
@@ -29,8 +31,11 @@ from dal.catalog.remote import (
     partition_json,
     version_json,
 )
-from dal.catalog.types import labels_dict
-from dal.serve.common import Server, _body, _error, _limit, _Refused, holds, visible
+from dal.catalog.types import DatasetInfo, labels_dict
+from dal.serve import proof
+from dal.serve.common import Server, _body, _error, _limit, _Refused, holds, read_targets, visible
+from dal.serve.vending import CannotVend, vend, vend_write
+from dal.storage import claims
 
 FAILED = "failed"
 
@@ -155,12 +160,13 @@ def _lineage(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[An
 
 
 def _label(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[Any, int | None]:
-    """``{"label": "key[=value]", "column": str | None}``: ``Catalog.label``; every label afterwards."""
+    """``{"label": "KEY[=VALUE]", "column": null or a column}``: ``Catalog.label``; the labels afterwards."""
     text, column = str(_json(d.get("label"), "label", str)), _opt_str(d, "column")
     return {"labels": labels_dict(server.cat.label(name, text, column=column))}, None
 
 
 def _unlabel(server: Server, who: str, name: str, d: dict[str, Any]) -> tuple[Any, int | None]:
+    """As ``_label``, for ``Catalog.unlabel``."""
     text, column = str(_json(d.get("label"), "label", str)), _opt_str(d, "column")
     return {"labels": labels_dict(server.cat.unlabel(name, text, column=column))}, None
 
@@ -212,14 +218,84 @@ def change(action: str) -> Callable[[Server, Request, bytes], Response]:
         except DatasetNotFound:
             server.store.record(who, action, FAILED, dataset=name, client=client, detail="no such dataset")
             return server.not_found(name, grants)
+        except LocationTaken as e:  # the other dataset is named only to a principal that may read it
+            shown = (
+                e
+                if e.other is not None and holds(grants, READ, e.other)
+                else LocationTaken(
+                    f"{data.get('location')!s:.500} overlaps the location of another dataset (the same place, inside "
+                    f"it or around it); one location belongs to one dataset: not creating {name!r}"
+                )
+            )
+            server.store.record(who, action, DENIED, dataset=name, client=client, detail="location taken")
+            raise shown from None
         except CatalogError as e:
             server.store.record(who, action, FAILED, dataset=name, client=client, detail=str(e)[:300])
             raise
-        server.store.record(who, action, ALLOWED, dataset=name, version=version, client=client,
-                            detail=f"to {data.get('new_name')}" if action == "rename" else "")  # fmt: skip
+        detail = f"to {data.get('new_name')}" if action == "rename" else ""
+        if action in ("label", "unlabel"):
+            detail = f"{data.get('label')}" + (f" on column {data['column']}" if data.get("column") else "")
+        server.store.record(who, action, ALLOWED, dataset=name, version=version, client=client, detail=detail[:300])
         return JSONResponse(visible(answer, grants), status_code=201 if action in ("create", "write") else 200)
 
     return endpoint
+
+
+def begin_write(server: Server, request: Request, body: bytes) -> Response:
+    """A write of ``name`` begins (``{"location": ...}``: where a new dataset will be; an existing one's is its
+    own): WRITE on it, else the one 403 (audited). Answers the location and, where the server vends storage
+    credentials for writes there (``dal.serve.vending.vend_write``), short-lived ones for it (audited as
+    ``vended write SCOPE``, never a secret; never cached). Credentials that would reach a dataset the principal
+    may not write are refused (400, audited as denied). A dataset dal never writes here (registered read-only, a
+    format dal does not write) and ``{"read_only": true}`` (a read-only registration) get read credentials."""
+    name = str(request.path_params["name"])
+    who, grants = may(server, request, "begin write", WRITE, name)
+    data, client = _body(body), server.client(request)
+    read_only = bool(data.get("read_only"))
+    try:
+        info = server.cat.get_dataset(name)
+        location, read_only = info.location, read_only or _never_written(info)
+    except DatasetNotFound:
+        location = str(_json(data.get("location"), "location", str))
+    others = server.cat.overlapping(location, besides=name)
+    try:
+        if read_only:
+            offered = vend(server.vending, name, location)
+            # a read-only registration has no claim to prove its location: nothing is handed out for it
+            credentials = proof.checked(server.cat.catalog_id, name, location, offered, others)
+        else:
+            guarded = [
+                d.location for d in server.cat.list_datasets() if d.name != name and not holds(grants, WRITE, d.name)
+            ]
+            offered = vend_write(server.vending, name, location, guarded)
+            credentials = proof.checked(server.cat.catalog_id, name, location, offered, others, empty_ok=True)
+            if offered is not None and credentials is None:
+                raise CannotVend(
+                    f"write credentials for {name!r} are not vended: {location} holds data that no dataset of this "
+                    "catalog claims (or another dataset is there); write a new dataset to an empty location"
+                )
+    except CannotVend as e:
+        server.store.record(who, "begin write", DENIED, dataset=name, client=client, detail=str(e)[:200])
+        raise
+    detail = "" if credentials is None else f"vended {credentials['access']} {credentials['scope']}"[:200]
+    server.store.record(who, "begin write", ALLOWED, dataset=name, client=client, detail=detail)
+    answer: dict[str, Any] = {"location": location}
+    if credentials is not None:
+        answer["credentials"] = credentials
+    return JSONResponse(answer, headers={"Cache-Control": "no-store"})
+
+
+def _never_written(info: DatasetInfo) -> bool:
+    """Whether dal never writes the dataset's location for this catalog: registered read-only, or a format dal
+    does not write (plain Parquet)."""
+    from dal.formats.registry import get_format  # here: the server imports the formats only when a write begins
+
+    if info.properties.get(claims.READ_ONLY) is True:
+        return True
+    try:
+        return not get_format(info.format).writable
+    except DalError:  # a format this dal does not know: never written by it
+        return True
 
 
 def catalog(server: Server, request: Request, body: bytes) -> Response:
@@ -290,14 +366,6 @@ def lineage(server: Server, request: Request, body: bytes) -> Response:
     return JSONResponse({"edges": [edge_json(e) for e in shown]})
 
 
-def labelled(server: Server, request: Request, body: bytes) -> Response:
-    """``Catalog.labelled``: the names of the datasets with ``?label=`` on themselves or a column, among those the
-    principal may read (``dal ls --label``)."""
-    _who, grants = server.principal(request, "search")
-    names = server.cat.labelled(request.query_params.get("label", ""))
-    return JSONResponse({"names": sorted(n for n in names if allows(grants, READ, n))})
-
-
 def search(server: Server, request: Request, body: bytes) -> Response:
     """``Catalog.search_datasets`` among the datasets the principal may read (the page is of those), with each
     result's match reasons."""
@@ -310,15 +378,10 @@ def search(server: Server, request: Request, body: bytes) -> Response:
         raise InvalidName(f"invalid offset {offset_text[:20]!r}: a whole number")
     offset = int(offset_text)
     filters = {k[2:]: v for k, v in q.items() if k.startswith("f.")}
-    found: list[Any] = []
-    page, at = 1000, 0
-    while len(found) < offset + limit:  # pages of the whole catalog, keeping the readable rows
-        rows = server.cat.search_datasets(query, limit=page, offset=at, filters=filters or None, sort=sort)
-        found += [r for r in rows if allows(grants, READ, r[0].name)]
-        if len(rows) < page:
-            break
-        at += page
-    shown = found[offset : offset + limit]
+    # the page is one of the readable datasets, in the database (the grants' targets as a WHERE clause)
+    shown = server.cat.search_datasets(query, limit=limit, offset=offset, filters=filters or None, sort=sort,
+                                       within=read_targets(grants))  # fmt: skip
+    shown = [r for r in shown if allows(grants, READ, r[0].name)]  # the same rule, checked once more
     reasons = server.cat.match_reasons(query, [d.name for d, _, _ in shown])
     results = [{"dataset": dataset_json(d), "rows": rows, "size": size, "reasons": [list(r) for r in reasons.get(d.name, [])]}
                for d, rows, size in shown]  # fmt: skip

@@ -138,7 +138,7 @@ def openapi(ui: Ui, request: Request) -> Any:
 
 def version_lineage(ui: Ui, request: Request) -> Any:
     depth = int_param(request, "depth", 1, 1, MAX_DEPTH)
-    return lineage_json(ui.cat, request.path_params["name"], request.path_params["v"], depth)
+    return lineage_json(ui.cat, request.path_params["name"], request.path_params["v"], depth, ui.scope.visible)
 
 
 def rows(ui: Ui, request: Request) -> Any:

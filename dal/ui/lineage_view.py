@@ -3,6 +3,7 @@ graph, and its upstream and downstream trees."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -14,12 +15,40 @@ from dal.catalog.urls import mask_url
 from dal.ui.charts import Node, lineage_graph
 
 MAX_TREE_NODES = 300  # versions one lineage tree lists at most (the rest: the JSON, with ?depth=)
+Visible = Callable[[object], bool]  # whether the viewer may read a dataset of that name (dal.ui.web.Scope.visible)
 
 
-def lineage_json(cat: Catalog, name: str, version: str | int | VersionInfo | None, depth: int) -> dict[str, Any]:
+def _everything(name: object) -> bool:
+    return True
+
+
+def _downstream_seen(nodes: list[Any], visible: Visible) -> list[Any]:
+    """A downstream tree without the versions of datasets the viewer may not read (nor what was built from them)."""
+    out: list[Any] = []
+    for d in nodes:
+        if isinstance(d, dict) and not d.get("truncated"):
+            if not visible(d.get("dataset")):
+                continue
+            if isinstance(d.get("downstream"), list):
+                d = {**d, "downstream": _downstream_seen(d["downstream"], visible)}
+        out.append(d)
+    return out
+
+
+def lineage_json(
+    cat: Catalog, name: str, version: str | int | VersionInfo | None, depth: int, visible: Visible = _everything
+) -> dict[str, Any]:
     """What ``dal lineage NAME V --json`` prints (the same builder), with the program path and Spark master masked
-    once more: a record written by another tool (or an older dal) must not show a credential here either."""
+    once more: a record written by another tool (or an older dal) must not show a credential here either. Only the
+    upstream and downstream versions of datasets ``visible`` (the viewer may read) are kept, as ``dal serve``'s
+    lineage routes keep only edges whose other end the principal may read; a name read under an older name keeps
+    that name only when it is visible too."""
     out = lineage.lineage(cat, name, version, depth=depth)
+    if visible is not _everything:
+        kept = [u for u in out.get("upstream") or [] if isinstance(u, dict) and visible(u.get("dataset"))]
+        out["upstream"] = [u if visible(u.get("recorded_as", u.get("dataset"))) else
+                           {k: x for k, x in u.items() if k != "recorded_as"} for u in kept]  # fmt: skip
+        out["downstream"] = _downstream_seen(out.get("downstream") or [], visible)
     if out.get("program"):
         out["program"] = mask_url(out["program"])
     spark = out.get("spark")
@@ -55,9 +84,12 @@ def downstream_items(nodes: list[Any]) -> list[dict[str, Any]]:
     return items
 
 
-def upstream_items(cat: Catalog, name: str, number: int, depth: int) -> tuple[list[dict[str, Any]], bool]:
+def upstream_items(
+    cat: Catalog, name: str, number: int, depth: int, visible: Visible = _everything
+) -> tuple[list[dict[str, Any]], bool]:
     """What built ``name`` @ ``number``, and what built that, ``depth`` hops up (each version once; at most
-    MAX_TREE_NODES, then cut: the second value says so), from the catalog's lineage edges."""
+    MAX_TREE_NODES, then cut: the second value says so), from the catalog's lineage edges; only versions of
+    datasets ``visible`` (a hidden one's own upstream is not walked either)."""
     seen: set[tuple[str, int]] = {(name, number)}
     cut = [False]
 
@@ -65,7 +97,7 @@ def upstream_items(cat: Catalog, name: str, number: int, depth: int) -> tuple[li
         items = []
         for e in cat.upstream(ds, v):
             key = (e.upstream, e.upstream_version)
-            if key in seen:
+            if key in seen or not visible(e.upstream):
                 continue
             if len(seen) > MAX_TREE_NODES:
                 cut[0] = True
@@ -86,10 +118,10 @@ def count_items(items: list[dict[str, Any]]) -> int:
     return sum(1 + count_items(i.get("children") or []) for i in items if "label" in i)
 
 
-def trees(cat: Catalog, name: str, current: VersionInfo, depth: int) -> dict[str, Any]:
-    """The dataset page's lineage trees of ``current``, ``depth`` hops up and down."""
-    full = lineage_json(cat, name, current, depth)
-    upstream_tree, upstream_cut = upstream_items(cat, name, current.number, depth)
+def trees(cat: Catalog, name: str, current: VersionInfo, depth: int, visible: Visible = _everything) -> dict[str, Any]:
+    """The dataset page's lineage trees of ``current``, ``depth`` hops up and down (datasets ``visible`` only)."""
+    full = lineage_json(cat, name, current, depth, visible)
+    upstream_tree, upstream_cut = upstream_items(cat, name, current.number, depth, visible)
     downstream_tree = downstream_items(full.get("downstream") or [])
     return {
         "upstream": upstream_tree,

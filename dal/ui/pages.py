@@ -148,7 +148,7 @@ def dataset(ui: Ui, request: Request) -> HTMLResponse:
     vpages = max(1, math.ceil(len(newest_first) / VERSIONS_PER_PAGE))
     vpage = int_param(request, "vpage", 1, 1, vpages)
     depth = int_param(request, "depth", DEFAULT_TREE_DEPTH, 1, MAX_DEPTH)
-    trees = None if current is None else lineage_view.trees(cat, name, current, depth)
+    trees = None if current is None else lineage_view.trees(cat, name, current, depth, ui.scope.visible)
 
     def vlink(n: int) -> str:
         params = {"vpage": str(n)}
@@ -178,7 +178,9 @@ def dataset(ui: Ui, request: Request) -> HTMLResponse:
         "current": current,
         "partitions": parts,
         "tags": _tags(history) if len(history) == (info.latest_version or 0) + 1 else cat.tags(name),
-        "lineage": lineage_view.lineage_view(lineage_view.lineage_json(cat, name, current, 1)) if current else None,
+        "lineage": lineage_view.lineage_view(lineage_view.lineage_json(cat, name, current, 1, ui.scope.visible))
+        if current
+        else None,
         "rows_chart": rows_chart,
         "bytes_chart": bytes_chart,
         "parts_chart": _partitions_chart(parts),

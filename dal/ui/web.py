@@ -1,13 +1,14 @@
-"""What every ``dal ui`` route shares: the ``Ui`` context (the catalog, the templates, the masked catalog URL) the
-handlers take instead of closures, the wrappers that turn a handler's value or ``DalError`` into a JSON or HTML
-response, query-parameter parsing, and the dataset listing both the index page and ``/api/datasets`` show."""
+"""What every ``dal ui`` route shares: the ``Ui`` context (the catalog, the templates, the masked catalog URL, the
+``Scope`` of datasets the viewer may read) the handlers take instead of closures, the wrappers that turn a handler's
+value or ``DalError`` into a JSON or HTML response, query-parameter parsing, and the dataset listing both the index
+page and ``/api/datasets`` show."""
 
 from __future__ import annotations
 
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from dal.catalog import Catalog
-from dal.catalog.errors import CatalogUnavailable, DalError, NotFound
+from dal.catalog.auth import matches
+from dal.catalog.errors import CatalogUnavailable, DalError, DatasetNotFound, NotFound
 from dal.catalog.urls import mask_text, mask_url
 from dal.errors import is_foreign, one_line, translate
+from dal.lineage import KEY as LINEAGE_KEY
 from dal.ops import views
 from dal.progress import size_text
 
@@ -98,12 +101,53 @@ Handler = Callable[["Ui", Request], Any]
 
 
 @dataclass(frozen=True)
+class Scope:
+    """The datasets a viewer may read: every one (``dal ui``), or those a principal's grant targets cover (``dal
+    serve``: every grant includes READ). The one filter every route's answer passes: a name outside it is answered
+    as a dataset that does not exist, and no list, count, suggestion or lineage edge names one."""
+
+    targets: tuple[str, ...] | None = None  # None: every dataset
+
+    @property
+    def everything(self) -> bool:
+        return self.targets is None or "*" in self.targets
+
+    def visible(self, name: object) -> bool:
+        return self.targets is None or (isinstance(name, str) and any(matches(t, name) for t in self.targets))
+
+    def not_found(self, cat: Catalog, name: str) -> DatasetNotFound:
+        """The one error of a dataset that does not exist and of one outside the scope: close names among the
+        visible ones only."""
+        return DatasetNotFound(f"dataset {name!r}", name, [d.name for d in cat.list_datasets() if self.visible(d.name)])
+
+    def scrub(self, found: Any) -> Any:
+        """``found`` (JSON) with every version's lineage record (``properties["lineage"]["upstream"]``) cut to the
+        inputs the viewer may read, as ``dal serve``'s answers are."""
+        if self.everything:
+            return found
+        if isinstance(found, list):
+            return [self.scrub(x) for x in found]
+        if not isinstance(found, dict):
+            return found
+        out = {k: self.scrub(v) for k, v in found.items()}
+        props = out.get("properties")
+        record = props.get(LINEAGE_KEY) if isinstance(props, dict) else None
+        if isinstance(record, dict) and isinstance(record.get("upstream"), list):
+            kept = [u for u in record["upstream"] if isinstance(u, dict) and self.visible(u.get("dataset"))]
+            out["properties"] = {**props, LINEAGE_KEY: {**record, "upstream": kept}}  # type: ignore[dict-item]
+        return out
+
+
+@dataclass(frozen=True)
 class Ui:
     """What a route handler needs: the catalog, the page templates and the catalog's URL as pages show it."""
 
     cat: Catalog
     env: Environment
     catalog_url: str
+    scope: Scope = field(default_factory=Scope)
+    who: str | None = None  # the signed-in principal (dal serve), shown with a sign-out button
+    csrf: str | None = None  # the sign-out form's anti-forgery value (dal serve)
 
     @classmethod
     def over(cls, cat: Catalog) -> Ui:
@@ -118,7 +162,9 @@ class Ui:
         return cls(cat, env, mask_url(cat.url))
 
     def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        html = self.env.get_template(template).render(catalog_url=self.catalog_url, **context)
+        html = self.env.get_template(template).render(
+            catalog_url=self.catalog_url, who=self.who, csrf=self.csrf, **context
+        )
         return HTMLResponse(html, status)
 
     def api(self, handler: Handler) -> Callable[[Request], Response]:
@@ -129,11 +175,25 @@ class Ui:
         """A page: the handler's, or the error page with the status its error calls for."""
         return partial(self._answer_html, handler)
 
+    def check(self, request: Request) -> None:
+        """Refuse (404) a path segment no name has, and a dataset outside the scope as one that does not exist."""
+        check_path(request)
+        name = request.path_params.get("name")
+        if name is not None and not self.scope.visible(name):
+            raise self.scope.not_found(self.cat, str(name))
+
+    def _hidden(self, e: DalError, request: Request) -> DalError:
+        """A dataset that does not exist, as a viewer with a scope hears of it: close names it may read only."""
+        if isinstance(e, DatasetNotFound) and self.scope.targets is not None:
+            return self.scope.not_found(self.cat, str(request.path_params.get("name", "")))
+        return e
+
     def _answer_json(self, handler: Handler, request: Request) -> Response:
         try:
-            check_path(request)
-            return json_response(handler(self, request))
+            self.check(request)
+            return json_response(self.scope.scrub(handler(self, request)))
         except DalError as e:
+            e = self._hidden(e, request)
             return json_response({"error": message(e)}, status_of(e))
         except Exception as e:
             if not is_foreign(e):
@@ -143,9 +203,10 @@ class Ui:
 
     def _answer_html(self, handler: Callable[[Ui, Request], HTMLResponse], request: Request) -> Response:
         try:
-            check_path(request)
+            self.check(request)
             return handler(self, request)
         except DalError as e:
+            e = self._hidden(e, request)
             return self.page("error.html", status_of(e), message=message(e))
         except Exception as e:
             if is_foreign(e):
@@ -165,11 +226,12 @@ class Ui:
         sort = request.query_params.get("sort") or "name"
         if sort not in SORTS and sort.lstrip("-") not in {s.lstrip("-") for s in SORTS}:
             raise BadRequest(f"sort must be one of {', '.join(SORTS)}, not {sort[:40]!r}")
-        total = self.cat.count_datasets(query, filters)
+        within = None if self.scope.everything else self.scope.targets  # in the database: pages, counts, facets
+        total = self.cat.count_datasets(query, filters, within=within)
         pages = max(1, math.ceil(total / per_page))
         page_no = int_param(request, "page", 1, 1, 10**9)
         rows = self.cat.search_datasets(
-            query, limit=per_page, offset=(page_no - 1) * per_page, filters=filters, sort=sort
+            query, limit=per_page, offset=(page_no - 1) * per_page, filters=filters, sort=sort, within=within
         )
         reasons = self.cat.match_reasons(query, [d.name for d, _, _ in rows])
         items = []
@@ -187,6 +249,6 @@ class Ui:
             "pages": pages,
             "per_page": per_page,
             "total": total,
-            "facets": self.cat.facets(query, filters),
+            "facets": self.cat.facets(query, filters, within=within),
             "datasets": items,
         }

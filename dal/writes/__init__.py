@@ -10,6 +10,8 @@
   claim check every write, register, sync and maintenance operation makes.
 - ``changes``: writes that replace part of a dataset or delete rows (``where=``, ``overwrite='partitions'``,
   ``dal.delete``): the predicate, bound against the version they read.
+- ``credentials``: through a ``dal serve`` catalog, the write begins there (WRITE on the dataset) and writes
+  storage with the short-lived credentials the server vends for it, if any, in place of the caller's own.
 
 (The package is ``dal.writes``, not ``dal.write``: ``dal.write`` is the public function.)
 """

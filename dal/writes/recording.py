@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from dal import progress
 from dal._testhooks import pause
 from dal.catalog import CommittedNotRecorded, DatasetInfo, DatasetNotFound, VersionInfo
+from dal.catalog.errors import LocationTaken
 from dal.catalog.types import VersionDraft
 from dal.errors import DalError, FormatError, translating
 from dal.formats.base import WRITER_CATALOG, Format, Recorded
@@ -67,9 +68,24 @@ def check_claim(
     """
     if not fmt.writable:
         return claims.Checked(None)
+    if recorded and action not in ("drop", "rename"):
+        refuse_co_located(cat, name, location, action)
     holder = claims.Holder(cat.catalog_id, cat.display, name)
     loc = Location.of(location, options)
     return claims.check(loc, holder, action, recorded=recorded, read_only=read_only, take=take)
+
+
+def refuse_co_located(cat: Catalog, name: str, location: str, action: str) -> None:
+    """Refuse (``LocationTaken``) acting on a location another record of this catalog shares, holds or sits in
+    (a catalog from before one location was one dataset's): each would write, gc and purge it as its own."""
+    others = cat.co_located(name)
+    if others:
+        raise LocationTaken(
+            f"{name}: {location} is also the location of (or overlaps) {', '.join(others[:3])}"
+            f"{f' and {len(others) - 3} more' if len(others) > 3 else ''}; one location belongs to one dataset, so "
+            f"dal will not {action} it: nothing was written or deleted. Drop the record that should not be there "
+            "(`dal drop NAME`, without --purge: its data stays)"
+        )
 
 
 def first_line(e: BaseException) -> str:

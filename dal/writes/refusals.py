@@ -9,6 +9,8 @@ The order (each step's errors, as ``dal.write`` documents them):
    ``schema_mode``, ``where`` / ``overwrite`` (``changes.check_arguments``), the tags' names: ``InvalidName`` /
    ``DalError``, the first bad argument by name.
 2. ``inputs=`` — each declared input resolved in the catalog: ``DalError``, ``DatasetNotFound``, ``VersionNotFound``.
+2b. through a ``dal serve`` catalog, the write begins there (``dal.writes.credentials``): WRITE on the dataset
+   (``NotAuthorized``), and the storage credentials the server vends for it, or refuses to (``CatalogError``).
 3. the target (``_target``) — another catalog's claim on a new location (``ClaimedElsewhere``), a table of
    another dataset there (``DatasetExists``; a first write of this dataset found unrecorded is adopted), another
    format or location than the dataset's (``DalError``), a tag taken (``TagExists``), ``time_partitions`` without
@@ -47,6 +49,7 @@ import pyarrow as pa
 from dal import expr as E
 from dal import lineage, validate
 from dal.catalog import DatasetInfo, DatasetNotFound, VersionInfo
+from dal.catalog.errors import LocationTaken
 from dal.catalog.types import DECLARED, Input, validate_name, validate_tag
 from dal.dataset import Dataset
 from dal.errors import DalError, DatasetExists, SchemaMismatch, TagExists
@@ -66,6 +69,7 @@ from dal.storage import timeparts, uris
 from dal.storage.timeparts import TimePartitions
 from dal.tensors.schema import TensorSchema
 from dal.writes import changes
+from dal.writes.credentials import write_options
 from dal.writes.recording import check_claim, is_read_only, sync
 
 if TYPE_CHECKING:
@@ -167,7 +171,7 @@ def plan(req: WriteRequest, cat: Catalog) -> PlannedWrite:
     declared = req.inputs if req.inputs is not None else lineage.declared()
     declared_inputs = None if declared is None else _declared_inputs(declared, cat)  # 2
     fmt = get_format(req.format)
-    options = dict(req.storage_options or {})
+    options = write_options(cat, req.name, req.path, req.storage_options or {})  # 2b
     existing, location, rule, create = _target(
         cat,
         req.name,
@@ -272,6 +276,12 @@ def _target(
         uris.check_credentials(location, options)
         # another catalog's location is refused before anything else is looked at (nothing is claimed yet)
         check_claim(cat, name, fmt, location, options, "write", recorded=False, take=False)
+        taken = cat.overlapping(location, besides=name)  # the create after the commit would refuse: before any data
+        if taken:
+            raise LocationTaken(
+                f"{location} overlaps the location of dataset {', '.join(repr(t) for t in taken[:3])} (the same place, inside "
+                f"it or around it); one location belongs to one dataset: nothing was written for {name!r}"
+            )
 
         if fmt.exists(location, options):
             if fmt.written_for(location, options) != name:

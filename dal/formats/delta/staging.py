@@ -58,7 +58,8 @@ def write_files(
             name = f"{prefix}-{len(open_files):05d}-{token}{suffix}.parquet"
             relpath = f"{directory}/{name}" if directory else name
             full = uris.join(root_path, *relpath.split("/"))
-            fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
+            if uris.is_local(root):  # object stores have no directories (pyarrow would ask for the bucket first)
+                fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
             writer = pq.ParquetWriter(full, schema, filesystem=fs, compression=compression)
             open_files[values] = _OpenFile(relpath, writer, values, FileStats(schema))
         return open_files[values]

@@ -89,18 +89,15 @@ def catalog_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(name))
 
 
-@pytest.fixture(scope="module")
-def _served_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
-    """One ``dal serve`` per module on loopback, over a fresh SQLite catalog: (its URL, the database URL, a token of
-    a principal with MANAGE on ``*``)."""
+def _serve(db: str) -> Iterator[tuple[str, Catalog, str]]:
+    """``dal serve`` on loopback over the empty catalog database ``db``: (its URL, a direct ``Catalog`` of ``db``,
+    a token of a principal with MANAGE on ``*``)."""
     from datetime import timedelta
 
     from dal.catalog.auth import AuthStore
     from tests.serve.conftest import start, stop
 
-    root = tmp_path_factory.mktemp("served_catalog")
-    db = f"sqlite:///{root}/catalog.db"
-    Catalog(db).close()
+    direct = Catalog(db)
     store = AuthStore(db)
     store.create_principal("tester")
     store.grant("tester", "MANAGE", "*")
@@ -108,28 +105,80 @@ def _served_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     store.close()
     proc, url = start(db)
     try:
-        yield url, db, token
+        yield url, direct, token
     finally:
         stop(proc)
+        direct.close()
+
+
+@pytest.fixture(scope="session")
+def _served_catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Catalog, str]]:
+    """One ``dal serve`` per session over a fresh SQLite catalog (``_serve``)."""
+    root = tmp_path_factory.mktemp("served_catalog")
+    yield from _serve(f"sqlite:///{root}/catalog.db")
+
+
+@pytest.fixture(scope="session")
+def _served_pg_catalog(pg_server: str) -> Iterator[tuple[str, Catalog, str]]:
+    """One ``dal serve`` per session over a fresh PostgreSQL schema (``_serve``), dropped at the end."""
+    for url in _fresh_schema(pg_server):
+        yield from _serve(url)
+
+
+def _emptied(served: tuple[str, Catalog, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The served catalog, empty for the test and emptied after it (a dataset left behind would still claim its
+    location, which a module's shared files may be registered at by the next catalog)."""
+    url, direct, token = served
+
+    def empty() -> None:
+        for d in direct.list_datasets():
+            direct.delete_dataset(d.name)
+
+    empty()
+    monkeypatch.setenv("DAL_TOKEN", token)
+    yield url
+    empty()
 
 
 @pytest.fixture
-def served_url(_served_catalog: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch) -> str:
-    """The module's ``dal serve`` catalog, emptied for this test, its token in ``$DAL_TOKEN``."""
-    url, db, token = _served_catalog
-    direct = Catalog(db)
-    for d in direct.list_datasets():
-        direct.delete_dataset(d.name)
-    direct.close()
-    monkeypatch.setenv("DAL_TOKEN", token)
-    return url
+def served_url(_served_catalog: tuple[str, Catalog, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The session's ``dal serve`` catalog (SQLite behind it), emptied for this test, its token in ``$DAL_TOKEN``."""
+    yield from _emptied(_served_catalog, monkeypatch)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres), "served"])
+@pytest.fixture
+def served_pg_url(_served_pg_catalog: tuple[str, Catalog, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """As ``served_url``, with PostgreSQL behind the server."""
+    yield from _emptied(_served_pg_catalog, monkeypatch)
+
+
+SERVED = {"sqlite": "sqlite_url", "postgres": "pg_url", "served": "served_url", "served-pg": "served_pg_url"}
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        "served",
+        pytest.param("served-pg", marks=pytest.mark.postgres),
+    ]
+)
 def catalog_url_or_served(request: pytest.FixtureRequest) -> str:
-    """``catalog_url``, and a third time through a ``dal serve`` catalog (``served_url``): the same results."""
-    name = {"sqlite": "sqlite_url", "postgres": "pg_url", "served": "served_url"}[request.param]
-    return str(request.getfixturevalue(name))
+    """``catalog_url``, and twice more through a ``dal serve`` catalog (``served_url``, SQLite behind the server,
+    and ``served_pg_url``, PostgreSQL behind it): the same results."""
+    return str(request.getfixturevalue(SERVED[request.param]))
+
+
+@pytest.fixture(params=["sqlite", "served", pytest.param("served-pg", marks=pytest.mark.postgres)])
+def sqlite_or_served(request: pytest.FixtureRequest) -> str:
+    """A SQLite catalog, and the same test through ``dal serve`` with SQLite and with PostgreSQL behind it: for
+    the tests whose subject is not the database (format, CLI, faults of the data files)."""
+    return str(request.getfixturevalue(SERVED[request.param]))
+
+
+# a test whose served run costs seconds (Spark jobs, fifty writes) runs through the server once, with SQLite behind
+# it: ``pytest.mark.parametrize("catalog_url_or_served", NOT_SERVED_PG, indirect=True)``
+NOT_SERVED_PG = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres), "served"]
 
 
 def open_catalog(url: str) -> Catalog:
@@ -147,6 +196,16 @@ def use_catalog(url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.Monkey
     monkeypatch.setenv("DAL_CATALOG_URL", url)
     monkeypatch.setenv("DAL_WAREHOUSE", os.path.join(tmp_path, "warehouse"))
     return open_catalog(url)
+
+
+@pytest.fixture(params=["sqlite", "served"])
+def sqlite_or_served_env(
+    request: pytest.FixtureRequest, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> Catalog:
+    """``sqlite_env``, and the same test through ``dal serve`` (SQLite behind it): for tests of the client's side
+    (faults, hostile input) where PostgreSQL behind the server would add time and nothing the catalog tests lack."""
+    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "served_url")
+    return use_catalog(url, tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 from click.testing import CliRunner
 
-from dal.catalog import Catalog, Field, Partition, Schema, VersionDraft
+from dal.catalog import Field, Partition, Schema, VersionDraft
 from dal.cli.app import cli
 from tests.conftest import open_catalog
 
@@ -90,8 +90,9 @@ def test_versions(populated: str) -> None:
     ]
 
 
-def test_type_names_and_user_text_are_not_rich_markup(catalog_url: str) -> None:
-    cat = Catalog(catalog_url)
+def test_type_names_and_user_text_are_not_rich_markup(catalog_url_or_served: str) -> None:
+    catalog_url = catalog_url_or_served
+    cat = open_catalog(catalog_url)
     cat.create_dataset("m.ds", format="delta", location="/x", description="[bold]not markup[/bold]")
     cat.publish("m.ds", VersionDraft("create", Schema((Field("ts", "timestamp[us, tz=UTC]"),)), 1))
     assert "timestamp[us, tz=UTC]" in run(catalog_url, "schema", "m.ds")[1]

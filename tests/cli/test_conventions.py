@@ -68,10 +68,12 @@ def test_errors_are_json_with_json(sqlite_url: str, args: tuple[str, ...]) -> No
     assert r.exit_code in (1, 2) and not r.stderr.lstrip().startswith("{")
 
 
-def test_untag_json(sqlite_url: str) -> None:
-    from dal.catalog import Catalog, Field, Schema, VersionDraft
+def test_untag_json(sqlite_or_served: str) -> None:
+    from dal.catalog import Field, Schema, VersionDraft
+    from tests.conftest import open_catalog
 
-    cat = Catalog(sqlite_url)
+    sqlite_url = sqlite_or_served
+    cat = open_catalog(sqlite_url)
     cat.create_dataset("a.b", format="delta", location="/w/a")
     cat.publish("a.b", VersionDraft("create", Schema((Field("x", "int64"),)), row_count=1, storage_version=0))
     cat.tag("a.b", 0, "prod")

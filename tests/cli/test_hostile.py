@@ -83,14 +83,14 @@ def test_plain_locations_have_no_credentials(url: str) -> None:
         "az://container/x?sv=2022&sig=" + SECRET,
     ],
 )
-def test_a_location_with_credentials_is_refused_not_stored(sqlite_env: Catalog, path: str) -> None:
+def test_a_location_with_credentials_is_refused_not_stored(sqlite_or_served_env: Catalog, path: str) -> None:
     with pytest.raises(DalError, match="contains credentials") as e:
         dal.write(pa.table({"id": [1]}), "leaky", path=path)
     assert SECRET not in str(e.value)
     with pytest.raises(DalError, match="contains credentials") as e:
         dal.register("leaky", path)
     assert SECRET not in str(e.value)
-    assert sqlite_env.list_datasets() == []
+    assert sqlite_or_served_env.list_datasets() == []
 
 
 def test_cli_never_prints_a_stored_secret(sqlite_url: str) -> None:
@@ -136,14 +136,14 @@ def test_names_and_tags_are_matched_in_full(bad: str) -> None:
         validate_tag(bad)
 
 
-def test_a_name_with_a_trailing_newline_is_refused_everywhere(sqlite_env: Catalog) -> None:
+def test_a_name_with_a_trailing_newline_is_refused_everywhere(sqlite_or_served_env: Catalog) -> None:
     with pytest.raises(InvalidName):
         dal.write(pa.table({"id": [1]}), "cam\n")
     dal.write(pa.table({"id": [1]}), "cam")
     with pytest.raises(InvalidName):
-        sqlite_env.tag("cam", 0, "prod\n")
-    assert sqlite_env.tags("cam") == {} or list(sqlite_env.tags("cam")) == []
-    result = CliRunner().invoke(cli, ["--catalog", sqlite_env.url, "show", "cam\n"])
+        sqlite_or_served_env.tag("cam", 0, "prod\n")
+    assert sqlite_or_served_env.tags("cam") == {} or list(sqlite_or_served_env.tags("cam")) == []
+    result = CliRunner().invoke(cli, ["--catalog", sqlite_or_served_env.url, "show", "cam\n"])
     assert_one_error_line(result.exit_code, result.stdout, result.stderr, expect=r"invalid dataset name 'cam\n'")
 
 
@@ -152,8 +152,9 @@ def test_a_name_with_a_trailing_newline_is_refused_everywhere(sqlite_env: Catalo
 EVIL = "evil \x1b]0;pwned\x07\x1b[2J\x1b[31m[bold red]markup[/] \u202eabc\nnext"
 
 
-def test_user_text_cannot_drive_the_terminal(sqlite_url: str) -> None:
-    cat = Catalog(sqlite_url)
+def test_user_text_cannot_drive_the_terminal(sqlite_or_served_env: Catalog) -> None:
+    sqlite_url = sqlite_or_served_env.url
+    cat = sqlite_or_served_env
     cat.create_dataset("d.evil", format="delta", location="/w/evil", description=EVIL, owner="o\x1b[8m")
     cat.close()
     for args in (["ls"], ["show", "d.evil"], ["ls", "--json"], ["show", "d.evil", "--json"]):
@@ -180,7 +181,7 @@ def test_one_line_strips_colours_backtraces_and_controls() -> None:
 
 
 @pytest.fixture
-def small(sqlite_env: Catalog) -> dal.Dataset:
+def small(sqlite_or_served_env: Catalog) -> dal.Dataset:
     dal.write(pa.table({"id": np.arange(100), "s": [f"row{i}" for i in range(100)]}), "small")
     return dal.open("small")
 
@@ -198,8 +199,8 @@ def test_version_references_of_the_wrong_type_are_invalid(small: dal.Dataset, re
 
 
 @pytest.mark.parametrize("ref", ["99999999999999999999", "²", "\uff11"])
-def test_cli_odd_versions_are_one_line(small: dal.Dataset, sqlite_env: Catalog, ref: str) -> None:
-    result = CliRunner().invoke(cli, ["--catalog", sqlite_env.url, "schema", "small", "--version", ref])
+def test_cli_odd_versions_are_one_line(small: dal.Dataset, sqlite_or_served_env: Catalog, ref: str) -> None:
+    result = CliRunner().invoke(cli, ["--catalog", sqlite_or_served_env.url, "schema", "small", "--version", ref])
     assert_one_error_line(result.exit_code, result.stdout, result.stderr, expect="not found")
 
 
@@ -236,7 +237,7 @@ def test_a_truncated_parquet_file_is_a_format_error(small: dal.Dataset, tmp_path
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage"])
 def test_register_of_a_corrupt_common_metadata_is_a_format_error(
-    sqlite_env: Catalog, tmp_path: Path, damage: str
+    sqlite_or_served_env: Catalog, tmp_path: Path, damage: str
 ) -> None:
     from dal.tensors.codecs import ScalarCodec
     from dal.tensors.schema import TensorField, TensorSchema
@@ -251,7 +252,7 @@ def test_register_of_a_corrupt_common_metadata_is_a_format_error(
         meta.write_bytes(blob[: len(blob) // 2] if damage == "truncate" else b"PAR1" + b"\xff" * 50 + b"PAR1")
     with pytest.raises(FormatError, match="_common_metadata is damaged"):
         dal.register("copy", str(dst), format="petastorm")
-    proc = run_cli("--catalog", sqlite_env.url, "register", "copy2", str(dst), "--format", "petastorm")
+    proc = run_cli("--catalog", sqlite_or_served_env.url, "register", "copy2", str(dst), "--format", "petastorm")
     assert_one_error_line(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -348,10 +349,10 @@ def test_expression_and_adapter_arguments_are_dal_errors(small: dal.Dataset) -> 
             small.to_torch(batch_size)  # type: ignore[arg-type]
 
 
-def test_unreachable_hive_metastore_is_one_line(small: dal.Dataset, sqlite_env: Catalog) -> None:
+def test_unreachable_hive_metastore_is_one_line(small: dal.Dataset, sqlite_or_served_env: Catalog) -> None:
     """thrift logs "Could not connect …" before raising: the CLI must still print only its own line."""
     for argv in (["hive", "sync", "small"], ["hive", "import", "db.t"]):
-        proc = run_cli(*argv, "--uri", "thrift://127.0.0.1:1", env={"DAL_CATALOG_URL": sqlite_env.url})
+        proc = run_cli(*argv, "--uri", "thrift://127.0.0.1:1", env={"DAL_CATALOG_URL": sqlite_or_served_env.url})
         assert_one_error_line(proc.returncode, proc.stdout, proc.stderr, expect="cannot reach the Hive Metastore")
 
 

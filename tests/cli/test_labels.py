@@ -1,5 +1,5 @@
 """``dal label`` / ``dal unlabel`` / ``dal labels``, the labels in ``dal show`` (table, TSV, JSON), ``dal ls --label``,
-column descriptions in ``dal show`` and, with column labels, in ``dal schema``: on SQLite and PostgreSQL, every refusal one line."""
+column descriptions in ``dal show`` and, with column labels, in ``dal schema``: on SQLite, PostgreSQL and through ``dal serve``, every refusal one line."""
 
 from __future__ import annotations
 
@@ -8,22 +8,23 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from dal.catalog import Catalog, Field, Schema, VersionDraft
+from dal.catalog import Field, Schema, VersionDraft
 from dal.cli.app import cli
+from tests.conftest import open_catalog
 
 DESCRIPTION = "the customer's <b>address</b>\tand\nmore"
 SCHEMA = Schema((Field("id", "int64", False), Field("email", "string"), Field("note", "string")))
 
 
 @pytest.fixture
-def url(catalog_url: str) -> str:
-    cat = Catalog(catalog_url)
+def url(catalog_url_or_served: str) -> str:
+    cat = open_catalog(catalog_url_or_served)
     cat.create_dataset("crm.users", format="delta", location="/data/crm/users")
     described = SCHEMA.described({"email": DESCRIPTION})
     cat.publish("crm.users", VersionDraft("create", described, 3))
     cat.create_dataset("crm.events", format="delta", location="/data/crm/events")
     cat.close()
-    return catalog_url
+    return catalog_url_or_served
 
 
 def run(url: str, *args: str) -> tuple[int, str, str]:

@@ -22,9 +22,9 @@ import pytest
 from click.testing import CliRunner
 
 import dal
-from dal.catalog import Catalog
 from dal.cli.app import cli
 from tests.cli.test_progress import dal_exe, run_in_pty
+from tests.conftest import open_catalog
 
 NAME = "weather.daily_features_for_the_regional_forecast_model_with_a_long_name"  # 72 characters
 TAGS = [f"release_candidate_{i:02d}" for i in range(12)]  # all on the newest version
@@ -34,14 +34,14 @@ BOX = set("│┃━─┏┓└┘╇┡")
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
+def env(sqlite_or_served: str, tmp_path: Path) -> dict[str, str]:
     """A catalog holding NAME in three written versions (floats, text), twelve tags on the newest, one on the
     first, and a description with a tab, a quote, an escape sequence and a newline."""
-    url = f"sqlite:///{tmp_path}/catalog.db"
-    cat = Catalog(url)
+    url = sqlite_or_served
+    cat = open_catalog(url)
     table = pa.table({"x": [0.1234567891, 2.5, 1e7 / 3], "label": ["a", "b", "c"], "id": [1, 2, 3]})
     for _ in range(3):
-        dal.write(table, NAME, path=str(tmp_path / "data"), catalog=cat)
+        dal.write(table, NAME, path=str(tmp_path / "data"), catalog=url)
     cat.tag(NAME, 0, "first")
     for t in TAGS:
         cat.tag(NAME, 2, t)
@@ -176,7 +176,7 @@ def test_show_names_every_tag_with_its_version(env: dict[str, str]) -> None:
 
 
 def test_versions_to_the_second_and_as_of_a_printed_time(env: dict[str, str]) -> None:
-    cat = Catalog(env["DAL_CATALOG_URL"])
+    cat = open_catalog(env["DAL_CATALOG_URL"])
     rows = tsv(invoke(env, "versions", NAME)[1])
     for r, v in zip(rows, cat.versions(NAME), strict=True):
         printed = r["created (UTC)"]
@@ -189,7 +189,7 @@ def test_versions_to_the_second_and_as_of_a_printed_time(env: dict[str, str]) ->
 
 
 def test_as_of_a_future_time_is_refused(env: dict[str, str]) -> None:
-    cat = Catalog(env["DAL_CATALOG_URL"])
+    cat = open_catalog(env["DAL_CATALOG_URL"])
     latest = cat.version(NAME)
     assert cat.version(NAME, datetime.now(UTC)).number == 2  # after the latest version, not in the future
     future = datetime.now(UTC) + timedelta(days=1)

@@ -99,14 +99,16 @@ def run_in_pty(
     return code, b"".join(chunks).decode(errors="replace"), b"".join(out_chunks).decode()
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """A fresh catalog and warehouse; progress lines appear at once (no delay) so short test runs draw them."""
+@pytest.fixture(params=["sqlite", "served"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """A fresh catalog (SQLite, and through ``dal serve``) and warehouse; progress lines appear at once (no delay)
+    so short test runs draw them."""
+    url = str(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "served_url"))
     out = {
         k: v for k, v in os.environ.items() if k not in {"DAL_PROGRESS", "DAL_PROGRESS_DELAY", "PYTEST_CURRENT_TEST"}
     }
     out.update(
-        DAL_CATALOG_URL=f"sqlite:///{tmp_path}/catalog.db",
+        DAL_CATALOG_URL=url,
         DAL_WAREHOUSE=str(tmp_path / "warehouse"),
         DAL_PROGRESS_DELAY="0",
     )

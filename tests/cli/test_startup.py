@@ -14,6 +14,7 @@ import pytest
 
 from dal.catalog import Catalog, Schema, VersionDraft
 from dal.catalog.types import Field
+from tests.conftest import open_catalog
 
 HEAVY = ("pyarrow", "pandas", "sqlalchemy", "alembic", "mako", "numpy", "deltalake", "pyspark")
 # runs the dal command in this process, then prints the heavy modules it imported on stderr's last line
@@ -42,7 +43,7 @@ def run(args: list[str], url: str | None = None, **env: str) -> tuple[str, list[
 
 
 def populate(url: str) -> None:
-    cat = Catalog(url)
+    cat = open_catalog(url)
     schema = Schema((Field("id", "int64"),))
     for name in ("weather.obs", "weather.radar", "sensors.cam"):
         cat.create_dataset(name, format="delta", location=f"/data/{name}")
@@ -64,7 +65,8 @@ def test_help_loads_nothing_heavy(args: list[str]) -> None:
     assert heavy == [] and "dal" in out
 
 
-def test_browsing_an_existing_catalog_loads_nothing_heavy(catalog_url: str) -> None:
+def test_browsing_an_existing_catalog_loads_nothing_heavy(catalog_url_or_served: str) -> None:
+    catalog_url = catalog_url_or_served
     populate(catalog_url)
     out, heavy = run(["ls"], catalog_url)
     assert heavy == [] and "weather.radar" in out and "sensors.cam" in out
@@ -98,7 +100,7 @@ def complete(url: str, words: str) -> tuple[list[tuple[str, str]], list[str]]:
     return [tuple(line.split(",", 1)) for line in out.splitlines() if line], heavy  # type: ignore[misc]
 
 
-def test_completion_of_names_and_tags(catalog_url: str) -> None:
+def test_completion_of_names_and_tags(catalog_url: str) -> None:  # not through dal serve: docs/development.md
     populate(catalog_url)
     items, heavy = complete(catalog_url, "dal show weather.")
     assert items == [("plain", "weather.obs"), ("plain", "weather.radar")] and heavy == []

@@ -21,7 +21,6 @@ from dal import ScalarCodec, TensorField, TensorSchema
 from dal.catalog import Catalog
 from dal.cli.app import cli
 from dal.formats.registry import get_format
-from tests.conftest import use_catalog
 from tests.ui.conftest import start
 
 SCHEMA = TensorSchema("Rows", [TensorField("id", np.int64, (), ScalarCodec())])
@@ -33,11 +32,11 @@ def data(fmt: str, start_at: int, n: int) -> object:
 
 
 @pytest.fixture(params=["delta", "petastorm"])
-def broken(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Catalog, str]:
+def broken(request: pytest.FixtureRequest, sqlite_or_served_env: Catalog) -> tuple[Catalog, str]:
     """``t.data``: version 0, an overwrite (1: none of version 0's files), an append (2), version 3 expired by
     the catalog; then one of version 0's data files deleted by hand. Returns the catalog and the deleted file."""
     fmt = str(request.param)
-    cat = use_catalog(f"sqlite:///{tmp_path}/catalog.db", tmp_path, monkeypatch)
+    cat = sqlite_or_served_env  # SQLite, and through dal serve (not the UI's test: dal ui reads a database)
     extra = {"schema": SCHEMA} if fmt == "petastorm" else {}
     dal.write(data(fmt, 0, 4), "t.data", format=fmt, **extra)
     dal.write(data(fmt, 10, 2), "t.data", format=fmt, mode="overwrite")
@@ -87,6 +86,7 @@ def test_versions_check_finds_what_storage_lost(broken: tuple[Catalog, str]) -> 
     assert cat.version("t.data", 0).unavailable is None  # a check writes nothing to the catalog
 
 
+@pytest.mark.parametrize("sqlite_or_served_env", ["sqlite"], indirect=True)
 def test_the_ui_checks_when_asked(broken: tuple[Catalog, str], tmp_path: Path) -> None:
     cat, deleted = broken
     for server in start(cat.url, tmp_path):

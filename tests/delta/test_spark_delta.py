@@ -21,8 +21,10 @@ from dal.catalog import Catalog
 from dal.errors import SchemaMismatch
 from dal.formats.registry import get_format
 from dal.spark.session import get_spark, native_source
+from tests.conftest import NOT_SERVED_PG
 
 pytestmark = pytest.mark.spark
+served_once = pytest.mark.parametrize("catalog_url_or_served", NOT_SERVED_PG, indirect=True)
 
 
 def sensor_frame(spark: Any, n: int = 600, start: int = 0, parts: int = 4) -> Any:
@@ -60,6 +62,7 @@ def expected_rows(n: int, start: int = 0) -> set[tuple[Any, ...]]:
     }
 
 
+@served_once
 def test_distributed_write_is_one_delta_version_with_partitions_and_stats(cat: Catalog, spark: Any) -> None:
     df = sensor_frame(spark)
     # target_file_size=1: the four Spark partitions stay four tasks (as without a target)
@@ -85,6 +88,7 @@ def test_distributed_write_is_one_delta_version_with_partitions_and_stats(cat: C
     assert sorted(p.row_count for p in cat.partitions("spark.sensors")) == [100] * 6
 
 
+@served_once
 def test_versions_read_back_pinned_in_spark(cat: Catalog, spark: Any) -> None:
     dal.write(sensor_frame(spark, 60), "spark.pinned", partition_by=["date"])
     dal.write(sensor_frame(spark, 30, start=1000), "spark.pinned")  # Spark append
@@ -107,6 +111,7 @@ def test_versions_read_back_pinned_in_spark(cat: Catalog, spark: Any) -> None:
     assert dict(dal.open("spark.pinned").to_spark(spark).dtypes)["date"] == "string"
 
 
+@served_once
 def test_spark_schema_mismatch_is_refused_before_writing(cat: Catalog, spark: Any) -> None:
     from pyspark.sql import functions as F
 
@@ -136,6 +141,7 @@ def test_spark_schema_mismatch_is_refused_before_writing(cat: Catalog, spark: An
     assert got == {**dict.fromkeys(range(20)), **dict.fromkeys(range(100, 105), 1)}
 
 
+@served_once
 def test_spark_append_keeps_the_table_partitioning(cat: Catalog, spark: Any) -> None:
     dal.write(sensor_frame(spark, 30), "spark.parts", partition_by=["date"])
     v = dal.write(sensor_frame(spark, 30, start=100), "spark.parts")  # partition_by not repeated
@@ -179,6 +185,7 @@ def test_delta_spark_classes_are_detected_when_on_the_classpath(tmp_path: Path) 
     assert "DETECTED True" in out.stdout, out.stderr[-2000:]
 
 
+@served_once
 def test_column_mapping_tables_read_by_logical_names(cat: Catalog, spark: Any, tmp_path: Path) -> None:
     """A table another engine switched to column mapping (renaming a column afterwards): dal and Spark read
     the files' physical columns under their logical names (was: refused, issue 12)."""

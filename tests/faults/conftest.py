@@ -20,8 +20,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def cat(sqlite_env: Catalog) -> Catalog:
-    return sqlite_env
+def cat(sqlite_or_served_env: Catalog) -> Catalog:
+    """dal's default catalog for the test: SQLite, and the same faults through ``dal serve`` (the faults are the
+    client's and its storage's). A module of Spark jobs pins it to SQLite: ``SQLITE_ONLY``."""
+    return sqlite_or_served_env
+
+
+SQLITE_ONLY = pytest.mark.parametrize("sqlite_or_served_env", ["sqlite"], indirect=True)
 
 
 def _mount_tmpfs(folder: Path, size: str) -> str | None:

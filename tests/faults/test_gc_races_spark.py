@@ -13,10 +13,11 @@ import pytest
 import dal
 from dal.catalog import Catalog
 from dal.ops import lifecycle
+from tests.faults.conftest import SQLITE_ONLY
 from tests.faults.races import NEW, NOW, check, files_below, history
 from tests.faults.spark_races import age, frame, in_thread, paused, wait_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, SQLITE_ONLY]  # Spark jobs: not also through dal serve (CI time)
 
 
 POINTS = [

@@ -15,10 +15,11 @@ import dal
 from dal.catalog import Catalog
 from dal.cli.app import cli
 from dal.errors import FormatError
+from tests.faults.conftest import SQLITE_ONLY
 from tests.faults.races import NEW, check, files_below, history
 from tests.faults.spark_races import age, complete, frame, in_thread, paused, wait_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, SQLITE_ONLY]  # Spark jobs: not also through dal serve (CI time)
 
 
 @pytest.mark.parametrize("fmt", ["delta", "petastorm"])

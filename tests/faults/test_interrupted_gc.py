@@ -16,7 +16,7 @@ import dal
 from dal.catalog import Catalog
 from dal.cli.app import cli
 from dal.ops import lifecycle
-from tests.faults.conftest import run_until_paused
+from tests.faults.conftest import SQLITE_ONLY, run_until_paused
 from tests.faults.races import SCHEMA, data, files_below, ids_of
 
 VERSIONS = 8
@@ -91,6 +91,7 @@ def test_a_purge_killed_after_deleting_the_data_is_finished_by_the_next(cat: Cat
 
 
 @pytest.mark.slow
+@SQLITE_ONLY  # rewrites the catalog database as an older dal left it
 def test_gc_finishes_versions_an_older_dal_expired_without_marking_them(cat: Catalog, tmp_path: Path) -> None:
     """A catalog from before this release has expired versions without the files-deleted mark: the first gc
     looks at them once (deleting what an interrupted older gc left) and marks them; later ones do not."""

@@ -17,10 +17,11 @@ import pytest
 import dal
 from dal import errors
 from dal.catalog import Catalog
+from tests.faults.conftest import SQLITE_ONLY
 from tests.faults.races import NEW, SCHEMA, check, data, files_below, ids_of
 from tests.faults.spark_races import complete, frame, in_thread, paused, wait_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, SQLITE_ONLY]  # Spark jobs: not also through dal serve (CI time)
 
 BEFORE = [0, 1, 2]  # the version the overwrite reads
 APPENDED = [500, 501]  # the racing append's rows, acknowledged while the overwrite is paused

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,8 +17,15 @@ import pytest
 import dal
 from dal.catalog import Catalog
 from dal.errors import DalError
+from tests.conftest import use_catalog
 
 pytest.importorskip("hive_metastore_client")
+
+
+@pytest.fixture
+def cat(sqlite_or_served: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Catalog:
+    """dal's default catalog for the test: SQLite, and through ``dal serve`` (SQLite and PostgreSQL behind it)."""
+    return use_catalog(sqlite_or_served, tmp_path, monkeypatch)
 
 
 @pytest.fixture
@@ -59,7 +67,7 @@ def one_line_error(excinfo: pytest.ExceptionInfo[DalError]) -> str:
     return message
 
 
-def test_unreachable_metastore(sqlite_env: Catalog, closed_port: int) -> None:
+def test_unreachable_metastore(cat: Catalog, closed_port: int) -> None:
     dal.write(pd.DataFrame({"id": [1, 2]}), "hv.t")
     uri = f"thrift://127.0.0.1:{closed_port}"
     with pytest.raises(DalError) as e:
@@ -68,10 +76,10 @@ def test_unreachable_metastore(sqlite_env: Catalog, closed_port: int) -> None:
     with pytest.raises(DalError) as e:
         dal.hive.import_table("db.tbl", uri=uri, name="hv.imported")
     assert one_line_error(e).startswith(f"cannot reach the Hive Metastore at {uri}: ")
-    assert [d.name for d in sqlite_env.list_datasets()] == ["hv.t"]  # nothing registered
+    assert [d.name for d in cat.list_datasets()] == ["hv.t"]  # nothing registered
 
 
-def test_the_error_is_the_only_report(sqlite_env: Catalog, closed_port: int) -> None:
+def test_the_error_is_the_only_report(cat: Catalog, closed_port: int) -> None:
     """A program with no logging set up: thrift's own "Could not connect" ERROR log is not printed as well."""
     code = (
         "import dal\n"
@@ -86,7 +94,7 @@ def test_the_error_is_the_only_report(sqlite_env: Catalog, closed_port: int) -> 
     assert proc.stderr == ""
 
 
-def test_a_port_that_is_not_a_metastore(sqlite_env: Catalog, not_a_metastore: int) -> None:
+def test_a_port_that_is_not_a_metastore(cat: Catalog, not_a_metastore: int) -> None:
     dal.write(pd.DataFrame({"id": [1, 2]}), "hv.t")
     uri = f"thrift://127.0.0.1:{not_a_metastore}"
     with pytest.raises(DalError) as e:
@@ -97,14 +105,14 @@ def test_a_port_that_is_not_a_metastore(sqlite_env: Catalog, not_a_metastore: in
     with pytest.raises(DalError) as e:
         dal.hive.sync(["hv.t"], uri=uri)
     assert one_line_error(e).startswith(f"the Hive Metastore at {uri} dropped the connection: ")
-    assert [d.name for d in sqlite_env.list_datasets()] == ["hv.t"]
+    assert [d.name for d in cat.list_datasets()] == ["hv.t"]
 
 
 @pytest.mark.parametrize(
     "uri",
     ["thrift://127.0.0.1:99999", "thrift://127.0.0.1:port", "thrift://[::1", "http://127.0.0.1:9083", "thrift://"],
 )
-def test_malformed_uris_are_refused_before_anything_is_read(sqlite_env: Catalog, uri: str) -> None:
+def test_malformed_uris_are_refused_before_anything_is_read(cat: Catalog, uri: str) -> None:
     # the dataset does not exist: the URI is checked first
     with pytest.raises(DalError) as e:
         dal.hive.sync(["hv.missing"], uri=uri)
@@ -114,7 +122,7 @@ def test_malformed_uris_are_refused_before_anything_is_read(sqlite_env: Catalog,
     assert one_line_error(e).startswith("Hive Metastore URI must look like thrift://host:9083")
 
 
-def test_table_name_is_checked(sqlite_env: Catalog, closed_port: int) -> None:
+def test_table_name_is_checked(cat: Catalog, closed_port: int) -> None:
     for bad in ("tbl", ".tbl", "db."):
         with pytest.raises(DalError, match="name the table as DB.TABLE"):
             dal.hive.import_table(bad, uri=f"thrift://127.0.0.1:{closed_port}")

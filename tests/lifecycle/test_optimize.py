@@ -19,6 +19,7 @@ from dal import NdarrayCodec, ScalarCodec, TensorField, TensorSchema, lifecycle
 from dal.catalog import Catalog
 from dal.cli.app import cli
 from dal.errors import DalError
+from tests.conftest import NOT_SERVED_PG
 
 SCHEMA = TensorSchema(
     "S", [TensorField("id", np.int64, (), ScalarCodec()), TensorField("x", np.float32, (2, 3), NdarrayCodec())]
@@ -57,6 +58,7 @@ def delta_rs_rows(location: str) -> pa.Table:
     return pa.table(deltalake.QueryBuilder().register("t", dt).execute(sql).read_all())
 
 
+@pytest.mark.parametrize("catalog_url_or_served", NOT_SERVED_PG, indirect=True)
 @pytest.mark.parametrize("partition_by", [None, ["part"]])
 def test_delta_fifty_appends_compact_to_a_new_version_with_every_row(
     any_cat: Catalog, partition_by: list[str] | None

@@ -126,9 +126,9 @@ def test_register_refuses_what_is_not_petastorm(cat: Catalog, tmp_path: Path) ->
     assert cat.list_datasets() == []
 
 
-def test_cli_shows_tensor_fields(cat: Catalog, sqlite_url: str) -> None:
+def test_cli_shows_tensor_fields(cat: Catalog) -> None:
     dal.write(frames(2), "cam.frames", format="petastorm", schema=SCHEMA)
-    out = CliRunner().invoke(cli, ["--catalog", sqlite_url, "schema", "cam.frames"]).stdout
+    out = CliRunner().invoke(cli, ["--catalog", cat.url, "schema", "cam.frames"]).stdout
     assert "float32[4, 4] (ndarray)" in out and "uint8[6, 8, 3] (image/png)" in out and "int64 (scalar)" in out
 
 

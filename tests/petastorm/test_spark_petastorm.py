@@ -15,7 +15,12 @@ from dal.errors import SchemaMismatch
 from tests.petastorm.legacy import run_legacy
 from tests.petastorm.test_petastorm_dataset import SCHEMA
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# through dal serve with SQLite behind it (not also PostgreSQL: a Spark job costs seconds, the server the same)
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.parametrize("sqlite_or_served", ["sqlite", "served"], indirect=True),
+]
 
 
 def spark_frames(spark: Any, n: int, bad_row: int | None = None) -> Any:

@@ -26,7 +26,12 @@ from dal.errors import SchemaMismatch
 from tests.petastorm.legacy import run_legacy
 from tests.petastorm.petastorm_values import load, mismatch
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# through dal serve with SQLite behind it (not also PostgreSQL: a Spark job costs seconds, the server the same)
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.parametrize("sqlite_or_served", ["sqlite", "served"], indirect=True),
+]
 NAN = float("nan")
 TS = dt.datetime(2024, 2, 29, 12, 30, 1, 123456)
 

@@ -10,6 +10,7 @@ compared, dtype, shape and bytes, with dal's ``to_numpy`` of the registered data
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,11 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
     return out, json.loads(values.read_text()), pickles
 
 
-def test_every_value_decodes_as_petastorm_decodes_it(cat: Catalog, written: tuple[Path, dict[str, Any], Path]) -> None:
-    out, reference, _ = written
+def test_every_value_decodes_as_petastorm_decodes_it(
+    cat: Catalog, written: tuple[Path, dict[str, Any], Path], tmp_path: Path
+) -> None:
+    out, reference, _ = tmp_path / "ds", written[1], written[2]
+    shutil.copytree(written[0], out)  # each catalog registers its own copy: the first to register claims its files
     (v,) = dal.register("legacy.all_types", str(out), format="petastorm")
     assert v.row_count == 24 and v.partition_columns == ("part",)
     got = dal.open("legacy.all_types").to_numpy()

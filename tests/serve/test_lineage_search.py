@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 import dal
 from dal.catalog import Catalog
+from dal.catalog.auth import NotAuthorized
 from dal.catalog.remote import RemoteCatalog
 from dal.cli.app import cli
 from tests.serve.conftest import Served
@@ -75,3 +76,25 @@ def test_search_shows_only_readable_datasets(built: Served) -> None:
     status, raw, _ = built.request("GET", "/api/v1/search?q=radar", "ns_reader")
     assert status == 200 and json.loads(raw)["results"][0]["reasons"] == [["name", None]]
     assert built.request("GET", "/api/v1/search?q=x", None)[0] == 401
+
+
+def test_labels_through_the_server_need_write_and_ls_label_shows_only_readable_datasets(built: Served) -> None:
+    owner = RemoteCatalog(built.url, str(built.tokens["owner"]))
+    reader = RemoteCatalog(built.url, str(built.tokens["ns_reader"]))
+    writer = RemoteCatalog(built.url, str(built.tokens["writer"]))
+    assert [lb.text for lb in writer.label("weather.wind", "gold")] == ["gold"]
+    owner.label("sales.orders", "gold")
+    try:
+        with pytest.raises(NotAuthorized, match="needs WRITE"):
+            reader.label("weather.wind", "silver")
+        with pytest.raises(NotAuthorized, match="needs WRITE"):
+            writer.label("sales.orders", "silver")  # WRITE on weather.* only
+        assert owner.labelled("gold") == Catalog(built.db).labelled("gold") == {"weather.wind", "sales.orders"}
+        assert reader.labelled("gold") == {"weather.wind"}  # not the name of a dataset it may not read
+        assert reader.labelled("gold", ["weather.radar"]) == set()
+        env = {"DAL_CATALOG_URL": built.url, "DAL_TOKEN": str(built.tokens["ns_reader"])}
+        result = CliRunner().invoke(cli, ["ls", "--label", "gold", "--json"], env=env)
+        assert [d["name"] for d in json.loads(result.stdout)] == ["weather.wind"]
+        assert built.request("GET", "/api/v1/labelled?label=gold", None)[0] == 401
+    finally:
+        assert owner.unlabel("weather.wind", "gold") == () and owner.unlabel("sales.orders", "gold") == ()

@@ -96,9 +96,12 @@ def test_register_twice_and_bad_time_column(cat: Catalog, foreign: str) -> None:
         dal.register("ext.once", foreign)
     with pytest.raises(DatasetExists, match="location of dataset 'ext.once'"):  # one writable entry per location
         dal.register("ext.twice", foreign)
+    with pytest.raises(DatasetExists, match="location of dataset 'ext.once'"):  # read-only too: one location, one
+        dal.register("ext.twice", foreign, read_only=True)  # dataset
+    dal.lifecycle.drop("ext.once")
     with pytest.raises(SchemaMismatch, match="time_column 'when'"):
         dal.register("ext.twice", foreign, time_column="when", read_only=True)
-    assert [d.name for d in cat.list_datasets()] == ["ext.once"]  # the failed register left nothing
+    assert cat.list_datasets() == []  # the failed register left nothing
 
 
 def test_credentials_in_a_location_are_refused(cat: Catalog) -> None:

@@ -192,7 +192,8 @@ def test_the_banner_names_an_address_clients_can_use(tmp_path: Path, allowed: li
     port = base.rsplit(":", 1)[1]
     name = allowed[0] if allowed else socket.getfqdn()
     assert f"serving the catalog on https://0.0.0.0:{port}/api/v1/" in banner
-    assert f"clients: DAL_CATALOG_URL=https://{name}:{port} or another name of this machine;" in banner, banner
+    assert f"clients: DAL_CATALOG_URL=https://{name}:{port} or another name of this machine)" in banner, banner
+    assert f"web UI on https://{name}:{port}/" in banner and "0.0.0.0:{port}/ (sign in" not in banner
 
 
 def test_the_cli_takes_huge_numbers_without_an_outage(catalog_url: str, tmp_path: Path) -> None:

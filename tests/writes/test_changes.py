@@ -210,13 +210,14 @@ def test_a_change_commits_only_on_the_version_it_read(
     assert [v.number for v in sqlite_env.versions(name)] == [0]
 
 
-def test_read_only_datasets_are_refused(sqlite_env: Catalog) -> None:
+def test_read_only_datasets_are_refused(sqlite_env: Catalog, tmp_path: Path) -> None:
     dal.write(days(range(6)), "ch.owner", partition_by=["date"])
-    dal.register("ch.reader", location(sqlite_env, "ch.owner"), read_only=True)
+    other = f"sqlite:///{tmp_path}/reader.db"  # another catalog reads it (one location is one dataset's in one)
+    dal.register("ch.reader", location(sqlite_env, "ch.owner"), read_only=True, catalog=other)
     with pytest.raises(ReadOnlyDataset):
-        dal.delete("ch.reader", where="id = 1")
+        dal.delete("ch.reader", where="id = 1", catalog=other)
     with pytest.raises(ReadOnlyDataset):
-        dal.write(days(range(1)), "ch.reader", mode="overwrite", where="id = 0")
+        dal.write(days(range(1)), "ch.reader", mode="overwrite", where="id = 0", catalog=other)
     assert [v.number for v in sqlite_env.versions("ch.owner")] == [0]
 
 

@@ -555,11 +555,11 @@ class RemoteCatalog:
         return {str(k): int(v) for k, v in self._get(f"/datasets/{self._name(name)}/tags")["tags"].items()}
 
     def co_located(self, name: str) -> list[str]:
-        """``Catalog.co_located`` as the server answers it: the names this principal may read, and one entry
-        saying how many others there are (a write, gc or purge refuses on either)."""
+        """``Catalog.co_located`` as the server answers it: the names this principal may read, or one entry saying
+        another dataset is there (a write, gc or purge refuses on either)."""
         found = self._get(f"/datasets/{self._name(name)}/co-located")
-        hidden = int(found.get("hidden") or 0)
-        return [str(n) for n in found["datasets"]] + ([f"{hidden} dataset(s) you may not read"] if hidden else [])
+        shown = [str(n) for n in found.get("datasets") or []]
+        return shown or (["a dataset you may not read"] if found.get("shared") else [])
 
     def overlapping(self, location: str, *, besides: str | None = None) -> list[str]:
         """``Catalog.overlapping`` as the server answers it to a principal with WRITE on ``besides``: the names it

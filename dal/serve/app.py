@@ -217,15 +217,14 @@ def tags(server: Server, request: Request, body: bytes) -> Response:
 
 
 def co_located(server: Server, request: Request, body: bytes) -> Response:
-    """The other datasets at, inside or around the dataset's location (``Catalog.co_located``): those the
-    principal may read by name, the rest as a count (``hidden``): a write, gc or purge refuses while any is."""
+    """Whether other datasets are at, inside or around the dataset's location (``Catalog.co_located``; ``shared``)
+    and those the principal may read, by name — never a count: a write, gc or purge refuses while any is."""
     _who, name, grants = server.readable(request, "co-located")
     try:
         others = server.cat.co_located(name)
     except DatasetNotFound:
         return server.not_found(name, grants)
-    shown = [o for o in others if holds(grants, READ, o)]
-    return JSONResponse({"datasets": shown, "hidden": len(others) - len(shown)})
+    return JSONResponse({"shared": bool(others), "datasets": [o for o in others if holds(grants, READ, o)]})
 
 
 def overlapping(server: Server, request: Request, body: bytes) -> Response:

@@ -38,7 +38,7 @@ def test_a_writer_cannot_create_a_dataset_over_another_ones_location(served: Ser
 
 def test_co_located_answers_only_readers_and_names_only_what_they_read(served: Served) -> None:
     status, raw, _ = served.request("GET", "/api/v1/datasets/weather.radar/co-located", "one_reader")
-    assert status == 200 and json.loads(raw) == {"datasets": [], "hidden": 0}
+    assert status == 200 and json.loads(raw) == {"shared": False, "datasets": []}
     missing = served.request("GET", "/api/v1/datasets/sales.ordres/co-located", "one_reader")
     forbidden = served.request("GET", "/api/v1/datasets/sales.orders/co-located", "one_reader")
     assert missing[0] == forbidden[0] == 404 and missing[1].replace(b"ordres", b"orders") == forbidden[1]

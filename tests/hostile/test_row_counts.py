@@ -151,10 +151,11 @@ def test_a_petastorm_footer_claiming_a_trillion_rows_is_not_registered(sqlite_en
     dal.register("x.honest", str(foreign), format="petastorm")  # the layout is one dal adopts
     assert dal.open("x.honest").count() == len(dal.open("x.honest").to_arrow()) == ROWS
     _lie(foreign / "part-0.parquet", 10**12, values=True)
+    other = f"sqlite:///{tmp_path}/other.db"  # another catalog (one location is one dataset's in one)
     with pytest.raises(FormatError, match=r"part-0\.parquet: implausible Parquet footer"):
-        dal.register("x.legacy", str(foreign), format="petastorm", read_only=True)  # (a second entry: read-only)
+        dal.register("x.legacy", str(foreign), format="petastorm", read_only=True, catalog=other)
     with pytest.raises(DatasetNotFound):
-        sqlite_env.get_dataset("x.legacy")
+        Catalog(other).get_dataset("x.legacy")
 
 
 @LIES

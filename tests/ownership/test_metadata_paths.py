@@ -180,7 +180,7 @@ def test_petastorm_record_naming_another_dataset_is_refused(edit: str, sqlite_en
     with pytest.raises(FormatError, match=f"the version record _dal_versions/{0:020d}.json: {what}"):
         dal.open("p.mine").to_arrow()  # recorded before the edit: refused at read
     with pytest.raises(FormatError, match=what):
-        dal.register("p.again", str(mine), format="petastorm", read_only=True)
+        dal.register("p.again", str(mine), format="petastorm", read_only=True, catalog=f"sqlite:///{tmp_path}/b.db")
     assert sorted(dal.open("p.other").to_arrow().column("id").to_pylist()) == list(range(100, 105))
 
 

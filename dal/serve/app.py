@@ -262,7 +262,7 @@ def pin(server: Server, request: Request, body: bytes) -> Response:
                             detail=str(e)[:200])  # fmt: skip
         raise
     credentials = proof.checked(server.cat.catalog_id, proof.names_of(info.properties, name), info.location, offered,
-                                server.cat.co_located(name) if offered is not None else [])  # fmt: skip
+                                lambda: server.cat.co_located(name))  # fmt: skip
     detail = (proof.UNPROVEN if offered is not None else "") if credentials is None else (
         f"vended {credentials['access']} {credentials['scope']}"[:200])  # fmt: skip
     server.store.record(who, "pin", ALLOWED, dataset=name, version=version.number, client=client, detail=detail)

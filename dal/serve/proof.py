@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from dal.storage import claims
 from dal.storage.location import Location
@@ -36,6 +36,16 @@ def _empty(loc: Location) -> bool:
     return True
 
 
+def _key(catalog_id: str, names: tuple[str, ...], location: str, empty_ok: bool) -> tuple[str, str, str, bool]:
+    return (catalog_id, "\n".join(names), location, empty_ok)
+
+
+def _cached(catalog_id: str, names: tuple[str, ...], location: str, empty_ok: bool) -> bool:
+    """Whether this proof was made less than ``TTL_S`` seconds ago."""
+    with _lock:
+        return _proven.get(_key(catalog_id, names, location, empty_ok), 0.0) > time.monotonic()
+
+
 def proven(
     catalog_id: str, names: tuple[str, ...], location: str, options: Mapping[str, str], *, empty_ok: bool = False
 ) -> bool:
@@ -43,11 +53,9 @@ def proven(
     the dataset (``names``: its name, then its former names: a rename does not touch storage) and is not a
     purge's (the caller has checked that no other record is there); or, ``empty_ok``, it holds nothing. Looks
     with ``options`` (the credentials about to be vended); any failure to look is no proof."""
-    key = (catalog_id, "\n".join(names), location, empty_ok)
-    now = time.monotonic()
-    with _lock:
-        if _proven.get(key, 0.0) > now:
-            return True
+    if _cached(catalog_id, names, location, empty_ok):
+        return True
+    key, now = _key(catalog_id, names, location, empty_ok), time.monotonic()
     loc = Location.of(location, dict(options))
     try:
         claim = claims.read(loc)
@@ -72,16 +80,22 @@ def checked(
     names: tuple[str, ...],
     location: str,
     credentials: dict[str, object] | None,
-    others: list[str],
+    others: Callable[[], list[str]],
     *,
     empty_ok: bool = False,
 ) -> dict[str, object] | None:
-    """``credentials`` when ``location`` is proven the dataset's (``names``: its name and former names) (``proven``; ``others``: the catalog's other records
-    at, inside or around it, which disprove it); else None (nothing is handed out)."""
+    """``credentials`` when ``location`` is proven the dataset's (``proven``; ``names``: its name and former names)
+    and ``others()`` (the catalog's other records at, inside or around it, which disprove it) is empty; else None
+    (nothing is handed out). ``others`` is asked only when the proof is not cached: a pin under fan-in reads
+    neither storage nor every dataset's location again."""
     if credentials is None:
         return None
     options = credentials.get("options")
-    if others or not isinstance(options, dict):
+    if not isinstance(options, dict):
+        return None
+    if _cached(catalog_id, names, location, empty_ok):
+        return credentials
+    if others():
         return None
     return credentials if proven(catalog_id, names, location, options, empty_ok=empty_ok) else None
 

@@ -260,7 +260,10 @@ def begin_write(server: Server, request: Request, body: bytes) -> Response:
         names = proof.names_of(info.properties, name)
     except DatasetNotFound:
         location = str(_json(data.get("location"), "location", str))
-    others = server.cat.overlapping(location, besides=name)
+
+    def others() -> list[str]:
+        return server.cat.overlapping(location, besides=name)
+
     try:
         if read_only:
             offered = vend(server.vending, name, location)

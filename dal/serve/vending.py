@@ -303,19 +303,31 @@ def vend(config: Vending, name: str, location: str) -> dict[str, Any] | None:
     if _is_local(location):
         _check_local(config, name)
         return None
-    parts = urllib.parse.urlsplit(location)
-    scheme = parts.scheme.lower()
-    if scheme in ("s3", "s3a"):
-        source = config.s3.get(parts.netloc) or config.s3.get("*")
-        prefix = parts.path.strip("/")
-        return None if source is None else _vend_s3(source, parts.netloc, prefix, name)
-    if scheme in _AZURE_SCHEMES:
-        container, account = _azure_target(location)
-        az = config.azure.get(container) or config.azure.get("*")
-        if az is None or (account is not None and account != az.account):
-            return None
-        return _vend_azure(az, container)
-    return None
+    found = _source(config, location)
+    if found is None:
+        return None
+    where, prefix, source = found
+    if isinstance(source, S3Source):
+        return _vend_s3(source, where, prefix, name)
+    return _vend_azure(source, where)
+
+
+def _source(config: Vending, location: str) -> tuple[str, str, S3Source | AzureSource] | None:
+    """(bucket or container, prefix, the configured source) of what credentials for ``location`` reach (on Azure
+    the whole container: prefix ``""``); None where the file configures nothing for its store (or, on Azure,
+    configures another account)."""
+    scope = _scope(location)
+    if scope is None:
+        return None
+    kind, where, prefix = scope
+    if kind == "s3":
+        s3 = config.s3.get(where) or config.s3.get("*")
+        return None if s3 is None else (where, prefix, s3)
+    account = _azure_target(location)[1]
+    az = config.azure.get(where) or config.azure.get("*")
+    if az is None or (account is not None and account != az.account):
+        return None
+    return where, "", az
 
 
 _AZURE_SCHEMES = ("az", "azure", "abfs", "abfss")
@@ -370,25 +382,21 @@ def vend_write(config: Vending, name: str, location: str, guarded: Iterable[str]
     if _is_local(location):
         _check_local(config, name)
         return None
-    parts = urllib.parse.urlsplit(location)
-    scheme = parts.scheme.lower()
-    if scheme in ("s3", "s3a"):
-        source = config.s3.get(parts.netloc) or config.s3.get("*")
-        if source is None or source.write_role_arn is None:
+    found = _source(config, location)
+    if found is None:
+        return None
+    where, prefix, source = found
+    if isinstance(source, S3Source):
+        if source.write_role_arn is None:
             return None
-        prefix = parts.path.strip("/")
         if not prefix:
-            raise CannotVend(f"s3://{parts.netloc}: a write at the root of a bucket cannot be scoped to one dataset")
+            raise CannotVend(f"s3://{where}: a write at the root of a bucket cannot be scoped to one dataset")
         _check_reach(name, location, guarded)
-        return _vend_s3(source, parts.netloc, prefix, name, write=True)
-    if scheme in _AZURE_SCHEMES:
-        container, account = _azure_target(location)
-        az = config.azure.get(container) or config.azure.get("*")
-        if az is None or not az.write or (account is not None and account != az.account):
-            return None
-        _check_reach(name, location, guarded, container=True)
-        return _vend_azure(az, container, write=True)
-    return None
+        return _vend_s3(source, where, prefix, name, write=True)
+    if not source.write:
+        return None
+    _check_reach(name, location, guarded, container=True)
+    return _vend_azure(source, where, write=True)
 
 
 def _check_reach(name: str, location: str, guarded: Iterable[str], *, container: bool = False) -> None:

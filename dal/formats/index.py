@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dal.expr.stats import ColumnBounds
+from dal.formats.arrays import int64s, mask, trues, valid
 from dal.formats.base import DataFile
 from dal.storage import uris
 
@@ -59,7 +60,7 @@ class FileIndex:
                 values = values.cast(typ)
             except (pa.ArrowException, ValueError):
                 return None
-            null = values.is_null().to_numpy(zero_copy_only=False).astype(bool)
+            null = ~valid(values)
             return ColumnBounds(values, values, null, null)
         lo, hi, nulls = (self._column(f"{k}.{column}") for k in ("min", "max", "null_count"))
         try:
@@ -71,9 +72,12 @@ class FileIndex:
             some = np.ones(len(self), dtype=bool)
             none_valued = np.zeros(len(self), dtype=bool)
         else:
-            some = pc.fill_null(pc.greater(nulls, 0), True).to_numpy(zero_copy_only=False).astype(bool)
-            every = pc.equal(nulls, rows) if rows is not None else pa.nulls(len(self), pa.bool_())
-            none_valued = pc.fill_null(every, False).to_numpy(zero_copy_only=False).astype(bool)
+            counted = valid(nulls)
+            some = ~counted | (int64s(nulls) > 0)
+            if rows is None:
+                none_valued = np.zeros(len(self), dtype=bool)
+            else:
+                none_valued = counted & valid(rows) & (int64s(nulls) == int64s(rows))
         if lo is None and hi is None and nulls is None:
             return None
         return ColumnBounds(lo, hi, some, none_valued)
@@ -96,26 +100,25 @@ class FileIndex:
             lo, hi, nulls = lo.cast(typ), hi.cast(typ), nulls.cast(pa.int64())
         except (pa.ArrowException, ValueError):
             return None
-        counted = pc.and_(pc.is_valid(nulls), pc.is_valid(rows))
-        all_null = pc.fill_null(pc.equal(nulls, rows), False)
-        bounded = pc.and_(pc.is_valid(lo), pc.is_valid(hi))
+        # numpy over the columns' buffers: no Python value converted to Arrow (that imports pandas)
+        counts, null_counts = int64s(rows), int64s(nulls)
+        counted = valid(nulls) & valid(rows)
+        all_null = counted & (null_counts == counts)
+        bounded = valid(lo) & valid(hi)
         if pa.types.is_floating(typ):
-            bounded = pc.and_(bounded, pc.invert(pc.or_(pc.is_nan(lo), pc.is_nan(hi))))
+            bounded &= ~(trues(pc.is_nan(lo)) | trues(pc.is_nan(hi)))
         elif not pa.types.is_integer(typ) and not pa.types.is_date(typ):
-            short = pc.and_(
-                pc.less(pc.utf8_length(lo), self.exact_below), pc.less(pc.utf8_length(hi), self.exact_below)
-            )
-            bounded = pc.and_(bounded, short)
-        ok = pc.and_(counted, pc.or_(all_null, pc.fill_null(bounded, False)))
-        covered = pc.fill_null(ok, False).to_numpy(zero_copy_only=False).astype(bool)
+            short = (int64s(pc.utf8_length(lo)) < self.exact_below) & (int64s(pc.utf8_length(hi)) < self.exact_below)
+            bounded &= short
+        covered = counted & (all_null | bounded)
         if self.deleted:
             paths = self.files.column("path").to_pylist()
             covered &= np.array([p not in self.deleted for p in paths], dtype=bool)
         if not covered.any():
             return None
-        valued = pa.array(covered & ~all_null.to_numpy(zero_copy_only=False).astype(bool))
+        valued = mask(covered & ~all_null)
         lo_v, hi_v = pc.min(lo.filter(valued)).as_py(), pc.max(hi.filter(valued)).as_py()
-        return LoggedColumn(covered, int(pc.sum(nulls.filter(pa.array(covered))).as_py() or 0), lo_v, hi_v)
+        return LoggedColumn(covered, int(null_counts[covered].sum()), lo_v, hi_v)
 
     def data_files(self, rows: Sequence[int] | np.ndarray | None = None) -> list[DataFile]:
         """The files at ``rows`` (all when None) as ``DataFile`` objects, in index order."""
@@ -165,7 +168,7 @@ class FileIndex:
         rows = self._column("num_records")
         counts = None
         if rows is not None and rows.null_count == 0:
-            counts = _int64s(rows)
+            counts = int64s(rows)
         prefix = uris.join(self.location, "x")[:-1]
         sep = os.sep if uris.is_local(self.location) else "/"
         n = len(self)
@@ -175,7 +178,7 @@ class FileIndex:
             columns = [self.files.column(f"partition.{c}").combine_chunks() for c in names]
             if all(_one_spelling(col.type) for col in columns):  # equal values spell alike: once per partition
                 encoded = [col.dictionary_encode(null_encoding="encode") for col in columns]
-                codes = np.stack([_int64s(e.indices) for e in encoded])
+                codes = np.stack([int64s(e.indices) for e in encoded])
                 if len(names) == 1:
                     keys, part_of = np.arange(len(encoded[0].dictionary))[None, :], codes[0]
                 else:
@@ -190,13 +193,6 @@ class FileIndex:
                 parts = self.listing()[3]
                 part_of = np.arange(n, dtype=np.intp)
         return IndexColumns(self.files.column("path").combine_chunks(), prefix, sep, counts, parts, part_of)
-
-
-def _int64s(values: pa.Array) -> np.ndarray:
-    """An integer array without NULLs as int64 numpy, from its buffer: ``to_numpy`` would import pandas
-    (~0.25 s CPU of a process's first plan)."""
-    values = values.cast(pa.int64())
-    return np.frombuffer(values.buffers()[1], dtype=np.int64, count=len(values), offset=values.offset * 8).copy()
 
 
 @dataclass(frozen=True, eq=False)

@@ -6,6 +6,7 @@ call, the rest when a read plans the file."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,32 @@ def test_footers_beyond_the_budget_are_checked_when_read(
     assert ds.version.row_count == 10 * ROWS + 1
     with pytest.raises(FormatError, match="by its Parquet footer but the version says 11"):
         ds.to_arrow()
+
+
+def test_a_fresh_process_registers_syncs_and_states_stats_without_pandas(sqlite_env: Catalog, tmp_path: Path) -> None:
+    """Register, a sync and ``dal stats`` of a many-file table cost the log, not imports: pyarrow imports pandas
+    (~0.25-0.4 s CPU) on its first conversion of a Python value (``pa.array``, ``pa.scalar``, a Python literal
+    given to a compute function), ``to_numpy`` and ``group_by``, and delta-rs's own load needs none of them
+    (``dal.formats.arrays``). Commits of 150 adds each, so their adds are read as columns; partitions, so
+    their totals are summed."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "t"
+    make_table(str(root), 600, commits=4, parts=5)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    modules = "print(sorted(m for m in ('pandas', 'pyarrow.dataset') if m in sys.modules))\n"
+
+    def fresh(code: str) -> str:
+        out = subprocess.run([sys.executable, "-c", "import sys, dal\n" + code + modules], capture_output=True,
+                             text=True, timeout=300, env=env)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    assert fresh(f"assert len(dal.register('c.many', {str(root)!r}, format='delta')) == 4\n") == "[]"
+    append(str(root), 600, 150, parts=5)  # another writer's commit (this process: its imports are its own)
+    code = (
+        "from dal.ops import lifecycle\ndal.sync('c.many')\ns = lifecycle.stats('c.many')\nassert s.files == 750, s\n"
+    )
+    assert fresh(code) == "[]"
+    assert [v.row_count for v in sqlite_env.versions("c.many")] == [1500, 3000, 4500, 6000, 7500]

@@ -28,8 +28,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import pyarrow as pa
-
 from dal.catalog.types import VersionInfo
 from dal.errors import ChangesUnavailable, FormatError
 from dal.formats.changes import (
@@ -44,7 +42,15 @@ from dal.formats.changes import (
     check_range,
     refuse_gone_since,
 )
-from dal.formats.delta.log import _arrow_schema, _check_paths, _commit_actions, _deleted_rows, _short, open_table
+from dal.formats.delta.log import (
+    _arrow_schema,
+    _check_paths,
+    _commit_actions,
+    _deleted_rows,
+    _short,
+    add_actions,
+    open_table,
+)
 from dal.formats.delta.types import COLUMN_MAPPING_KEY, physical_schema
 from dal.storage import ownership, uris
 
@@ -78,7 +84,7 @@ class _Snapshots:
         if version not in self._parts:
             table = self._table(version)
             parts = list(table.metadata().partition_columns)
-            rows = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+            rows = add_actions(table).to_pylist()
             self._parts[version] = {
                 str(r["path"]): {c: None if r[f"partition.{c}"] is None else str(r[f"partition.{c}"]) for c in parts}
                 for r in rows

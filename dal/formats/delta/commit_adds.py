@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dal.errors import FormatError
+from dal.formats.arrays import from_int64s, int64s, valid, with_nulls
 from dal.formats.footers import PAGE_BYTES, PAGE_VALUES
 from dal.storage import ownership
 
@@ -27,6 +28,11 @@ from dal.storage import ownership
 COLUMNS_FROM = 100
 _ADD = b'{"add":'
 _DV = b'"deletionVector"'
+
+# one "\n" as an Arrow string array (a Python "\n" given to ``binary_join`` would be converted: pandas imported)
+_NEWLINE = pa.Array.from_buffers(
+    pa.string(), 1, [None, pa.py_buffer(np.array([0, 1], dtype=np.int32)), pa.py_buffer(b"\n")]
+)
 
 
 @dataclass(frozen=True)
@@ -109,30 +115,34 @@ def read_adds(lines: Sequence[bytes], keys: Sequence[str], location: str, where:
 def _implausible(counts: pa.Array, sizes: pa.Array) -> bool:
     """Whether a count exceeds what a file of its size can hold (``footers.most_rows``: ``n > q * PAGE_VALUES``
     with ``q = max(size, 0) // PAGE_BYTES``, in int64 without overflow)."""
-    n = counts.fill_null(0).to_numpy(zero_copy_only=False)
-    q = np.maximum(sizes.to_numpy(zero_copy_only=False), 0) // PAGE_BYTES
+    n = int64s(counts)
+    q = np.maximum(int64s(sizes), 0) // PAGE_BYTES
     whole, part = np.divmod(n, PAGE_VALUES)
     return bool(np.any((whole > q) | ((whole == q) & (part > 0))))
 
 
 def _counts(stats: pa.Array) -> pa.Array | None:
-    """Each add's ``numRecords`` (null: no statistics or no count), None when one is not plainly readable."""
+    """Each add's ``numRecords`` (null: no statistics or no count), None when one is not plainly readable.
+    (No Python value is converted to Arrow here: that would import pandas, ``dal.formats.arrays``.)"""
     present = stats.drop_null()
     if not len(present):
         return pa.nulls(len(stats), pa.int64())
     # one object per line: a blank or multi-line text would shift the rows
     if pc.any(pc.match_substring_regex(present, r"^\s*$|[\r\n]")).as_py():
         return None
-    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(present)], pa.int32()), present), "\n")
+    one = pa.ListArray.from_arrays(from_int64s([0, len(present)], pa.int32()), present)
+    joined = pc.binary_join(one, _NEWLINE)
     parsed = _read(joined[0].as_buffer(), pa.schema([("numRecords", pa.int64())]), "ignore")
     if parsed is None or parsed.num_rows != len(present):
         return None
     found = parsed.column("numRecords").combine_chunks()
-    if pc.any(pc.less(found, 0)).as_py():
+    known = valid(found)
+    numbers = int64s(found)
+    if bool(np.any(numbers[known] < 0)):
         return None
     if not stats.null_count:
         return found
     # back to one per add: the statistics' counts where they are, null (no count) where none
-    where = pc.cumulative_sum(pc.cast(pc.is_valid(stats), pa.int64())).to_numpy(zero_copy_only=False) - 1
-    picked = found.take(pa.array(np.maximum(where, 0)))
-    return pc.if_else(pc.is_valid(stats), picked, pa.scalar(None, pa.int64()))
+    has = valid(stats)
+    where = np.maximum(np.cumsum(has) - 1, 0)
+    return with_nulls(from_int64s(numbers[where]), has & known[where])

@@ -47,6 +47,7 @@ from dal.formats.delta.log import (
     _metadata,
     _opts,
     _short,
+    add_actions,
     commit_info,
     open_table,
     table_exists,
@@ -232,7 +233,7 @@ class DeltaFormat(Format):
         where = f"{version.dataset} version {version.number} (Delta version {version.storage_version})"
         try:
             parts = tuple(table.metadata().partition_columns)
-            actions = _arrow(table.get_add_actions(flatten=True))
+            actions = add_actions(table)
             schema = _arrow_schema(table)
         except Exception as e:
             raise FormatError(f"{where}: cannot list its data files: {_short(e)}") from e
@@ -428,9 +429,3 @@ class _Run:
 
 
 __all__ = ["UNAVAILABLE_KEY", "WRITE_ID_KEY", "DeltaFormat", "DeltaWrite", "physical_schema"]
-
-
-def _arrow(data: Any) -> pa.Table:
-    """delta-rs's Arrow table (arro3) as pyarrow's, through the C stream interface: ``pa.table`` would first
-    ask whether it is a pandas DataFrame, importing pandas (~0.25 s CPU of a process's first plan)."""
-    return pa.RecordBatchReader.from_stream(data).read_all()

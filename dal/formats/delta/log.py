@@ -57,6 +57,13 @@ def _arrow_schema(table: Any) -> pa.Schema:
     return pa.schema(table.schema().to_arrow())
 
 
+def add_actions(table: Any) -> pa.Table:
+    """delta-rs's add actions of ``table``'s loaded version (``get_add_actions(flatten=True)``) as a pyarrow table,
+    through the C stream interface: ``pa.table`` would first ask whether delta-rs's (arro3) table is a pandas
+    DataFrame, importing pandas (~0.25 s CPU of a fresh process's first plan or register)."""
+    return pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
+
+
 def open_table(location: str, storage_options: Mapping[str, str], version: int | None = None) -> Any:
     _check_location(location)
     try:
@@ -246,14 +253,17 @@ def commit_info(location: str, version: int, storage_options: Mapping[str, str])
     fs, root = uris.filesystem(location, storage_options)
     try:
         with fs.open_input_stream(uris.join(root, "_delta_log", f"{version:020d}.json")) as fh:
-            text = fh.read().decode()
+            data: bytes = fh.read()
     except (FileNotFoundError, OSError):
         return None
-    for line in text.splitlines():
-        if '"commitInfo"' in line:
-            info = json.loads(line).get("commitInfo")
-            return info if isinstance(info, dict) else None
-    return None
+    # the first line naming it, found in the bytes (a commit of 50,000 adds is ~30 MB: no split into lines)
+    at = data.find(b'"commitInfo"')
+    if at < 0:
+        return None
+    end = data.find(b"\n", at)
+    line = data[data.rfind(b"\n", 0, at) + 1 : end if end >= 0 else len(data)]
+    info = json.loads(line.decode()).get("commitInfo")
+    return info if isinstance(info, dict) else None
 
 
 def _metadata(info: Mapping[str, Any]) -> dict[str, Any]:

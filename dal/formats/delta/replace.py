@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from dal.errors import DalError
 from dal.expr import Expr, to_arrow
 from dal.expr.stats import may_match
-from dal.formats.delta.log import _arrow_schema, _deleted_rows
+from dal.formats.delta.log import _arrow_schema, _deleted_rows, add_actions
 from dal.formats.delta.staging import write_files
 from dal.formats.delta.stats import prunable_bounds
 from dal.formats.delta.types import COLUMN_MAPPING_KEY
@@ -86,7 +86,7 @@ def _index(location: str, table: Any, schema: pa.Schema) -> FileIndex:
     """The add actions of ``table`` as the reads' ``FileIndex`` (paths confined below the table, partition
     values typed, statistics made safe for pruning, deletion vectors)."""
     parts = tuple(table.metadata().partition_columns)
-    actions = pa.table(table.get_add_actions(flatten=True))
+    actions = add_actions(table)
     where = f"the Delta table {location} (version {table.version()})"
     paths = ownership.below_all(location, actions.column("path"), table=where, entry="an add action's path")
     actions = actions.set_column(actions.column_names.index("path"), "path", paths)

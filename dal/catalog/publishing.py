@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, func, insert, select
+from sqlalchemy import Table, bindparam, func, insert, select
+from sqlalchemy.orm import Session
 
 from dal.catalog.base import CatalogBase
 from dal.catalog.errors import CatalogError, TagExists, VersionConflict
@@ -48,7 +50,7 @@ def check_drafts(drafts: Sequence[VersionDraft]) -> None:
             tags.add(t)
         counts = [d.row_count, d.file_count, d.size_bytes, 0 if d.storage_version is None else d.storage_version]
         counts += [n for p in d.partitions for n in (p.row_count, p.file_count, p.size_bytes)]
-        if any(isinstance(n, bool) or not isinstance(n, numbers.Integral) for n in counts):
+        if any(type(n) is not int and (isinstance(n, bool) or not isinstance(n, numbers.Integral)) for n in counts):
             raise CatalogError("row_count, file_count, size_bytes and storage_version must be whole numbers")
         if not all(0 <= n <= MAX_BIGINT for n in counts):
             raise CatalogError(
@@ -64,6 +66,31 @@ def check_drafts(drafts: Sequence[VersionDraft]) -> None:
                     f"storage versions of one batch must increase: {d.storage_version} follows {storage}"
                 )
             storage = d.storage_version
+
+
+_PARTITION_COLUMNS = ("version_id", "key", "values", "row_count", "file_count", "size_bytes")
+
+
+def _json(values: tuple[tuple[str, str | None], ...]) -> str:
+    """A partition's values as the ``values`` column stores them (what the JSON type would write)."""
+    return json.dumps([list(kv) for kv in values])
+
+
+def _insert_partitions(s: Session, rows: Sequence[tuple[Any, ...]]) -> None:
+    """``rows`` (in ``_PARTITION_COLUMNS``' order, the values already JSON) inserted with one ``executemany`` of
+    the driver: the statement compiled once for the dialect, every value a bound parameter. Through the ORM or
+    Core's own ``executemany`` each row's parameters are processed one by one (~20 us a row: a fifth of a
+    register of 50,000 files in 100 commits of 100 partitions)."""
+    conn = s.connection()
+    stmt = insert(_PARTITIONS).values({c: bindparam(c) for c in _PARTITION_COLUMNS}).inline()  # no RETURNING
+    compiled = stmt.compile(dialect=conn.dialect)
+    names = list(compiled.positiontup or ()) if compiled.positional else None
+    if names is not None:
+        at = [_PARTITION_COLUMNS.index(n) for n in names]
+        params: list[Any] = [tuple(r[i] for i in at) for r in rows]
+    else:
+        params = [dict(zip(_PARTITION_COLUMNS, r, strict=True)) for r in rows]
+    conn.exec_driver_sql(str(compiled), params)
 
 
 class VersionPublishing(CatalogBase):
@@ -144,21 +171,17 @@ class VersionPublishing(CatalogBase):
                 for i, d in enumerate(drafts)
             ]
             ids = s.scalars(insert(_VERSIONS).returning(_VERSIONS.c.id, sort_by_parameter_order=True), values).all()
-            keys: dict[tuple[tuple[str, str | None], ...], str] = {}  # a partition's key, made once per batch
+            # a partition's key and its values' JSON, made once per batch (a register of 100 commits of 100
+            # partitions writes 10,000 rows of 100 distinct values)
+            spelled: dict[tuple[tuple[str, str | None], ...], tuple[str, str]] = {}
             parts = [
-                {
-                    "version_id": vid,
-                    "key": keys[p.values] if p.values in keys else keys.setdefault(p.values, p.key),
-                    "values": [list(kv) for kv in p.values],
-                    "row_count": p.row_count,
-                    "file_count": p.file_count,
-                    "size_bytes": p.size_bytes,
-                }
+                (vid, *(spelled.get(p.values) or spelled.setdefault(p.values, (p.key, _json(p.values)))),
+                 p.row_count, p.file_count, p.size_bytes)
                 for vid, d in zip(ids, drafts, strict=True)
                 for p in d.partitions
-            ]
+            ]  # fmt: skip
             if parts:
-                s.execute(insert(_PARTITIONS), parts)
+                _insert_partitions(s, parts)
             tags = [
                 {"dataset_id": ds.id, "name": t, "version_id": vid, "created_at": now}
                 for vid, d in zip(ids, drafts, strict=True)

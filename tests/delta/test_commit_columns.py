@@ -155,6 +155,16 @@ def test_what_the_columns_do_not_plainly_take_is_left_to_the_per_action_path(lin
     assert commit_adds.read_adds([plain], ["part"], "/tmp/t", "t") is not None
 
 
+def test_a_two_line_text_beside_a_blank_one_is_not_read_as_columns() -> None:
+    """Two statistics texts whose lines add up (one of two lines, one blank) would shift every count after
+    them by one row if read as one object per line: the per-action path takes them."""
+    lines = [json.dumps(_add("part=1/x.parquet", size=10_000, stats='{"numRecords": 10}\n{"numRecords": 3}')).encode(),
+             json.dumps(_add("part=1/y.parquet", size=10_000, stats=" ")).encode(),
+             json.dumps(_add("part=1/z.parquet", size=10_000, stats='{"numRecords": 7}')).encode()]  # fmt: skip
+    assert commit_adds.read_adds(lines, ["part"], "/tmp/t", "t") is None
+    assert commit_adds.read_adds(lines[2:], ["part"], "/tmp/t", "t") is not None
+
+
 def test_a_commit_the_columns_leave_is_applied_or_loaded_as_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

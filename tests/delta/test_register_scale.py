@@ -152,3 +152,27 @@ def test_a_fresh_process_registers_syncs_and_states_stats_without_pandas(sqlite_
     )
     assert fresh(code) == "[]"
     assert [v.row_count for v in sqlite_env.versions("c.many")] == [1500, 3000, 4500, 6000, 7500]
+
+
+def test_the_table_listing_is_what_os_walk_lists(tmp_path: Path) -> None:
+    """``_local_files`` (one scandir per folder, paths made from the parent's) lists what ``os.walk`` with
+    links followed did: nested folders, a link to a folder outside (followed), links to a file and to nothing
+    (listed as files), names with spaces and '%'."""
+    from dal.formats.delta.format import _local_files
+
+    root, outside = tmp_path / "t", tmp_path / "outside"
+    for rel in ("a.parquet", "p=1/b.parquet", "p=1/q=x y/c%20.parquet", "p=2/deep/er/d.parquet", "_delta_log/0.json"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"x")
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "e.parquet").write_bytes(b"x")
+    (root / "p=3").symlink_to(outside, target_is_directory=True)
+    (root / "f.parquet").symlink_to(root / "a.parquet")
+    (root / "dangling.parquet").symlink_to(tmp_path / "nothing")
+    (root / "empty").mkdir()
+    walked = set()
+    for folder, _dirs, names in os.walk(root, followlinks=True):
+        rel = os.path.relpath(folder, root)
+        walked.update(("" if rel == "." else rel.replace(os.sep, "/") + "/") + n for n in names)
+    assert _local_files(str(root)) == walked
+    assert "p=3/sub/e.parquet" in walked and "dangling.parquet" in walked and "p=1/q=x y/c%20.parquet" in walked

@@ -529,11 +529,13 @@ def _totals(adds: pa.Table, parts: Sequence[str], counts: pa.Array) -> dict[Part
     rows = np.add.reduceat(int64s(counts)[order], starts)
     sizes = np.add.reduceat(int64s(adds.column("size_bytes"))[order], starts)
     files = np.diff(np.r_[starts, n])
-    for g, i in enumerate(order[starts].tolist()):
-        total = totals[tuple((c, texts[idx[i]]) for c, (idx, texts) in zip(parts, columns, strict=True))]
-        total[0] += int(rows[g])
-        total[1] += int(files[g])
-        total[2] += int(sizes[g])
+    first = order[starts]
+    spelled = [[(c, texts[k]) for k in idx[first].tolist()] for c, (idx, texts) in zip(parts, columns, strict=True)]
+    for key, r, f, b in zip(zip(*spelled, strict=True), rows.tolist(), files.tolist(), sizes.tolist(), strict=True):
+        total = totals[key]
+        total[0] += r
+        total[1] += f
+        total[2] += b
     return totals
 
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dal.errors import FormatError
-from dal.formats.arrays import from_int64s, int64s, valid, with_nulls
+from dal.formats.arrays import from_int64s, int64s, trues, valid, with_nulls
 from dal.formats.footers import PAGE_BYTES, PAGE_VALUES
 from dal.storage import ownership
 
@@ -48,6 +48,8 @@ class Adds:
     values: list[tuple[str | None, ...]]
     stats: list[bool]  # whether the add has statistics (text)
     uncounted: bool = False  # whether an add has no numRecords (True in ``counts``)
+    rewrites: bool = False  # whether an add says ``dataChange: false`` (a file re-added, not a new one)
+    null_values: bool = False  # whether a partition value is NULL (or its key missing: alike in the columns)
 
 
 def split(lines: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
@@ -77,7 +79,8 @@ def read_adds(lines: Sequence[bytes], keys: Sequence[str], location: str, where:
     keys (physical names under column mapping)."""
     keys = list(dict.fromkeys(keys))
     part = pa.struct([(k, pa.string()) for k in keys])
-    add = pa.struct([("path", pa.string()), ("size", pa.int64()), ("stats", pa.string()), ("partitionValues", part)])
+    add = pa.struct([("path", pa.string()), ("size", pa.int64()), ("stats", pa.string()), ("partitionValues", part),
+                     ("dataChange", pa.bool_())])  # fmt: skip
     table = _read(b"\n".join(lines), pa.schema([("add", add)]), "infer")
     if table is None or table.num_rows != len(lines) or table.column_names != ["add"]:
         return None
@@ -99,6 +102,7 @@ def read_adds(lines: Sequence[bytes], keys: Sequence[str], location: str, where:
     if _implausible(counts, size):
         return None  # the per-action path refuses it, after its other checks
     texts = [values.field(k).to_pylist() for k in keys]
+    changes = col.field("dataChange")
     return Adds(
         lines=lines,
         raw=raw.to_pylist(),
@@ -108,6 +112,8 @@ def read_adds(lines: Sequence[bytes], keys: Sequence[str], location: str, where:
         uncounted=bool(counts.null_count),
         values=list(zip(*texts, strict=True)) if keys else [()] * len(lines),
         stats=pc.is_valid(stats).to_pylist(),
+        rewrites=bool(trues(pc.invert(changes)).any()),
+        null_values=any(None in t for t in texts),
     )
 
 

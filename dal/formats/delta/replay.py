@@ -303,19 +303,27 @@ class Tally:
         """This commit applied from its lines, its add actions read as columns (``commit_adds``): checked
         (paths, claims, another writer's counts against footers) as ``applies`` and ``apply`` check them. False,
         nothing changed, when a line is not plainly one the tally takes that way; the per-action path then
-        decides (the same result or the same error). Not for a seeded tally (a sync's few actions), nor for a
-        commit of fewer than ``commit_adds.COLUMNS_FROM`` adds (as cheap one action at a time)."""
-        if not self.loaded or self.seeded is not None:
+        decides (the same result or the same error). Not for a commit of fewer than ``commit_adds.COLUMNS_FROM``
+        adds (as cheap one action at a time). A tally seeded from the catalog (a sync) takes a commit so only when
+        ``_known`` would: new files (each path once, no ``dataChange: false``), every partition value named (a
+        NULL one, which the columns cannot tell from a missing key, goes one action at a time), no remove (a
+        file of the seed is forgotten as its remove says: ``apply``)."""
+        if not self.loaded:
             return False
         if len(lines) < commit_adds.COLUMNS_FROM:
             return False
+        seeded = self.seeded is not None
         plain, rest = commit_adds.split(lines)
         others = parse_all(rest) if len(plain) >= commit_adds.COLUMNS_FROM else None
         if others is None or any("add" in a for a in others) or (others and self.applies(others) is None):
             return False
+        if seeded and any("remove" in a for a in others):
+            return False
         where = f"{uris.mask_url(self.location)} (Delta version {version})"
         adds = commit_adds.read_adds(plain, [self.typed.keys[c] for c in self.parts], self.location, where)
         if adds is None:
+            return False
+        if seeded and (adds.rewrites or adds.null_values or len(set(adds.paths)) != len(adds.paths)):
             return False
         _check_paths(self.location, version, others)  # every other path the commit names, as ``_checked``
         picked = [json.loads(adds.lines[i]) for i in itertools.islice(itertools.compress(

@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.many_files import append, make_table  # noqa: E402
 from benchmarks.proc_cpu import tree_cpu_seconds  # noqa: E402
+from benchmarks.scale_bench import compile_dal  # noqa: E402
 
 
 def child(kind: str, engine: str, root: str, name: str) -> None:
@@ -116,6 +117,7 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
+    compile_dal()  # as an installed package has it (scale_bench.compile_dal)
     work = Path(tempfile.mkdtemp(prefix="dal-register-bench-"))
     lines = []
     try:

@@ -1,4 +1,4 @@
-"""Arrow integer columns to and from numpy without pyarrow's pandas shim.
+"""Arrow columns to and from numpy without pyarrow's pandas shim.
 
 ``Array.to_numpy``, ``ChunkedArray.to_numpy``, ``pa.array`` and ``pa.scalar`` of Python or numpy values import
 pandas the first time a process converts: ~0.25 s CPU of a fresh process's first plan or register, which
@@ -8,6 +8,7 @@ delta-rs's own load does not pay. These go through the values' buffers instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -62,3 +63,27 @@ def mask(values: np.ndarray) -> pa.Array:
     """A numpy boolean array as an Arrow boolean array (for ``filter``)."""
     flags = np.asarray(values, dtype=bool)
     return pa.Array.from_buffers(pa.bool_(), len(flags), [None, pa.py_buffer(np.packbits(flags, bitorder="little"))])
+
+
+def strings(values: Sequence[str]) -> pa.Array:
+    """Python texts as an Arrow string array without NULLs."""
+    data = [v.encode() for v in values]
+    offsets = np.zeros(len(data) + 1, dtype=np.int32)
+    np.cumsum([len(d) for d in data], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+
+
+def combinations(columns: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[list[Any]], np.ndarray, np.ndarray]:
+    """The distinct combinations of the columns' values (NULL one of them), numbered: each column's distinct values
+    as Python objects, the combinations as indices into them (one row per column, one column per combination,
+    sorted), and each row's combination."""
+    encoded = [
+        (c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c).dictionary_encode(null_encoding="encode")
+        for c in columns
+    ]
+    codes = np.stack([int64s(e.indices) for e in encoded])
+    if len(encoded) == 1:
+        keys, of = np.arange(len(encoded[0].dictionary))[None, :], codes[0]
+    else:
+        keys, of = np.unique(codes, axis=1, return_inverse=True)
+    return [e.dictionary.to_pylist() for e in encoded], keys, np.asarray(of, dtype=np.intp).reshape(-1)

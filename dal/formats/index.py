@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dal.expr.stats import ColumnBounds
-from dal.formats.arrays import int64s, mask, trues, valid
+from dal.formats.arrays import combinations, int64s, mask, trues, valid
 from dal.formats.base import DataFile
 from dal.storage import uris
 
@@ -177,18 +177,11 @@ class FileIndex:
         if names:
             columns = [self.files.column(f"partition.{c}").combine_chunks() for c in names]
             if all(_one_spelling(col.type) for col in columns):  # equal values spell alike: once per partition
-                encoded = [col.dictionary_encode(null_encoding="encode") for col in columns]
-                codes = np.stack([int64s(e.indices) for e in encoded])
-                if len(names) == 1:
-                    keys, part_of = np.arange(len(encoded[0].dictionary))[None, :], codes[0]
-                else:
-                    keys, part_of = np.unique(codes, axis=1, return_inverse=True)
-                dicts = [e.dictionary.to_pylist() for e in encoded]
+                dicts, keys, part_of = combinations(columns)
                 parts = [
                     tuple((c, None if d[k] is None else _text(d[k])) for c, d, k in zip(names, dicts, key, strict=True))
                     for key in keys.T.tolist()
                 ]
-                part_of = np.asarray(part_of, dtype=np.intp).reshape(-1)
             else:  # 0.0 == -0.0, yet their spellings differ: as listed
                 parts = self.listing()[3]
                 part_of = np.arange(n, dtype=np.intp)

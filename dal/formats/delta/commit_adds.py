@@ -140,7 +140,7 @@ def _counts(stats: pa.Array) -> pa.Array | None:
     if text.count(b"\n") != len(present) - 1 or b"\r" in text:
         if pc.any(pc.match_substring_regex(present, r"^\s*$|[\r\n]")).as_py():
             return None
-    parsed = _read(joined[0].as_buffer(), pa.schema([("numRecords", pa.int64())]), "ignore")
+    parsed = _read(text, pa.schema([("numRecords", pa.int64())]), "ignore")
     if parsed is None or parsed.num_rows != len(present):
         return None
     found = parsed.column("numRecords").combine_chunks()

@@ -6,6 +6,7 @@ deletion vectors and column mapping) through projections, filters, shards, split
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -188,6 +189,22 @@ def test_missing_deletion_vector_file_is_refused_naming_the_version(tmp_path: Pa
     assert dal.open(NAME, 0, catalog=catalog).to_arrow().num_rows == 2000
     with pytest.raises(FormatError, match=rf"{NAME} version 1 .*deletion vector file.*missing"):
         dal.open(NAME, 1, catalog=catalog)
+
+
+def test_missing_deletion_vector_files_are_named_alike_on_every_register(tmp_path: Path) -> None:
+    # delta-rs names whichever missing deletion vector file its parallel reads meet first; the recorded reason
+    # names the first of them sorted and how many more, the same on every register
+    reasons = []
+    for i in range(3):
+        path = _copy("delta-spark/table-with-dv-large", tmp_path / str(i))
+        catalog = f"sqlite:///{tmp_path}/{i}.db"
+        dal.register(NAME, str(path), catalog=catalog)
+        version = dal.get_catalog(catalog).versions(NAME)[3]
+        reasons.append(version.properties["unavailable"])
+    assert len(set(reasons)) == 1
+    named = re.search(r"\((deletion_vector_[0-9a-f-]{36}\.bin) and 1 more\)", reasons[0])
+    assert named is not None, reasons[0]
+    assert not (path / named.group(1)).exists()
 
 
 def test_unsupported_reader_feature_is_named(tmp_path: Path) -> None:

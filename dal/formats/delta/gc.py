@@ -246,7 +246,36 @@ def _deletion_vector_files(
         DalError: the table has deletion vector files but the log cannot be replayed (nothing is deleted)."""
     if not kept or not any(_DV_FILE.fullmatch(rel.rsplit("/", 1)[-1]) for rel, _s, _a in listed):
         return set(), set()
-    names = _log_names(listed)
+    return _replayed(dataset, location, storage_options, _log_names(listed), kept, expiring)
+
+
+def missing_deletion_vectors(location: str, storage_options: Mapping[str, str], version: int) -> list[str]:
+    """The deletion vector files Delta version ``version`` reads that are not there, sorted, relative to the
+    location ([] when the log cannot tell: no checkpoint before a commit gone from it). What delta-rs names
+    instead is whichever missing file its parallel reads meet first."""
+    fs, root = uris.filesystem(location, storage_options)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(uris.join(root, "_delta_log")))
+        needed, _named = _replayed(location, location, storage_options, {i.base_name for i in infos}, [version], [])
+    except (DalError, OSError, ValueError):
+        return []
+    wanted = sorted(needed)
+    there = fs.get_file_info([uris.join(root, rel) for rel in wanted])
+    return [rel for rel, info in zip(wanted, there, strict=True) if info.type == pafs.FileType.NotFound]
+
+
+def _replayed(
+    dataset: str,
+    location: str,
+    storage_options: Mapping[str, str],
+    names: set[str],
+    kept: Sequence[int],
+    expiring: Sequence[int],
+) -> tuple[set[str], set[str]]:
+    """``_deletion_vector_files`` from the log's file names (``names``): the replay itself.
+
+    Raises:
+        DalError: a commit the replay needs is gone and no checkpoint precedes it."""
     oldest, newest = kept[0], kept[-1]
     first = max(_classic_checkpoints(names, lambda v: v <= oldest), default=None)
     commits = range(first + 1 if first is not None else 0, newest + 1)

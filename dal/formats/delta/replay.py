@@ -200,7 +200,11 @@ class Tally:
         except Exception as e:
             if "not found" not in str(e).lower():
                 raise
-            self.dv_missing = _short(e)
+            from dal.formats.delta.gc import missing_deletion_vectors  # an error's path only
+
+            gone = missing_deletion_vectors(self.location, self.storage_options, version)
+            # the sorted files, not delta-rs's message: it names whichever its parallel reads met first
+            self.dv_missing = (gone[0] + (f" and {len(gone) - 1} more" if len(gone) > 1 else "")) if gone else _short(e)
             return {}
 
     def _count(self, path: str, version: int) -> int:

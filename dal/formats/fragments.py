@@ -15,11 +15,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
+from dal.formats import arrays
 from dal.formats.base import DataFile
 from dal.storage import uris
 
 if TYPE_CHECKING:  # imported where used: pyarrow.dataset imports pandas (~0.25 s CPU of a first open)
     import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
 
 
 def parquet_format() -> pads.ParquetFileFormat:
@@ -32,9 +34,10 @@ def parquet_format() -> pads.ParquetFileFormat:
 
 def partition_value(value: str | None, typ: pa.DataType) -> pa.Scalar:
     """A partition value (as the log/manifest spells it) typed as its column."""
+    # from arrays, not pa.scalar: a Python value converted to Arrow imports pandas (0.3 s of a first read)
     if value is None:
-        return pa.scalar(None, typ)
-    return pa.scalar(value).cast(typ)
+        return pa.nulls(1, typ)[0]
+    return arrays.strings([value]).cast(typ)[0]
 
 
 def partition_expression(values: Sequence[tuple[str, str | None]], schema: pa.Schema) -> pc.Expression:
@@ -76,11 +79,16 @@ def dataset_from_files(
     return pads.FileSystemDataset(fragments, schema, fmt, fs)
 
 
-def row_group_starts(path: str, filesystem: pafs.FileSystem) -> list[int]:
-    """The position in the file of each row group's first row."""
+def footer(path: str, filesystem: pafs.FileSystem) -> pq.FileMetaData:
+    """A Parquet file's footer (without ``pyarrow.dataset``)."""
     import pyarrow.parquet as pq
 
-    md = pq.ParquetFile(path, filesystem=filesystem).metadata
+    return pq.ParquetFile(path, filesystem=filesystem).metadata
+
+
+def row_group_starts(path: str, filesystem: pafs.FileSystem) -> list[int]:
+    """The position in the file of each row group's first row."""
+    md = footer(path, filesystem)
     starts, at = [], 0
     for i in range(md.num_row_groups):
         starts.append(at)
@@ -133,7 +141,7 @@ def read_exact(
     if deleted:
         mask = np.ones(n, dtype=bool)
         mask[np.asarray(deleted, dtype=np.int64)] = False
-        table = table.filter(pa.array(mask))
+        table = table.filter(arrays.mask(mask))
     return table
 
 

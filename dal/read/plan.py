@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -34,7 +34,7 @@ from dal.errors import FilterError, FormatError
 from dal.expr.walk import columns_in, conjoin, conjuncts, renamed
 from dal.formats.base import DataFile
 from dal.formats.footers import checked_rows
-from dal.formats.fragments import dataset_from_files, partition_expression, read_exact, row_group_starts
+from dal.formats.fragments import dataset_from_files, footer, partition_expression, read_exact, row_group_starts
 from dal.formats.index import IndexColumns
 from dal.read.pinned import Pinned, QueryPlan, translate_missing
 from dal.read.sharding import Remainder, assign, share
@@ -45,6 +45,7 @@ from dal.storage.timeparts import TimePartitions
 
 if TYPE_CHECKING:  # imported where used: pyarrow.dataset imports pandas (~0.25 s CPU of a first open)
     import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
 
 _log = logging.getLogger("dal")
 
@@ -281,7 +282,7 @@ class Query:
             values = uri_of[uri].partition_values if uri in uri_of else ()
             deleted = uri_of[uri].deleted_rows if uri in uri_of else ()
             pieces = self._row_groups_kept(fragment, flt, pruning)
-            self._check_row_count(uri, fragment, uri_of[uri].row_count if uri in uri_of else None)
+            self._check_row_count(uri, fragment.metadata, uri_of[uri].row_count if uri in uri_of else None)
             kept_files, groups = kept_files + 1, groups + fragment.num_row_groups
             starts = row_group_starts(fragment.path, fragment.filesystem) if deleted else []
             for piece in pieces:
@@ -375,7 +376,7 @@ class Query:
         makes of a file when there is no filter."""
         fragment = self._file_fragment(uri, values)
         pieces = list(fragment.split_by_row_group(schema=self.schema))
-        self._check_row_count(uri, fragment, claimed)
+        self._check_row_count(uri, fragment.metadata, claimed)
         starts: list[int] = []
         if deleted:
             md, at = fragment.metadata, 0
@@ -432,10 +433,10 @@ class Query:
             return list(fragment.split_by_row_group(filter=pruning[0], schema=pruning[1]))
         return list(fragment.split_by_row_group(schema=self.schema))
 
-    def _check_row_count(self, uri: str, fragment: pads.ParquetFileFragment, claimed: int | None) -> None:
-        """The footer's rows (read by ``split_by_row_group``) against the count the version's log or record
-        claims (what the catalog's ``count()`` came from): a FormatError when they differ."""
-        rows = checked_rows(fragment.metadata, uris.mask_url(uri))
+    def _check_row_count(self, uri: str, metadata: pq.FileMetaData, claimed: int | None) -> None:
+        """The footer's rows (``metadata``: read by ``split_by_row_group``) against the count the version's log or
+        record claims (what the catalog's ``count()`` came from): a FormatError when they differ."""
+        rows = checked_rows(metadata, uris.mask_url(uri))
         if claimed is not None and claimed != rows:
             raise FormatError(
                 f"{self.source.name} version {self.source.number}: {uris.mask_url(uri)} holds {rows:,} rows "
@@ -468,6 +469,26 @@ class Query:
             task.deleted,
             columns=columns,
         )
+
+    def read_file(self, task: ReadTask) -> Iterator[pa.Table]:
+        """A file task's rows without a filter, row group by row group, each through ``read_exact`` (its
+        footer and row groups by ``pyarrow.parquet``: no fragment, no ``pyarrow.dataset`` and its pandas import),
+        projected and restored as ``read_task`` returns them; the footer's count checked first.
+
+        Raises:
+            FormatError: the file is gone, or its footer disagrees with the task's count."""
+        if not task.whole_file or self.condition is not None:
+            raise ValueError("read_file takes a file task of a scan without a filter")
+        with translate_missing(self.source):
+            md = footer(self.local_path(task.uri), self.filesystem)
+            self._check_row_count(task.uri, md, task.num_rows)
+            at = 0
+            for i in range(md.num_row_groups):
+                rows = md.row_group(i).num_rows
+                gone = deleted_in(task.deleted, at, rows) if task.deleted else ()
+                at += rows
+                table = self.read_exact(ReadTask(task.uri, i, task.partition_values, rows, deleted=gone, exact=True))
+                yield self.restore(table.select(list(self.columns)) if self.columns is not None else table)
 
     def matching_rows(self, tasks: Sequence[ReadTask]) -> list[int]:
         """Rows per task that pass the filter (a read of the filter columns only when there is a filter)."""

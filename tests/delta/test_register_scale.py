@@ -125,7 +125,9 @@ def test_footers_beyond_the_budget_are_checked_when_read(
         ds.to_arrow()
 
 
-def test_a_fresh_process_registers_syncs_and_states_stats_without_pandas(sqlite_env: Catalog, tmp_path: Path) -> None:
+def test_a_fresh_process_registers_syncs_states_stats_and_heads_without_pandas(
+    sqlite_env: Catalog, tmp_path: Path
+) -> None:
     """Register, a sync and ``dal stats`` of a many-file table cost the log, not imports: pyarrow imports pandas
     (~0.25-0.4 s CPU) on its first conversion of a Python value (``pa.array``, ``pa.scalar``, a Python literal
     given to a compute function), ``to_numpy`` and ``group_by``, and delta-rs's own load needs none of them
@@ -152,6 +154,11 @@ def test_a_fresh_process_registers_syncs_and_states_stats_without_pandas(sqlite_
     )
     assert fresh(code) == "[]"
     assert [v.row_count for v in sqlite_env.versions("c.many")] == [1500, 3000, 4500, 6000, 7500]
+    # dal head: the first file through pyarrow.parquet (Query.read_file), its partition value typed from arrays
+    code = "from dal.ops import lifecycle\n_, rows = lifecycle.head('c.many', n=3)\nprint(rows)\n"
+    shown, imported = fresh(code).splitlines()
+    assert imported == "[]"
+    assert shown == str(dal.open("c.many").to_arrow().slice(0, 3).to_pylist())
 
 
 def test_the_table_listing_is_what_os_walk_lists(tmp_path: Path) -> None:

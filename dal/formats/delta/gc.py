@@ -265,13 +265,9 @@ def missing_deletion_vectors(location: str, storage_options: Mapping[str, str], 
 
 
 def _replayed(
-    dataset: str,
-    location: str,
-    storage_options: Mapping[str, str],
-    names: set[str],
-    kept: Sequence[int],
+    dataset: str, location: str, storage_options: Mapping[str, str], names: set[str], kept: Sequence[int],
     expiring: Sequence[int],
-) -> tuple[set[str], set[str]]:
+) -> tuple[set[str], set[str]]:  # fmt: skip
     """``_deletion_vector_files`` from the log's file names (``names``): the replay itself.
 
     Raises:

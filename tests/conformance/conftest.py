@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +34,19 @@ def require_corpus() -> Path:
             pytest.fail(reason)
         pytest.skip(reason)
     return CORPUS
+
+
+def each_table(tables: list[dict[str, Any]]) -> pytest.MarkDecorator:
+    """A test run once per manifest entry (its ``entry`` argument), named by its path; one ``corpus-absent``
+    run (``entry`` None) when the corpus is absent, for ``copied`` to skip or fail."""
+    ids = [t["local_path"] for t in tables] if tables else ["corpus-absent"]
+    return pytest.mark.parametrize("entry", tables or [None], ids=ids)
+
+
+def copied(entry: dict[str, Any] | None, tmp_path: Path) -> Path:
+    """A writable copy of the entry's table at ``tmp_path / "table"`` (the corpus is read in place, never changed)."""
+    require_corpus()
+    assert entry is not None
+    root = tmp_path / "table"
+    shutil.copytree(CORPUS / entry["local_path"], root)
+    return root

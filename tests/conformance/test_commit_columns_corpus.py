@@ -4,7 +4,6 @@ same versions, counts, partitions and properties, or the same error."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 
 from dal.formats.delta import commit_adds, replay
 from dal.formats.delta.format import DeltaFormat
-from tests.conformance.conftest import CORPUS, corpus_tables, require_corpus
+from tests.conformance.conftest import copied, corpus_tables, each_table
 
 TABLES = corpus_tables("delta")
 
@@ -26,16 +25,11 @@ def _described(root: Path) -> list[Any] | str:
              dict(d.properties)) for d in drafts]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "entry", TABLES or [None], ids=[t["local_path"] for t in TABLES] if TABLES else ["corpus-absent"]
-)
+@each_table(TABLES)
 def test_columns_and_actions_describe_alike(
     entry: dict[str, Any] | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_corpus()
-    assert entry is not None
-    root = tmp_path / "table"
-    shutil.copytree(CORPUS / entry["local_path"], root)
+    root = copied(entry, tmp_path)
     monkeypatch.setattr(commit_adds, "COLUMNS_FROM", 1)  # every commit with an add read as columns
     columns = _described(root)
     monkeypatch.setattr(replay.Tally, "apply_lines", lambda self, version, lines, budget: False)

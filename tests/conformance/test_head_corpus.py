@@ -5,7 +5,6 @@ in the same order, with the same schema and metadata, or the same refusal."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 import dal
 from dal.ops import first
-from tests.conformance.conftest import CORPUS, corpus_tables, require_corpus
+from tests.conformance.conftest import copied, corpus_tables, each_table, require_corpus
 
 TABLES = corpus_tables("delta") + corpus_tables("petastorm")
 TAKEN: list[str] = []  # the tables whose rows came through read_file
@@ -33,16 +32,11 @@ def _same(a: pa.Table | str | None, b: pa.Table | str | None) -> bool:
     return a == b
 
 
-@pytest.mark.parametrize(
-    "entry", TABLES or [None], ids=[t["local_path"] for t in TABLES] if TABLES else ["corpus-absent"]
-)
+@each_table(TABLES)
 def test_first_rows_by_file_are_the_scans(
     entry: dict[str, Any] | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_corpus()
-    assert entry is not None
-    root = tmp_path / "table"
-    shutil.copytree(CORPUS / entry["local_path"], root)
+    root = copied(entry, tmp_path)
     catalog = f"sqlite:///{tmp_path}/catalog.db"
     try:
         versions = dal.register("t.head", str(root), format=entry["kind"], catalog=catalog)

@@ -21,6 +21,10 @@ from dal.formats.index import FileIndex
 from dal.read.pinned import PlanCache
 from dal.scan import Scan
 
+# a row group read whole for a preview: up to 8 of the scan's chunks (reader.CHUNK_BYTES); a larger one goes
+# through the scan, which reads a slice of it
+PLAIN_GROUP_BYTES = 16 * 1024 * 1024
+
 
 def first_rows(ds: Dataset, n: int, columns: Sequence[str] | None = None, where: str | None = None) -> pa.Table | None:
     """The first ``n`` rows of ``ds`` (only ``columns``, of the rows ``where`` keeps) as a scan reads them; None
@@ -64,8 +68,9 @@ def _scan(ds: Dataset, columns: Sequence[str] | None, where: str | None) -> Scan
 def _plain(scan: Scan, n: int) -> list[pa.RecordBatch] | None:
     """The first ``n`` rows of an unfiltered scan's files read file by file (``Query.read_file``: pyarrow.parquet,
     so a preview of a 50,000-file table does not import ``pyarrow.dataset`` and pandas, ~0.3 s of its ~0.8);
-    None when a file's count is unknown (its plan is row groups) or the read fails: then the scan reads them,
-    and reports the failure as every read does."""
+    None when a file's count is unknown (its plan is row groups), a row group they need is larger than
+    ``PLAIN_GROUP_BYTES``, or the read fails: then the scan reads them (a slice of a large row group), and reports
+    the failure as every read does."""
     query = scan.query
     tasks = query.file_tasks()
     if not all(t.whole_file for t in tasks):
@@ -73,11 +78,14 @@ def _plain(scan: Scan, n: int) -> list[pa.RecordBatch] | None:
     out: list[pa.RecordBatch] = []
     try:
         for task in tasks:
-            for table in query.read_file(task):
+            tables = query.read_file(task, n, PLAIN_GROUP_BYTES)
+            if tables is None:
+                return None
+            for table in tables:
                 out += table.to_batches()
                 n -= table.num_rows
-                if n <= 0:
-                    return out
+            if n <= 0:
+                return out
     except Exception:  # the scan's path raises it as every read does (or reads what this could not)
         return None
     return out

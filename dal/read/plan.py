@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -470,25 +470,36 @@ class Query:
             columns=columns,
         )
 
-    def read_file(self, task: ReadTask) -> Iterator[pa.Table]:
-        """A file task's rows without a filter, row group by row group, each through ``read_exact`` (its
-        footer and row groups by ``pyarrow.parquet``: no fragment, no ``pyarrow.dataset`` and its pandas import),
-        projected and restored as ``read_task`` returns them; the footer's count checked first.
+    def read_file(self, task: ReadTask, rows: int, max_bytes: int) -> list[pa.Table] | None:
+        """The first ``rows`` rows of a file task without a filter (all of them when it holds fewer), row group by
+        row group, each through ``read_exact`` (its footer and row groups by ``pyarrow.parquet``: no fragment, no
+        ``pyarrow.dataset`` and its pandas import), projected and restored as ``read_task`` returns them, its
+        footer's count checked first; None when a row group they need holds more than ``max_bytes`` (uncompressed):
+        a scan reads a slice of such a group, this would read it whole.
 
         Raises:
             FormatError: the file is gone, or its footer disagrees with the task's count."""
         if not task.whole_file or self.condition is not None:
             raise ValueError("read_file takes a file task of a scan without a filter")
+        out: list[pa.Table] = []
         with translate_missing(self.source):
             md = footer(self.local_path(task.uri), self.filesystem)
             self._check_row_count(task.uri, md, task.num_rows)
             at = 0
             for i in range(md.num_row_groups):
-                rows = md.row_group(i).num_rows
-                gone = deleted_in(task.deleted, at, rows) if task.deleted else ()
-                at += rows
-                table = self.read_exact(ReadTask(task.uri, i, task.partition_values, rows, deleted=gone, exact=True))
-                yield self.restore(table.select(list(self.columns)) if self.columns is not None else table)
+                if rows <= 0:
+                    break
+                group = md.row_group(i)
+                if group.total_byte_size > max_bytes:
+                    return None
+                gone = deleted_in(task.deleted, at, group.num_rows) if task.deleted else ()
+                at += group.num_rows
+                table = self.read_exact(ReadTask(task.uri, i, task.partition_values, group.num_rows, deleted=gone,
+                                                 exact=True))  # fmt: skip
+                table = (table.select(list(self.columns)) if self.columns is not None else table).slice(0, rows)
+                rows -= table.num_rows
+                out.append(self.restore(table))  # what is shown only: a tensor column's cells restored
+        return out
 
     def matching_rows(self, tasks: Sequence[ReadTask]) -> list[int]:
         """Rows per task that pass the filter (a read of the filter columns only when there is a filter)."""

@@ -54,3 +54,29 @@ def test_head_order_is_the_scans_across_formats(sqlite_env: Catalog) -> None:
         assert [r["a"] for r in rows] == [a for a in whole if a in (3, 17, 18, 44, 45, 46)]
         _, rows = lifecycle.head(name, n=5, where="a > 1000")
         assert rows == []
+
+
+def test_a_row_group_larger_than_the_bound_is_read_by_the_scan(
+    sqlite_env: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a filter, head reads the first files' row groups whole through ``pyarrow.parquet``
+    (``Query.read_file``), but only row groups up to ``PLAIN_GROUP_BYTES``: a larger one goes through the scan,
+    which reads a slice of it. The rows are the same either way."""
+    from dal.ops import first
+
+    dal.write(pa.table({"a": list(range(5000)), "s": [f"r{i}" for i in range(5000)]}), "x.big")
+    whole = dal.open("x.big").to_arrow().slice(0, 4).to_pylist()
+    plain = first._plain
+    taken: list[bool] = []
+
+    def spied(scan: object, n: int) -> object:
+        out = plain(scan, n)  # type: ignore[arg-type]
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(first, "_plain", spied)
+    assert lifecycle.head("x.big", n=4)[1] == whole
+    assert taken == [True]
+    monkeypatch.setattr(first, "PLAIN_GROUP_BYTES", 1000)  # the row group is ~60 kB
+    assert lifecycle.head("x.big", n=4)[1] == whole
+    assert taken == [True, False]
